@@ -1,0 +1,1 @@
+"""Faust agents: thin loops over topics that call into ``streams``."""

@@ -1,0 +1,3 @@
+"""memstream: a Kafka-native memory service for AI agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,236 @@
+"""ConversationCache: the hot copy of each conversation's newest messages in Redis.
+
+One list per conversation, newest message at index 0, capped at
+``history_max`` and expiring ``history_ttl_s`` after the last write. Redis is
+a cache that may fail; the database is the truth. The rules that keep the
+cache from ever serving a partial history:
+
+* The worker creates a list only for a conversation it knows is new; for any
+  other conversation it appends only to a list that exists (``LPUSHX``). A
+  missing list is a miss, and a read rebuilds it from the database.
+* Every write bumps a per-conversation version; a rebuild is a ``WATCH``ed
+  transaction on that version, so a rebuild racing a write is abandoned.
+* Conversations written while Redis was failing are remembered and their lists
+  deleted on the first write that succeeds again; conversations whose events
+  were already stored (a redelivery) are deleted too.
+* After a failure Redis is skipped for ``retry_after_s`` so a dead cache costs
+  no timeout per batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, WatchError
+
+from streams.metrics import CACHE_BACKFILLS
+
+log = logging.getLogger(__name__)
+
+ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
+MessageDoc = dict[str, Any]
+STALE_LIMIT = 1_000_000
+
+
+class CacheUnavailableError(Exception):
+    """Redis failed or is being skipped after a recent failure."""
+
+
+class ConversationCache:
+    def __init__(
+        self,
+        redis: Redis | None,
+        *,
+        prefix: str = "ms",
+        history_max: int = 200,
+        history_ttl_s: int = 86_400,
+        summary_ttl_s: int = 3_600,
+        retry_after_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.history_max = history_max
+        self.history_ttl_s = history_ttl_s
+        self.summary_ttl_s = summary_ttl_s
+        self.retry_after_s = retry_after_s
+        self._clock = clock
+        self._down_until = 0.0
+        self._stale: set[ConversationKey] = set()
+
+    @property
+    def enabled(self) -> bool:
+        return self.redis is not None
+
+    # ------------------------------------------------------------------ keys
+    def list_key(self, tenant_id: str, conversation_id: str) -> str:
+        return f"{self.prefix}:{tenant_id}:hist:{conversation_id}"
+
+    def version_key(self, tenant_id: str, conversation_id: str) -> str:
+        return f"{self.prefix}:{tenant_id}:ver:{conversation_id}"
+
+    def summary_key(self, tenant_id: str, conversation_id: str) -> str:
+        return f"{self.prefix}:{tenant_id}:sum:{conversation_id}"
+
+    # --------------------------------------------------------------- health
+    def _check(self) -> Redis:
+        if self.redis is None:
+            raise CacheUnavailableError("cache disabled")
+        if self._clock() < self._down_until:
+            raise CacheUnavailableError("redis skipped after a recent failure")
+        return self.redis
+
+    def _failed(self, exc: BaseException, what: str) -> None:
+        self._down_until = self._clock() + self.retry_after_s
+        log.warning("redis %s failed: %s: %s", what, type(exc).__name__, exc)
+
+    @property
+    def stale_count(self) -> int:
+        return len(self._stale)
+
+    # ---------------------------------------------------------------- write
+    async def append(
+        self,
+        new_messages: Mapping[ConversationKey, Sequence[MessageDoc]],
+        *,
+        fresh: Iterable[ConversationKey] = (),
+        invalidate: Iterable[ConversationKey] = (),
+    ) -> None:
+        """Append each conversation's new messages (oldest first) in one pipeline.
+
+        ``fresh`` conversations are known to have no earlier history, so their
+        list may be created. ``invalidate`` lists are deleted instead (the
+        next read rebuilds them). Raises :class:`CacheUnavailableError` on
+        failure, after remembering every touched conversation as stale.
+        """
+        fresh_set = set(fresh)
+        drop = set(invalidate)
+        touched = set(new_messages) | drop
+        if not touched:
+            return
+        try:
+            redis = self._check()
+        except CacheUnavailableError:
+            self._remember_stale(touched)
+            raise
+        stale = set(self._stale)
+        ttl = self.history_ttl_s
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                for tenant, conv in stale | drop:
+                    pipe.delete(self.list_key(tenant, conv))
+                for key, docs in new_messages.items():
+                    tenant, conv = key
+                    lk, vk = self.list_key(tenant, conv), self.version_key(tenant, conv)
+                    pipe.incr(vk)
+                    pipe.expire(vk, ttl)
+                    if key in drop or key in stale or not docs:
+                        continue
+                    payload = [json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs]
+                    if key in fresh_set:
+                        pipe.lpush(lk, *payload)
+                    else:
+                        pipe.lpushx(lk, *payload)
+                    pipe.ltrim(lk, 0, self.history_max - 1)
+                    pipe.expire(lk, ttl)
+                for tenant, conv in drop - set(new_messages):
+                    pipe.incr(self.version_key(tenant, conv))
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._failed(exc, "append")
+            self._remember_stale(touched)
+            raise CacheUnavailableError(str(exc)) from exc
+        self._stale -= stale
+
+    def _remember_stale(self, keys: Iterable[ConversationKey]) -> None:
+        if len(self._stale) < STALE_LIMIT:
+            self._stale.update(keys)
+
+    # ----------------------------------------------------------------- read
+    async def read(self, tenant_id: str, conversation_id: str, n: int) -> list[MessageDoc] | None:
+        """The newest ``n`` messages oldest first, or None on a miss."""
+        redis = self._check()
+        lk = self.list_key(tenant_id, conversation_id)
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.exists(lk)
+                pipe.lrange(lk, 0, n - 1)
+                exists, raw = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._failed(exc, "read")
+            raise CacheUnavailableError(str(exc)) from exc
+        if not exists:
+            return None
+        return [json.loads(r) for r in reversed(raw)]
+
+    async def version(self, tenant_id: str, conversation_id: str) -> bytes | None:
+        redis = self._check()
+        try:
+            v: bytes | None = await redis.get(self.version_key(tenant_id, conversation_id))
+            return v
+        except (RedisError, OSError) as exc:
+            self._failed(exc, "version")
+            raise CacheUnavailableError(str(exc)) from exc
+
+    async def backfill(
+        self,
+        tenant_id: str,
+        conversation_id: str,
+        docs: Sequence[MessageDoc],
+        seen_version: bytes | None,
+    ) -> bool:
+        """Rebuild the list from ``docs`` (the newest messages, oldest first)
+        unless a write happened since ``seen_version`` was read."""
+        redis = self._check()
+        lk = self.list_key(tenant_id, conversation_id)
+        vk = self.version_key(tenant_id, conversation_id)
+        docs = list(docs)[-self.history_max :]
+        try:
+            async with redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(vk)
+                if await pipe.get(vk) != seen_version:
+                    await pipe.unwatch()
+                    CACHE_BACKFILLS.labels("raced").inc()
+                    return False
+                pipe.multi()
+                pipe.delete(lk)
+                if docs:
+                    pipe.lpush(lk, *[json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs])
+                    pipe.expire(lk, self.history_ttl_s)
+                await pipe.execute()
+        except WatchError:
+            CACHE_BACKFILLS.labels("raced").inc()
+            return False
+        except (RedisError, OSError) as exc:
+            self._failed(exc, "backfill")
+            CACHE_BACKFILLS.labels("error").inc()
+            return False
+        CACHE_BACKFILLS.labels("done").inc()
+        return True
+
+    # -------------------------------------------------------------- summary
+    async def get_summary(self, tenant_id: str, conversation_id: str) -> dict[str, Any] | None:
+        redis = self._check()
+        try:
+            raw = await redis.get(self.summary_key(tenant_id, conversation_id))
+        except (RedisError, OSError) as exc:
+            self._failed(exc, "summary read")
+            raise CacheUnavailableError(str(exc)) from exc
+        return None if raw is None else dict(json.loads(raw))
+
+    async def set_summary(self, tenant_id: str, conversation_id: str, summary: dict[str, Any]) -> None:
+        redis = self._check()
+        try:
+            await redis.set(
+                self.summary_key(tenant_id, conversation_id),
+                json.dumps(summary, ensure_ascii=False, default=str),
+                ex=self.summary_ttl_s,
+            )
+        except (RedisError, OSError) as exc:
+            self._failed(exc, "summary write")
+            raise CacheUnavailableError(str(exc)) from exc

@@ -1,0 +1,1 @@
+"""Durable storage: SQLAlchemy Core on MySQL (aiomysql) or the embedded SQLite (aiosqlite)."""

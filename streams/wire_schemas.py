@@ -1,0 +1,33 @@
+"""JSON Schemas (draft 2020-12) generated from the wire records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from streams.records import ChatEvent, SessionClosed
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+BASE = "https://memstream.dev/schemas/"
+
+
+def _doc(schema: dict[str, Any], name: str, title: str, description: str) -> dict[str, Any]:
+    return {"$schema": DRAFT, "$id": BASE + name, "title": title, "description": description, **schema}
+
+
+def all_schemas() -> dict[str, dict[str, Any]]:
+    return {
+        "chat-message.schema.json": _doc(
+            TypeAdapter(ChatEvent).json_schema(),
+            "chat-message.schema.json",
+            "chat.messages event",
+            "A value on the chat topic (key: conversation id): a chat message or a session end.",
+        ),
+        "session-closed.schema.json": _doc(
+            SessionClosed.model_json_schema(),
+            "session-closed.schema.json",
+            "memory.session-closed event",
+            "One session end (explicit or by inactivity), keyed by conversation id.",
+        ),
+    }
