@@ -45,3 +45,92 @@ SESSIONS_OPEN = Gauge("memstream_sessions_open", "Open sessions in this worker's
 SESSIONS_CLOSED = Counter(
     "memstream_sessions_closed_total", "Sessions closed, by trigger (explicit, idle).", ["trigger"]
 )
+
+# ---------------------------------------------------------- consolidation
+CONSOLIDATIONS = Counter(
+    "memstream_consolidations_total",
+    "Session consolidations, by provider and outcome (done, retried, dead_lettered, skipped).",
+    ["provider", "outcome"],
+)
+CONSOLIDATION_LATENCY = Histogram(
+    "memstream_consolidation_seconds", "Time to consolidate one session end, by provider.",
+    ["provider"], buckets=LATENCY_BUCKETS,
+)
+CANDIDATES = Counter(
+    "memstream_memory_candidates_total", "Memory candidates produced, by judge kind (model, rules).",
+    ["judge"],
+)
+JUDGE_FALLBACKS = Counter(
+    "memstream_judge_fallbacks_total", "Model judge answers replaced by the rule judge, by reason.", ["reason"]
+)
+DEDUP_DROPPED = Counter(
+    "memstream_dedup_dropped_total",
+    "Candidates dropped inside a batch, by rule (exact, containment, jaccard, levenshtein).",
+    ["rule"],
+)
+CONFLICT_DECISIONS = Counter(
+    "memstream_conflict_decisions_total",
+    "Conflict decisions per candidate (store, skip, supersede), by decider (model, rules).",
+    ["decision", "decider"],
+)
+MEMORIES_STORED = Counter(
+    "memstream_memories_stored_total", "Long-term memories written, by provider and memory type.",
+    ["provider", "type"],
+)
+MEMORIES_EXPIRED = Counter(
+    "memstream_memories_expired_total", "Long-term memories expired (superseded), by provider.", ["provider"]
+)
+SUMMARIES = Counter(
+    "memstream_summaries_total", "Conversation summaries generated, by generator (model, extractive).",
+    ["generator"],
+)
+
+# ---------------------------------------------------- providers and model
+PROVIDER_LATENCY = Histogram(
+    "memstream_provider_request_seconds", "Provider call latency, by provider and operation.",
+    ["provider", "operation"], buckets=LATENCY_BUCKETS,
+)
+PROVIDER_FAILURES = Counter(
+    "memstream_provider_failures_total", "Failed provider calls, by provider, operation and error class.",
+    ["provider", "operation", "error"],
+)
+PROVIDER_CALLS = Counter(
+    "memstream_provider_requests_total", "Provider calls, by provider and operation.",
+    ["provider", "operation"],
+)
+MODEL_TOKENS = Counter(
+    "memstream_model_tokens_total", "Model tokens, by purpose (judge, conflict, summary) and direction (in, out).",
+    ["purpose", "direction"],
+)
+
+# ----------------------------------------------------------------- queries
+QUERY_LATENCY = Histogram(
+    "memstream_query_seconds", "End-to-end handling of one memory query.", buckets=LATENCY_BUCKETS
+)
+QUERY_STAGE_LATENCY = Histogram(
+    "memstream_query_stage_seconds", "Query time by stage (short_term, long_term, budget).",
+    ["stage"], buckets=LATENCY_BUCKETS,
+)
+QUERY_REPLIES = Counter(
+    "memstream_query_replies_total", "Replies sent, by outcome (ok, partial, error).", ["outcome"]
+)
+QUERY_MEMORIES = Histogram(
+    "memstream_query_memories", "Long-term memories returned per reply.", buckets=(0, 1, 2, 5, 10, 20, 50)
+)
+QUERY_BUDGET_TOKENS = Histogram(
+    "memstream_query_budget_tokens", "Tokens of the long-memory budget used per reply.",
+    buckets=(0, 100, 250, 500, 1000, 2000, 3000, 4000, 8000),
+)
+
+# ------------------------------------------------------------------- kafka
+CONSUMER_LAG = Gauge(
+    "memstream_consumer_lag", "Messages behind the log end, by topic and partition.", ["topic", "partition"]
+)
+CONSUMER_PROGRESS = Gauge(
+    "memstream_consumer_last_progress_timestamp_seconds",
+    "Unix time this worker last advanced a committed offset.",
+)
+REBALANCES = Counter("memstream_rebalances_total", "Consumer group rebalances seen by this worker.")
+COMMIT_LATENCY = Histogram(
+    "memstream_commit_seconds", "Offset commit latency.", buckets=LATENCY_BUCKETS
+)

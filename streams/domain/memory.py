@@ -1,0 +1,77 @@
+"""Long-term memory records shared by the judge, dedup, conflict rules,
+providers and retrieval.
+
+Layers and types are separate axes: the *scope* says which layer a memory is
+promoted to (``user`` -> the ``user_profile`` cube, ``agent`` -> the
+``agent_{agentId}`` cube); the *type* says what kind of memory it is (text,
+preference, skill, tool), as in MemOS' text_mem / pref_mem / skill_mem /
+tool_mem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, get_args
+
+MemoryType = Literal["text", "preference", "skill", "tool"]
+Scope = Literal["user", "agent"]
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
+SCOPES: tuple[str, ...] = get_args(Scope)
+
+USER_CUBE = "user_profile"
+MAX_MEMORY_CHARS = 200
+
+
+def agent_cube(agent_id: str) -> str:
+    return f"agent_{agent_id}"
+
+
+def cube_for(scope: Scope, agent_id: str) -> str:
+    return USER_CUBE if scope == "user" else agent_cube(agent_id)
+
+
+def readable_cubes(agent_id: str) -> list[str]:
+    return [USER_CUBE, agent_cube(agent_id)]
+
+
+@dataclass(frozen=True)
+class SourceMessage:
+    """A session message as the judge sees it."""
+
+    event_id: str
+    role: str
+    content: str
+    created_at: datetime
+    name: str | None = None
+    new: bool = True
+
+
+@dataclass(frozen=True)
+class MemoryCandidate:
+    """A memory proposed by a judge, before dedup and conflict checks."""
+
+    content: str
+    type: MemoryType = "text"
+    scope: Scope = "user"
+    importance: float = 0.5
+    source_event_ids: tuple[str, ...] = ()
+    event_time: datetime | None = None
+    kind: Literal["fact", "episode"] = "fact"
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """A memory as a provider returns it."""
+
+    id: str
+    content: str
+    cube: str
+    type: MemoryType = "text"
+    scope: Scope = "user"
+    score: float = 0.0
+    importance: float = 0.5
+    event_time: datetime | None = None
+    source_event_ids: tuple[str, ...] = ()
+    kind: Literal["fact", "episode"] = "fact"
+    metadata: dict[str, object] = field(default_factory=dict)

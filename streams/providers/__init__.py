@@ -1,0 +1,1 @@
+"""Long-term memory providers: built-in (MySQL), MemOS and Mem0."""

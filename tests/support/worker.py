@@ -1,0 +1,86 @@
+"""Run ``memstream worker`` as a real subprocess, as users do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMSTREAM = [sys.executable, "-m", "streams.cli"]
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    def start(self, wait_ready: bool = True, timeout: float = 90.0) -> WorkerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [*MEMSTREAM, "worker"],
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        log.close()
+        if wait_ready:
+            self.wait_for_log("Worker ready", timeout)
+        return self
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_for_log(self, needle: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.log_text():
+                return
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited ({self.proc.returncode}):\n{self.log_text()[-4000:]}")
+            time.sleep(0.2)
+        raise TimeoutError(f"worker log never showed {needle!r}:\n{self.log_text()[-4000:]}")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL: the worker gets no chance to flush or commit anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
