@@ -171,8 +171,8 @@ class ConversationCache:
     async def version(self, tenant_id: str, conversation_id: str) -> bytes | None:
         redis = self._check()
         try:
-            v: bytes | None = await redis.get(self.version_key(tenant_id, conversation_id))
-            return v
+            v = await redis.get(self.version_key(tenant_id, conversation_id))
+            return v.encode() if isinstance(v, str) else v
         except (RedisError, OSError) as exc:
             self._failed(exc, "version")
             raise CacheUnavailableError(str(exc)) from exc
@@ -194,10 +194,10 @@ class ConversationCache:
             async with redis.pipeline(transaction=True) as pipe:
                 await pipe.watch(vk)
                 if await pipe.get(vk) != seen_version:
-                    await pipe.unwatch()
+                    await pipe.unwatch()  # type: ignore[no-untyped-call]
                     CACHE_BACKFILLS.labels("raced").inc()
                     return False
-                pipe.multi()
+                pipe.multi()  # type: ignore[no-untyped-call]
                 pipe.delete(lk)
                 if docs:
                     pipe.lpush(lk, *[json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs])

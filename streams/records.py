@@ -7,6 +7,7 @@ producers in any language can follow the same contract.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,10 @@ from pydantic import (
 )
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+RFC3339_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+_rfc3339 = re.compile(RFC3339_PATTERN)
 SUBAGENT_PREFIX = "agent:"
 
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
@@ -39,13 +44,18 @@ class _Event(BaseModel):
     conversation_id: Ident = Field(
         description="Conversation; ids starting with `agent:` are a sub-agent's virtual conversation."
     )
-    created_at: AwareDatetime = Field(description="RFC 3339 time the event happened, with offset.")
+    created_at: AwareDatetime = Field(
+        description="RFC 3339 time the event happened, with offset.",
+        json_schema_extra={"pattern": RFC3339_PATTERN},
+    )
 
     @field_validator("created_at", mode="before")
     @classmethod
     def _rfc3339_text(cls, v: object) -> object:
-        if not isinstance(v, str | datetime):
-            raise ValueError("created_at must be an RFC 3339 string")
+        if isinstance(v, datetime):
+            return v
+        if not isinstance(v, str) or not _rfc3339.match(v):
+            raise ValueError("created_at must be an RFC 3339 date-time with an offset")
         return v
 
 

@@ -4,6 +4,7 @@ processors built on it."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from streams.app import app, settings
 from streams.faust_glue import FaustTable
@@ -11,13 +12,17 @@ from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import ProducerPublisher
 from streams.runtime import Runtime
 from streams.tables import sessions
+from streams.web import install as install_web
 
 runtime = Runtime(settings)
+install_web(app)
 
 
-@app.on_before_shutdown.connect
-async def _close_runtime(app: object, **kwargs: object) -> None:
+async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
     await runtime.stop()
+
+
+app.on_before_shutdown.connect(_close_runtime)
 
 
 @cache

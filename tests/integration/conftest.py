@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from streams.cache import ConversationCache
+from streams.db.messages import MessageStore
+from streams.domain.tokens import TokenCounter
+from streams.history import SessionReader
 from tests.support.services import (
     KAFKA_BOOTSTRAP,
     KAFKA_BROKER,
@@ -35,6 +40,20 @@ from tests.support.worker import WorkerProcess
 @pytest.fixture(scope="session", autouse=True)
 def _services() -> None:
     require_services()
+
+
+async def partitions(topic: str) -> list[int]:
+    """Partition numbers of ``topic`` ([] when it does not exist yet)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    for t in described:
+        if t.get("error_code", 0) == 0 and t.get("partitions"):
+            return sorted(p["partition"] for p in t["partitions"])
+    return []
 
 
 @dataclass
@@ -129,15 +148,11 @@ class Stack:
         await c.start()
         try:
             deadline = asyncio.get_running_loop().time() + timeout
-            while True:
-                parts = c.partitions_for_topic(topic)
-                if parts:
-                    break
-                await c.topics()  # refreshes metadata
+            while not (parts := await partitions(topic)):
                 if asyncio.get_running_loop().time() > deadline:
                     return []
                 await asyncio.sleep(0.3)
-            tps = [TopicPartition(topic, p) for p in sorted(parts)]
+            tps = [TopicPartition(topic, p) for p in parts]
             c.assign(tps)
             await c.seek_to_beginning(*tps)
             out: list[Any] = []
@@ -146,7 +161,7 @@ class Stack:
                 for msgs in batch.values():
                     out.extend(msgs)
                 ends = await c.end_offsets(tps)
-                done = all(await c.position(tp) >= ends[tp] for tp in tps)
+                done = all([await c.position(tp) >= ends[tp] for tp in tps])
                 if expect is None and done:
                     return out
                 if expect is not None and len(out) >= expect and done:
@@ -164,10 +179,7 @@ class Stack:
         await c.start()
         try:
             committed = await admin.list_consumer_group_offsets(group)
-            tps = []
-            for t in topics:
-                for p in c.partitions_for_topic(t) or ():
-                    tps.append(TopicPartition(t, p))
+            tps = [TopicPartition(t, p) for t in topics for p in await partitions(t)]
             if not tps:
                 return False
             ends = await c.end_offsets(tps)
@@ -193,12 +205,12 @@ class Stack:
         return [line.split("\t") for line in out.splitlines() if line]
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+@contextmanager
+def new_stack(tmp: Path) -> Iterator[Stack]:
     name = unique("it")
     database = f"ms_{name}"
     mysql_cli(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
-    s = Stack(name=name, tmp=tmp_path, database=database,
+    s = Stack(name=name, tmp=tmp, database=database,
               redis_url=f"redis://127.0.0.1:{REDIS_PORT}/0")
     try:
         yield s
@@ -209,7 +221,53 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 
 
 @pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    with new_stack(tmp_path) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack (and usually one worker) for a module of read-only checks."""
+    with new_stack(tmp_path_factory.mktemp("shared")) as s:
+        yield s
+
+
+@pytest.fixture
 async def redis_client(stack: Stack) -> AsyncIterator[Redis]:
     r = stack.redis()
     yield r
     await r.aclose()
+
+
+@asynccontextmanager
+async def session_reader(stack: Stack, redis_url: str | None = None,
+                         **kw: Any) -> AsyncIterator[SessionReader]:
+    """A SessionReader on the stack's database and Redis, as the query path builds it."""
+    engine = stack.engine()
+    url = redis_url if redis_url is not None else stack.redis_url
+    redis = Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5) if url else None
+    cache = ConversationCache(redis, prefix=stack.name, retry_after_s=0.0)
+    try:
+        yield SessionReader(MessageStore(engine), cache, TokenCounter(), **kw)
+    finally:
+        if redis is not None:
+            await redis.aclose()
+        await engine.dispose()
+
+
+def chat_event(i: int, conv: str, tenant: str = "t1", **kw: Any) -> dict[str, Any]:
+    doc = {"event_id": f"{tenant}-{conv}-{i}", "type": "message", "tenant_id": tenant,
+           "user_id": "u1", "agent_id": "a1", "conversation_id": conv,
+           "role": "user" if i % 2 == 0 else "assistant", "content": f"{conv} message {i}",
+           "created_at": f"2026-11-30T08:{(i // 60) % 60:02d}:{i % 60:02d}Z"}
+    doc.update(kw)
+    return doc
+
+
+def session_end_event(conv: str, tenant: str = "t1", n: int = 0, **kw: Any) -> dict[str, Any]:
+    doc = {"event_id": f"{tenant}-{conv}-end-{n}", "type": "session_end", "tenant_id": tenant,
+           "user_id": "u1", "agent_id": "a1", "conversation_id": conv,
+           "created_at": "2026-11-30T09:00:00Z"}
+    doc.update(kw)
+    return doc

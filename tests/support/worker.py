@@ -84,3 +84,20 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: f
             return
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+async def eventually(check: Callable[[], object], timeout: float, what: str,
+                     interval: float = 0.25) -> None:
+    """Like wait_until, for async tests: ``check`` may return a bool or an awaitable of one."""
+    import asyncio
+    import inspect
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -1,0 +1,60 @@
+# memstream — common tasks. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv services services-down services-status test test-unit test-agents \
+        test-integration lint typecheck demo bench-ingest bench-query bench-locomo schemas clean
+
+help:  ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev,demo]'
+	touch $(STAMP)
+
+venv: $(STAMP)  ## create the virtual environment with every dependency
+
+services:  ## start Kafka (KRaft), Redis and MariaDB on loopback
+	$(PYTHON) scripts/services.py up
+
+services-down:  ## stop the services started by `make services`
+	$(PYTHON) scripts/services.py down
+
+services-status:  ## show which services are running
+	$(PYTHON) scripts/services.py status
+
+test: $(STAMP) services  ## the whole suite against the real services
+	$(PY) -m pytest
+
+test-unit: $(STAMP)  ## pure logic only (no services)
+	$(PY) -m pytest tests/unit
+
+test-agents: $(STAMP)  ## processors against in-memory fakes (no services)
+	$(PY) -m pytest tests/agents
+
+test-integration: $(STAMP) services  ## against real Kafka, Redis and MariaDB
+	$(PY) -m pytest tests/integration
+
+lint: $(STAMP)  ## ruff
+	$(VENV)/bin/ruff check streams agents tests bench
+
+typecheck: $(STAMP)  ## mypy --strict on streams/ and agents/
+	$(VENV)/bin/mypy
+
+demo: $(STAMP)  ## the main job on the embedded default (SQLite, no Redis, local broker)
+	$(VENV)/bin/memstream demo
+
+bench-ingest: $(STAMP) services  ## sustained ingest rate vs the reference path (docs/benchmarks.md)
+	$(PY) bench/ingest.py
+
+schemas: $(STAMP)  ## regenerate the JSON Schemas in schemas/
+	$(VENV)/bin/memstream schemas export --out schemas
+
+clean:  ## remove local state (not the services' data)
+	rm -rf .memstream-data memstream.db .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,262 @@
+"""Offline evaluation of memstream's long-term retrieval on LoCoMo.
+
+Every turn of every conversation becomes an episodic memory (``Speaker:
+text``, dated with its session, source id ``<sample_id>:<dia_id>``); every
+question of categories 1-4 is asked against its own conversation with the
+same pure ranking code the built-in provider runs (BM25, dense cosine,
+fusion, MMR, budget packing) — in memory, no database or broker needed.
+
+Reported, overall and per category: evidence recall@5/@10/@20 (the share of a
+question's evidence turns among the first k results) and b4k, the share that
+ends up inside the 4,000-token long-memory budget (``pack_budget``), for
+lexical only, dense only and hybrid retrieval, with per-query latency.
+
+    .venv/bin/python bench/retrieval_offline.py --data ../shared/bench/locomo-dev.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from streams.domain.budget import filter_and_trim, pack_budget  # noqa: E402
+from streams.domain.fusion import FusionWeights, Position, fuse, speaker_of  # noqa: E402
+from streams.domain.lexical import bm25, query_terms, term_counts, tokenize  # noqa: E402
+from streams.domain.memory import USER_CUBE, StoredMemory, agent_cube  # noqa: E402
+from streams.domain.mmr import Scored, mmr  # noqa: E402
+from streams.domain.tokens import TokenCounter  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo-dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+MODES = ("lexical", "dense", "hybrid")
+
+
+def parse_evidence(items: Any) -> list[str]:
+    """``D<session>:<turn>`` ids, also from malformed entries ("D8:6; D9:17", "D:11:26")."""
+    out: list[str] = []
+    for item in items if isinstance(items, list) else [items]:
+        for s, t in EVIDENCE.findall(str(item)):
+            ref = f"D{int(s)}:{int(t)}"
+            if ref not in out:
+                out.append(ref)
+    return out
+
+
+def parse_date(text: Any) -> datetime | None:
+    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(str(text).strip(), fmt)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass
+class Conversation:
+    """One sample's turns as memories, with its lexical and dense index."""
+
+    sample_id: str
+    memories: list[StoredMemory] = field(default_factory=list)
+    positions: dict[str, Position] = field(default_factory=dict)
+    postings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    doc_len: dict[str, int] = field(default_factory=dict)
+    vectors: np.ndarray | None = None
+
+    @property
+    def avg_len(self) -> float:
+        return sum(self.doc_len.values()) / max(len(self.doc_len), 1)
+
+    def index(self, memory: StoredMemory) -> None:
+        terms = tokenize(memory.content)
+        self.doc_len[memory.id] = len(terms)
+        for term, tf in term_counts(terms).items():
+            self.postings.setdefault(term, []).append((memory.id, tf))
+
+
+def load(path: Path, cube: str) -> tuple[list[Conversation], list[dict[str, Any]]]:
+    data = json.loads(path.read_text())
+    convs: list[Conversation] = []
+    questions: list[dict[str, Any]] = []
+    for sample in data:
+        sid = str(sample.get("sample_id", f"sample{len(convs)}"))
+        conv = Conversation(sid)
+        talk = sample.get("conversation", {})
+        keys = [k for k, v in talk.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list)]
+        for key in sorted(keys, key=lambda k: int(k.split("_")[1])):
+            when = parse_date(talk.get(f"{key}_date_time"))
+            for seq, turn in enumerate(talk[key]):
+                dia = str(turn.get("dia_id", f"{key}:{seq}"))
+                content = f"{turn.get('speaker', '?')}: {turn.get('text', '')}"
+                mem = StoredMemory(
+                    id=f"{sid}:{dia}", content=content, cube=cube, kind="episode",
+                    event_time=when, source_event_ids=(f"{sid}:{dia}",),
+                    metadata={"session": f"{sid}:{key}", "seq": seq},
+                )
+                conv.memories.append(mem)
+                conv.positions[mem.id] = Position(f"{sid}:{key}", seq, speaker_of(content))
+                conv.index(mem)
+        convs.append(conv)
+        for qa in sample.get("qa", []):
+            if qa.get("category") in CATEGORIES:
+                ev = [f"{sid}:{e}" for e in parse_evidence(qa.get("evidence", []))]
+                questions.append({"conv": len(convs) - 1, "question": str(qa.get("question", "")),
+                                  "category": qa["category"], "evidence": ev})
+    return convs, questions
+
+
+def rank(conv: Conversation, question: str, qvec: np.ndarray | None, mode: str,
+         weights: FusionWeights) -> dict[str, float]:
+    lexical: dict[str, float] = {}
+    if mode in ("lexical", "hybrid"):
+        lexical = bm25(query_terms(question), conv.postings, conv.doc_len,
+                       len(conv.doc_len), conv.avg_len)
+    dense: dict[str, float] | None = None
+    if mode in ("dense", "hybrid") and qvec is not None and conv.vectors is not None:
+        sims = conv.vectors @ qvec
+        dense = {m.id: float(s) for m, s in zip(conv.memories, sims, strict=True)}
+    if mode == "dense":
+        lexical, dense = dense or {}, None
+        weights = FusionWeights(0.0, 1.0, weights.neighbour, weights.session, weights.person)
+    return fuse(lexical, dense, conv.positions, query=question, weights=weights)
+
+
+def evaluate(convs: list[Conversation], questions: list[dict[str, Any]], qvecs: np.ndarray | None,
+             mode: str, args: argparse.Namespace, count: TokenCounter) -> dict[str, Any]:
+    weights = FusionWeights(args.w_dense, 1 - args.w_dense, args.w_neighbour, args.w_session,
+                            args.w_person)
+    hits: dict[str, list[float]] = defaultdict(list)
+    per_cat: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    latencies: list[float] = []
+    for qi, q in enumerate(questions):
+        if not q["evidence"]:
+            continue
+        conv = convs[q["conv"]]
+        by_id = {m.id: m for m in conv.memories}
+        t0 = time.perf_counter()
+        scores = rank(conv, q["question"], qvecs[qi] if qvecs is not None else None, mode, weights)
+        top = sorted(scores, key=lambda k: scores[k], reverse=True)[: args.candidates]
+        items = [Scored(by_id[k], scores[k], by_id[k].content) for k in top]
+        if args.mmr_lambda < 1:
+            items = mmr(items, len(items), lambda_=args.mmr_lambda)
+        ranked = [
+            StoredMemory(**{**it.item.__dict__, "score": it.score}) for it in items
+        ]
+        kept = filter_and_trim(ranked, min_score=args.min_score)
+        packed = pack_budget(kept, budget_tokens=args.budget, user_share=args.user_share,
+                             count=count)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        ev = set(q["evidence"])
+        order = [m.id for m in ranked]
+        row = {f"recall_at_{k}": len(ev & set(order[:k])) / len(ev) for k in (5, 10, 20)}
+        row["b4k"] = len(ev & {m.id for m in packed.included}) / len(ev)
+        row["packed"] = len(packed.included)
+        for key, val in row.items():
+            hits[key].append(val)
+            per_cat[q["category"]][key].append(val)
+    lat = sorted(latencies)
+    return {
+        "mode": mode,
+        "questions": len(hits["b4k"]),
+        **{k: statistics.fmean(v) for k, v in hits.items()},
+        "by_category": {CATEGORIES[c]: {k: statistics.fmean(v) for k, v in d.items()}
+                        | {"questions": len(d["b4k"])} for c, d in sorted(per_cat.items())},
+        "p50_ms": lat[len(lat) // 2] if lat else 0.0,
+        "p95_ms": lat[int(len(lat) * 0.95)] if lat else 0.0,
+    }
+
+
+def embed_all(convs: Sequence[Conversation], questions: Sequence[dict[str, Any]],
+              model_dir: str | None) -> tuple[np.ndarray, dict[str, float]]:
+    from streams.embeddings import LocalEmbedder
+
+    emb = LocalEmbedder(model_dir)
+    t0 = time.perf_counter()
+    emb.load()
+    timing = {"load_s": time.perf_counter() - t0}
+    texts = [m.content for c in convs for m in c.memories]
+    t0 = time.perf_counter()
+    matrix = emb.encode(texts)
+    timing["docs_per_s"] = len(texts) / (time.perf_counter() - t0)
+    start = 0
+    for c in convs:
+        c.vectors = matrix[start : start + len(c.memories)]
+        start += len(c.memories)
+    t0 = time.perf_counter()
+    qvecs = np.stack([emb.encode([q["question"]])[0] for q in questions])
+    timing["query_embed_ms"] = (time.perf_counter() - t0) * 1000 / max(len(questions), 1)
+    return qvecs, timing
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    cols = ("recall_at_5", "recall_at_10", "recall_at_20", "b4k")
+    lines = [f"{'mode':<8} {'category':<12} {'n':>4} " + " ".join(f"{c:>12}" for c in cols)]
+    for r in results:
+        rows = [("overall", r)] + list(r["by_category"].items())
+        for name, d in rows:
+            n = d.get("questions", r["questions"])
+            vals = " ".join(f"{100 * d[c]:>11.1f}%" for c in cols)
+            lines.append(f"{r['mode']:<8} {name:<12} {n:>4} {vals}")
+        lines.append(f"{'':<8} latency p50 {r['p50_ms']:.2f} ms, p95 {r['p95_ms']:.2f} ms "
+                     f"(ranking + packing; {r['packed']:.0f} memories packed on average)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--model-dir", default=None, help="sentence-transformers model directory")
+    p.add_argument("--budget", type=int, default=4000)
+    p.add_argument("--cube", choices=("user", "agent"), default="user",
+                   help="cube the turns are stored in (user: at most 60%% of the budget)")
+    p.add_argument("--user-share", type=float, default=0.6)
+    p.add_argument("--candidates", type=int, default=300)
+    p.add_argument("--mmr-lambda", type=float, default=0.7)
+    p.add_argument("--min-score", type=float, default=0.3)
+    p.add_argument("--w-dense", type=float, default=0.7)
+    p.add_argument("--w-neighbour", type=float, default=0.3)
+    p.add_argument("--w-session", type=float, default=0.1)
+    p.add_argument("--w-person", type=float, default=0.05)
+    p.add_argument("--json", action="store_true", help="one JSON line per mode")
+    args = p.parse_args(argv)
+
+    cube = USER_CUBE if args.cube == "user" else agent_cube("locomo")
+    convs, questions = load(args.data, cube)
+    modes = [m for m in args.modes.split(",") if m in MODES]
+    qvecs, timing = None, {}
+    if any(m != "lexical" for m in modes):
+        qvecs, timing = embed_all(convs, questions, args.model_dir)
+    count = TokenCounter()
+    results = [evaluate(convs, questions, qvecs, m, args, count) | {"embedding": timing}
+               for m in modes]
+    if args.json:
+        for r in results:
+            print(json.dumps(r))
+    else:
+        print(f"{args.data}: {sum(len(c.memories) for c in convs)} turns, "
+              f"{len(questions)} questions (categories 1-4)")
+        if timing:
+            print(f"embedder: load {timing['load_s']:.2f} s, {timing['docs_per_s']:.0f} turns/s, "
+                  f"{timing['query_embed_ms']:.1f} ms per question")
+        print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,186 @@
+"""Lexical analysis and BM25 scoring for the built-in long-term retrieval.
+
+Documents and queries go through the same analysis so that their terms meet:
+
+- text is case-folded; English (and other space-separated) words are cut at
+  non-word characters (so ``Caroline's`` gives ``caroline`` and a stopword
+  ``s``), stopwords removed, and
+  each word reduced by a light, deterministic suffix stemmer (plural and
+  ``-ed`` / ``-ing`` forms, after Porter's first step); numbers are kept;
+- runs of Han, Kana or Hangul characters, which carry no spaces, become their
+  single characters plus every pair of neighbouring characters, so Chinese
+  and Japanese text is searchable without a dictionary.
+
+:func:`query_terms` also drops question words (what, when, who, did, ...):
+they are in nearly every question and in hardly any memory.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+_CJK = (
+    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff"
+)
+_TOKEN = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS = _words(
+    """a about above after again against all am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn d did didn do does doesn
+    doing don down during each few for from further had hadn has hasn have haven having he
+    her here hers herself him himself his i if in into is isn it its itself just ll m me
+    more most mustn my myself no nor not now o of off on once only or other ought our ours
+    ourselves out over own re s same shan she should shouldn so some such t than that the
+    their theirs them themselves then there these they this those through to too under until
+    up ve very was wasn we were weren while with won would wouldn y you your yours yourself
+    yourselves also oh yeah yes hey hi ok okay really"""
+)
+
+QUESTION_WORDS = _words(
+    """what when where who whom whose which why how whats whens wheres whos hows
+    kind sort type ever much many"""
+)
+
+def _is_vowel(s: str, i: int) -> bool:
+    """Porter's vowel: a, e, i, o, u, and y after a consonant."""
+    c = s[i]
+    if c in "aeiou":
+        return True
+    return c == "y" and i > 0 and not _is_vowel(s, i - 1)
+
+
+def _has_vowel(s: str) -> bool:
+    return any(_is_vowel(s, i) for i in range(len(s)))
+
+
+def _measure(s: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences."""
+    flags = [_is_vowel(s, i) for i in range(len(s))]
+    return sum(1 for a, b in zip(flags, flags[1:], strict=False) if a and not b)
+
+
+def _cvc(s: str) -> bool:
+    """Ends consonant-vowel-consonant, the last not w, x or y (``hop``, ``writ``)."""
+    if len(s) < 3:
+        return False
+    n = len(s)
+    return (
+        not _is_vowel(s, n - 3) and _is_vowel(s, n - 2) and not _is_vowel(s, n - 1)
+        and s[-1] not in "wxy"
+    )
+
+
+def stem(word: str) -> str:
+    """A light stemmer: ``paintings`` -> ``paint``, ``hoped`` -> ``hope``, ``cities`` -> ``city``.
+
+    Words of up to three letters and anything containing a digit stay as they are.
+    """
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ies"):
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        if w.endswith("eed"):
+            if _measure(w[:-3]) > 0:
+                w = w[:-1]
+            break
+        if w.endswith(suffix) and len(w) - len(suffix) >= 2 and _has_vowel(w[: -len(suffix)]):
+            w = w[: -len(suffix)]
+            if w.endswith(("at", "bl", "iz")):
+                w += "e"
+            elif len(w) >= 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]
+            elif _measure(w) == 1 and _cvc(w):
+                w += "e"
+            break
+    if w.endswith("y") and len(w) > 3 and not _is_vowel(w, len(w) - 2):
+        w = w[:-1] + "i"
+    if w.endswith("e") and len(w) > 3:
+        m = _measure(w[:-1])
+        if m > 1 or (m == 1 and not _cvc(w[:-1])):
+            w = w[:-1]
+    return w
+
+
+def _cjk_grams(run: str) -> Iterable[str]:
+    yield from run
+    for i in range(len(run) - 1):
+        yield run[i : i + 2]
+
+
+def tokenize(text: str) -> list[str]:
+    """Index terms of a document, in order, with repetitions."""
+    out: list[str] = []
+    for cjk, word in _TOKEN.findall(text.casefold()):
+        if cjk:
+            out.extend(_cjk_grams(cjk))
+            continue
+        if word not in STOPWORDS:
+            out.append(stem(word))
+    return out
+
+
+def query_terms(text: str) -> list[str]:
+    """Search terms of a question: :func:`tokenize` without question words, each once."""
+    seen: dict[str, None] = {}
+    for cjk, word in _TOKEN.findall(text.casefold()):
+        if cjk:
+            for g in _cjk_grams(cjk):
+                seen.setdefault(g, None)
+            continue
+        if word not in STOPWORDS and word not in QUESTION_WORDS:
+            seen.setdefault(stem(word), None)
+    return list(seen)
+
+
+def term_counts(terms: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in terms:
+        counts[t] = counts.get(t, 0) + 1
+    return counts
+
+
+def bm25(
+    query_terms: Sequence[str],
+    postings: Mapping[str, Sequence[tuple[str, int]]],
+    doc_len: Mapping[str, int],
+    n_docs: int,
+    avg_len: float,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> dict[str, float]:
+    """Okapi BM25 of every document that holds at least one query term.
+
+    ``postings`` maps a term to its ``(doc_id, term frequency)`` pairs; the
+    document frequency of a term is the number of its postings. ``n_docs`` and
+    ``avg_len`` describe the whole collection searched (not just the hits).
+    Uses the non-negative idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``.
+    """
+    scores: dict[str, float] = {}
+    n = max(n_docs, 1)
+    avg = avg_len if avg_len > 0 else 1.0
+    for term in dict.fromkeys(query_terms):
+        plist = postings.get(term)
+        if not plist:
+            continue
+        df = len(plist)
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        for doc_id, tf in plist:
+            dl = doc_len.get(doc_id, avg)
+            denom = tf + k1 * (1.0 - b + b * dl / avg)
+            scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1.0) / denom
+    return scores

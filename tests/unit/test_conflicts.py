@@ -1,0 +1,231 @@
+"""Conflicts with stored memories: rules, and the model path's prompt and parsing."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from streams.domain.conflicts import (
+    ConflictOutputError,
+    Slot,
+    build_conflict_messages,
+    decide_by_rules,
+    parse_conflict_output,
+    subject_slot,
+)
+from streams.domain.dedup import similarity
+from streams.domain.memory import MemoryCandidate, StoredMemory
+
+T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+
+
+def at(day: int | None) -> datetime | None:
+    return None if day is None else T0 + timedelta(days=day)
+
+
+def cand(content: str, day: int | None = 10) -> MemoryCandidate:
+    return MemoryCandidate(content=content, event_time=at(day))
+
+
+def stored(mem_id: str, content: str, day: int | None = 1) -> StoredMemory:
+    return StoredMemory(id=mem_id, content=content, cube="user_profile", event_time=at(day))
+
+
+@pytest.mark.parametrize(
+    ("text", "slot"),
+    [
+        ("My name is Caroline.", Slot(None, "name", "caroline")),
+        ("Caroline: I live in Berlin.", Slot("caroline", "residence", "berlin")),
+        ("Actually, I now live in Munich", Slot(None, "residence", "munich")),
+        ("I've moved to Paris", Slot(None, "residence", "paris")),
+        ("I work at Siemens", Slot(None, "employer", "siemens")),
+        ("I work as a nurse", Slot(None, "occupation", "nurse")),
+        ("I'm 32 years old", Slot(None, "age", "32")),
+        ("My favorite color is blue", Slot(None, "favourite:colour", "blue")),
+        ("My favourite colour is red", Slot(None, "favourite:colour", "red")),
+        ("My wife's name is Anna", Slot(None, "my:wifes name", "anna")),
+        ("I like coffee", Slot(None, "likes:coffee", "+")),
+        ("I don't like coffee anymore", Slot(None, "likes:coffee", "-")),
+        ("I hate coffee", Slot(None, "likes:coffee", "-")),
+        ("I'm not a fan of jazz", Slot(None, "likes:jazz", "-")),
+        ("我叫小明", Slot(None, "name", "小明")),
+        ("我住在上海", Slot(None, "residence", "上海")),
+        ("我在腾讯工作", Slot(None, "employer", "腾讯")),
+        ("我最喜欢的颜色是蓝色", Slot(None, "favourite:颜色", "蓝色")),
+        ("我不喜欢咖啡", Slot(None, "likes:咖啡", "-")),
+        ("我的生日是五月三日", Slot(None, "my:生日", "五月三日")),
+        ("I went to the park", None),
+        ("The weather API needs ISO dates", None),
+    ],
+)
+def test_subject_slot(text: str, slot: Slot | None) -> None:
+    assert subject_slot(text) == slot
+
+
+@pytest.mark.parametrize(
+    ("candidate", "existing", "action", "expire"),
+    [
+        pytest.param(cand("I live in Berlin."), [stored("m1", "i live in berlin")], "skip", [],
+                     id="exact-duplicate"),
+        pytest.param(cand("The weather API wants ISO dates"),
+                     [stored("m1", "The weather API needs ISO dates")], "skip", [],
+                     id="near-duplicate"),
+        pytest.param(cand("I have a dog"), [stored("m1", "I have a dog named Rex")], "skip", [],
+                     id="candidate-contained-in-stored"),
+        pytest.param(cand("Actually I now live in Berlin"), [stored("m1", "I live in Berlin.")],
+                     "skip", [], id="same-slot-same-value"),
+        pytest.param(cand("I live in Munich."), [stored("m1", "I live in Berlin.")], "supersede",
+                     ["m1"], id="newer-value"),
+        pytest.param(cand("I moved to Munich.", day=None),
+                     [stored("m1", "I live in Berlin.", None)], "supersede", ["m1"],
+                     id="stored-without-time"),
+        pytest.param(cand("I don't like coffee."), [stored("m1", "I like coffee")], "supersede",
+                     ["m1"], id="polarity-flip"),
+        pytest.param(cand("I love coffee"), [stored("m1", "I like coffee")], "skip", [],
+                     id="same-polarity"),
+        pytest.param(cand("我住在北京"), [stored("m1", "我住在上海")], "supersede", ["m1"],
+                     id="chinese-newer-value"),
+        pytest.param(cand("我不喜欢咖啡"), [stored("m1", "我喜欢咖啡")], "supersede", ["m1"],
+                     id="chinese-polarity-flip"),
+        pytest.param(cand("My favourite colour is red"),
+                     [stored("m1", "My favorite color is blue")], "supersede", ["m1"],
+                     id="favourite-changed"),
+        pytest.param(cand("I live in Berlin with Anna"), [stored("m1", "I live in Berlin")],
+                     "supersede", ["m1"], id="more-complete-same-slot"),
+        pytest.param(cand("I have a dog named Rex and a cat"),
+                     [stored("m1", "I have a dog named Rex")], "supersede", ["m1"],
+                     id="more-complete-text"),
+        pytest.param(cand("I live in Munich."),
+                     [stored("m1", "I live in Berlin."), stored("m2", "I lived in Rome as a kid")],
+                     "supersede", ["m1"], id="only-the-conflicting-one-expires"),
+        pytest.param(cand("I like jazz."), [stored("m1", "I work at Siemens.")], "store", [],
+                     id="unrelated"),
+        pytest.param(cand("I like jazz."), [], "store", [], id="nothing-stored"),
+        pytest.param(cand("I live in Paris.", day=1), [stored("m1", "I live in Berlin.", day=5)],
+                     "skip", [], id="older-candidate"),
+        pytest.param(cand("I live in Paris.", day=5), [stored("m1", "I live in Berlin.", day=5)],
+                     "skip", [], id="same-time-is-not-newer"),
+        pytest.param(cand("I live in Paris.", day=None), [stored("m1", "I live in Berlin.", day=5)],
+                     "skip", [], id="candidate-without-time"),
+        pytest.param(cand("I live in Paris.", day=7),
+                     [stored("m1", "I live in Berlin.", day=5), stored("m2", "I live in Rome.", 9)],
+                     "skip", [], id="one-newer-contradiction-blocks"),
+        pytest.param(cand("Melanie: I live in Paris."),
+                     [stored("m1", "Caroline: I live in Berlin.")], "store", [],
+                     id="different-speakers"),
+        pytest.param(cand("Melanie: I like tea"), [stored("m1", "Caroline: I like tea")],
+                     "store", [], id="different-speakers-same-text"),
+        pytest.param(cand("I live in Paris."), [stored("m1", "Caroline: I live in Berlin.")],
+                     "store", [], id="named-and-unnamed-are-different-subjects"),
+    ],
+)
+def test_decide_by_rules(
+    candidate: MemoryCandidate, existing: list[StoredMemory], action: str, expire: list[str]
+) -> None:
+    decision = decide_by_rules(candidate, existing)
+    assert (decision.action, decision.expire_ids) == (action, expire)
+    assert decision.candidate is candidate and decision.reason
+
+
+def test_naive_and_aware_times_compare() -> None:
+    naive = MemoryCandidate(content="I live in Munich.", event_time=datetime(2024, 6, 1))
+    decision = decide_by_rules(naive, [stored("m1", "I live in Berlin.", day=1)])
+    assert decision.action == "supersede"
+
+
+def test_duplicate_threshold_is_configurable() -> None:
+    c = cand("I enjoy long walks on the beach at sunset")
+    s = stored("m1", "I enjoy short walks in the park at sunset")
+    score = similarity(c.content, s.content)
+    assert 0.4 < score < 0.8
+    assert decide_by_rules(c, [s]).action == "store"
+    assert decide_by_rules(c, [s], duplicate_threshold=score).action == "skip"
+
+
+CANDS = [cand("I live in Munich."), cand("I like jazz."), cand("I don't like coffee.")]
+EXISTING = [
+    [stored("m-1", "I live in Berlin."), stored("m-2", "I live near a park.")],
+    [],
+    [stored("m-3", "I like coffee")],
+]
+
+
+def test_conflict_prompt_lists_candidates_with_their_stored_memories() -> None:
+    system, user = build_conflict_messages("user_profile", CANDS, EXISTING)
+    assert '"user_profile"' in system["content"] and "expire_ids" in system["content"]
+    text = user["content"]
+    assert "New memory 1 (time 2024-05-11 10:00): I live in Munich." in text
+    assert "stored id=m-1 (time 2024-05-02 10:00): I live in Berlin." in text
+    assert text.index("m-2") < text.index("New memory 2") < text.index("(no stored memories")
+    assert text.index("New memory 3") < text.index("m-3")
+
+
+def test_conflict_prompt_needs_one_list_per_candidate() -> None:
+    with pytest.raises(ValueError):
+        build_conflict_messages("user_profile", CANDS, EXISTING[:2])
+
+
+def answer(*items: dict[str, object]) -> str:
+    return json.dumps(list(items))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            answer({"index": 1, "action": "supersede", "expire_ids": ["m-1"]},
+                   {"index": 2, "action": "store"},
+                   {"index": 3, "action": "supersede", "expire_ids": ["m-3"]}),
+            [("supersede", ["m-1"]), ("store", []), ("supersede", ["m-3"])], id="plain"),
+        pytest.param(
+            "```json\n" + answer({"index": 3, "action": "skip"}, {"index": 1, "action": "store"},
+                                 {"index": 2, "action": "skip"}) + "\n```",
+            [("store", []), ("skip", []), ("skip", [])], id="fenced-out-of-order"),
+        pytest.param(
+            answer({"index": 1, "action": "supersede", "expire_ids": ["m-3", "m-9"]},
+                   {"index": 2, "action": "store"}, {"index": 3, "action": "skip"}),
+            [("store", []), ("store", []), ("skip", [])], id="ids-not-shown-are-dropped"),
+        pytest.param(
+            answer({"index": 1, "action": "supersede", "expire_ids": ["m-2", "m-1", "m-2"]},
+                   {"index": 2, "action": "STORE"}, {"index": 3, "action": "skip",
+                                                     "expire_ids": ["m-3"]}),
+            [("supersede", ["m-2", "m-1"]), ("store", []), ("skip", [])],
+            id="dedup-ids-and-skip-expires-nothing"),
+        pytest.param(
+            answer({"action": "replace", "expire": "m-1"}, {"action": "add"},
+                   {"action": "duplicate"}),
+            [("supersede", ["m-1"]), ("store", []), ("skip", [])], id="positional-and-aliases"),
+        pytest.param(
+            json.dumps({"decisions": [{"index": "2", "action": "skip"}]}),
+            [("supersede", ["m-1"]), ("skip", []), ("supersede", ["m-3"])],
+            id="wrapped-missing-fall-back-to-rules"),
+        pytest.param(
+            answer({"index": 1, "action": "merge"}, {"index": 2, "action": "store"},
+                   {"index": 3, "action": "store"}),
+            [("supersede", ["m-1"]), ("store", []), ("store", [])], id="unknown-action-uses-rules"),
+        pytest.param(
+            '[{"index": 1, "action": "skip"}, {"index": 2, "action": "skip"}, {"index": 3, "act',
+            [("skip", []), ("skip", []), ("supersede", ["m-3"])], id="truncated"),
+        pytest.param("[]", [("supersede", ["m-1"]), ("store", []), ("supersede", ["m-3"])],
+                     id="empty-array-uses-rules"),
+    ],
+)
+def test_parse_conflict_output(text: str, expected: list[tuple[str, list[str]]]) -> None:
+    decisions = parse_conflict_output(text, CANDS, EXISTING)
+    assert [(d.action, d.expire_ids) for d in decisions] == expected
+    assert [d.candidate for d in decisions] == CANDS
+
+
+def test_reasons_say_who_decided() -> None:
+    text = answer({"index": 1, "action": "skip", "reason": "same\nplace"})
+    first, second, _ = parse_conflict_output(text, CANDS, EXISTING)
+    assert first.reason == "model: same place"
+    assert second.reason.startswith("rules: ")
+
+
+@pytest.mark.parametrize("text", ["", "no decisions today", "[1, 2]", '{"x": 1}'])
+def test_unparseable_conflict_output_raises(text: str) -> None:
+    with pytest.raises(ConflictOutputError):
+        parse_conflict_output(text, CANDS, EXISTING)

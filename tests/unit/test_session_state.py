@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from streams.domain.session_state import SessionState, split_table_key, table_key
+from streams.records import ChatMessage, SessionEnd
+
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+def msg(i: int, at: datetime | None = None) -> ChatMessage:
+    return ChatMessage(event_id=f"e{i}", type="message", tenant_id="t", user_id="u", agent_id="a",
+                       conversation_id="c", role="user", content=f"m{i}",
+                       created_at=at or T0 + timedelta(seconds=i))
+
+
+def end(i: int) -> SessionEnd:
+    return SessionEnd(event_id=f"s{i}", type="session_end", tenant_id="t", user_id="u",
+                      agent_id="a", conversation_id="c", created_at=T0)
+
+
+def test_counts_and_activity() -> None:
+    s = SessionState.new(msg(0))
+    for i in range(3):
+        assert s.apply_message(msg(i), "chat", i, now=100.0 + i)
+    assert (s.message_count, s.session_message_count, s.unsummarized_count) == (3, 3, 3)
+    assert s.first_activity == T0 and s.last_activity == T0 + timedelta(seconds=2)
+    assert s.last_seen_at == 102.0 and s.open
+
+
+def test_replayed_offsets_are_ignored_per_source() -> None:
+    s = SessionState.new(msg(0))
+    assert s.apply_message(msg(0), "chat", 5, now=1)
+    assert not s.apply_message(msg(0), "chat", 5, now=2)
+    assert not s.apply_message(msg(0), "chat", 4, now=2)
+    assert s.apply_message(msg(1), "sub", 0, now=3)  # another topic has its own offsets
+    assert s.message_count == 2
+
+
+def test_close_starts_a_new_session() -> None:
+    s = SessionState.new(msg(0))
+    s.apply_message(msg(0), "chat", 0, now=1)
+    closed = s.close("explicit", now=10, end=end(1))
+    assert closed is not None
+    assert (closed.session_seq, closed.message_count, closed.trigger) == (1, 1, "explicit")
+    assert closed.closed_id == "t/c#1"
+    assert not s.open and s.session_seq == 2 and s.session_message_count == 0
+    assert s.close("explicit", now=11) is None  # nothing new: nothing to close
+    s.apply_message(msg(1), "chat", 1, now=12)
+    again = s.close("idle", now=20)
+    assert again is not None and again.session_seq == 2 and again.message_count == 1
+
+
+@pytest.mark.parametrize(("tenant", "conv"), [("t", "c"), ("acme", "a/b/c"), ("x.y-z", "agent:1")])
+def test_table_key_round_trip(tenant: str, conv: str) -> None:
+    assert split_table_key(table_key(tenant, conv)) == (tenant, conv)
+
+
+def test_round_trips_through_table_json() -> None:
+    s = SessionState.new(msg(0))
+    s.apply_message(msg(0), "chat", 3, now=1.5)
+    again = SessionState.from_table(s.to_table())
+    assert again == s
