@@ -22,13 +22,16 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 RUN python -m venv /opt/memstream
 WORKDIR /src
-# dependencies first: this layer is rebuilt only when pyproject.toml changes
-# (README.md is left out: the image needs no long description)
+# Dependencies first: this layer is rebuilt only when pyproject.toml changes
+# (README.md is left out: the image needs no long description).
+# cryptography: MySQL 8 authenticates with caching_sha2_password, and
+# aiomysql/PyMySQL need it for that handshake over a connection without TLS.
 COPY pyproject.toml ./
 RUN mkdir -p streams agents \
     && touch streams/__init__.py agents/__init__.py \
-    && /opt/memstream/bin/pip install . \
-    && /opt/memstream/bin/pip uninstall -y memstream
+    && /opt/memstream/bin/pip install . "cryptography>=42" \
+    && /opt/memstream/bin/pip uninstall -y memstream \
+    && rm -rf build ./*.egg-info streams agents
 COPY streams ./streams
 COPY agents ./agents
 RUN /opt/memstream/bin/pip install --no-deps .

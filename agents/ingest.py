@@ -6,6 +6,7 @@ from typing import Any
 
 from streams.app import app, settings
 from streams.faust_glue import source_record
+from streams.sinks.batching import BatchSink
 from streams.topics import chat_sources
 from streams.worker import ingest_processor
 
@@ -13,10 +14,19 @@ from streams.worker import ingest_processor
 @app.agent(chat_sources, name="ingest")
 async def ingest(stream: Any) -> None:
     processor = await ingest_processor()
-    batch, within = settings.ingest.batch_size, settings.ingest.batch_within_s
-    async for events in stream.noack_take(batch, within=within):
-        # process() returns only once everything is stored (it retries the
-        # database until it answers); only then is the batch acknowledged.
-        await processor.process([source_record(e) for e in events])
+
+    async def ack(events: list[Any]) -> None:
         for event in events:
             await stream.ack(event)
+
+    # process() returns only once a batch is stored (it retries the database
+    # until it answers); the sink acknowledges a batch only after that, while
+    # this loop already reads the next one.
+    sink = BatchSink(processor.process, ack, max_batch=settings.ingest.batch_size,
+                     max_pending=4 * settings.ingest.batch_size, name="ingest")
+    try:
+        async for events in stream.noack_take(settings.ingest.batch_size,
+                                              within=settings.ingest.batch_within_s):
+            await sink.add([source_record(e) for e in events], events)
+    finally:
+        await sink.close()

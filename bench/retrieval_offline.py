@@ -24,7 +24,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -89,7 +89,8 @@ class Conversation:
             self.postings.setdefault(term, []).append((memory.id, tf))
 
 
-def load(path: Path, cube: str) -> tuple[list[Conversation], list[dict[str, Any]]]:
+def load(path: Path, cube: str, kind: str = "episode",
+         ) -> tuple[list[Conversation], list[dict[str, Any]]]:
     data = json.loads(path.read_text())
     convs: list[Conversation] = []
     questions: list[dict[str, Any]] = []
@@ -97,14 +98,16 @@ def load(path: Path, cube: str) -> tuple[list[Conversation], list[dict[str, Any]
         sid = str(sample.get("sample_id", f"sample{len(convs)}"))
         conv = Conversation(sid)
         talk = sample.get("conversation", {})
-        keys = [k for k, v in talk.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list)]
+        keys = [k for k, v in talk.items()
+                if re.fullmatch(r"session_\d+", k) and isinstance(v, list)]
         for key in sorted(keys, key=lambda k: int(k.split("_")[1])):
             when = parse_date(talk.get(f"{key}_date_time"))
             for seq, turn in enumerate(talk[key]):
                 dia = str(turn.get("dia_id", f"{key}:{seq}"))
                 content = f"{turn.get('speaker', '?')}: {turn.get('text', '')}"
                 mem = StoredMemory(
-                    id=f"{sid}:{dia}", content=content, cube=cube, kind="episode",
+                    id=f"{sid}:{dia}", content=content, cube=cube,
+                    kind="fact" if kind == "fact" else "episode",
                     event_time=when, source_event_ids=(f"{sid}:{dia}",),
                     metadata={"session": f"{sid}:{key}", "seq": seq},
                 )
@@ -121,7 +124,7 @@ def load(path: Path, cube: str) -> tuple[list[Conversation], list[dict[str, Any]
 
 
 def rank(conv: Conversation, question: str, qvec: np.ndarray | None, mode: str,
-         weights: FusionWeights) -> dict[str, float]:
+         weights: FusionWeights, limit: int) -> dict[str, float]:
     lexical: dict[str, float] = {}
     if mode in ("lexical", "hybrid"):
         lexical = bm25(query_terms(question), conv.postings, conv.doc_len,
@@ -133,7 +136,7 @@ def rank(conv: Conversation, question: str, qvec: np.ndarray | None, mode: str,
     if mode == "dense":
         lexical, dense = dense or {}, None
         weights = FusionWeights(0.0, 1.0, weights.neighbour, weights.session, weights.person)
-    return fuse(lexical, dense, conv.positions, query=question, weights=weights)
+    return fuse(lexical, dense, conv.positions, query=question, weights=weights, limit=limit)
 
 
 def evaluate(convs: list[Conversation], questions: list[dict[str, Any]], qvecs: np.ndarray | None,
@@ -149,14 +152,13 @@ def evaluate(convs: list[Conversation], questions: list[dict[str, Any]], qvecs: 
         conv = convs[q["conv"]]
         by_id = {m.id: m for m in conv.memories}
         t0 = time.perf_counter()
-        scores = rank(conv, q["question"], qvecs[qi] if qvecs is not None else None, mode, weights)
-        top = sorted(scores, key=lambda k: scores[k], reverse=True)[: args.candidates]
+        qvec = qvecs[qi] if qvecs is not None else None
+        scores = rank(conv, q["question"], qvec, mode, weights, args.candidates)
+        top = sorted(scores, key=lambda k: scores[k], reverse=True)[: args.top_k]
         items = [Scored(by_id[k], scores[k], by_id[k].content) for k in top]
         if args.mmr_lambda < 1:
             items = mmr(items, len(items), lambda_=args.mmr_lambda)
-        ranked = [
-            StoredMemory(**{**it.item.__dict__, "score": it.score}) for it in items
-        ]
+        ranked = [replace(it.item, score=it.score) for it in items]
         kept = filter_and_trim(ranked, min_score=args.min_score)
         packed = pack_budget(kept, budget_tokens=args.budget, user_share=args.user_share,
                              count=count)
@@ -207,7 +209,7 @@ def table(results: list[dict[str, Any]]) -> str:
     cols = ("recall_at_5", "recall_at_10", "recall_at_20", "b4k")
     lines = [f"{'mode':<8} {'category':<12} {'n':>4} " + " ".join(f"{c:>12}" for c in cols)]
     for r in results:
-        rows = [("overall", r)] + list(r["by_category"].items())
+        rows = [("overall", r), *list(r["by_category"].items())]
         for name, d in rows:
             n = d.get("questions", r["questions"])
             vals = " ".join(f"{100 * d[c]:>11.1f}%" for c in cols)
@@ -226,18 +228,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cube", choices=("user", "agent"), default="user",
                    help="cube the turns are stored in (user: at most 60%% of the budget)")
     p.add_argument("--user-share", type=float, default=0.6)
-    p.add_argument("--candidates", type=int, default=300)
+    p.add_argument("--candidates", type=int, default=200,
+                   help="best candidates of each signal that enter fusion")
+    p.add_argument("--top-k", type=int, default=150, help="results handed to the budget")
     p.add_argument("--mmr-lambda", type=float, default=0.7)
     p.add_argument("--min-score", type=float, default=0.3)
     p.add_argument("--w-dense", type=float, default=0.7)
     p.add_argument("--w-neighbour", type=float, default=0.3)
     p.add_argument("--w-session", type=float, default=0.1)
     p.add_argument("--w-person", type=float, default=0.05)
+    p.add_argument("--dated-lines", action="store_true",
+                   help="pack every turn on its own dated line instead of session blocks")
     p.add_argument("--json", action="store_true", help="one JSON line per mode")
     args = p.parse_args(argv)
 
     cube = USER_CUBE if args.cube == "user" else agent_cube("locomo")
-    convs, questions = load(args.data, cube)
+    convs, questions = load(args.data, cube, "fact" if args.dated_lines else "episode")
     modes = [m for m in args.modes.split(",") if m in MODES]
     qvecs, timing = None, {}
     if any(m != "lexical" for m in modes):

@@ -17,19 +17,21 @@ this runs before any virtual environment exists.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = Path(os.environ.get("MEMSTREAM_SERVICES_DIR", ROOT / ".services"))
-CACHE = Path(os.environ.get("MEMSTREAM_CACHE", Path.home() / ".cache" / "memstream"))
-KAFKA_VERSION = os.environ.get("MEMSTREAM_KAFKA_VERSION", "3.9.1")
+
+# the Kafka parts are shared with `memstream demo` (standard library only)
+sys.path.insert(0, str(ROOT))
+from streams import embedded_broker as broker  # noqa: E402
+
+CACHE, KAFKA_VERSION = broker.CACHE, broker.KAFKA_VERSION
 
 PORTS = {
     "kafka": int(os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")),
@@ -40,29 +42,6 @@ PORTS = {
 }
 ALL = ["kafka", "redis", "mariadb"]
 OPTIONAL = ["prometheus"]
-
-KAFKA_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>memstream.local</groupId><artifactId>kafka-runtime</artifactId>
-  <version>1</version><packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
-      <version>{version}</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId>
-      <version>1.7.36</version></dependency>
-  </dependencies>
-</project>
-"""
-
-LOG4J = """log4j.rootLogger=WARN, file
-log4j.logger.kafka=INFO
-log4j.logger.kafka.server.KafkaServer=INFO
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File={log}
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-"""
-
 
 def log(msg: str) -> None:
     print(f"[services] {msg}", flush=True)
@@ -129,91 +108,21 @@ def wait_until(name: str, check, timeout: float) -> None:
 
 
 # --------------------------------------------------------------------- kafka
-def kafka_jars() -> Path:
-    lib = CACHE / f"kafka-{KAFKA_VERSION}" / "lib"
-    marker = lib / ".complete"
-    if marker.exists():
-        return lib
-    if shutil.which("mvn") is None:
-        raise SystemExit("Maven (mvn) is needed once to fetch the Kafka jars")
-    work = lib.parent
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "pom.xml").write_text(KAFKA_POM.format(version=KAFKA_VERSION))
-    log(f"fetching Kafka {KAFKA_VERSION} jars from Maven Central into {lib}")
-    subprocess.run(
-        [
-            "mvn", "-q", "-B", "-f", str(work / "pom.xml"),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={lib}", "-DincludeScope=runtime",
-        ],
-        check=True,
-    )
-    marker.write_text(KAFKA_VERSION)
-    return lib
-
-
 def kafka_up() -> None:
     port, cport = PORTS["kafka"], PORTS["kafka-controller"]
     if pid_of("kafka") and port_open(port):
         log(f"kafka already running on 127.0.0.1:{port}")
         return
-    lib = kafka_jars()
     d = STATE / "kafka"
-    data = d / "data"
-    d.mkdir(parents=True, exist_ok=True)
-    props = d / "server.properties"
-    props.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{cport}",
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                f"log.dirs={data}",
-                "num.partitions=1",
-                "auto.create.topics.enable=true",
-                "offsets.topic.replication.factor=1",
-                "offsets.topic.num.partitions=4",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-                "log.retention.hours=24",
-                "delete.topic.enable=true",
-                "",
-            ]
-        )
-    )
-    (d / "log4j.properties").write_text(LOG4J.format(log=d / "server.log"))
-    java = [
-        "java", "-Xms256m", "-Xmx768m", "-XX:+UseG1GC",
-        f"-Dlog4j.configuration=file:{d / 'log4j.properties'}",
-        "-cp", f"{lib}/*",
-    ]
-    if not (data / "meta.properties").exists():
-        cluster_id = (
-            __import__("base64").urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        )
-        subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    spawn("kafka", [*java, "kafka.Kafka", str(props)])
+    if not (CACHE / f"kafka-{KAFKA_VERSION}" / "lib" / ".complete").exists():
+        log(f"fetching Kafka {KAFKA_VERSION} jars from Maven Central into {CACHE}")
+    argv = broker.kafka_command(d, port, cport)
+    # the log is appended to across restarts: start from an empty one
+    (d / "server.log").unlink(missing_ok=True)
+    spawn("kafka", argv)
     log(f"kafka starting on 127.0.0.1:{port}")
-
-    def ready() -> bool:
-        server_log = d / "server.log"
-        return port_open(port) and server_log.exists() and (
-            "Kafka Server started" in server_log.read_text(errors="replace")
-            or "[KafkaRaftServer nodeId=1] Kafka Server started" in server_log.read_text(errors="replace")
-        )
-
-    # the log is appended on restarts: remember its size before the start
-    wait_until("kafka", ready, 120)
+    wait_until("kafka", lambda: broker.kafka_ready(d, port), 120)
+    log(f"kafka up on 127.0.0.1:{port}")
 
 
 # --------------------------------------------------------------------- redis
@@ -347,7 +256,7 @@ def main(argv: list[str]) -> int:
         print(f"unknown service(s): {', '.join(unknown)}; known: {', '.join(UP)}")
         return 2
     if cmd == "jars":
-        print(kafka_jars())
+        print(broker.kafka_jars(quiet=False))
     elif cmd == "up":
         for n in names:
             UP[n]()

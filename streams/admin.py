@@ -47,17 +47,19 @@ def topic_specs(k: KafkaSettings) -> list[TopicSpec]:
     return [
         TopicSpec(k.chat_topic, p, {}),
         TopicSpec(k.subagent_topic, p, {}),
+        TopicSpec(k.idle_topic, p, {"retention.ms": str(24 * 3600 * 1000)}),
         TopicSpec(k.session_closed_topic, p, {}),
         TopicSpec(k.retry_topic, p, {}),
         TopicSpec(k.dlq_topic, p, {"retention.ms": str(30 * 24 * 3600 * 1000)}),
         TopicSpec(k.queries_topic, p, {"retention.ms": week}),
-        TopicSpec(k.agent_config_topic, p, {"cleanup.policy": "compact"}),
+        # one partition: a global table's changelog (tiny, read whole by every worker)
+        TopicSpec(k.agent_config_topic, 1, {"cleanup.policy": "compact"}),
     ]
 
 
 # topics whose partitions must equal the table partitions (co-partitioned by conversation)
 def copartitioned(k: KafkaSettings) -> set[str]:
-    return {k.chat_topic, k.subagent_topic, k.session_closed_topic, k.retry_topic}
+    return {k.chat_topic, k.subagent_topic, k.idle_topic, k.session_closed_topic, k.retry_topic}
 
 
 async def ensure_topics(k: KafkaSettings, *, timeout_s: float = 60.0) -> list[str]:

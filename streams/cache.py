@@ -19,6 +19,7 @@ cache from ever serving a partial history:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import NoScriptError, RedisError, WatchError
 
 from streams.metrics import CACHE_BACKFILLS
 
@@ -35,6 +36,29 @@ log = logging.getLogger(__name__)
 ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
 MessageDoc = dict[str, Any]
 STALE_LIMIT = 1_000_000
+
+
+# One round trip per conversation: bump the version, then append the new
+# messages (LPUSH for a conversation known to be new, LPUSHX otherwise, so a
+# missing list is never recreated partially), trim to the cap, refresh the TTL.
+# KEYS: list, version. ARGV: mode (create|extend|bump), cap, ttl, messages...
+APPEND_SCRIPT = """
+redis.call('INCR', KEYS[2])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+if ARGV[1] == 'bump' or #ARGV < 4 then return 0 end
+local n
+if ARGV[1] == 'create' then
+  n = redis.call('LPUSH', KEYS[1], unpack(ARGV, 4))
+else
+  n = redis.call('LPUSHX', KEYS[1], unpack(ARGV, 4))
+end
+if n > 0 then
+  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+end
+return n
+"""
+APPEND_SCRIPT_SHA = hashlib.sha1(APPEND_SCRIPT.encode()).hexdigest()
 
 
 class CacheUnavailableError(Exception):
@@ -68,14 +92,19 @@ class ConversationCache:
         return self.redis is not None
 
     # ------------------------------------------------------------------ keys
+    # A conversation's keys share one hash tag, so they live in one Redis
+    # Cluster slot and the append script may touch them together.
+    def _tag(self, tenant_id: str, conversation_id: str) -> str:
+        return f"{self.prefix}:{{{tenant_id}:{conversation_id}}}"
+
     def list_key(self, tenant_id: str, conversation_id: str) -> str:
-        return f"{self.prefix}:{tenant_id}:hist:{conversation_id}"
+        return f"{self._tag(tenant_id, conversation_id)}:hist"
 
     def version_key(self, tenant_id: str, conversation_id: str) -> str:
-        return f"{self.prefix}:{tenant_id}:ver:{conversation_id}"
+        return f"{self._tag(tenant_id, conversation_id)}:ver"
 
     def summary_key(self, tenant_id: str, conversation_id: str) -> str:
-        return f"{self.prefix}:{tenant_id}:sum:{conversation_id}"
+        return f"{self._tag(tenant_id, conversation_id)}:sum"
 
     # --------------------------------------------------------------- health
     def _check(self) -> Redis:
@@ -119,33 +148,44 @@ class ConversationCache:
             self._remember_stale(touched)
             raise
         stale = set(self._stale)
-        ttl = self.history_ttl_s
         try:
-            async with redis.pipeline(transaction=False) as pipe:
-                for tenant, conv in stale | drop:
-                    pipe.delete(self.list_key(tenant, conv))
-                for key, docs in new_messages.items():
-                    tenant, conv = key
-                    lk, vk = self.list_key(tenant, conv), self.version_key(tenant, conv)
-                    pipe.incr(vk)
-                    pipe.expire(vk, ttl)
-                    if key in drop or key in stale or not docs:
-                        continue
-                    payload = [json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs]
-                    if key in fresh_set:
-                        pipe.lpush(lk, *payload)
-                    else:
-                        pipe.lpushx(lk, *payload)
-                    pipe.ltrim(lk, 0, self.history_max - 1)
-                    pipe.expire(lk, ttl)
-                for tenant, conv in drop - set(new_messages):
-                    pipe.incr(self.version_key(tenant, conv))
-                await pipe.execute()
+            try:
+                await self._append_pipeline(redis, new_messages, fresh_set, drop, stale)
+            except NoScriptError:  # a restarted Redis has forgotten the script
+                await redis.script_load(APPEND_SCRIPT)
+                await self._append_pipeline(redis, new_messages, fresh_set, drop, stale)
         except (RedisError, OSError) as exc:
             self._failed(exc, "append")
             self._remember_stale(touched)
             raise CacheUnavailableError(str(exc)) from exc
         self._stale -= stale
+
+    async def _append_pipeline(
+        self,
+        redis: Redis,
+        new_messages: Mapping[ConversationKey, Sequence[MessageDoc]],
+        fresh: set[ConversationKey],
+        drop: set[ConversationKey],
+        stale: set[ConversationKey],
+    ) -> None:
+        ttl, cap = str(self.history_ttl_s), str(self.history_max)
+        async with redis.pipeline(transaction=False) as pipe:
+            for tenant, conv in stale | drop:
+                pipe.delete(self.list_key(tenant, conv))
+            for key, docs in new_messages.items():
+                tenant, conv = key
+                keys = (self.list_key(tenant, conv), self.version_key(tenant, conv))
+                if key in drop or key in stale or not docs:
+                    pipe.evalsha(APPEND_SCRIPT_SHA, 2, *keys, "bump", cap, ttl)
+                    continue
+                payload = [json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+                           for d in docs[-self.history_max:]]
+                mode = "create" if key in fresh else "extend"
+                pipe.evalsha(APPEND_SCRIPT_SHA, 2, *keys, mode, cap, ttl, *payload)
+            for tenant, conv in drop - set(new_messages):
+                keys = (self.list_key(tenant, conv), self.version_key(tenant, conv))
+                pipe.evalsha(APPEND_SCRIPT_SHA, 2, *keys, "bump", cap, ttl)
+            await pipe.execute()
 
     def _remember_stale(self, keys: Iterable[ConversationKey]) -> None:
         if len(self._stale) < STALE_LIMIT:

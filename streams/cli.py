@@ -18,6 +18,10 @@ COMMANDS = [
     "streams.commands.history",
     "streams.commands.produce",
     "streams.commands.schemas",
+    "streams.commands.agent_config",
+    "streams.commands.replay",
+    "streams.commands.demo",
+    "streams.commands.config",
 ]
 
 

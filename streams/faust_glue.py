@@ -5,16 +5,23 @@
   from ``noack_take`` that variable belongs to the background task filling
   the buffer, so each write sets it to the event the write belongs to.
 * ``source_record``: a Faust event as a library-neutral :class:`SourceRecord`.
+* ``timer``: ``app.timer`` with a type (Faust's decorator has none).
+* ``topic_global_table``: a global table over an existing topic. Faust's
+  assignor looks a global table's changelog up by its *default* name
+  (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and
+  fails the assignment with a ``KeyError``; the subclass answers with the
+  topic's real name.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from faust.streams import _current_event
+from faust.tables.globaltable import GlobalTable
 
 from streams.publish import Headers, SourceRecord
 
@@ -26,6 +33,38 @@ def event_context(event: Any) -> Iterator[None]:
         yield
     finally:
         _current_event.reset(token)
+
+
+class _TopicGlobalTable(GlobalTable):
+    def _changelog_topic_name(self) -> str:
+        if self._changelog_topic is not None:
+            return str(self._changelog_topic.get_topic_name())
+        return str(super()._changelog_topic_name())
+
+
+def topic_global_table(app: Any, name: str, *, topic: Any, help: str) -> Any:
+    """A read-only global table holding ``topic`` (raw bytes keys and values),
+    which other producers write to. Every worker reads all of it, and keeps
+    reading after recovery (``synchronize_all_active_partitions``: no worker is
+    the writer). One partition and a recovery buffer of one, as Faust advises
+    for global tables shared by several workers."""
+    return app.tables.add(_TopicGlobalTable(
+        app, name=name, default=None, beacon=app.tables.beacon, partitions=1,
+        standby_buffer_size=1, recovery_buffer_size=1, is_global=True,
+        synchronize_all_active_partitions=True, changelog_topic=topic, key_type=bytes,
+        value_type=bytes, help=help,
+    ))
+
+
+TimerFn = Callable[[], Awaitable[None]]
+
+
+def timer(app: Any, interval_s: float, *, name: str,
+          on_leader: bool = False) -> Callable[[TimerFn], TimerFn]:
+    """``@app.timer``: run the coroutine every ``interval_s`` (on the leader only
+    with ``on_leader``). A timer may read tables but never write them."""
+    return cast(Callable[[TimerFn], TimerFn],
+                app.timer(interval_s, on_leader=on_leader, name=name))
 
 
 def _headers(raw: Any) -> Headers:

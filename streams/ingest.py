@@ -7,7 +7,9 @@ Order per batch, and why:
 3. the database stores the messages (idempotent on event id), retried with
    backoff until it succeeds: the batch is never acknowledged before that;
 4. the session table counts the stored messages (idempotent on source offset)
-   and closes sessions on ``session_end``;
+   and closes sessions on ``session_end``, and on an idle check from the session
+   scan when the state (re-checked here: a message may have arrived since the
+   scan) is still open and idle for ``idle_timeout_s``;
 5. Redis gets one pipeline; its failure is logged and counted and changes
    nothing above;
 6. session-closed events are delivered (after the messages they refer to).
@@ -44,7 +46,7 @@ from streams.metrics import (
     SINK_RETRIES,
 )
 from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
-from streams.records import ChatMessage, SessionClosed, SessionEnd
+from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,6 +73,8 @@ class IngestConfig:
     max_content_bytes: int = 65_536
     retry_initial_s: float = 0.2
     retry_max_s: float = 10.0
+    idle_topic: str | None = None
+    idle_timeout_s: float = 1800.0
 
 
 @dataclass
@@ -84,10 +88,25 @@ class IngestResult:
     cache_ok: bool = True
 
 
+class _Tally:
+    """Per-batch event counts, added to the metrics once per batch."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = defaultdict(int)
+
+    def add(self, topic: str, outcome: str) -> None:
+        self.counts[(topic, outcome)] += 1
+
+    def flush(self) -> None:
+        for (topic, outcome), n in self.counts.items():
+            INGEST_EVENTS.labels(topic, outcome).inc(n)
+        self.counts.clear()
+
+
 @dataclass
 class _Item:
     record: SourceRecord
-    event: ChatMessage | SessionEnd
+    event: ChatMessage | SessionEnd | IdleCheck
     origin: str | None = None
 
 
@@ -145,7 +164,9 @@ class IngestProcessor:
                 initial_s=self.config.retry_initial_s, max_s=self.config.retry_max_s,
             )
 
-    def _classify(self, records: Sequence[SourceRecord], result: IngestResult) -> tuple[
+    def _classify(
+        self, records: Sequence[SourceRecord], result: IngestResult, tally: _Tally
+    ) -> tuple[
         list[_Item], list[Outgoing], list[Outgoing]
     ]:
         cfg = self.config
@@ -153,6 +174,9 @@ class IngestProcessor:
         dlq: list[Outgoing] = []
         reroute: list[Outgoing] = []
         for rec in records:
+            if cfg.idle_topic is not None and rec.topic == cfg.idle_topic:
+                self._classify_idle(rec, items, dlq, tally)
+                continue
             decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
             if isinstance(decoded, Rejected):
                 dlq.append(dead_letter(
@@ -160,7 +184,7 @@ class IngestProcessor:
                     error_class=decoded.error_class, message=decoded.message,
                 ))
                 DEAD_LETTERS.labels("ingest", decoded.reason).inc()
-                INGEST_EVENTS.labels(rec.topic, "dead_lettered").inc()
+                tally.add(rec.topic, "dead_lettered")
                 continue
             if rec.topic == cfg.subagent_topic:
                 assert isinstance(decoded, ChatMessage)
@@ -175,18 +199,34 @@ class IngestProcessor:
                     cfg.subagent_topic, decoded.parent_conversation_id.encode(), rec.value,
                     [*rec.headers, ("memstream.origin.offset", str(rec.offset).encode())],
                 ))
-                INGEST_EVENTS.labels(rec.topic, "rerouted").inc()
+                tally.add(rec.topic, "rerouted")
             else:
-                INGEST_EVENTS.labels(rec.topic, "dropped_subagent").inc()
+                tally.add(rec.topic, "dropped_subagent")
                 result.dropped += 1
         result.dead_lettered = len(dlq)
         result.rerouted = len(reroute)
         return items, dlq, reroute
 
+    def _classify_idle(
+        self, rec: SourceRecord, items: list[_Item], dlq: list[Outgoing], tally: _Tally
+    ) -> None:
+        try:
+            check = IdleCheck.model_validate_json(rec.value or b"")
+        except ValueError as exc:
+            dlq.append(dead_letter(
+                rec, dlq_topic=self.config.dlq_topic, stage="ingest", reason="schema",
+                error_class=type(exc).__name__, message=str(exc),
+            ))
+            DEAD_LETTERS.labels("ingest", "schema").inc()
+            tally.add(rec.topic, "dead_lettered")
+            return
+        items.append(_Item(rec, check))
+
     async def process(self, records: Sequence[SourceRecord]) -> IngestResult:
         result = IngestResult()
+        tally = _Tally()
         INGEST_BATCH.observe(len(records))
-        items, dlq, reroute = self._classify(records, result)
+        items, dlq, reroute = self._classify(records, result, tally)
         await self._deliver(dlq, "dlq")
         await self._deliver(reroute, "reroute")
 
@@ -203,7 +243,8 @@ class IngestProcessor:
         result.stored = len(new_keys)
         result.duplicates = len(rows) - len(new_keys)
 
-        appended, fresh, invalidate = self._apply_state(items, rows, new_keys, result)
+        appended, fresh, invalidate = self._apply_state(items, rows, new_keys, result, tally)
+        tally.flush()
         await self._write_cache(appended, fresh, invalidate, result)
         if result.closed:
             closed = [
@@ -220,6 +261,7 @@ class IngestProcessor:
         rows: Sequence[dict[str, Any]],
         new_keys: set[tuple[str, str]],
         result: IngestResult,
+        tally: _Tally,
     ) -> tuple[dict[tuple[str, str], list[MessageDoc]], set[tuple[str, str]], set[tuple[str, str]]]:
         now = self.clock()
         docs = {(r["tenant_id"], r["event_id"]): row_to_doc(r) for r in rows}
@@ -233,6 +275,16 @@ class IngestProcessor:
             conv = (ev.tenant_id, ev.conversation_id)
             key = table_key(*conv)
             state = states.get(key)
+            if isinstance(ev, IdleCheck):
+                if state is None:
+                    state = SessionState.from_table(self.table.get(key))
+                    if state is None:  # not this worker's, or long gone: nothing to close
+                        tally.add(it.record.topic, "idle_unknown")
+                        continue
+                    states[key] = state
+                self._apply_idle(state, it.record, now, result, tally)
+                last_record[key] = it.record
+                continue
             if state is None:
                 state = SessionState.from_table(self.table.get(key)) or SessionState.new(ev)
                 states[key] = state
@@ -243,13 +295,13 @@ class IngestProcessor:
                 ek = (ev.tenant_id, ev.event_id)
                 if ek in new_keys:
                     appended[conv].append(docs[ek])
-                    INGEST_EVENTS.labels(rec.topic, "stored").inc()
+                    tally.add(rec.topic, "stored")
                 else:
                     invalidate.add(conv)
-                    INGEST_EVENTS.labels(rec.topic, "duplicate").inc()
+                    tally.add(rec.topic, "duplicate")
                 state.apply_message(ev, rec.topic, rec.offset, now)
             else:
-                INGEST_EVENTS.labels(rec.topic, "session_end").inc()
+                tally.add(rec.topic, "session_end")
                 if not state.seen(rec.topic, rec.offset):
                     state.mark(rec.topic, rec.offset)
                     closed = state.close("explicit", now, ev)
@@ -262,6 +314,26 @@ class IngestProcessor:
             with self.table.context(last_record[key]):
                 self.table.set(key, state.to_table())
         return appended, fresh - invalidate, invalidate
+
+    def _apply_idle(
+        self, state: SessionState, rec: SourceRecord, now: float, result: IngestResult,
+        tally: _Tally,
+    ) -> None:
+        """Close the session if it is still open and idle (the scan may be stale)."""
+        if state.seen(rec.topic, rec.offset):
+            tally.add(rec.topic, "idle_replayed")
+            return
+        state.mark(rec.topic, rec.offset)
+        if not state.open or state.idle_for(now) < self.config.idle_timeout_s:
+            tally.add(rec.topic, "idle_active")
+            return
+        closed = state.close("idle", now)
+        if closed is None:
+            tally.add(rec.topic, "idle_active")
+            return
+        tally.add(rec.topic, "idle_closed")
+        result.closed.append(closed)
+        SESSIONS_CLOSED.labels("idle").inc()
 
     async def _write_cache(
         self,

@@ -106,7 +106,10 @@ EVENT_TYPES = ("message", "session_end")
 
 
 class SessionClosed(BaseModel):
-    """One session end, explicit or by inactivity, on ``memory.session-closed``."""
+    """One session end, explicit or by inactivity, on ``memory.session-closed``
+    (key: conversation id). A session end whose consolidation must be tried again
+    travels unchanged on ``memory.retry``, with the headers ``memstream.attempt``
+    and ``memstream.next_attempt_at`` (RFC 3339)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -120,3 +123,36 @@ class SessionClosed(BaseModel):
     closed_at: datetime
     last_activity: datetime
     message_count: int = Field(ge=0, description="Messages the session state had seen at close.")
+
+
+class IdleCheck(BaseModel):
+    """Internal, on ``memory.session-idle`` (key: conversation id): the session scan
+    found this conversation's session idle. The ingest agent re-checks its state
+    (a message may have arrived since) before closing it with trigger ``idle``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    tenant_id: TenantId
+    conversation_id: Ident
+    session_seq: int = Field(ge=1, description="The session the scan saw idle.")
+    idle_for_s: float = Field(ge=0, description="How long the scan saw it idle.")
+    checked_at: datetime
+
+
+class AgentConfigValue(BaseModel):
+    """A value on the compacted ``memory.agent-config`` topic, keyed
+    ``"{tenant_id}/{agent_id}"``. A null value (tombstone) removes the agent's
+    configuration. ``longMemoryProvider``, ``openLongMemory`` and ``boundModel``
+    are accepted as spellings too; an unreadable value routes to the built-in
+    provider."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    long_memory_provider: Literal["MEMOS", "MEM0", "MYSQL"] | None = Field(
+        None, description="Long-term memory provider; unset: the built-in MySQL provider."
+    )
+    open_long_memory: bool = Field(
+        False, description="Long memory on; it also needs a bound model."
+    )
+    model: str | None = Field(None, description="The model bound to the agent.")
+    updated_at: AwareDatetime | None = Field(None, description="When the configuration was set.")

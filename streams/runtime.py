@@ -1,5 +1,6 @@
-"""Runtime: the worker's shared resources (database engine, Redis, stores,
-readers), started once and closed on shutdown. Domain code never reads
+"""Runtime: the worker's shared resources (database engine, Redis, the one
+HTTP client of every external call, stores, readers, memory providers and chat
+models), started once and closed on shutdown. Domain code never reads
 settings; the runtime hands it plain values."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ import asyncio
 import logging
 from functools import cached_property
 
+import httpx
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -17,6 +20,11 @@ from streams.db.messages import MessageStore
 from streams.db.migrate import upgrade
 from streams.domain.tokens import TokenCounter
 from streams.history import SessionReader
+from streams.providers.http import RetryPolicy
+from streams.providers.mem0 import Mem0Provider
+from streams.providers.memos import MemOSProvider
+from streams.providers.openai_compat import ChatModel
+from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,7 @@ class Runtime:
         self._started = False
         self._engine: AsyncEngine | None = None
         self._redis: Redis | None = None
+        self._http: httpx.AsyncClient | None = None
 
     async def start(self) -> Runtime:
         async with self._lock:
@@ -50,6 +59,8 @@ class Runtime:
             if self.migrate:
                 await upgrade(self._engine)
             self._redis = create_redis(self.settings)
+            self._http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
             self._started = True
             return self
 
@@ -57,6 +68,9 @@ class Runtime:
         async with self._lock:
             if self._redis is not None:
                 await self._redis.aclose()
+            if self._http is not None:
+                await self._http.aclose()
+                self._http = None
             if self._engine is not None:
                 await self._engine.dispose()
             self._started = False
@@ -103,3 +117,53 @@ class Runtime:
             default_last_n=w.default_last_n,
             enforce_alternation=w.enforce_alternation,
         )
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise RuntimeError("runtime not started")
+        return self._http
+
+    def provider_retry(self) -> RetryPolicy:
+        c = self.settings.consolidation
+        return RetryPolicy(attempts=c.provider_attempts, initial_s=c.provider_backoff_initial_s,
+                           max_s=c.provider_backoff_max_s)
+
+    @cached_property
+    def providers(self) -> ProviderRegistry:
+        """The built-in provider always; MemOS and Mem0 when their URLs are set."""
+        from streams.providers.builtin import BuiltinProvider
+
+        s, c = self.settings, self.settings.consolidation
+        handles = {"mysql": ProviderHandle("mysql", BuiltinProvider(self.engine),
+                                           atomic_batch=True, episodes=c.episodes_builtin)}
+        if s.memos.base_url:
+            handles["memos"] = ProviderHandle("memos", MemOSProvider(
+                self.http, s.memos.base_url, api_key=_secret(s.memos.api_key),
+                timeout_s=s.memos.timeout_s, retry=self.provider_retry(), mode=s.memos.mode),
+                episodes=c.episodes_external)
+        if s.mem0.base_url:
+            handles["mem0"] = ProviderHandle("mem0", Mem0Provider(
+                self.http, s.mem0.base_url, api_key=_secret(s.mem0.api_key),
+                timeout_s=s.mem0.timeout_s, retry=self.provider_retry()),
+                episodes=c.episodes_external)
+        return ProviderRegistry(handles)
+
+    @cached_property
+    def models(self) -> ModelFactory:
+        """Chat models on the configured endpoint; none when no base URL is set."""
+        llm = self.settings.llm
+        if not llm.base_url:
+            return ModelFactory(None, None)
+        base_url = llm.base_url
+        retry = RetryPolicy(attempts=llm.attempts, initial_s=0.5, max_s=5.0)
+
+        def build(name: str) -> ChatModel:
+            return ChatModel(self.http, base_url, name, api_key=_secret(llm.api_key),
+                             timeout_s=llm.timeout_s, retry=retry)
+
+        return ModelFactory(build, llm.model, use_agent_model=llm.use_agent_model)
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None

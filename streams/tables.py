@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from streams.app import app
+from streams.faust_glue import topic_global_table
+from streams.topics import agent_config
 
 # tenant/conversation -> SessionState as JSON (see streams.domain.session_state)
 sessions = app.Table(
@@ -10,4 +12,12 @@ sessions = app.Table(
     default=None,
     key_type=str,
     help="Per-conversation session state.",
+)
+
+# "{tenant}/{agent}" -> raw JSON bytes (streams.domain.routing.parse_agent_config).
+# The compacted memory.agent-config topic *is* the changelog: producers write to
+# it, every worker reads all of it. Never written here.
+agent_configs = topic_global_table(
+    app, "agent-config", topic=agent_config,
+    help="Agent memory configuration (long-term provider, long memory on/off, model).",
 )

@@ -14,9 +14,13 @@ subagent_chat = app.topic(
     _k.subagent_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
     partitions=_k.partitions, internal=True,
 )
-# the ingest agent reads both; they are co-partitioned by conversation
+idle_checks = app.topic(
+    _k.idle_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+    partitions=_k.partitions, internal=True,
+)
+# the ingest agent reads all three; they are co-partitioned by conversation
 chat_sources = app.topic(
-    _k.chat_topic, _k.subagent_topic,
+    _k.chat_topic, _k.subagent_topic, _k.idle_topic,
     key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
 )
 dead_letters = app.topic(
@@ -26,4 +30,14 @@ dead_letters = app.topic(
 session_closed = app.topic(
     _k.session_closed_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
     value_serializer="raw", partitions=_k.partitions, internal=True,
+)
+retry = app.topic(
+    _k.retry_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+    value_serializer="raw", partitions=_k.partitions, internal=True,
+)
+# compacted, one partition: the changelog of the agent-config global table,
+# produced to by `memstream agent-config set` (or any upstream) directly
+agent_config = app.topic(
+    _k.agent_config_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+    value_serializer="raw", partitions=1, compacting=True, internal=True,
 )

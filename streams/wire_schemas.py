@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from streams.records import ChatEvent, SessionClosed
+from streams.records import AgentConfigValue, ChatEvent, IdleCheck, SessionClosed
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 BASE = "https://memstream.dev/schemas/"
@@ -29,5 +29,18 @@ def all_schemas() -> dict[str, dict[str, Any]]:
             "session-closed.schema.json",
             "memory.session-closed event",
             "One session end (explicit or by inactivity), keyed by conversation id.",
+        ),
+        "session-idle.schema.json": _doc(
+            IdleCheck.model_json_schema(),
+            "session-idle.schema.json",
+            "memory.session-idle event",
+            "Internal: an idle check from the session scan, keyed by conversation id.",
+        ),
+        "agent-config.schema.json": _doc(
+            AgentConfigValue.model_json_schema(),
+            "agent-config.schema.json",
+            "memory.agent-config value",
+            "An agent's memory configuration on the compacted topic, keyed "
+            "\"{tenant_id}/{agent_id}\"; a null value removes it.",
         ),
     }

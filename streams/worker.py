@@ -3,15 +3,24 @@ processors built on it."""
 
 from __future__ import annotations
 
+import asyncio
 from functools import cache
 from typing import Any
 
+from streams.agent_configs import TableAgentConfigs
 from streams.app import app, settings
+from streams.consolidation.factory import (
+    Consolidation,
+    build_consolidation,
+    build_retry_scheduler,
+)
+from streams.consolidation.scheduler import RetryScheduler
 from streams.faust_glue import FaustTable
+from streams.idle import IdleScanner
 from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import ProducerPublisher
 from streams.runtime import Runtime
-from streams.tables import sessions
+from streams.tables import agent_configs, sessions
 from streams.web import install as install_web
 
 runtime = Runtime(settings)
@@ -32,6 +41,11 @@ def publisher() -> ProducerPublisher:
 
 async def ingest_processor() -> IngestProcessor:
     await runtime.start()
+    # A batch touches hundreds of conversations and writes each one's state
+    # once; Faust's default (pause the stream above 100 pending changelog
+    # records) would throttle every batch.
+    app.producer.buffer.max_messages = max(app.producer.buffer.max_messages,
+                                           4 * settings.ingest.batch_size)
     k, i = settings.kafka, settings.ingest
     return IngestProcessor(
         IngestConfig(
@@ -42,9 +56,43 @@ async def ingest_processor() -> IngestProcessor:
             max_content_bytes=i.max_content_bytes,
             retry_initial_s=i.retry_initial_s,
             retry_max_s=i.retry_max_s,
+            idle_topic=k.idle_topic,
+            idle_timeout_s=settings.consolidation.idle_timeout_s,
         ),
         runtime.store,
         runtime.cache,
         publisher(),
         FaustTable(sessions),
     )
+
+
+_consolidation: Consolidation | None = None
+_consolidation_lock = asyncio.Lock()
+
+
+async def consolidation() -> Consolidation:
+    """The worker's one consolidation pipeline and processor (shared by the
+    session-closed and retry agents, so they share the per-conversation locks)."""
+    global _consolidation
+    async with _consolidation_lock:
+        if _consolidation is None:
+            await runtime.start()
+            _consolidation = build_consolidation(
+                runtime, TableAgentConfigs(agent_configs), publisher())
+        return _consolidation
+
+
+def rebalancing() -> bool:
+    """A rebalance or shutdown is under way: held records must be let go."""
+    return bool(app.rebalancing) or not app.flow_control.is_active()
+
+
+async def retry_scheduler() -> RetryScheduler:
+    return build_retry_scheduler(runtime, await consolidation(), publisher(), rebalancing)
+
+
+@cache
+def idle_scanner() -> IdleScanner:
+    c = settings.consolidation
+    return IdleScanner(timeout_s=c.idle_timeout_s,
+                       resend_after_s=max(5 * c.idle_scan_interval_s, 60.0))

@@ -52,6 +52,14 @@ def speaker_of(content: str) -> str | None:
     return m.group(1) if m else None
 
 
+def top_n(scores: Mapping[str, float], n: int | None) -> Scores:
+    """The ``n`` best entries (all of them when ``n`` is None); ties keep insertion order."""
+    if n is None or len(scores) <= n:
+        return dict(scores)
+    best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: max(n, 0)]
+    return dict(best)
+
+
 def min_max(scores: Mapping[str, float]) -> Scores:
     """Rescale to 0..1 (the best 1.0, the worst 0.0); all-equal scores become 1.0."""
     if not scores:
@@ -77,6 +85,20 @@ def weighted(
     for k, v in lexical.items():
         out[k] = out.get(k, 0.0) + lexical_weight * v
     return out
+
+
+def neighbours(ids: Collection[str], positions: Mapping[str, Position]) -> set[str]:
+    """The previous and next memories of the same session, of each of ``ids``."""
+    wanted: set[tuple[str, int]] = set()
+    for k in ids:
+        p = positions.get(k)
+        if p is not None and p.session is not None:
+            wanted.update(((p.session, p.seq - 1), (p.session, p.seq + 1)))
+    if not wanted:
+        return set()
+    return {
+        k for k, p in positions.items() if p.session is not None and (p.session, p.seq) in wanted
+    }
 
 
 def smooth_neighbours(
@@ -152,14 +174,24 @@ def fuse(
     *,
     query: str = "",
     weights: FusionWeights = FusionWeights(),
+    limit: int | None = None,
 ) -> Scores:
-    """All steps in order; the result is on 0..1 with the best memory at 1.0."""
-    mixed = weighted(
-        min_max(lexical),
-        min_max(dense) if dense else None,
-        dense_weight=weights.dense,
-        lexical_weight=weights.lexical,
-    )
+    """All steps in order; the result is on 0..1 with the best memory at 1.0.
+
+    Each signal is normalised over everything it scored; then, with ``limit``,
+    only the union of each signal's best ``limit`` memories and their session
+    neighbours goes on (keeping both of their scores), which bounds the work
+    per query whatever the size of the collection. ``positions`` must cover
+    those candidates (and their neighbours, for the neighbours to count).
+    """
+    lex = min_max(lexical)
+    den = min_max(dense) if dense else None
+    if limit is not None:
+        keep = set(top_n(lex, limit)) | (set(top_n(den, limit)) if den else set())
+        keep |= neighbours(keep, positions)
+        lex = {k: v for k, v in lex.items() if k in keep}
+        den = {k: v for k, v in den.items() if k in keep} if den else None
+    mixed = weighted(lex, den, dense_weight=weights.dense, lexical_weight=weights.lexical)
     if not mixed:
         return {}
     smoothed = smooth_neighbours(mixed, positions, weight=weights.neighbour)

@@ -17,6 +17,7 @@ they are in nearly every question and in hardly any memory.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -64,7 +65,7 @@ def _has_vowel(s: str) -> bool:
 def _measure(s: str) -> int:
     """Porter's m: the number of vowel-consonant sequences."""
     flags = [_is_vowel(s, i) for i in range(len(s))]
-    return sum(1 for a, b in zip(flags, flags[1:], strict=False) if a and not b)
+    return sum(1 for a, b in itertools.pairwise(flags) if a and not b)
 
 
 def _cvc(s: str) -> bool:

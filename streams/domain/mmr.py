@@ -15,6 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 T = TypeVar("T")
 
 _WORD = re.compile(r"[^\W_]+")
@@ -51,27 +54,25 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def default_similarity(items: Sequence[Scored[T]]) -> Similarity[T]:
-    """Cosine when every item carries a vector, token Jaccard otherwise."""
-    if items and all(it.vector is not None for it in items):
-
-        def by_vector(a: Scored[T], b: Scored[T]) -> float:
-            assert a.vector is not None and b.vector is not None
-            return cosine(a.vector, b.vector)
-
-        return by_vector
-    cache: dict[int, frozenset[str]] = {}
-
-    def tokens(it: Scored[T]) -> frozenset[str]:
-        key = id(it)
-        if key not in cache:
-            cache[key] = token_set(it.text)
-        return cache[key]
-
-    def by_tokens(a: Scored[T], b: Scored[T]) -> float:
-        return jaccard(tokens(a), tokens(b))
-
-    return by_tokens
+def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
+    """Pairwise similarity: cosine when every item has a vector, token Jaccard otherwise."""
+    n = len(items)
+    if n and all(it.vector is not None for it in items):
+        v = np.array([it.vector for it in items], dtype=np.float64)
+        v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return np.asarray(v @ v.T, dtype=np.float64)
+    sets = [token_set(it.text) for it in items]
+    vocab: dict[str, int] = {}
+    for ts in sets:
+        for t in ts:
+            vocab.setdefault(t, len(vocab))
+    x = np.zeros((n, max(len(vocab), 1)), dtype=np.float64)
+    for i, ts in enumerate(sets):
+        x[i, [vocab[t] for t in ts]] = 1.0
+    inter = x @ x.T
+    sizes = x.sum(axis=1)
+    union = sizes[:, None] + sizes[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
 
 
 def mmr(
@@ -85,26 +86,29 @@ def mmr(
 
     ``lambda_ = 1`` is plain relevance order; lower values penalise
     near-duplicates of what was already picked more strongly. Ties keep the
-    input order.
+    input order. Without ``similarity`` the pairwise matrix is computed once
+    (cosine or Jaccard, see :func:`similarity_matrix`).
     """
-    if k <= 0 or not items:
+    n = len(items)
+    if k <= 0 or n == 0:
         return []
-    sim = similarity or default_similarity(items)
-    pool = list(items)
+    matrix = similarity_matrix(items) if similarity is None else None
+    relevance = np.array([it.score for it in items], dtype=np.float64)
+    max_sim = np.zeros(n, dtype=np.float64)
+    taken = np.zeros(n, dtype=bool)
     chosen: list[Scored[T]] = []
-    max_sim = [0.0] * len(pool)
-    alive = list(range(len(pool)))
-    while alive and len(chosen) < k:
-        best_i, best_val = alive[0], -math.inf
-        for i in alive:
-            val = lambda_ * pool[i].score - (1.0 - lambda_) * max_sim[i]
-            if val > best_val:
-                best_i, best_val = i, val
-        picked = pool[best_i]
-        chosen.append(picked)
-        alive.remove(best_i)
-        for i in alive:
-            s = sim(pool[i], picked)
-            if s > max_sim[i]:
-                max_sim[i] = s
+    for _ in range(min(k, n)):
+        value = lambda_ * relevance - (1.0 - lambda_) * max_sim
+        value[taken] = -np.inf
+        best = int(np.argmax(value))
+        taken[best] = True
+        chosen.append(items[best])
+        if matrix is not None:
+            column = matrix[:, best]
+        else:
+            assert similarity is not None
+            column = np.array(
+                [0.0 if taken[i] else similarity(items[i], items[best]) for i in range(n)]
+            )
+        np.maximum(max_sim, column, out=max_sim)
     return chosen

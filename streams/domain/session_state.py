@@ -9,10 +9,10 @@ ignored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
 
 from streams.records import ChatMessage, SessionClosed, SessionEnd
 
@@ -29,7 +29,14 @@ def split_table_key(key: str) -> tuple[str, str]:
     return tenant, conversation
 
 
-class SessionState(BaseModel):
+def _ts(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Plain dataclass: a batch (de)serialises hundreds of these, so no validation layer."""
+
     tenant_id: str
     user_id: str
     agent_id: str
@@ -42,7 +49,7 @@ class SessionState(BaseModel):
     last_activity: datetime | None = None
     last_seen_at: float = 0.0
     open: bool = False
-    offsets: dict[str, int] = Field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)
 
     def seen(self, source: str, offset: int) -> bool:
         return offset <= self.offsets.get(source, -1)
@@ -99,11 +106,41 @@ class SessionState(BaseModel):
         return now - self.last_seen_at if self.open else 0.0
 
     def to_table(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return {
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "conversation_id": self.conversation_id,
+            "message_count": self.message_count,
+            "session_seq": self.session_seq,
+            "session_message_count": self.session_message_count,
+            "unsummarized_count": self.unsummarized_count,
+            "first_activity": self.first_activity.isoformat() if self.first_activity else None,
+            "last_activity": self.last_activity.isoformat() if self.last_activity else None,
+            "last_seen_at": self.last_seen_at,
+            "open": self.open,
+            "offsets": dict(self.offsets),
+        }
 
     @classmethod
     def from_table(cls, value: dict[str, Any] | None) -> SessionState | None:
-        return None if value is None else cls.model_validate(value)
+        if value is None:
+            return None
+        return cls(
+            tenant_id=value["tenant_id"],
+            user_id=value["user_id"],
+            agent_id=value["agent_id"],
+            conversation_id=value["conversation_id"],
+            message_count=int(value.get("message_count", 0)),
+            session_seq=int(value.get("session_seq", 1)),
+            session_message_count=int(value.get("session_message_count", 0)),
+            unsummarized_count=int(value.get("unsummarized_count", 0)),
+            first_activity=_ts(value.get("first_activity")),
+            last_activity=_ts(value.get("last_activity")),
+            last_seen_at=float(value.get("last_seen_at", 0.0)),
+            open=bool(value.get("open", False)),
+            offsets={str(k): int(v) for k, v in (value.get("offsets") or {}).items()},
+        )
 
     @classmethod
     def new(cls, event: ChatMessage | SessionEnd) -> SessionState:

@@ -77,6 +77,7 @@ class Stack:
             "closed": f"{n}.closed",
             "queries": f"{n}.queries",
             "agent_config": f"{n}.agent-config",
+            "idle": f"{n}.idle",
         }
 
     @property
@@ -99,6 +100,7 @@ class Stack:
             "MEMSTREAM_KAFKA__SESSION_CLOSED_TOPIC": t["closed"],
             "MEMSTREAM_KAFKA__QUERIES_TOPIC": t["queries"],
             "MEMSTREAM_KAFKA__AGENT_CONFIG_TOPIC": t["agent_config"],
+            "MEMSTREAM_KAFKA__IDLE_TOPIC": t["idle"],
             "MEMSTREAM_KAFKA__DATA_DIR": str(self.tmp / f"data-{app_id or self.name}"),
             "MEMSTREAM_DATABASE__URL": self.db_url,
             "MEMSTREAM_REDIS__KEY_PREFIX": self.name,

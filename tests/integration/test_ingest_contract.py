@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from streams.cache import ConversationCache
 from streams.publish import header
 from tests.integration.conftest import Stack, chat_event, session_end_event, session_reader
 from tests.support.worker import ROOT, eventually
@@ -105,8 +106,9 @@ async def test_same_conversation_id_under_two_tenants_stays_two(running: Stack) 
     assert [m["content"] for m in a.messages] == ["A secret 0", "A secret 1", "A secret 2"]
     assert [m["content"] for m in b.messages] == ["B note 0", "B note 1"]
     assert nobody.messages == []
-    keys = sorted(k.decode() for k in await running.redis().keys(f"{running.name}:*:hist:shared"))
-    assert keys == [f"{running.name}:tenant-a:hist:shared", f"{running.name}:tenant-b:hist:shared"]
+    names = ConversationCache(None, prefix=running.name)
+    keys = sorted(k.decode() for k in await running.redis().keys(f"{running.name}:*shared*:hist"))
+    assert keys == sorted([names.list_key("tenant-a", "shared"), names.list_key("tenant-b", "shared")])
 
 
 async def test_subagent_chat_reaches_the_parent_and_nothing_else_does(running: Stack) -> None:

@@ -7,6 +7,7 @@ import random
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.cache import ConversationCache
 from tests.integration.conftest import Stack, chat_event, partitions
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually
@@ -54,12 +55,13 @@ async def test_events_land_once_in_order_and_replays_change_nothing(stack: Stack
         assert [r[1] for r in rows if r[0] == c] == expected, c
 
     redis = stack.redis()
+    keys = ConversationCache(None, prefix=stack.name)
     try:
         for c in convs:
-            raw = await redis.lrange(f"{stack.name}:t1:hist:{c}", 0, -1)
+            raw = await redis.lrange(keys.list_key("t1", c), 0, -1)
             got = [json.loads(x)["event_id"] for x in raw]
             assert got == [f"t1-{c}-{i}" for i in range(PER_CONVERSATION - 1, -1, -1)], c
-            assert 0 < await redis.ttl(f"{stack.name}:t1:hist:{c}") <= 86_400
+            assert 0 < await redis.ttl(keys.list_key("t1", c)) <= 86_400
     finally:
         await redis.aclose()
 

@@ -1,0 +1,22 @@
+"""Consolidation: session-closed events -> long-term memories, a batch at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.app import app, settings
+from streams.faust_glue import source_record
+from streams.topics import session_closed
+from streams.worker import consolidation
+
+
+@app.agent(session_closed, name="consolidate")
+async def consolidate(stream: Any) -> None:
+    processor = (await consolidation()).processor
+    c = settings.consolidation
+    async for events in stream.noack_take(c.batch_size, within=c.batch_within_s):
+        # process() returns once every event was consolidated, or handed to
+        # memory.retry / memory.dlq; it raises nothing but cancellation
+        await processor.process([source_record(e) for e in events])
+        for event in events:
+            await stream.ack(event)

@@ -1,0 +1,28 @@
+"""The idle scan: sessions open with no event for SESSION_IDLE_TIMEOUT get an
+idle check, which the ingest agent acts on (a timer may not write tables)."""
+
+from __future__ import annotations
+
+import logging
+
+from streams.app import app, settings
+from streams.faust_glue import FaustTable, timer
+from streams.idle import idle_check_record
+from streams.metrics import SESSIONS_OPEN
+from streams.tables import sessions
+from streams.worker import idle_scanner, publisher
+
+log = logging.getLogger(__name__)
+
+
+@timer(app, settings.consolidation.idle_scan_interval_s, name="session-idle-scan")
+async def scan_idle_sessions() -> None:
+    scanner = idle_scanner()
+    try:
+        checks = scanner.scan(FaustTable(sessions).items())
+        SESSIONS_OPEN.set(scanner.open_sessions)
+        if checks:
+            topic = settings.kafka.idle_topic
+            await publisher().publish([idle_check_record(topic, c) for c in checks])
+    except Exception as exc:  # the next scan tries again; a timer must not crash the app
+        log.warning("idle scan failed: %s: %s", type(exc).__name__, exc)

@@ -1,0 +1,34 @@
+"""Periodic upkeep on the leader: retry failed expiries, purge the old ledger."""
+
+from __future__ import annotations
+
+import logging
+
+from streams.app import app, settings
+from streams.faust_glue import timer
+from streams.worker import consolidation
+
+log = logging.getLogger(__name__)
+PURGE_INTERVAL_S = 3600.0
+
+
+@timer(app, settings.consolidation.expiry_sweep_interval_s, on_leader=True,
+       name="expiry-sweep")
+async def sweep_expiries() -> None:
+    try:
+        done, failed = await (await consolidation()).sweeper.sweep()
+        if done or failed:
+            log.info("pending expiries: %d done, %d still failing", done, failed)
+    except Exception as exc:  # the next sweep tries again
+        log.warning("expiry sweep failed: %s: %s", type(exc).__name__, exc)
+
+
+@timer(app, PURGE_INTERVAL_S, on_leader=True, name="ledger-purge")
+async def purge_ledger() -> None:
+    try:
+        rows, runs = await (await consolidation()).purge(
+            settings.consolidation.ledger_retention_days)
+        if rows or runs:
+            log.info("purged %d ledger rows and %d finished runs", rows, runs)
+    except Exception as exc:
+        log.warning("ledger purge failed: %s: %s", type(exc).__name__, exc)

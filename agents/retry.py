@@ -1,0 +1,21 @@
+"""Retries: closing events from memory.retry, each attempted when it is due."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from streams.app import app
+from streams.faust_glue import source_record
+from streams.topics import retry
+from streams.worker import retry_scheduler
+
+
+@app.agent(retry, name="consolidation-retry")
+async def consolidation_retry(stream: Any) -> None:
+    scheduler = await retry_scheduler()
+    async with scheduler.running():
+        async for event in stream.noack().events():
+            # held until due, acknowledged after its attempt (or released to
+            # the topic again when a rebalance starts)
+            scheduler.admit(source_record(event), partial(stream.ack, event))

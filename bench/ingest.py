@@ -1,0 +1,307 @@
+"""Ingest benchmark: sustained events/s from Kafka into MySQL + Redis with one worker.
+
+In the same run and on the same data it also measures:
+
+(a) reference — per message one INSERT + COMMIT, then LPUSH, EXPIRE, LLEN and
+    RPOP as separate round trips (how the system memstream replaces wrote);
+(b) sink ceiling — the worker's own batched MySQL and Redis writes, fed from
+    memory with no Kafka;
+(c) bare consumer — an aiokafka consumer that only decodes the events.
+
+Needs the services of ``make services``. Ends by printing one JSON line.
+
+    python bench/ingest.py [--events 20000] [--conversations 400] [--reference-events 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from pydantic import SecretStr
+from redis.asyncio import Redis
+from sqlalchemy import text
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from streams.admin import ensure_topics  # noqa: E402
+from streams.cache import ConversationCache  # noqa: E402
+from streams.db.engine import create_engine  # noqa: E402
+from streams.db.messages import MessageStore, message_row, row_to_doc  # noqa: E402
+from streams.db.migrate import upgrade  # noqa: E402
+from streams.domain.events import decode_chat_event  # noqa: E402
+from streams.records import ChatMessage  # noqa: E402
+from streams.settings import (  # noqa: E402
+    DatabaseSettings,
+    KafkaSettings,
+    RedisSettings,
+    Settings,
+    WebSettings,
+    settings_env,
+)
+
+KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
+REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
+MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
+BOOTSTRAP = f"127.0.0.1:{KAFKA}"
+WORDS = ("trip hotel flight museum dinner budget sister vegetarian walk beach train ticket "
+         "morning evening weather booking price city river market coffee book concert").split()
+
+
+def make_events(n: int, conversations: int, seed: int = 1) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    counters: dict[int, int] = defaultdict(int)
+    out = []
+    for i in range(n):
+        c = rng.randrange(conversations)
+        k = counters[c]
+        counters[c] += 1
+        out.append({
+            "event_id": f"bench-{c}-{k}", "type": "message", "tenant_id": "bench",
+            "user_id": f"user-{c % 97}", "agent_id": "agent-1", "conversation_id": f"conv-{c}",
+            "role": "user" if k % 2 == 0 else "assistant",
+            "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30))),
+            "created_at": (t0 + timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
+        })
+    return out
+
+
+def mysql_url(db: str) -> str:
+    return f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/{db}"
+
+
+async def fresh_database(name: str) -> str:
+    engine = create_engine(DatabaseSettings(url=SecretStr(mysql_url("memstream"))))
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+        await conn.execute(text(f"CREATE DATABASE {name} CHARACTER SET utf8mb4"))
+    await engine.dispose()
+    engine = create_engine(DatabaseSettings(url=SecretStr(mysql_url(name))))
+    await upgrade(engine)
+    await engine.dispose()
+    return mysql_url(name)
+
+
+async def reference_path(events: list[dict[str, Any]], db: str) -> float:
+    """Per message: INSERT + COMMIT, then LPUSH, EXPIRE, LLEN, RPOP round trips."""
+    url = await fresh_database(db)
+    engine = create_engine(DatabaseSettings(url=SecretStr(url)))
+    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS}/2")
+    now = datetime.now(UTC)
+    rows = [message_row(ChatMessage.model_validate(e), now) for e in events]
+    from streams.db.schema import conversation_message
+
+    t = time.perf_counter()
+    for r in rows:
+        async with engine.begin() as conn:
+            await conn.execute(conversation_message.insert().values(**r))
+        key = f"benchref:{r['tenant_id']}:{r['conversation_id']}"
+        await redis.lpush(key, json.dumps(row_to_doc(r)))
+        await redis.expire(key, 86400)
+        if await redis.llen(key) > 200:
+            await redis.rpop(key)
+    elapsed = time.perf_counter() - t
+    await redis.flushdb()
+    await redis.aclose()
+    await engine.dispose()
+    return len(rows) / elapsed
+
+
+async def sink_ceiling(events: list[dict[str, Any]], db: str, batch: int) -> float:
+    """The worker's batched writes (MessageStore + one Redis pipeline), no Kafka."""
+    url = await fresh_database(db)
+    engine = create_engine(DatabaseSettings(url=SecretStr(url)))
+    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS}/3")
+    store = MessageStore(engine)
+    cache = ConversationCache(redis, prefix="benchceil")
+    now = datetime.now(UTC)
+    t = time.perf_counter()
+    seen: set[tuple[str, str]] = set()
+    for i in range(0, len(events), batch):
+        chunk = [ChatMessage.model_validate(e) for e in events[i:i + batch]]
+        rows = [message_row(m, now) for m in chunk]
+        new = await store.store(rows)
+        by_conv: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            if (r["tenant_id"], r["event_id"]) in new:
+                by_conv[(r["tenant_id"], r["conversation_id"])].append(row_to_doc(r))
+        fresh = set(by_conv) - seen
+        seen |= set(by_conv)
+        await cache.append(by_conv, fresh=fresh)
+    elapsed = time.perf_counter() - t
+    await redis.flushdb()
+    await redis.aclose()
+    await engine.dispose()
+    return len(events) / elapsed
+
+
+async def produce(topic: str, events: list[dict[str, Any]]) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", linger_ms=20,
+                         max_batch_size=1 << 20)
+    await p.start()
+    try:
+        futs = [await p.send(topic, json.dumps(e).encode(), key=e["conversation_id"].encode())
+                for e in events]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+
+
+async def bare_consumer(topic: str, n: int) -> float:
+    c = AIOKafkaConsumer(bootstrap_servers=BOOTSTRAP, enable_auto_commit=False,
+                         max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
+    await c.start()
+    try:
+        parts = c.partitions_for_topic(topic) or set()
+        if not parts:
+            await c.topics()
+            parts = set(range(8))
+        tps = [TopicPartition(topic, p) for p in parts]
+        c.assign(tps)
+        await c.seek_to_beginning(*tps)
+        seen = 0
+        t = time.perf_counter()
+        while seen < n:
+            batch = await c.getmany(timeout_ms=1000, max_records=5000)
+            for msgs in batch.values():
+                for m in msgs:
+                    decode_chat_event(m.value, 65_536)
+                    seen += 1
+        return n / (time.perf_counter() - t)
+    finally:
+        await c.stop()
+
+
+async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    env.update(settings_env(settings))
+    env["MEMSTREAM_LOG_LEVEL"] = "warn"
+    log_path = ROOT / ".bench" / "ingest-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    with open(log_path, "wb") as log:
+        argv = [sys.executable, "-m", "streams.cli", "worker"]
+        if os.environ.get("BENCH_PROFILE"):
+            argv = ["py-spy", "record", "-r", "200", "-f", "raw", "-o",
+                    str(ROOT / ".bench" / "ingest-profile.txt"), "--", *argv]
+        proc = subprocess.Popen(argv, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    engine = create_engine(settings.database)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited, see {log_path}")
+            try:
+                async with engine.connect() as conn:
+                    count = (await conn.execute(text("SELECT COUNT(*) FROM conversation_message"))).scalar()
+                if count == n:
+                    break
+            except Exception:
+                pass
+            await asyncio.sleep(0.5)
+        else:
+            raise TimeoutError(f"worker stored fewer than {n} events in {timeout}s")
+        async with engine.connect() as conn:
+            first, last = (await conn.execute(text(
+                "SELECT MIN(ingested_at), MAX(ingested_at) FROM conversation_message"))).one()
+        if os.environ.get("BENCH_METRICS"):
+            import urllib.request
+
+            body = urllib.request.urlopen(f"http://127.0.0.1:{settings.web.port}/metrics").read()
+            for line in body.decode().splitlines():
+                if line.startswith(("memstream_sink_write_seconds_sum", "memstream_sink_write_seconds_count",
+                                    "memstream_ingest_batch_size_sum", "memstream_ingest_batch_size_count")):
+                    print(line, file=sys.stderr)
+        return n / max((last - first).total_seconds(), 1e-3)
+    finally:
+        if os.environ.get("BENCH_PROFILE"):
+            subprocess.run(["pkill", "-INT", "-f", f"app-id|{settings.kafka.app_id}"], check=False)
+            for child in _children(proc.pid):
+                os.kill(child, 15)
+        else:
+            proc.terminate()
+        proc.wait(60)
+        await engine.dispose()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    run = uuid.uuid4().hex[:6]
+    events = make_events(args.events, args.conversations)
+    topic = f"bench.chat.{run}"
+    settings = Settings(
+        kafka=KafkaSettings(broker=f"kafka://{BOOTSTRAP}", app_id=f"bench-{run}", partitions=8,
+                            chat_topic=topic, subagent_topic=f"bench.sub.{run}",
+                            dlq_topic=f"bench.dlq.{run}", session_closed_topic=f"bench.closed.{run}",
+                            retry_topic=f"bench.retry.{run}", queries_topic=f"bench.q.{run}",
+                            agent_config_topic=f"bench.cfg.{run}",
+                            data_dir=str(ROOT / ".bench" / f"state-{run}")),
+        database=DatabaseSettings(url=SecretStr(await fresh_database("bench_ingest"))),
+        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/1"), key_prefix=f"bench{run}"),
+        web=WebSettings(port=_free_port()),
+    )
+    settings.ingest.batch_size = args.batch
+    await ensure_topics(settings.kafka)
+    print(f"producing {len(events)} events to {topic} ...", file=sys.stderr)
+    await produce(topic, events)
+
+    print("(c) bare consumer ...", file=sys.stderr)
+    bare = await bare_consumer(topic, len(events))
+    print("worker ...", file=sys.stderr)
+    worker = await worker_rate(settings, len(events), args.timeout)
+    print("(b) sink ceiling ...", file=sys.stderr)
+    ceiling = await sink_ceiling(events, "bench_ceiling", args.batch)
+    print("(a) reference path ...", file=sys.stderr)
+    reference = await reference_path(events[: args.reference_events], "bench_reference")
+    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS}/1")
+    await redis.flushdb()
+    await redis.aclose()
+    return {
+        "events": len(events),
+        "batch": args.batch,
+        "events_per_s": round(worker),
+        "reference_per_s": round(reference),
+        "sink_ceiling_per_s": round(ceiling),
+        "bare_consumer_per_s": round(bare),
+        "vs_reference": round(worker / reference, 1),
+        "vs_sink_ceiling": round(worker / ceiling, 2),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
+    }
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=30_000)
+    ap.add_argument("--conversations", type=int, default=400)
+    ap.add_argument("--reference-events", type=int, default=2_000)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--timeout", type=float, default=300)
+    result = asyncio.run(main(ap.parse_args()))
+    print(json.dumps(result))

@@ -1,0 +1,126 @@
+"""Expiries that failed after the new memory was written, and their sweeper.
+
+The new memory is always written first. When expiring the memories it
+supersedes fails, the run does not fail: the expiry is handed to the
+``pending_expiry`` table (in the same transaction that marks the candidate as
+handled) and :class:`ExpirySweeper`, run periodically, tries again with
+exponential backoff until it succeeds. Nothing is ever lost: at worst the old
+and the new memory are both valid for a while.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.consolidation.runs import CandidateRow, Run, RunStore, naive
+from streams.db.consolidation_schema import pending_expiry
+from streams.db.engine import insert_ignoring_duplicates
+from streams.metrics import MEMORIES_EXPIRED
+from streams.providers.base import ProviderError
+from streams.providers.base import Scope as ProviderScope
+from streams.providers.registry import ProviderRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PendingExpiry:
+    closed_id: str
+    seq: int
+    scope: ProviderScope
+    provider: str
+    cube: str
+    memory_ids: list[str]
+    superseded_by: str
+    attempts: int
+
+
+class ExpiryStore:
+    def __init__(self, engine: AsyncEngine, runs: RunStore) -> None:
+        self.engine = engine
+        self.runs = runs
+        self._insert = insert_ignoring_duplicates(engine, pending_expiry, ["closed_id", "seq"])
+
+    async def hand_over(self, run: Run, row: CandidateRow, error: str, now: datetime,
+                        first_delay_s: float) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(self._insert, {
+                "closed_id": run.closed_id, "seq": row.seq, "tenant_id": run.tenant_id,
+                "user_id": run.user_id, "agent_id": run.agent_id, "provider": run.provider,
+                "cube": row.cube, "memory_ids": json.dumps(list(row.expire_ids)),
+                "superseded_by": row.memory_id or "", "attempts": 1,
+                "next_attempt_at": naive(now + timedelta(seconds=first_delay_s)),
+                "last_error": error[:2000], "created_at": naive(now)})
+            await self.runs.mark_expired(run.closed_id, row.seq, now, conn)
+
+    async def due(self, now: datetime, limit: int = 100) -> list[PendingExpiry]:
+        p = pending_expiry.c
+        q = (select(pending_expiry).where(p.next_attempt_at <= naive(now))
+             .order_by(p.next_attempt_at).limit(limit))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [PendingExpiry(r.closed_id, int(r.seq),
+                              ProviderScope(r.tenant_id, r.user_id, r.agent_id), r.provider,
+                              r.cube, list(json.loads(r.memory_ids)), r.superseded_by,
+                              int(r.attempts)) for r in rows]
+
+    async def done(self, item: PendingExpiry) -> None:
+        p = pending_expiry.c
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(pending_expiry).where(
+                p.closed_id == item.closed_id, p.seq == item.seq))
+
+    async def failed(self, item: PendingExpiry, error: str, next_at: datetime) -> None:
+        p = pending_expiry.c
+        async with self.engine.begin() as conn:
+            await conn.execute(update(pending_expiry).where(
+                p.closed_id == item.closed_id, p.seq == item.seq).values(
+                attempts=item.attempts + 1, next_attempt_at=naive(next_at),
+                last_error=error[:2000]))
+
+    async def count(self) -> int:
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(select(func.count()).select_from(pending_expiry)))
+                       .scalar_one())
+
+
+class ExpirySweeper:
+    def __init__(self, store: ExpiryStore, registry: ProviderRegistry, *, initial_s: float,
+                 max_s: float, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.registry = registry
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self.clock = clock
+
+    def delay(self, attempts: int) -> float:
+        return min(self.max_s, self.initial_s * 2.0 ** max(0, attempts - 1))
+
+    async def sweep(self) -> tuple[int, int]:
+        """Try every due expiry once; returns (done, failed)."""
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        done = failed = 0
+        for item in await self.store.due(now):
+            try:
+                handle = self.registry.get(item.provider)
+                await handle.provider.expire(item.scope, item.cube, item.memory_ids,
+                                             item.superseded_by or None)
+            except ProviderError as exc:
+                failed += 1
+                next_at = now + timedelta(seconds=self.delay(item.attempts + 1))
+                log.warning("expiry of %s in %s still failing (attempt %d): %s",
+                            item.memory_ids, item.cube, item.attempts + 1, exc)
+                await self.store.failed(item, f"{type(exc).__name__}: {exc}", next_at)
+                continue
+            MEMORIES_EXPIRED.labels(item.provider).inc(len(item.memory_ids))
+            await self.store.done(item)
+            done += 1
+        return done, failed

@@ -1,0 +1,177 @@
+"""ConsolidationPipeline: one closing event, from claim to done, resumable.
+
+``run(closed)`` is idempotent on ``closed.closed_id``: it looks the run up and
+continues from its recorded state, so it may be called again after any
+failure, a SIGKILL included:
+
+========== ================================================================
+no run     route the agent, then claim messages and create the run (one
+           transaction)
+claimed    judge the claimed messages, dedup, add episodes; persist them
+judged     decide, write and expire per cube (:class:`.writer.MemoryWriter`)
+           then the summary, then ``done``
+done       nothing: the event was consolidated before
+========== ================================================================
+
+Exceptions propagate; the processor classifies them (retry topic, dead letter,
+or retry in place while the database is down).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.agent_configs import AgentConfigs
+from streams.consolidation.judging import ChatCompleter, MemoryJudge
+from streams.consolidation.ledger import LedgerStore, SessionMessage
+from streams.consolidation.runs import PlannedCandidate, Run, RunStore, naive
+from streams.consolidation.summarizer import Summarizer
+from streams.consolidation.writer import MemoryWriter, WriteStats
+from streams.domain.dedup import dedup_candidates
+from streams.domain.judge import clip_text
+from streams.domain.memory import USER_CUBE, MemoryCandidate, cube_for
+from streams.domain.routing import long_memory_enabled, route
+from streams.metrics import DEDUP_DROPPED
+from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.records import SessionClosed
+
+log = logging.getLogger(__name__)
+CHAT_ROLES = ("user", "assistant")
+EPISODE_IMPORTANCE = 0.3
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    default_long_memory: bool = True
+    max_messages: int = 2000
+    close_slack_s: float = 2.0
+    context_messages: int = 20
+    dedup_jaccard: float = 0.7
+    dedup_levenshtein: float = 0.8
+    dedup_short_len: int = 50
+    episode_max_chars: int = 2000
+
+
+@dataclass
+class Outcome:
+    """What one run did: ``done``, ``duplicate`` (done before), ``nothing_new``
+    or ``skipped`` (long memory off)."""
+
+    outcome: str
+    provider: str
+    judge: str | None = None
+    messages: int = 0
+    candidates: int = 0
+    stats: WriteStats | None = None
+    summary: str | None = None
+
+
+def episodes_of(messages: Sequence[SessionMessage], max_chars: int) -> list[PlannedCandidate]:
+    """Each new user or assistant message as an episodic memory of the user's cube."""
+    out = []
+    for m in messages:
+        text = m.content.strip()
+        if m.role not in CHAT_ROLES or not text:
+            continue
+        speaker = m.name or m.role.capitalize()
+        out.append(PlannedCandidate(USER_CUBE, MemoryCandidate(
+            content=clip_text(f"{speaker}: {text}", max_chars), type="text", scope="user",
+            importance=EPISODE_IMPORTANCE, source_event_ids=(m.event_id,),
+            event_time=m.created_at, kind="episode"), episode=True))
+    return out
+
+
+class ConsolidationPipeline:
+    def __init__(self, engine: AsyncEngine, ledger: LedgerStore, runs: RunStore,
+                 judge: MemoryJudge, writer: MemoryWriter, summarizer: Summarizer,
+                 registry: ProviderRegistry, models: ModelFactory, configs: AgentConfigs,
+                 config: PipelineConfig, clock: Callable[[], float] = time.time) -> None:
+        self.engine = engine
+        self.ledger = ledger
+        self.runs = runs
+        self.judge = judge
+        self.writer = writer
+        self.summarizer = summarizer
+        self.registry = registry
+        self.models = models
+        self.configs = configs
+        self.config = config
+        self.clock = clock
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    async def run(self, closed: SessionClosed) -> Outcome:
+        run = await self.runs.get(closed.closed_id)
+        if run is not None and run.status == "done":
+            return Outcome("duplicate", run.provider)
+        agent = self.configs.get(closed.tenant_id, closed.agent_id)
+        if run is None:
+            run = await self._claim(closed, route(agent), long_memory_enabled(
+                agent, default_for_unknown=self.config.default_long_memory))
+        out = Outcome("skipped", run.provider, messages=run.message_count)
+        if run.long_memory:
+            handle = self.registry.get(run.provider)
+            model = self.models.for_agent(agent.model if agent else None)
+            if run.status == "claimed":
+                await self._judge(run, handle, model, out)
+            rows = await self.runs.candidates(run.closed_id)
+            out.candidates = len(rows)
+            out.stats = await self.writer.write(run, handle, model, rows)
+            out.judge = out.judge or (await self.runs.get(run.closed_id) or run).judge
+            out.outcome = "done" if rows or run.message_count else "nothing_new"
+        out.summary = await self.summarizer.maybe_summarize(
+            run.tenant_id, run.conversation_id, self.models.for_agent(None))
+        await self.runs.finish(run.closed_id, self.now())
+        return out
+
+    async def _claim(self, closed: SessionClosed, provider: str, long_memory: bool) -> Run:
+        now = self.now()
+        bound = naive(closed.closed_at) + timedelta(seconds=self.config.close_slack_s)
+        async with self.engine.begin() as conn:
+            claimed = await self.ledger.claim(
+                conn, tenant_id=closed.tenant_id, conversation_id=closed.conversation_id,
+                closed_id=closed.closed_id, bound=bound, limit=self.config.max_messages,
+                now=naive(now))
+            await self.runs.create(conn, Run(
+                closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,
+                closed.agent_id, provider, long_memory, message_count=claimed), now)
+        run = await self.runs.get(closed.closed_id)
+        assert run is not None
+        return run
+
+    async def _judge(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
+                     out: Outcome) -> None:
+        messages = await self.ledger.claimed_messages(run.tenant_id, run.closed_id)
+        chat = [m for m in messages if m.role in CHAT_ROLES and m.content.strip()]
+        planned: list[PlannedCandidate] = []
+        judge = "none"
+        if chat:
+            context = await self.ledger.context_before(
+                run.tenant_id, run.conversation_id, chat[0].id, self.config.context_messages)
+            judged = await self.judge.judge(
+                model, [m.source(new=False) for m in context if m.role in CHAT_ROLES],
+                [m.source(new=True) for m in chat])
+            judge = judged.kind
+            cfg = self.config
+            deduped = dedup_candidates(judged.candidates, jaccard=cfg.dedup_jaccard,
+                                       levenshtein=cfg.dedup_levenshtein,
+                                       short_len=cfg.dedup_short_len)
+            for d in deduped.dropped:
+                DEDUP_DROPPED.labels(d.rule).inc()
+            planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c)
+                       for c in deduped.kept]
+            if handle.episodes:
+                planned += episodes_of(chat, cfg.episode_max_chars)
+        saved = await self.runs.save_judgement(run.closed_id, judge, planned, self.now())
+        if saved:
+            out.judge = judge
+        else:
+            log.info("run %s was judged by another attempt; using its candidates",
+                     run.closed_id)

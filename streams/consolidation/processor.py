@@ -1,0 +1,159 @@
+"""ConsolidationProcessor: closing events in, consolidations (or retries) out.
+
+``process(records)`` takes a batch from ``memory.session-closed``; events of
+different conversations run concurrently (up to ``concurrency``), events of one
+conversation one after another, in order. ``handle(record)`` does one event
+(the retry agent calls it for records from ``memory.retry``). A process-wide
+lock per conversation also keeps a retried event and a fresh one of the same
+conversation from running at the same time.
+
+Neither method raises (except on cancellation): a failure is classified
+(:func:`.retrying.classify`); a database outage is retried in place with
+backoff, anything else becomes a record for ``memory.retry`` or
+``memory.dlq``, delivered before the method returns, so the caller may then
+acknowledge the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
+from streams.consolidation.retrying import RetryRouter, attempt_of, classify
+from streams.domain.routing import route
+from streams.ingest import retry_forever
+from streams.metrics import CONSOLIDATION_LATENCY, CONSOLIDATIONS, DEAD_LETTERS
+from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
+from streams.records import SessionClosed
+
+log = logging.getLogger(__name__)
+
+
+class ConversationLocks:
+    """One lock per conversation, forgotten when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+@dataclass
+class Handled:
+    outcome: str  # done, duplicate, nothing_new, skipped, retried, dead_lettered
+    provider: str
+    forward: Outgoing | None = None
+    detail: Outcome | None = None
+
+
+class ConsolidationProcessor:
+    def __init__(self, pipeline: ConsolidationPipeline, router: RetryRouter,
+                 publisher: Publisher, *, concurrency: int = 8, infra_initial_s: float = 0.5,
+                 infra_max_s: float = 10.0, locks: ConversationLocks | None = None,
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+        self.pipeline = pipeline
+        self.router = router
+        self.publisher = publisher
+        self.concurrency = asyncio.Semaphore(concurrency)
+        self.infra_initial_s = infra_initial_s
+        self.infra_max_s = infra_max_s
+        self.locks = locks or ConversationLocks()
+        self._sleep = sleep
+
+    async def process(self, records: Sequence[SourceRecord]) -> list[Handled]:
+        groups: OrderedDict[str, list[tuple[int, SourceRecord]]] = OrderedDict()
+        results: list[Handled | None] = [None] * len(records)
+        for i, rec in enumerate(records):
+            groups.setdefault((rec.key or b"").decode("utf-8", "replace"), []).append((i, rec))
+
+        async def run_group(items: list[tuple[int, SourceRecord]]) -> None:
+            for i, rec in items:
+                results[i] = await self.handle(rec, deliver=False)
+
+        await asyncio.gather(*(run_group(items) for items in groups.values()))
+        done = [r for r in results if r is not None]
+        await self._deliver([r.forward for r in done if r.forward is not None])
+        return done
+
+    async def handle(self, record: SourceRecord, *, deliver: bool = True) -> Handled:
+        try:
+            closed = SessionClosed.model_validate_json(record.value or b"")
+        except (ValidationError, ValueError) as exc:
+            DEAD_LETTERS.labels("consolidation", "undecodable").inc()
+            CONSOLIDATIONS.labels("unknown", "dead_lettered").inc()
+            out = dead_letter(record, dlq_topic=self.router.dlq_topic, stage="consolidation",
+                              reason="undecodable", error_class=type(exc).__name__,
+                              message=str(exc))
+            if deliver:
+                await self._deliver([out])
+            return Handled("dead_lettered", "unknown", out)
+        key = f"{closed.tenant_id}/{closed.conversation_id}"
+        async with self.locks.hold(key), self.concurrency:
+            handled = await self._run(record, closed)
+        CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()
+        if deliver and handled.forward is not None:
+            await self._deliver([handled.forward])
+        return handled
+
+    def _provider(self, closed: SessionClosed) -> str:
+        return route(self.pipeline.configs.get(closed.tenant_id, closed.agent_id))
+
+    async def _run(self, record: SourceRecord, closed: SessionClosed) -> Handled:
+        delay = self.infra_initial_s
+        started = time.perf_counter()
+        while True:
+            try:
+                outcome = await self.pipeline.run(closed)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # classified below; nothing escapes the agent
+                failure = classify(exc)
+                if failure.kind == "infrastructure":
+                    log.warning("consolidation of %s waits for the database: %s: %s",
+                                closed.closed_id, failure.error_class, failure.message)
+                    await self._sleep(delay * (0.5 + random.random() / 2))
+                    delay = min(self.infra_max_s, delay * 2)
+                    continue
+                await self._note_error(closed, f"{failure.error_class}: {failure.message}")
+                out = self.router.route(record, failure)
+                what = "dead_lettered" if out.topic == self.router.dlq_topic else "retried"
+                if what == "dead_lettered":
+                    DEAD_LETTERS.labels("consolidation", failure.reason).inc()
+                log.warning("consolidation of %s failed (attempt %d, %s): %s: %s -> %s",
+                            closed.closed_id, attempt_of(record), failure.reason,
+                            failure.error_class, failure.message, out.topic)
+                return Handled(what, self._provider(closed), out)
+            CONSOLIDATION_LATENCY.labels(outcome.provider).observe(time.perf_counter() - started)
+            return Handled(outcome.outcome, outcome.provider, None, outcome)
+
+    async def _note_error(self, closed: SessionClosed, error: str) -> None:
+        try:
+            await self.pipeline.runs.record_error(closed.closed_id, error, self.pipeline.now())
+        except Exception as exc:  # best effort: the record is the source of truth
+            log.debug("could not record the error of %s: %s", closed.closed_id, exc)
+
+    async def _deliver(self, records: Sequence[Outgoing]) -> None:
+        if records:
+            await retry_forever(lambda: self.publisher.publish(records), what="consolidation-out",
+                                initial_s=self.infra_initial_s, max_s=self.infra_max_s)

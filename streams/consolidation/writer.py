@@ -1,0 +1,177 @@
+"""MemoryWriter: conflicts, then write new, then expire old, resumable at every step.
+
+For one run with persisted candidates (see :mod:`.runs`), per cube:
+
+1. **decide** the candidates not decided yet: the provider's own search for each
+   (facts only: episodes never count as saying the same or the opposite), then
+   one :class:`~streams.consolidation.judging.ConflictDecider` call for the
+   cube's batch; the decisions are persisted before anything is written, so a
+   retry never decides again (nor asks the model again);
+2. **write** what is to be stored: the write intent is recorded, the provider
+   called, the returned id recorded. A provider that stores a batch atomically
+   gets the cube's batch in one call, the others one memory per call;
+3. **expire** what a written memory supersedes, only after it was written. A
+   failing expiry is handed to the pending-expiry table and retried later.
+
+A candidate with a write intent but no id (the attempt stopped during or
+right after the provider call) is first looked up with the provider's search:
+a memory with the same text and source events is adopted instead of writing
+it again. The remaining window: a provider that stored the memory but does not
+return it from search yet (an asynchronous index) gets it a second time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from streams.consolidation.expiry import ExpiryStore
+from streams.consolidation.judging import ChatCompleter, ConflictDecider, decider_of
+from streams.consolidation.runs import CandidateRow, Run, RunStore
+from streams.domain.dedup import normalize
+from streams.domain.memory import StoredMemory
+from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
+from streams.providers.base import PermanentProviderError, ProviderError, SearchRequest
+from streams.providers.base import Scope as ProviderScope
+from streams.providers.registry import ProviderHandle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WriteStats:
+    written: int = 0
+    adopted: int = 0
+    skipped: int = 0
+    expired: int = 0
+    expiries_pending: int = 0
+    model_calls: int = 0
+
+
+def provider_scope(run: Run) -> ProviderScope:
+    return ProviderScope(run.tenant_id, run.user_id, run.agent_id)
+
+
+def _by_cube(rows: Sequence[CandidateRow]) -> dict[str, list[CandidateRow]]:
+    out: dict[str, list[CandidateRow]] = defaultdict(list)
+    for r in rows:
+        out[r.cube].append(r)
+    return out
+
+
+def same_memory(row: CandidateRow, stored: StoredMemory) -> bool:
+    """Whether ``stored`` is the memory ``row`` would write (text and sources)."""
+    if normalize(stored.content) != normalize(row.candidate.content):
+        return False
+    theirs, ours = set(stored.source_event_ids), set(row.candidate.source_event_ids)
+    return not theirs or not ours or theirs == ours
+
+
+class MemoryWriter:
+    def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider, *,
+                 top_k: int = 5, relativity: float = 0.0, expiry_retry_s: float = 30.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.runs = runs
+        self.expiries = expiries
+        self.decider = decider
+        self.top_k = top_k
+        self.relativity = relativity
+        self.expiry_retry_s = expiry_retry_s
+        self.clock = clock
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
+    async def write(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
+                    rows: Sequence[CandidateRow]) -> WriteStats:
+        stats = WriteStats()
+        scope = provider_scope(run)
+        ours: set[str] = {r.memory_id for r in rows if r.memory_id}
+        for cube, cube_rows in _by_cube(rows).items():
+            undecided = [r for r in cube_rows if r.action is None]
+            if undecided:
+                stats.model_calls += await self._decide(run, handle, model, cube, undecided, ours)
+        rows = await self.runs.candidates(run.closed_id)
+        for cube, cube_rows in _by_cube(rows).items():
+            stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
+            await self._write_cube(run, handle, scope, cube, cube_rows, stats)
+        rows = await self.runs.candidates(run.closed_id)
+        for r in rows:
+            if r.action == "supersede" and r.memory_id and not r.expired:
+                await self._expire(run, handle, scope, r, stats)
+        return stats
+
+    async def _related(self, handle: ProviderHandle, scope: ProviderScope, cube: str,
+                       row: CandidateRow, exclude: set[str]) -> list[StoredMemory]:
+        found = await handle.provider.search(scope, SearchRequest(
+            query=row.candidate.content, cubes=[cube], top_k=self.top_k,
+            relativity=self.relativity, include_preference=True, dedup=False))
+        return [m for m in found if m.kind == "fact" and m.id not in exclude]
+
+    async def _decide(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
+                      cube: str, undecided: list[CandidateRow], exclude: set[str]) -> int:
+        scope = provider_scope(run)
+        existing = [await self._related(handle, scope, cube, r, exclude) for r in undecided]
+        decisions, calls = await self.decider.decide(
+            model, cube, [r.candidate for r in undecided], existing)
+        await self.runs.save_decisions(run.closed_id, [
+            (r.seq, d.action, d.expire_ids, decider_of(d), d.reason)
+            for r, d in zip(undecided, decisions, strict=True)])
+        return calls
+
+    async def _adopt(self, handle: ProviderHandle, scope: ProviderScope, cube: str,
+                     row: CandidateRow) -> str | None:
+        found = await handle.provider.search(scope, SearchRequest(
+            query=row.candidate.content, cubes=[cube], top_k=max(self.top_k, 10),
+            relativity=0.0, include_preference=True, dedup=False))
+        match = next((m for m in found if same_memory(row, m)), None)
+        return match.id if match else None
+
+    async def _write_cube(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
+                          cube: str, rows: Sequence[CandidateRow], stats: WriteStats) -> None:
+        pending = [r for r in rows if r.action in ("store", "supersede") and r.memory_id is None]
+        fresh: list[CandidateRow] = []
+        for r in pending:
+            adopted = await self._adopt(handle, scope, cube, r) if r.write_started else None
+            if adopted is not None:
+                await self.runs.mark_written(run.closed_id, [(r.seq, adopted)], self._now())
+                stats.adopted += 1
+                log.info("run %s: memory %s was already stored; adopted", run.closed_id, adopted)
+            else:
+                fresh.append(r)
+        batches = [fresh] if handle.atomic_batch and fresh else [[r] for r in fresh]
+        for batch in batches:
+            seqs = [r.seq for r in batch]
+            await self.runs.mark_write_started(run.closed_id, seqs, self._now())
+            result = await handle.provider.add(scope, cube, [r.candidate for r in batch])
+            if len(result.ids) != len(batch):
+                raise PermanentProviderError(
+                    f"{handle.route} add returned {len(result.ids)} ids for {len(batch)} memories",
+                    provider=handle.route, operation="add")
+            await self.runs.mark_written(run.closed_id, list(zip(seqs, result.ids, strict=True)),
+                                         self._now())
+            for r in batch:
+                MEMORIES_STORED.labels(handle.route, r.candidate.type).inc()
+            stats.written += len(batch)
+
+    async def _expire(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
+                      row: CandidateRow, stats: WriteStats) -> None:
+        if not row.expire_ids:
+            await self.runs.mark_expired(run.closed_id, row.seq, self._now())
+            return
+        try:
+            await handle.provider.expire(scope, row.cube, list(row.expire_ids), row.memory_id)
+        except ProviderError as exc:
+            log.warning("run %s: expiring %s failed, left for the sweeper: %s",
+                        run.closed_id, list(row.expire_ids), exc)
+            await self.expiries.hand_over(run, row, f"{type(exc).__name__}: {exc}", self._now(),
+                                          self.expiry_retry_s)
+            stats.expiries_pending += 1
+            return
+        MEMORIES_EXPIRED.labels(handle.route).inc(len(row.expire_ids))
+        await self.runs.mark_expired(run.closed_id, row.seq, self._now())
+        stats.expired += len(row.expire_ids)

@@ -1,0 +1,133 @@
+"""The consolidation pipeline on an SQLite database with in-memory fakes for
+the provider, the model, the cache and the publisher."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from streams.agent_configs import StaticAgentConfigs
+from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
+from streams.consolidation.judging import ConflictDecider, MemoryJudge
+from streams.consolidation.ledger import LedgerStore
+from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
+from streams.consolidation.processor import ConsolidationProcessor
+from streams.consolidation.retrying import RetryRouter
+from streams.consolidation.runs import RunStore
+from streams.consolidation.summarizer import Summarizer
+from streams.consolidation.writer import MemoryWriter
+from streams.db import consolidation_schema as cs
+from streams.db.messages import MessageStore, message_row
+from streams.db.schema import conversation_message, conversation_summary, metadata
+from streams.domain.tokens import TokenCounter
+from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.publish import SourceRecord
+from streams.records import ChatMessage, SessionClosed
+from tests.agents.fakes import FakeCache, FakeChatModel, FakeMemoryProvider, FakePublisher
+
+TABLES = [conversation_message, conversation_summary, cs.consolidation_ledger,
+          cs.consolidation_progress, cs.consolidation_run, cs.consolidation_candidate,
+          cs.pending_expiry]
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+async def sqlite_engine(tmp: Path) -> AsyncEngine:
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp / 'ms.db'}")
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda c: metadata.create_all(c, tables=TABLES))
+    return engine
+
+
+class Clock:
+    def __init__(self, start: datetime = T0 + timedelta(hours=1)) -> None:
+        self.t = start.timestamp()
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class Harness:
+    def __init__(self, engine: AsyncEngine, *, model: FakeChatModel | None = None,
+                 configs: dict[tuple[str, str], Any] | None = None, episodes: bool = True,
+                 extra_providers: dict[str, FakeMemoryProvider] | None = None,
+                 max_attempts: int = 3, atomic: bool = True) -> None:
+        self.engine = engine
+        self.clock = Clock()
+        self.store = MessageStore(engine)
+        self.provider = FakeMemoryProvider("mysql")
+        self.model = model
+        self.cache = FakeCache()
+        self.publisher = FakePublisher()
+        self.configs = StaticAgentConfigs(configs or {})
+        handles = {"mysql": ProviderHandle("mysql", self.provider, atomic_batch=atomic,
+                                           episodes=episodes)}
+        for name, p in (extra_providers or {}).items():
+            handles[name] = ProviderHandle(name, p)
+        self.registry = ProviderRegistry(handles)
+        models = ModelFactory((lambda name: model) if model else None,  # type: ignore[arg-type,return-value]
+                              "fake-model" if model else None)
+        tokens = TokenCounter()
+        self.runs = RunStore(engine)
+        self.ledger = LedgerStore(engine)
+        self.expiries = ExpiryStore(engine, self.runs)
+        writer = MemoryWriter(self.runs, self.expiries, ConflictDecider(), clock=self.clock)
+        summarizer = Summarizer(engine, self.cache, tokens, clock=self.clock)  # type: ignore[arg-type]
+        self.pipeline = ConsolidationPipeline(
+            engine, self.ledger, self.runs, MemoryJudge(count_tokens=tokens), writer, summarizer,
+            self.registry, models, self.configs, PipelineConfig(), clock=self.clock)
+        self.router = RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+                                  max_attempts=max_attempts, initial_s=1.0, max_s=4.0,
+                                  clock=self.clock, rng=lambda: 1.0)
+        self.processor = ConsolidationProcessor(self.pipeline, self.router, self.publisher,
+                                                concurrency=4, infra_initial_s=0.001,
+                                                infra_max_s=0.002)
+        self.sweeper = ExpirySweeper(self.expiries, self.registry, initial_s=1.0, max_s=4.0,
+                                     clock=self.clock)
+        self._n = 0
+
+    async def say(self, conv: str, lines: Sequence[tuple[str, str]], *, tenant: str = "t1",
+                  user: str = "u1", agent: str = "a1", at: datetime | None = None,
+                  name: str | None = None) -> list[str]:
+        """Store chat messages (role, text), one minute apart, ingested now."""
+        start = at or T0 + timedelta(minutes=self._n)
+        rows, ids = [], []
+        for i, (role, text) in enumerate(lines):
+            self._n += 1
+            eid = f"{conv}-{self._n}"
+            msg = ChatMessage(event_id=eid, type="message", tenant_id=tenant, user_id=user,
+                              agent_id=agent, conversation_id=conv, role=role,  # type: ignore[arg-type]
+                              content=text, name=name, created_at=start + timedelta(minutes=i))
+            rows.append(message_row(msg, datetime.fromtimestamp(self.clock(), UTC)))
+            ids.append(eid)
+        await self.store.store(rows)
+        self.clock.advance(1)
+        return ids
+
+    def closed(self, conv: str, seq: int = 1, *, tenant: str = "t1", user: str = "u1",
+               agent: str = "a1", trigger: str = "explicit") -> SessionClosed:
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        return SessionClosed(closed_id=f"{tenant}/{conv}#{seq}", tenant_id=tenant, user_id=user,
+                             agent_id=agent, conversation_id=conv, trigger=trigger,  # type: ignore[arg-type]
+                             session_seq=seq, closed_at=now, last_activity=now, message_count=1)
+
+    def record(self, closed: SessionClosed, *, topic: str = "closed", offset: int = 0,
+               headers: list[tuple[str, bytes]] | None = None) -> SourceRecord:
+        return SourceRecord(topic, 0, offset, closed.conversation_id.encode(),
+                            closed.model_dump_json().encode(), headers or [])
+
+    async def run_row(self, closed_id: str) -> Any:
+        async with self.engine.connect() as conn:
+            return (await conn.execute(select(cs.consolidation_run).where(
+                cs.consolidation_run.c.closed_id == closed_id))).first()
+
+    async def count(self, table: Any) -> int:
+        async with self.engine.connect() as conn:
+            return len((await conn.execute(select(table))).all())

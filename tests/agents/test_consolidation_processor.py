@@ -1,0 +1,177 @@
+"""ConsolidationProcessor and RetryScheduler: what failures turn into, ordering,
+acknowledgement, and letting held retries go on a rebalance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.consolidation.retrying import ATTEMPT, NEXT_ATTEMPT_AT, attempt_of, due_at
+from streams.consolidation.scheduler import RetryScheduler
+from streams.publish import SourceRecord, header
+from tests.agents.consolidation_harness import Harness, sqlite_engine
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    e = await sqlite_engine(tmp_path)
+    yield e
+    await e.dispose()
+
+
+async def test_a_retryable_failure_goes_to_the_retry_topic_then_the_dlq(engine: AsyncEngine) -> None:
+    h = Harness(engine, max_attempts=3)
+    await h.say("c1", [("user", "I live in Rome.")])
+    h.provider.fail_adds = 100
+    rec = h.record(h.closed("c1"), offset=7)
+    (first,) = await h.processor.process([rec])
+    assert first.outcome == "retried"
+    (out,) = h.publisher.on("retry")
+    assert out.key == b"c1" and out.value == rec.value
+    assert header(out.headers, ATTEMPT) == b"2"
+    assert due_at(SourceRecord("retry", 0, 0, out.key, out.value, out.headers)) == pytest.approx(
+        h.clock() + 1.0)
+    assert header(out.headers, "memstream.retry.reason") == b"provider_unavailable"
+
+    retried = SourceRecord("retry", 2, 40, out.key, out.value, out.headers)
+    await h.processor.handle(retried)
+    third = h.publisher.on("retry")[-1]
+    assert header(third.headers, ATTEMPT) == b"3"
+    await h.processor.handle(SourceRecord("retry", 2, 41, third.key, third.value, third.headers))
+    (dead,) = h.publisher.on("dlq")
+    assert header(dead.headers, "memstream.stage") == b"consolidation"
+    assert header(dead.headers, "memstream.error.reason") == b"retries_exhausted"
+    assert header(dead.headers, "memstream.source.topic") == b"closed"
+    assert header(dead.headers, "memstream.source.offset") == b"7"
+    assert [k for k, _ in dead.headers].count(ATTEMPT) == 1
+    assert header(dead.headers, NEXT_ATTEMPT_AT) is None
+    assert dead.value == rec.value and dead.key == rec.key
+    assert h.provider.memories == {}
+
+    # the provider recovers; the dead letter re-driven to its source topic goes through
+    h.provider.fail_adds = 0
+    replayed = SourceRecord("closed", 0, 99, dead.key, dead.value, [])
+    assert (await h.processor.handle(replayed)).outcome == "done"
+    assert h.provider.contents("fact") == ["I live in Rome."]
+
+
+async def test_a_permanent_failure_is_dead_lettered_at_once(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await h.say("c1", [("user", "I live in Rome.")])
+    h.provider.fail_adds, h.provider.permanent = 1, True
+    (res,) = await h.processor.process([h.record(h.closed("c1"))])
+    assert res.outcome == "dead_lettered" and h.publisher.on("retry") == []
+    (dead,) = h.publisher.on("dlq")
+    assert header(dead.headers, "memstream.error.reason") == b"provider_rejected"
+    assert (await h.run_row("t1/c1#1")).last_error.startswith("ProviderRequestRejected")
+
+
+async def test_undecodable_events_are_dead_lettered(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    (res,) = await h.processor.process([SourceRecord("closed", 0, 3, b"k", b"{nope")])
+    assert res.outcome == "dead_lettered"
+    assert header(h.publisher.on("dlq")[0].headers, "memstream.error.reason") == b"undecodable"
+
+
+async def test_a_database_outage_is_waited_out_in_place(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await h.say("c1", [("user", "I live in Rome.")])
+    real = h.pipeline.run
+    failures = [OperationalError("SELECT 1", {}, Exception("gone away"))] * 3
+
+    async def flaky(closed: object) -> object:
+        if failures:
+            raise failures.pop()
+        return await real(closed)  # type: ignore[arg-type]
+
+    h.pipeline.run = flaky  # type: ignore[method-assign]
+    (res,) = await h.processor.process([h.record(h.closed("c1"))])
+    assert res.outcome == "done" and h.publisher.sent == []
+
+
+async def test_one_conversation_in_order_others_concurrently(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    order: list[str] = []
+    running = 0
+    peak = 0
+
+    async def fake_run(closed: object) -> object:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        order.append(closed.closed_id)  # type: ignore[attr-defined]
+        running -= 1
+        from streams.consolidation.pipeline import Outcome
+        return Outcome("done", "mysql")
+
+    h.pipeline.run = fake_run  # type: ignore[method-assign,assignment]
+    recs = [h.record(h.closed(c, n)) for n in (1, 2, 3) for c in ("a", "b", "c")]
+    await h.processor.process(recs)
+    for c in "abc":
+        assert [x for x in order if x.startswith(f"t1/{c}#")] == [f"t1/{c}#{n}" for n in (1, 2, 3)]
+    assert peak == 3
+
+
+async def test_the_scheduler_runs_records_when_due_and_acks_after(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await h.say("c1", [("user", "I live in Rome.")])
+    await h.say("c2", [("user", "I live in Oslo.")])
+    h.provider.fail_adds = 2
+    await h.processor.process([h.record(h.closed("c1")), h.record(h.closed("c2"))])
+    retries = h.publisher.on("retry")
+    assert len(retries) == 2
+    acked: list[int] = []
+    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", clock=h.clock)
+    for n, r in enumerate(retries):
+        async def ack(n: int = n) -> None:
+            acked.append(n)
+        sched.admit(SourceRecord("retry", 0, n, r.key, r.value, r.headers), ack)
+    assert await sched.step() == 0 and sched.waiting == 2  # not due yet
+    h.clock.advance(1.5)
+    assert await sched.step() == 2
+    await sched.drain()
+    assert sorted(acked) == [0, 1]
+    assert sorted(h.provider.contents("fact")) == ["I live in Oslo.", "I live in Rome."]
+
+
+async def test_held_retries_are_released_when_a_rebalance_starts(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    rebalancing = False
+    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", clock=h.clock,
+                           should_release=lambda: rebalancing)
+    acked: list[str] = []
+    headers = [(ATTEMPT, b"3"), (NEXT_ATTEMPT_AT, b"2099-01-01T00:00:00+00:00")]
+    rec = SourceRecord("retry", 1, 5, b"c1", h.record(h.closed("c1")).value, headers)
+
+    async def ack() -> None:
+        acked.append("x")
+
+    sched.admit(rec, ack)
+    assert await sched.step() == 0 and acked == []
+    rebalancing = True
+    await sched.step()
+    assert acked == ["x"] and sched.waiting == 0
+    (copy,) = h.publisher.on("retry")
+    assert (copy.key, copy.value, copy.headers) == (rec.key, rec.value, headers)
+    assert attempt_of(SourceRecord("retry", 0, 0, None, None, copy.headers)) == 3
+
+
+async def test_the_scheduler_loop_runs_in_the_background(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await h.say("c1", [("user", "I live in Rome.")])
+    done = asyncio.Event()
+
+    async def ack() -> None:
+        done.set()
+
+    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", poll_s=0.01)
+    async with sched.running():
+        sched.admit(h.record(h.closed("c1"), topic="retry"), ack)
+        await asyncio.wait_for(done.wait(), 10)
+    assert h.provider.contents("fact") == ["I live in Rome."]

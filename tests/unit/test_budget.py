@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from streams.domain.budget import filter_and_trim, pack_budget
+from streams.domain.memory import USER_CUBE, StoredMemory, agent_cube
+from streams.domain.tokens import TokenCounter
+
+AGENT = agent_cube("helper")
+DAY = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
+
+
+def words(text: str) -> int:
+    """A token counter for tests: one token per word."""
+    return len(text.split())
+
+
+def mem(mid: str, score: float, content: str | None = None, *, cube: str = USER_CUBE,
+        days: int = 0, **kw: Any) -> StoredMemory:
+    return StoredMemory(id=mid, content=content or f"memory {mid}", cube=cube, score=score,
+                        event_time=DAY + timedelta(days=days), **kw)
+
+
+def sized(mid: str, score: float, n_words: int, **kw: Any) -> StoredMemory:
+    """A fact whose line ``[date] w w ...`` costs ``n_words + 1`` words plus one newline."""
+    return mem(mid, score, " ".join([mid] * n_words), **kw)
+
+
+def test_filter_drops_scores_below_threshold_and_sorts() -> None:
+    got = filter_and_trim([mem("a", 0.29), mem("b", 0.3), mem("c", 0.9), mem("d", 0.5)])
+    assert [m.id for m in got] == ["c", "d", "b"]
+
+
+def test_filter_cuts_each_memory_to_1000_characters() -> None:
+    got = filter_and_trim([mem("a", 0.9, "x" * 1500), mem("b", 0.8, "y" * 1000)])
+    assert [len(m.content) for m in got] == [1000, 1000]
+    assert filter_and_trim([mem("a", 0.9, "abcdef")], max_chars=3)[0].content == "abc"
+
+
+def test_user_profile_stops_at_60_percent_on_a_whole_line() -> None:
+    # each user line costs 18 + 1 = 19 words + 1 newline = 20 of a 100-token budget
+    user = [sized(f"u{i}", 1.0 - i / 10, 18) for i in range(5)]
+    packed = pack_budget(user, budget_tokens=100, count=words)
+    assert [m.id for m in packed.included] == ["u0", "u1", "u2"]
+    lines = packed.user_profile.split("\n")
+    assert len(lines) == 3
+    assert all(line.split()[1:] == [f"u{i}"] * 18 for i, line in enumerate(lines))
+    assert packed.agent_memory == ""
+    assert packed.tokens_used == 57 <= 60
+
+
+def test_the_agent_cube_gets_the_rest_plus_what_user_profile_left() -> None:
+    user = [sized("u0", 0.9, 18)]  # 19 words used of the 60 allowed
+    agent = [sized(f"a{i}", 0.8 - i / 10, 18, cube=AGENT) for i in range(5)]
+    packed = pack_budget(user + agent, budget_tokens=100, count=words)
+    # 100 - 19 = 81 for the agent cube: four lines of 20
+    assert [m.id for m in packed.included] == ["u0", "a0", "a1", "a2", "a3"]
+    assert packed.agent_memory.count("\n") == 3
+    assert packed.tokens_used == 19 + 4 * 19
+
+
+def test_a_memory_too_big_is_skipped_and_a_smaller_one_still_fits() -> None:
+    got = pack_budget([sized("big", 0.9, 70), sized("small", 0.5, 5)], budget_tokens=100,
+                      count=words)
+    assert [m.id for m in got.included] == ["small"]
+    assert "big" not in got.user_profile
+
+
+def test_every_fact_line_carries_its_event_date() -> None:
+    got = pack_budget([mem("a", 0.9, "likes tea", days=0), mem("b", 0.8, "moved", days=40)],
+                      count=words)
+    assert got.user_profile.split("\n") == ["[2024-03-01] likes tea", "[2024-04-10] moved"]
+
+
+def episode(mid: str, score: float, session: str, seq: int, days: int) -> StoredMemory:
+    return mem(mid, score, f"Speaker: turn {mid}", kind="episode", days=days,
+               metadata={"session": session, "seq": seq})
+
+
+def test_episodes_are_packed_as_dated_session_blocks_in_date_order() -> None:
+    ms = [
+        episode("late-2", 0.9, "s2", 2, days=10),
+        episode("early-1", 0.8, "s1", 1, days=0),
+        episode("late-0", 0.7, "s2", 0, days=10),
+        episode("early-0", 0.6, "s1", 0, days=0),
+    ]
+    got = pack_budget(ms, count=words)
+    assert got.user_profile.split("\n") == [
+        "[2024-03-01]", "Speaker: turn early-0", "Speaker: turn early-1",
+        "[2024-03-11]", "Speaker: turn late-0", "Speaker: turn late-2",
+    ]
+    assert [m.id for m in got.included] == ["late-2", "early-1", "late-0", "early-0"]
+
+
+def test_episode_selection_is_by_score_and_headers_are_paid_once() -> None:
+    # header "[date]" = 1 word + newline, turn = 3 words + newline
+    ms = [episode(f"t{i}", 1.0 - i / 10, "s1", i, days=0) for i in range(6)]
+    ms.append(episode("other", 0.05, "s0", 0, days=-5))
+    got = pack_budget(ms, budget_tokens=30, count=words)  # 18 for user_profile
+    assert [m.id for m in got.included] == ["t0", "t1", "t2", "t3"]  # 2 + 4 * 4 = 18
+    assert got.user_profile.count("[2024-03-01]") == 1
+
+
+def test_facts_come_before_episode_blocks() -> None:
+    got = pack_budget([episode("e", 0.9, "s1", 0, days=0), mem("f", 0.1, "a fact")],
+                      count=words)
+    assert got.user_profile.split("\n") == ["[2024-03-01] a fact", "[2024-03-01]",
+                                            "Speaker: turn e"]
+
+
+@pytest.mark.parametrize("budget", [50, 400, 4000])
+def test_real_tokens_never_exceed_the_budget(budget: int) -> None:
+    count = TokenCounter()
+    ms = [mem(f"u{i}", 1 - i / 500, f"Alice said thing number {i}: " + "blah " * (i % 13),
+              days=i % 9) for i in range(300)]
+    ms += [mem(f"a{i}", 0.5, f"agent note {i}", cube=AGENT) for i in range(300)]
+    got = pack_budget(ms, budget_tokens=budget, count=count)
+    assert count(got.user_profile) <= int(budget * 0.6)
+    assert got.tokens_used == count(got.user_profile) + count(got.agent_memory) <= budget

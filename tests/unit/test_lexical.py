@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from streams.domain.lexical import bm25, query_terms, stem, term_counts, tokenize
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("painting", "paints"),
+        ("painted", "paint"),
+        ("hoping", "hopes"),
+        ("running", "runs"),
+        ("cities", "city"),
+        ("studied", "studying"),
+        ("games", "gaming"),
+        ("writing", "write"),
+    ],
+)
+def test_inflections_meet_at_one_stem(a: str, b: str) -> None:
+    assert stem(a) == stem(b)
+
+
+@pytest.mark.parametrize("word", ["hop", "bus", "glass", "3rd", "2023", "status"])
+def test_short_words_numbers_and_non_plurals_keep_their_form(word: str) -> None:
+    assert stem(word) == word
+
+
+def test_documents_are_case_folded_stemmed_and_stripped_of_stopwords() -> None:
+    assert tokenize("Caroline's PAINTINGS were on the wall in 2023!") == [
+        "carolin", "paint", "wall", "2023"
+    ]
+
+
+def test_numbers_are_kept() -> None:
+    assert tokenize("7 May, 2023 at 10:30") == ["7", "may", "2023", "10", "30"]
+
+
+def test_chinese_runs_become_unigrams_and_bigrams() -> None:
+    assert tokenize("我喜欢苹果") == [
+        "我", "喜", "欢", "苹", "果", "我喜", "喜欢", "欢苹", "苹果"
+    ]
+
+
+def test_cjk_next_to_latin_and_in_japanese_and_korean() -> None:
+    assert tokenize("iPhone手机") == ["iphon", "手", "机", "手机"]
+    assert tokenize("東京タワー")[-4:] == ["東京", "京タ", "タワ", "ワー"]
+    assert tokenize("안녕 세계") == ["안", "녕", "안녕", "세", "계", "세계"]
+
+
+def test_chinese_query_meets_chinese_document() -> None:
+    doc = set(tokenize("我喜欢在周末去爬山"))
+    assert set(query_terms("周末爬山")) <= doc | {"末爬"}
+    assert {"周末", "爬山"} <= doc
+
+
+def test_query_terms_drop_question_words_and_repeats() -> None:
+    assert query_terms("When did Caroline go to the LGBTQ support group?") == [
+        "carolin", "go", "lgbtq", "support", "group"
+    ]
+    assert query_terms("What? Who? How many books, books!") == ["book"]
+
+
+def test_documents_keep_question_words() -> None:
+    assert "where" not in query_terms("where")
+    assert tokenize("Where the wild things are") == ["where", "wild", "thing"]
+
+
+def test_term_counts() -> None:
+    assert term_counts(["a", "b", "a"]) == {"a": 2, "b": 1}
+
+
+POSTINGS = {
+    "cello": [("d1", 2), ("d2", 1)],
+    "peanut": [("d3", 1)],
+}
+LENGTHS = {"d1": 4, "d2": 8, "d3": 4}
+
+
+def test_bm25_matches_the_formula() -> None:
+    got = bm25(["peanut"], POSTINGS, LENGTHS, n_docs=3, avg_len=16 / 3)
+    idf = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    tf_part = 1 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 4 / (16 / 3)))
+    assert got == {"d3": pytest.approx(idf * tf_part)}
+
+
+def test_bm25_prefers_rare_terms_frequent_terms_and_short_documents() -> None:
+    got = bm25(["cello", "peanut"], POSTINGS, LENGTHS, n_docs=3, avg_len=16 / 3)
+    assert set(got) == {"d1", "d2", "d3"}
+    assert got["d1"] > got["d2"]  # more occurrences in a shorter document
+    assert got["d3"] > got["d2"]  # the rarer term weighs more
+
+
+def test_bm25_without_length_normalisation_and_unknown_terms() -> None:
+    flat = bm25(["cello"], {"cello": [("a", 1), ("b", 1)]}, {"a": 2, "b": 50}, 10, 10.0, b=0.0)
+    assert flat["a"] == pytest.approx(flat["b"])
+    assert bm25(["missing"], POSTINGS, LENGTHS, 3, 5.0) == {}
+    assert bm25([], POSTINGS, LENGTHS, 3, 5.0) == {}

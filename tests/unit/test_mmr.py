@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import pytest
+
+from streams.domain.mmr import Scored, jaccard, mmr, similarity_matrix, token_set
+
+
+def items(*specs: tuple[str, float]) -> list[Scored[str]]:
+    return [Scored(text, score, text) for text, score in specs]
+
+
+def texts(chosen: list[Scored[str]]) -> list[str]:
+    return [c.item for c in chosen]
+
+
+def test_lambda_one_is_plain_relevance_order() -> None:
+    got = mmr(items(("a b", 0.5), ("a b c", 0.9), ("d", 0.7)), 3, lambda_=1.0)
+    assert texts(got) == ["a b c", "d", "a b"]
+
+
+def test_a_near_duplicate_falls_behind_a_different_memory() -> None:
+    pool = items(
+        ("Alice lives in Paris with her cat", 1.0),
+        ("Alice lives in Paris with her cat Tom", 0.95),
+        ("Bob works at the bakery", 0.8),
+    )
+    assert texts(mmr(pool, 2, lambda_=0.7)) == [
+        "Alice lives in Paris with her cat", "Bob works at the bakery"
+    ]
+    assert texts(mmr(pool, 2, lambda_=1.0))[1] == "Alice lives in Paris with her cat Tom"
+
+
+def test_vectors_decide_when_every_item_has_one() -> None:
+    pool = [
+        Scored("x", 1.0, "same words here", [1.0, 0.0]),
+        Scored("y", 0.9, "same words here", [0.0, 1.0]),  # same text, different meaning
+        Scored("z", 0.85, "other", [1.0, 0.01]),  # different text, same meaning as x
+    ]
+    assert texts(mmr(pool, 2, lambda_=0.7)) == ["x", "y"]
+
+
+def test_custom_similarity_is_used() -> None:
+    pool = items(("a", 1.0), ("b", 0.9), ("c", 0.8))
+    got = mmr(pool, 2, lambda_=0.5,
+              similarity=lambda p, q: 1.0 if {p.item, q.item} == {"a", "b"} else 0.0)
+    assert texts(got) == ["a", "c"]
+
+
+def test_k_bounds_the_result() -> None:
+    pool = items(("a", 1.0), ("b", 0.9))
+    assert mmr(pool, 0) == []
+    assert mmr([], 3) == []
+    assert len(mmr(pool, 5)) == 2
+
+
+def test_jaccard_and_the_similarity_matrix() -> None:
+    assert jaccard(token_set("The cat sat"), token_set("the CAT ran")) == pytest.approx(2 / 4)
+    m = similarity_matrix(items(("a b", 1.0), ("b c", 1.0), ("", 1.0)))
+    assert m[0, 1] == pytest.approx(1 / 3)
+    assert m[0, 0] == pytest.approx(1.0)
+    assert m[0, 2] == pytest.approx(0.0)
