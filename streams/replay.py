@@ -27,7 +27,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from streams.kafka_io import consumer, producer
+from streams.kafka_io import consumer, partitions, producer
 from streams.publish import Headers, header
 from streams.settings import KafkaSettings
 
@@ -120,15 +120,14 @@ class DeadLetterReplayer:
 
     async def run(self) -> ReplayReport:
         report = ReplayReport()
+        tps = [TopicPartition(self.dlq_topic, n) for n in await partitions(self.k, self.dlq_topic)]
+        if not tps:
+            return report
         c = consumer(self.k, group_id=self.group, enable_auto_commit=False)
         p = producer(self.k)
         await c.start()
         await p.start()
         try:
-            parts = c.partitions_for_topic(self.dlq_topic) or set()
-            tps = [TopicPartition(self.dlq_topic, n) for n in sorted(parts)]
-            if not tps:
-                return report
             c.assign(tps)
             await self._start_positions(c, tps)
             ends = await c.end_offsets(tps)

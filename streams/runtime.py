@@ -19,11 +19,12 @@ from streams.db.engine import create_engine
 from streams.db.messages import MessageStore
 from streams.db.migrate import upgrade
 from streams.domain.tokens import TokenCounter
+from streams.embeddings import Embedder, LocalEmbedder
 from streams.history import SessionReader
 from streams.providers.http import RetryPolicy
 from streams.providers.mem0 import Mem0Provider
 from streams.providers.memos import MemOSProvider
-from streams.providers.openai_compat import ChatModel
+from streams.providers.openai_compat import ChatModel, OpenAIEmbedder
 from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.settings import Settings
 
@@ -130,13 +131,27 @@ class Runtime:
                            max_s=c.provider_backoff_max_s)
 
     @cached_property
+    def embedder(self) -> Embedder | None:
+        """Dense similarity for the built-in provider; None means lexical only."""
+        e = self.settings.embedding
+        if e.kind == "local":
+            return LocalEmbedder()
+        if e.kind == "openai":
+            if not e.base_url:
+                raise ValueError("MEMSTREAM_EMBEDDING__BASE_URL is required for kind openai")
+            return OpenAIEmbedder(self.http, e.base_url, e.model, api_key=_secret(e.api_key),
+                                  dim=e.dim, timeout_s=e.timeout_s)
+        return None
+
+    @cached_property
     def providers(self) -> ProviderRegistry:
         """The built-in provider always; MemOS and Mem0 when their URLs are set."""
         from streams.providers.builtin import BuiltinProvider
 
         s, c = self.settings, self.settings.consolidation
-        handles = {"mysql": ProviderHandle("mysql", BuiltinProvider(self.engine),
-                                           atomic_batch=True, episodes=c.episodes_builtin)}
+        builtin = BuiltinProvider(self.engine, embedder=self.embedder)
+        handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
+                                           episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:
             handles["memos"] = ProviderHandle("memos", MemOSProvider(
                 self.http, s.memos.base_url, api_key=_secret(s.memos.api_key),

@@ -8,6 +8,7 @@ Nested groups use ``__`` as the delimiter: ``MEMSTREAM_KAFKA__BROKER``,
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -86,6 +87,46 @@ class WebSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Bind address of the worker's web server.")
     port: int = Field(6066, ge=1, le=65535, description="Port of /metrics, /health and /stats.")
+    stats_max_limit: int = Field(
+        100, ge=1, le=10_000, description="Largest `limit` a /stats list answer accepts."
+    )
+    stats_max_buckets: int = Field(
+        1000,
+        ge=1,
+        description="Most buckets of a /stats trends answer; a longer range needs a coarser bucket.",
+    )
+    stats_timeout_s: float = Field(
+        10.0, gt=0, description="A /stats request whose queries take longer is answered with 504."
+    )
+    stats_search_log_retention_days: float = Field(
+        90.0,
+        gt=0,
+        description="How long the records of memory searches behind /stats/search-trends are kept.",
+    )
+
+
+class HealthSettings(BaseModel):
+    """/health/live, /health/ready and the consumer lag behind them."""
+
+    stall_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="/health/live fails when the consumer has lag and no committed offset advanced "
+        "for this long (a stuck consumer); must exceed the longest batch.",
+    )
+    max_rebalance_s: float = Field(
+        900.0,
+        gt=0,
+        description="/health/live fails when one rebalance, table recovery included, lasts longer.",
+    )
+    lag_interval_s: float = Field(
+        5.0, gt=0, description="How often consumer lag per partition is computed."
+    )
+    end_offsets_interval_s: float = Field(
+        30.0,
+        gt=0,
+        description="How often log end offsets are asked of the brokers (fetches report them too).",
+    )
 
 
 class LLMSettings(BaseModel):
@@ -234,6 +275,35 @@ class ConsolidationSettings(BaseModel):
         description="How often failed expiries are tried again and the ledger is purged.",
     )
 
+class QuerySettings(BaseModel):
+    """Memory lookups on the query topic."""
+
+    concurrency: int = Field(16, ge=1, le=256, description="Queries answered at once per worker.")
+    candidate_pool: int = Field(
+        150, ge=1, le=1000,
+        description="Long-term candidates fetched per query to fill the token budget (`top_k` are listed).",
+    )
+    relativity: float = Field(0.45, ge=0, le=1, description="Provider relevance floor (relative to the best hit).")
+    min_score: float = Field(0.3, ge=0, le=1, description="Results scoring lower are dropped.")
+    max_memory_chars: int = Field(1000, ge=1, description="Each memory is cut to this many characters.")
+    user_share: float = Field(0.6, ge=0, le=1, description="Largest share of the budget for `user_profile`.")
+    pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
+    reply_topic: str = Field("memory.replies", description="Reply topic of `memstream query` and MemoryClient.")
+
+
+class EmbeddingSettings(BaseModel):
+    """Dense similarity for the built-in provider (lexical BM25 alone when `kind` is none)."""
+
+    kind: Literal["none", "local", "openai"] = Field(
+        "none", description="`none`, `local` (MiniLM shipped in a PyPI package) or `openai` (an /embeddings endpoint)."
+    )
+    base_url: str | None = Field(None, description="OpenAI-compatible base URL, e.g. `http://host:8000/v1` (kind openai).")
+    model: str = Field("text-embedding-3-small", description="Embedding model name (kind openai).")
+    api_key: SecretStr | None = Field(None, description="API key (kind openai).")
+    dim: int = Field(1536, ge=1, description="Vector size of the endpoint's model (kind openai).")
+    timeout_s: float = Field(10.0, gt=0, description="Request timeout (kind openai).")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMSTREAM_",
@@ -247,10 +317,13 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     window: WindowSettings = WindowSettings()
     web: WebSettings = WebSettings()
+    health: HealthSettings = HealthSettings()
     llm: LLMSettings = LLMSettings()
     memos: MemOSSettings = MemOSSettings()
     mem0: Mem0Settings = Mem0Settings()
     consolidation: ConsolidationSettings = ConsolidationSettings()
+    query: QuerySettings = QuerySettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
     log_level: str = Field("info", description="Worker log level.")
 
     @field_validator("log_level")

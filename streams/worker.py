@@ -15,19 +15,24 @@ from streams.consolidation.factory import (
     build_retry_scheduler,
 )
 from streams.consolidation.scheduler import RetryScheduler
-from streams.faust_glue import FaustTable
+from streams.faust_glue import FaustTable, seek_uncommitted_to_start
 from streams.idle import IdleScanner
-from streams.ingest import IngestConfig, IngestProcessor
+from streams.ingest import IngestConfig, IngestProcessor, retry_forever
 from streams.publish import ProducerPublisher
+from streams.query.processor import Answer, QueryProcessor
+from streams.query.service import ReplyPublisher, build_query_processor
 from streams.runtime import Runtime
 from streams.tables import agent_configs, sessions
 from streams.web import install as install_web
 
+seek_uncommitted_to_start()
 runtime = Runtime(settings)
-install_web(app)
+install_web(app, runtime, settings)
 
 
 async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+    if _replies is not None:
+        await _replies.stop()
     await runtime.stop()
 
 
@@ -96,3 +101,32 @@ def idle_scanner() -> IdleScanner:
     c = settings.consolidation
     return IdleScanner(timeout_s=c.idle_timeout_s,
                        resend_after_s=max(5 * c.idle_scan_interval_s, 60.0))
+
+
+_query_processor: QueryProcessor | None = None
+_replies: ReplyPublisher | None = None
+_query_lock = asyncio.Lock()
+
+
+async def query_processor() -> QueryProcessor:
+    """One processor and one reply producer, shared by all concurrent query actors."""
+    global _query_processor, _replies
+    async with _query_lock:
+        if _query_processor is None:
+            await runtime.start()
+            replies = ReplyPublisher(settings.kafka.broker)
+            await replies.start()
+            _replies = replies
+            _query_processor = build_query_processor(runtime, TableAgentConfigs(agent_configs))
+        return _query_processor
+
+
+async def deliver_answer(answer: Answer) -> None:
+    """The reply on its own no-linger producer; a dead letter durably."""
+    if answer.reply is not None and _replies is not None:
+        await _replies.publish([answer.reply])
+    if answer.dead_letter is not None:
+        dead = [answer.dead_letter]
+        await retry_forever(lambda: publisher().publish(dead), what="dlq",
+                            initial_s=settings.ingest.retry_initial_s,
+                            max_s=settings.ingest.retry_max_s)

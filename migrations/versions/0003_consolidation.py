@@ -20,7 +20,7 @@ LongText = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql")
 Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
 
-def BinaryKey(length: int) -> sa.types.TypeEngine[str]:  # noqa: N802
+def BinaryKey(length: int) -> sa.types.TypeEngine[str]:
     return sa.String(length).with_variant(
         mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
     )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-from sqlalchemy import and_, delete, select, update
+from sqlalchemy import and_, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.db.consolidation_schema import consolidation_candidate, consolidation_run
@@ -163,15 +163,24 @@ class RunStore:
         return [_row_to_candidate(r) for r in rows]
 
     async def save_decisions(self, closed_id: str,
-                             decisions: Sequence[tuple[int, str, Sequence[str], str, str]]) -> None:
-        """``(seq, action, expire_ids, decider, reason)`` for still undecided candidates."""
+                             decisions: Sequence[tuple[int, str, Sequence[str], str, str]]) -> int:
+        """``(seq, action, expire_ids, decider, reason)`` for still undecided candidates;
+        returns how many were recorded (fewer: another attempt decided first)."""
         c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
+            c.action.is_(None)).values(action=bindparam("b_action"),
+                                       expire_ids=bindparam("b_expire"),
+                                       decider=bindparam("b_decider"), reason=bindparam("b_reason"))
+        params = [{"b_closed": closed_id, "b_seq": seq, "b_action": action,
+                   "b_expire": json.dumps(list(expire_ids)), "b_decider": decider,
+                   "b_reason": reason[:2000]}
+                  for seq, action, expire_ids, decider, reason in decisions]
+        if not params:
+            return 0
         async with self.engine.begin() as conn:
-            for seq, action, expire_ids, decider, reason in decisions:
-                await conn.execute(update(consolidation_candidate).where(
-                    c.closed_id == closed_id, c.seq == seq, c.action.is_(None)).values(
-                    action=action, expire_ids=json.dumps(list(expire_ids)), decider=decider,
-                    reason=reason[:2000]))
+            result = await conn.execute(stmt, params)
+        return int(result.rowcount or 0)
 
     async def mark_write_started(self, closed_id: str, seqs: Sequence[int], now: datetime) -> None:
         c = consolidation_candidate.c
@@ -181,13 +190,20 @@ class RunStore:
                 .values(write_started_at=naive(now)))
 
     async def mark_written(self, closed_id: str, written: Sequence[tuple[int, str]],
-                           now: datetime) -> None:
+                           now: datetime) -> int:
+        """Record the provider's ids; returns how many were recorded now."""
         c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
+            c.memory_id.is_(None)).values(memory_id=bindparam("b_memory"),
+                                          written_at=bindparam("b_at"))
+        params = [{"b_closed": closed_id, "b_seq": seq, "b_memory": memory_id,
+                   "b_at": naive(now)} for seq, memory_id in written]
+        if not params:
+            return 0
         async with self.engine.begin() as conn:
-            for seq, memory_id in written:
-                await conn.execute(update(consolidation_candidate).where(
-                    c.closed_id == closed_id, c.seq == seq, c.memory_id.is_(None)).values(
-                    memory_id=memory_id, written_at=naive(now)))
+            result = await conn.execute(stmt, params)
+        return int(result.rowcount or 0)
 
     async def mark_expired(self, closed_id: str, seq: int, now: datetime,
                            conn: AsyncConnection | None = None) -> None:

@@ -21,6 +21,7 @@ finds the first one's work done.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -90,10 +91,8 @@ class RetryScheduler:
             if self._heap:
                 delay = max(0.0, min(delay, self._heap[0].due - self.clock()))
             self._wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
-            except TimeoutError:
-                pass
 
     async def step(self) -> int:
         """Release everything if asked to, else start what is due; returns how many

@@ -17,16 +17,19 @@ A candidate with a write intent but no id (the attempt stopped during or
 right after the provider call) is first looked up with the provider's search:
 a memory with the same text and source events is adopted instead of writing
 it again. The remaining window: a provider that stored the memory but does not
-return it from search yet (an asynchronous index) gets it a second time.
+return it from search yet (an asynchronous index) gets it a second time. A
+provider whose ``add`` is idempotent itself (the built-in one: same text and
+sources, same row) needs neither the intent nor the lookup.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from streams.consolidation.expiry import ExpiryStore
@@ -88,19 +91,30 @@ class MemoryWriter:
 
     async def write(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                     rows: Sequence[CandidateRow]) -> WriteStats:
+        """Decide, write and expire; ``rows`` as persisted. The rows are updated in
+        memory as each step is recorded, and read again only when another attempt
+        recorded a step first (a concurrent duplicate of this run)."""
         stats = WriteStats()
         scope = provider_scope(run)
         ours: set[str] = {r.memory_id for r in rows if r.memory_id}
+        current = {r.seq: r for r in rows}
+        stale = False
         for cube, cube_rows in _by_cube(rows).items():
             undecided = [r for r in cube_rows if r.action is None]
             if undecided:
-                stats.model_calls += await self._decide(run, handle, model, cube, undecided, ours)
-        rows = await self.runs.candidates(run.closed_id)
-        for cube, cube_rows in _by_cube(rows).items():
+                calls, saved = await self._decide(run, handle, model, cube, undecided, ours,
+                                                  current)
+                stats.model_calls += calls
+                stale = stale or not saved
+        if stale:
+            current = {r.seq: r for r in await self.runs.candidates(run.closed_id)}
+        for cube, cube_rows in _by_cube(list(current.values())).items():
             stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
-            await self._write_cube(run, handle, scope, cube, cube_rows, stats)
-        rows = await self.runs.candidates(run.closed_id)
-        for r in rows:
+            if not await self._write_cube(run, handle, scope, cube, cube_rows, stats, current):
+                stale = True
+        if stale:
+            current = {r.seq: r for r in await self.runs.candidates(run.closed_id)}
+        for r in current.values():
             if r.action == "supersede" and r.memory_id and not r.expired:
                 await self._expire(run, handle, scope, r, stats)
         return stats
@@ -113,15 +127,21 @@ class MemoryWriter:
         return [m for m in found if m.kind == "fact" and m.id not in exclude]
 
     async def _decide(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                      cube: str, undecided: list[CandidateRow], exclude: set[str]) -> int:
+                      cube: str, undecided: list[CandidateRow], exclude: set[str],
+                      current: dict[int, CandidateRow]) -> tuple[int, bool]:
+        """Model calls made, and whether every decision was recorded by this attempt."""
         scope = provider_scope(run)
-        existing = [await self._related(handle, scope, cube, r, exclude) for r in undecided]
+        existing = await asyncio.gather(
+            *(self._related(handle, scope, cube, r, exclude) for r in undecided))
         decisions, calls = await self.decider.decide(
             model, cube, [r.candidate for r in undecided], existing)
-        await self.runs.save_decisions(run.closed_id, [
+        saved = await self.runs.save_decisions(run.closed_id, [
             (r.seq, d.action, d.expire_ids, decider_of(d), d.reason)
             for r, d in zip(undecided, decisions, strict=True)])
-        return calls
+        for r, d in zip(undecided, decisions, strict=True):
+            current[r.seq] = replace(r, action=d.action, expire_ids=tuple(d.expire_ids),
+                                     decider=decider_of(d))
+        return calls, saved == len(undecided)
 
     async def _adopt(self, handle: ProviderHandle, scope: ProviderScope, cube: str,
                      row: CandidateRow) -> str | None:
@@ -132,13 +152,20 @@ class MemoryWriter:
         return match.id if match else None
 
     async def _write_cube(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
-                          cube: str, rows: Sequence[CandidateRow], stats: WriteStats) -> None:
+                          cube: str, rows: Sequence[CandidateRow], stats: WriteStats,
+                          current: dict[int, CandidateRow]) -> bool:
+        """Write the cube's pending memories; False when another attempt recorded
+        some of them first."""
         pending = [r for r in rows if r.action in ("store", "supersede") and r.memory_id is None]
         fresh: list[CandidateRow] = []
+        recorded = True
         for r in pending:
-            adopted = await self._adopt(handle, scope, cube, r) if r.write_started else None
+            adopted = (await self._adopt(handle, scope, cube, r)
+                       if r.write_started and not handle.idempotent_add else None)
             if adopted is not None:
-                await self.runs.mark_written(run.closed_id, [(r.seq, adopted)], self._now())
+                n = await self.runs.mark_written(run.closed_id, [(r.seq, adopted)], self._now())
+                recorded = recorded and n == 1
+                current[r.seq] = replace(r, memory_id=adopted)
                 stats.adopted += 1
                 log.info("run %s: memory %s was already stored; adopted", run.closed_id, adopted)
             else:
@@ -146,17 +173,21 @@ class MemoryWriter:
         batches = [fresh] if handle.atomic_batch and fresh else [[r] for r in fresh]
         for batch in batches:
             seqs = [r.seq for r in batch]
-            await self.runs.mark_write_started(run.closed_id, seqs, self._now())
+            if not handle.idempotent_add:
+                await self.runs.mark_write_started(run.closed_id, seqs, self._now())
             result = await handle.provider.add(scope, cube, [r.candidate for r in batch])
             if len(result.ids) != len(batch):
                 raise PermanentProviderError(
                     f"{handle.route} add returned {len(result.ids)} ids for {len(batch)} memories",
                     provider=handle.route, operation="add")
-            await self.runs.mark_written(run.closed_id, list(zip(seqs, result.ids, strict=True)),
-                                         self._now())
-            for r in batch:
+            n = await self.runs.mark_written(
+                run.closed_id, list(zip(seqs, result.ids, strict=True)), self._now())
+            recorded = recorded and n == len(batch)
+            for r, memory_id in zip(batch, result.ids, strict=True):
+                current[r.seq] = replace(r, memory_id=memory_id)
                 MEMORIES_STORED.labels(handle.route, r.candidate.type).inc()
             stats.written += len(batch)
+        return recorded
 
     async def _expire(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
                       row: CandidateRow, stats: WriteStats) -> None:

@@ -28,12 +28,15 @@ class ProviderHandle:
     ``atomic_batch``: ``add`` of several memories stores all or none (one
     database transaction), so one call may carry a whole cube's batch.
     ``episodes``: consolidated messages are also kept as episodic memories.
+    ``idempotent_add``: adding a memory already stored (same text and source
+    events) returns the stored id instead of storing it twice.
     """
 
     route: str
     provider: MemoryProvider
     atomic_batch: bool = False
     episodes: bool = False
+    idempotent_add: bool = False
 
 
 class ProviderRegistry:

@@ -20,7 +20,8 @@ from tests.agents.consolidation_harness import T0, Harness, sqlite_engine
 from tests.agents.fakes import FakeChatModel, FakeMemoryProvider
 
 FIRST = [("user", "Hi! I live in Berlin. I love hiking."),
-         ("assistant", "Berlin is lovely. Lesson learned: ask for the city before suggesting trails.")]
+         ("assistant",
+          "Berlin is lovely. Lesson learned: ask for the city before suggesting trails.")]
 
 
 @pytest.fixture
@@ -40,7 +41,8 @@ async def test_a_session_end_writes_facts_and_episodes_once(h: Harness) -> None:
     out = await h.pipeline.run(h.closed("c1"))
     assert (out.outcome, out.judge, out.messages) == ("done", "rules", 2)
     facts = sorted(h.provider.contents("fact"))
-    assert facts == ["I live in Berlin.", "I love hiking.", "ask for the city before suggesting trails."]
+    assert facts == ["I live in Berlin.", "I love hiking.",
+                     "ask for the city before suggesting trails."]
     assert sorted(h.provider.contents("episode")) == [
         "Assistant: Berlin is lovely. Lesson learned: ask for the city before suggesting trails.",
         "User: Hi! I live in Berlin. I love hiking."]
@@ -101,13 +103,15 @@ async def test_a_newer_contradicting_fact_supersedes_and_history_stays(h: Harnes
     await h.say("c1", [("user", "Actually, I live in Paris now.")])
     out = await h.pipeline.run(h.closed("c1", 2))
     assert out.stats is not None and out.stats.expired == 1
-    old = next(r for r in h.provider.memories.values() if r["memory"].content == "I live in Berlin.")
+    old = next(r for r in h.provider.memories.values()
+               if r["memory"].content == "I live in Berlin.")
     new_id = next(k for k, r in h.provider.memories.items()
                   if r["memory"].content == "I live in Paris now.")
     assert old["valid"] is False and old["superseded_by"] == new_id
     assert "I live in Berlin." not in h.provider.valid("fact")
     rows = await h.runs.candidates("t1/c1#2")
-    assert [(r.action, r.expired) for r in rows if r.candidate.kind == "fact"] == [("supersede", True)]
+    facts = [(r.action, r.expired) for r in rows if r.candidate.kind == "fact"]
+    assert facts == [("supersede", True)]
 
 
 async def test_a_provider_failure_resumes_without_judging_or_writing_twice(h: Harness) -> None:

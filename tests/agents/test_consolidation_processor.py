@@ -24,7 +24,9 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     await e.dispose()
 
 
-async def test_a_retryable_failure_goes_to_the_retry_topic_then_the_dlq(engine: AsyncEngine) -> None:
+async def test_a_retryable_failure_goes_to_the_retry_topic_then_the_dlq(
+    engine: AsyncEngine,
+) -> None:
     h = Harness(engine, max_attempts=3)
     await h.say("c1", [("user", "I live in Rome.")])
     h.provider.fail_adds = 100

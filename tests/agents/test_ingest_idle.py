@@ -43,7 +43,7 @@ def idle_rec(offset: int, conv: str = "c1", tenant: str = "t1") -> SourceRecord:
 
 
 async def test_an_idle_session_is_closed_once(parts: Any) -> None:
-    table, pub, clock, proc = parts
+    _, pub, clock, proc = parts
     await proc.process(recs([ev(0), ev(1)]))
     clock.t += 61
     res = await proc.process([idle_rec(0)])
@@ -56,7 +56,7 @@ async def test_an_idle_session_is_closed_once(parts: Any) -> None:
 
 
 async def test_a_message_since_the_scan_keeps_the_session_open(parts: Any) -> None:
-    table, pub, clock, proc = parts
+    table, _, clock, proc = parts
     await proc.process(recs([ev(0)]))
     clock.t += 61
     await proc.process(recs([ev(1)], start=1))  # arrives before the check is consumed
@@ -67,20 +67,20 @@ async def test_a_message_since_the_scan_keeps_the_session_open(parts: Any) -> No
 
 
 async def test_checks_for_unknown_conversations_change_nothing(parts: Any) -> None:
-    table, pub, clock, proc = parts
+    table, _, _, proc = parts
     res = await proc.process([idle_rec(0, conv="nobody")])
     assert res.closed == [] and table.data == {} and table.writes == 0
 
 
 async def test_a_bad_check_is_dead_lettered(parts: Any) -> None:
-    table, pub, clock, proc = parts
+    _, pub, _, proc = parts
     await proc.process([SourceRecord("idle", 0, 0, b"c1", b"{}")])
     (dead,) = pub.on("dlq")
     assert header(dead.headers, "memstream.source.topic") == b"idle"
 
 
 async def test_messages_after_an_idle_close_open_the_next_session(parts: Any) -> None:
-    table, pub, clock, proc = parts
+    _, _, clock, proc = parts
     await proc.process(recs([ev(0)]))
     clock.t += 61
     await proc.process([idle_rec(0)])

@@ -118,7 +118,8 @@ def test_episodes_are_the_chat_messages_with_their_speaker_time_and_id() -> None
             SessionMessage(3, "e3", "assistant", "  ", T),
             SessionMessage(4, "e4", "assistant", "x" * 300, T, name="Bot")]
     eps = episodes_of(msgs, max_chars=100)
-    assert [e.candidate.content[:20] for e in eps] == ["User: I went to Rome", "Bot: xxxxxxxxxxxxxxx"]
+    assert [e.candidate.content[:20] for e in eps] == ["User: I went to Rome",
+                                                       "Bot: xxxxxxxxxxxxxxx"]
     assert all(e.episode and e.cube == "user_profile" for e in eps)
     assert eps[0].candidate.source_event_ids == ("e1",) and eps[0].candidate.event_time == T
     assert eps[0].candidate.kind == "episode" and len(eps[1].candidate.content) <= 100
@@ -145,7 +146,8 @@ def test_clip_lines_never_cuts_inside_a_line() -> None:
 
 
 def test_adoption_needs_the_same_text_and_sources() -> None:
-    row = CandidateRow(0, "user_profile", MemoryCandidate("I live in Rome.", source_event_ids=("e1",)))
+    row = CandidateRow(0, "user_profile",
+                       MemoryCandidate("I live in Rome.", source_event_ids=("e1",)))
     same = StoredMemory("m1", "i live in rome", "user_profile", source_event_ids=("e1",))
     assert same_memory(row, same)
     assert same_memory(row, StoredMemory("m2", "I live in Rome.", "user_profile"))

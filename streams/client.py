@@ -1,0 +1,182 @@
+"""MemoryClient: ask memstream for memory over Kafka, from any Python service.
+
+    async with MemoryClient("localhost:9092") as client:
+        reply = await client.query(tenant_id="acme", user_id="alice",
+                                   agent_id="travel-planner", message="Where am I going?")
+        print(reply.user_profile, reply.memories)
+
+Requests go to ``memory.queries`` keyed ``tenant/user`` with the headers of
+Spring Kafka's ReplyingKafkaTemplate (``kafka_replyTopic``,
+``kafka_correlationId``, ``kafka_replyPartition``). The client reads one
+partition of its reply topic (``memory.replies`` unless given) and matches
+replies by correlation id, so many clients may share the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from streams.query.headers import CORRELATION_ID, request_headers
+from streams.query.records import MemoryQuery, MemoryReply, QueryOptions
+
+
+class QueryTimeoutError(TimeoutError):
+    """No reply arrived within the client's timeout."""
+
+
+def _servers(bootstrap: str | Sequence[str]) -> list[str]:
+    items = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
+    out = []
+    for item in items:
+        for part in item.replace(",", ";").split(";"):
+            if part.strip():
+                out.append(part.strip().split("://", 1)[-1].rstrip("/"))
+    return out
+
+
+class MemoryClient:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        request_topic: str = "memory.queries",
+        reply_topic: str = "memory.replies",
+        reply_partitions: int = 8,
+        reply_partition: int | None = None,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.servers = _servers(bootstrap)
+        self.request_topic = request_topic
+        self.reply_topic = reply_topic
+        self.reply_partitions = reply_partitions
+        self.reply_partition = reply_partition
+        self.timeout_s = timeout_s
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: dict[bytes, asyncio.Future[MemoryReply]] = {}
+
+    async def __aenter__(self) -> MemoryClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def _ensure_reply_topic(self, timeout_s: float = 30.0) -> int:
+        """Create the reply topic when missing; wait until every partition has a leader."""
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.servers)
+        await admin.start()
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            created = False
+            while True:
+                described = await admin.describe_topics([self.reply_topic])
+                parts = [p for t in described if not t.get("error_code")
+                         for p in t.get("partitions", [])]
+                if parts and all(p.get("leader", -1) >= 0 for p in parts):
+                    return len(parts)
+                if not parts and not created:
+                    with contextlib.suppress(TopicAlreadyExistsError):
+                        await admin.create_topics(
+                            [NewTopic(self.reply_topic, self.reply_partitions, 1)])
+                    created = True
+                if loop.time() > deadline:
+                    raise TimeoutError(f"reply topic {self.reply_topic!r} has no leader yet")
+                await asyncio.sleep(0.2)
+        finally:
+            await admin.close()
+
+    async def start(self) -> None:
+        count = await self._ensure_reply_topic()
+        if self.reply_partition is None:
+            self.reply_partition = random.randrange(count)
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.servers, linger_ms=0, acks=1)
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, enable_auto_commit=False,
+                                          fetch_max_wait_ms=100)
+        await self._producer.start()
+        await self._consumer.start()
+        tp = TopicPartition(self.reply_topic, self.reply_partition)
+        self._consumer.assign([tp])
+        await self._consumer.seek_to_end(tp)
+        await self._consumer.position(tp)  # resolve now: no reply sent later is skipped
+        self._reader = asyncio.get_running_loop().create_task(self._read_replies())
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.cancel()
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+
+    async def _read_replies(self) -> None:
+        assert self._consumer is not None
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=200)
+            for records in batches.values():
+                for r in records:
+                    cid = next((v for k, v in r.headers if k == CORRELATION_ID), None)
+                    fut = self._waiting.pop(cid, None) if cid is not None else None
+                    if fut is not None and not fut.done():
+                        fut.set_result(MemoryReply.model_validate_json(r.value))
+
+    async def send_raw(self, value: bytes, *, key: bytes | None = None,
+                       headers: list[tuple[str, bytes]] | None = None,
+                       timeout_s: float | None = None) -> MemoryReply:
+        """Send any request bytes (the reply headers are added) and await the reply."""
+        if self._producer is None or self.reply_partition is None:
+            raise RuntimeError("client not started")
+        cid = uuid.uuid4().bytes
+        fut: asyncio.Future[MemoryReply] = asyncio.get_running_loop().create_future()
+        self._waiting[cid] = fut
+        all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
+        try:
+            await self._producer.send_and_wait(self.request_topic, value, key=key, headers=all_headers)
+            return await asyncio.wait_for(fut, timeout_s or self.timeout_s)
+        except TimeoutError as exc:
+            raise QueryTimeoutError(f"no reply within {timeout_s or self.timeout_s:.1f}s") from exc
+        finally:
+            self._waiting.pop(cid, None)
+
+    async def query(
+        self,
+        *,
+        tenant_id: str,
+        user_id: str,
+        agent_id: str,
+        message: str,
+        conversation_id: str | None = None,
+        context: str | None = None,
+        request_id: str | None = None,
+        timeout_s: float | None = None,
+        **options: Any,
+    ) -> MemoryReply:
+        """Ask for memory. ``options``: top_k, just_keyword_search, include_short_term,
+        last_n, long_memory_token_budget, timeout_ms."""
+        request = MemoryQuery(
+            request_id=request_id, tenant_id=tenant_id, user_id=user_id, agent_id=agent_id,
+            conversation_id=conversation_id, message=message, context=context,
+            options=QueryOptions(**options),
+        )
+        return await self.send_raw(
+            request.model_dump_json(exclude_none=True).encode(),
+            key=f"{tenant_id}/{user_id}".encode(), timeout_s=timeout_s,
+        )

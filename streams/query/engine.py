@@ -1,0 +1,215 @@
+"""QueryEngine: one memory lookup, from request to reply.
+
+The Session window and the long-term search run in parallel, each under the
+request's deadline; either failing leaves the other's part in the reply plus a
+warning. Long-term rules (DESIGN §3):
+
+* skipped — not an error — when the agent's long memory is off or no model is
+  bound (agents with no configuration use the deployment default);
+* routed to MemOS / Mem0 / built-in exactly as consolidation routes writes;
+  a failing provider is reported, never swapped for another;
+* readable cubes ``user_profile`` and ``agent_{agentId}``, preferences with
+  ``pref_top_k``, ``relativity``, MMR de-duplication by the provider;
+* results under ``min_score`` dropped, each cut to 1,000 characters, sorted
+  by score; ``top_k`` of them listed in ``memories``; a larger candidate pool
+  feeds the token budget (``user_profile`` at most 60 %, whole lines, each
+  with its event date).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from streams.agent_configs import AgentConfigs
+from streams.domain.budget import filter_and_trim, pack_budget
+from streams.domain.memory import StoredMemory, readable_cubes
+from streams.domain.query_text import build_query_text
+from streams.domain.routing import AgentConfig, long_memory_enabled, route
+from streams.history import SessionReader
+from streams.metrics import (
+    QUERY_BUDGET_TOKENS,
+    QUERY_LATENCY,
+    QUERY_MEMORIES,
+    QUERY_REPLIES,
+    QUERY_STAGE_LATENCY,
+)
+from streams.providers.base import ProviderError, Scope, SearchRequest
+from streams.providers.registry import ProviderRegistry
+from streams.query.records import (
+    BudgetInfo,
+    LongTermInfo,
+    MemoryQuery,
+    MemoryReply,
+    ReplyMemory,
+    Warning_,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class SearchRecorder(Protocol):
+    def record_search(self, *, tenant_id: str, user_id: str, agent_id: str, provider: str | None,
+                      keyword_only: bool, latency_ms: float, results: int, outcome: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    candidate_pool: int = 150
+    relativity: float = 0.45
+    min_score: float = 0.3
+    max_memory_chars: int = 1000
+    user_share: float = 0.6
+    pref_top_k: int = 6
+    default_long_memory: bool = True
+
+
+@dataclass
+class _LongTerm:
+    memories: list[StoredMemory]
+    info: LongTermInfo
+
+
+def skip_reason(config: AgentConfig | None, default_on: bool) -> str | None:
+    if long_memory_enabled(config, default_for_unknown=default_on):
+        return None
+    if config is None:
+        return "long memory is off for agents without configuration"
+    if not config.open_long_memory:
+        return "open_long_memory is off for this agent"
+    return "no model is bound to this agent"
+
+
+def reply_memory(m: StoredMemory) -> ReplyMemory:
+    return ReplyMemory(
+        id=m.id, content=m.content, score=round(m.score, 4), cube=m.cube, type=m.type, kind=m.kind,
+        event_time=m.event_time.isoformat() if m.event_time else None,
+        source_event_ids=list(m.source_event_ids),
+    )
+
+
+class QueryEngine:
+    def __init__(
+        self,
+        config: QueryConfig,
+        reader: SessionReader,
+        agent_configs: AgentConfigs,
+        providers: ProviderRegistry,
+        count_tokens: Callable[[str], int],
+        *,
+        search_log: SearchRecorder | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.config = config
+        self.reader = reader
+        self.agent_configs = agent_configs
+        self.providers = providers
+        self.count_tokens = count_tokens
+        self.search_log = search_log
+        self.clock = clock
+
+    async def _timed(self, stage: str, work: Awaitable[T], timeout_s: float) -> T:
+        start = self.clock()
+        try:
+            return await asyncio.wait_for(work, timeout_s)
+        finally:
+            QUERY_STAGE_LATENCY.labels(stage).observe(self.clock() - start)
+
+    async def _short_term(self, q: MemoryQuery) -> dict[str, Any] | None:
+        if not (q.options.include_short_term and q.conversation_id):
+            return None
+        window = await self.reader.window(q.tenant_id, q.conversation_id, last_n=q.options.last_n)
+        return window.to_dict()
+
+    async def _long_term(self, q: MemoryQuery) -> _LongTerm:
+        config = self.agent_configs.get(q.tenant_id, q.agent_id)
+        keyword_only = q.options.just_keyword_search
+        reason = skip_reason(config, self.config.default_long_memory)
+        if reason is not None:
+            return _LongTerm([], LongTermInfo(skipped=reason, keyword_only=keyword_only))
+        handle = self.providers.get(route(config))
+        request = SearchRequest(
+            query=build_query_text(q.message, q.context),
+            cubes=readable_cubes(q.agent_id),
+            top_k=max(q.options.top_k, self.config.candidate_pool),
+            relativity=self.config.relativity,
+            keyword_only=keyword_only,
+            include_preference=True,
+            pref_top_k=self.config.pref_top_k,
+            dedup=True,
+        )
+        start = self.clock()
+        outcome = "error"
+        found: list[StoredMemory] = []
+        try:
+            found = await handle.provider.search(Scope(q.tenant_id, q.user_id, q.agent_id), request)
+            outcome = "ok"
+        finally:
+            if self.search_log is not None:
+                self.search_log.record_search(
+                    tenant_id=q.tenant_id, user_id=q.user_id, agent_id=q.agent_id,
+                    provider=handle.route, keyword_only=keyword_only,
+                    latency_ms=(self.clock() - start) * 1000, results=len(found), outcome=outcome)
+        kept = filter_and_trim(found, min_score=self.config.min_score,
+                               max_chars=self.config.max_memory_chars)
+        return _LongTerm(kept, LongTermInfo(provider=handle.route, keyword_only=keyword_only,
+                                            candidates=len(found)))
+
+    async def answer(self, q: MemoryQuery) -> MemoryReply:
+        start = self.clock()
+        timeout = q.options.timeout_ms / 1000
+        short, long = await asyncio.gather(
+            self._timed("short_term", self._short_term(q), timeout),
+            self._timed("long_term", self._long_term(q), timeout),
+            return_exceptions=True,
+        )
+        reply = MemoryReply(request_id=q.request_id, tenant_id=q.tenant_id, user_id=q.user_id,
+                            agent_id=q.agent_id, conversation_id=q.conversation_id)
+        if isinstance(short, BaseException):
+            reply.warnings.append(_warning("short_term_failed", short))
+        elif short is not None:
+            reply.short_term = short
+            reply.summary = short.get("summary")
+        if isinstance(long, BaseException):
+            reply.warnings.append(_warning("long_term_failed", long))
+            reply.long_term = LongTermInfo(keyword_only=q.options.just_keyword_search)
+        else:
+            self._fill_long_term(reply, long, q)
+        reply.latency_ms = round((self.clock() - start) * 1000, 3)
+        QUERY_LATENCY.observe(reply.latency_ms / 1000)
+        QUERY_REPLIES.labels("partial" if reply.warnings else "ok").inc()
+        return reply
+
+    def _fill_long_term(self, reply: MemoryReply, long: _LongTerm, q: MemoryQuery) -> None:
+        reply.long_term = long.info
+        if long.info.skipped is not None:
+            return
+        budget_start = self.clock()
+        packed = pack_budget(long.memories, budget_tokens=q.options.long_memory_token_budget,
+                             user_share=self.config.user_share, count=self.count_tokens)
+        QUERY_STAGE_LATENCY.labels("budget").observe(self.clock() - budget_start)
+        reply.user_profile = packed.user_profile
+        reply.agent_memory = packed.agent_memory
+        reply.memories = [reply_memory(m) for m in long.memories[: q.options.top_k]]
+        reply.budget = BudgetInfo(
+            tokens=q.options.long_memory_token_budget,
+            tokens_used=packed.tokens_used,
+            memory_ids=[m.id for m in packed.included],
+            source_event_ids=[s for m in packed.included for s in m.source_event_ids],
+        )
+        QUERY_MEMORIES.observe(len(reply.memories))
+        QUERY_BUDGET_TOKENS.observe(packed.tokens_used)
+
+
+def _warning(code: str, exc: BaseException) -> Warning_:
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return Warning_(code=code, message="timed out")
+    if isinstance(exc, ProviderError):
+        return Warning_(code=code, message=f"{type(exc).__name__}: {exc}")
+    log.warning("query part failed: %s", code, exc_info=exc)
+    return Warning_(code=code, message=type(exc).__name__)

@@ -1,0 +1,73 @@
+"""Request/reply headers compatible with Spring Kafka's ReplyingKafkaTemplate.
+
+A Spring upstream sends a request with ``kafka_replyTopic`` (the reply topic
+name, UTF-8 bytes), ``kafka_correlationId`` (opaque bytes) and optionally
+``kafka_replyPartition`` (a 4-byte big-endian int). The reply goes to that
+topic (and partition) carrying the correlation id unchanged, so the template
+matches it with no adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+REPLY_TOPIC = "kafka_replyTopic"
+CORRELATION_ID = "kafka_correlationId"
+REPLY_PARTITION = "kafka_replyPartition"
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+class BadReplyHeaders(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ReplyAddress:
+    topic: str
+    correlation_id: bytes | None
+    partition: int | None = None
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [(CORRELATION_ID, self.correlation_id)] if self.correlation_id is not None else []
+
+
+def _first(headers: Headers, name: str) -> bytes | None:
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
+
+
+def reply_address(headers: Headers) -> ReplyAddress | None:
+    """Where to reply; None when the request names no reply topic.
+
+    Raises :class:`BadReplyHeaders` when a reply topic is named but unusable
+    (not UTF-8, empty) or the partition is not a 4-byte big-endian int.
+    """
+    raw_topic = _first(headers, REPLY_TOPIC)
+    if raw_topic is None:
+        return None
+    try:
+        topic = raw_topic.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise BadReplyHeaders("kafka_replyTopic is not UTF-8") from exc
+    if not topic:
+        raise BadReplyHeaders("kafka_replyTopic is empty")
+    raw_partition = _first(headers, REPLY_PARTITION)
+    partition = None
+    if raw_partition is not None:
+        if len(raw_partition) != 4:
+            raise BadReplyHeaders("kafka_replyPartition must be a 4-byte big-endian int")
+        partition = int.from_bytes(raw_partition, "big", signed=True)
+        if partition < 0:
+            raise BadReplyHeaders("kafka_replyPartition is negative")
+    return ReplyAddress(topic, _first(headers, CORRELATION_ID), partition)
+
+
+def request_headers(reply_topic: str, correlation_id: bytes, partition: int | None = None) -> list[tuple[str, bytes]]:
+    out = [(REPLY_TOPIC, reply_topic.encode()), (CORRELATION_ID, correlation_id)]
+    if partition is not None:
+        out.append((REPLY_PARTITION, partition.to_bytes(4, "big", signed=True)))
+    return out

@@ -1,0 +1,101 @@
+"""QueryProcessor: one request record in, one reply (or one dead letter) out.
+
+Every request that names a reply topic gets a reply — also a malformed one,
+with ``error`` set. A request that names no usable reply topic cannot be
+answered; it goes to the dead-letter topic with the reason, never silence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from streams.metrics import DEAD_LETTERS, QUERY_LATENCY, QUERY_REPLIES
+from streams.publish import Outgoing, SourceRecord, dead_letter
+from streams.query.engine import QueryEngine
+from streams.query.headers import BadReplyHeaders, ReplyAddress, reply_address
+from streams.query.records import MemoryQuery, MemoryReply, ReplyError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to send: a reply to the caller, or a dead letter when no reply is possible."""
+
+    reply: Outgoing | None = None
+    dead_letter: Outgoing | None = None
+
+
+def _short_errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "request"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class QueryProcessor:
+    def __init__(self, engine: QueryEngine, dlq_topic: str) -> None:
+        self.engine = engine
+        self.dlq_topic = dlq_topic
+
+    def _dead(self, rec: SourceRecord, reason: str, message: str) -> Answer:
+        DEAD_LETTERS.labels("query", reason).inc()
+        return Answer(dead_letter=dead_letter(
+            rec, dlq_topic=self.dlq_topic, stage="query", reason=reason,
+            error_class="NoReplyTopic" if reason == "no_reply_topic" else "BadReplyHeaders",
+            message=message,
+        ))
+
+    def _reply(self, rec: SourceRecord, addr: ReplyAddress, reply: MemoryReply) -> Answer:
+        body = reply.model_dump_json(exclude_none=False).encode()
+        return Answer(reply=Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition))
+
+    async def handle(self, rec: SourceRecord) -> Answer:
+        start = time.perf_counter()
+        try:
+            addr = reply_address(rec.headers)
+        except BadReplyHeaders as exc:
+            return self._dead(rec, "bad_reply_headers", str(exc))
+        if addr is None:
+            return self._dead(rec, "no_reply_topic", "the request has no kafka_replyTopic header")
+        try:
+            doc = json.loads(rec.value or b"")
+            if not isinstance(doc, dict):
+                raise ValueError("the request is not a JSON object")
+            query = MemoryQuery.model_validate(doc)
+        except ValidationError as exc:
+            return self._error(rec, addr, doc, _short_errors(exc), start)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self._error(rec, addr, None, f"not a JSON object: {exc}", start)
+        try:
+            reply = await self.engine.answer(query)
+        except Exception as exc:  # a reply always comes back
+            log.exception("query failed")
+            reply = MemoryReply(request_id=query.request_id, tenant_id=query.tenant_id,
+                                user_id=query.user_id, agent_id=query.agent_id,
+                                error=ReplyError(code="internal", message=type(exc).__name__))
+            QUERY_REPLIES.labels("error").inc()
+        return self._reply(rec, addr, reply)
+
+    def _error(self, rec: SourceRecord, addr: ReplyAddress, doc: object, message: str,
+               start: float) -> Answer:
+        ids = doc if isinstance(doc, dict) else {}
+        reply = MemoryReply(
+            request_id=_str(ids.get("request_id")), tenant_id=_str(ids.get("tenant_id")),
+            user_id=_str(ids.get("user_id")), agent_id=_str(ids.get("agent_id")),
+            error=ReplyError(code="bad_request", message=message),
+            latency_ms=round((time.perf_counter() - start) * 1000, 3),
+        )
+        QUERY_REPLIES.labels("error").inc()
+        QUERY_LATENCY.observe(reply.latency_ms / 1000)
+        return self._reply(rec, addr, reply)
+
+
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) else None

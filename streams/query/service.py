@@ -1,0 +1,75 @@
+"""Builds the worker's query processor and the producer its replies go out on.
+
+Replies use a producer of their own with no linger: the shared Faust producer
+lingers a few milliseconds to batch changelog writes, which a caller waiting
+for its reply would feel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from aiokafka import AIOKafkaProducer
+
+from streams.admin import bootstrap_servers
+from streams.agent_configs import AgentConfigs
+from streams.publish import Outgoing
+from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
+from streams.query.processor import QueryProcessor
+from streams.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def build_query_processor(runtime: Runtime, agent_configs: AgentConfigs,
+                          search_log: SearchRecorder | None = None) -> QueryProcessor:
+    s = runtime.settings
+    q = s.query
+    engine = QueryEngine(
+        QueryConfig(
+            candidate_pool=q.candidate_pool, relativity=q.relativity, min_score=q.min_score,
+            max_memory_chars=q.max_memory_chars, user_share=q.user_share, pref_top_k=q.pref_top_k,
+            default_long_memory=s.consolidation.default_long_memory,
+        ),
+        runtime.reader, agent_configs, runtime.providers, runtime.tokens, search_log=search_log,
+    )
+    return QueryProcessor(engine, s.kafka.dlq_topic)
+
+
+class ReplyPublisher:
+    """Sends replies and dead letters; a failed send is retried a few times,
+    then logged (the caller's own timeout reports it)."""
+
+    def __init__(self, broker: str, attempts: int = 3) -> None:
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker),
+                                          linger_ms=0, acks=1)
+        self._started = False
+        self._lock = asyncio.Lock()
+        self.attempts = attempts
+
+    async def start(self) -> None:
+        async with self._lock:
+            if not self._started:
+                await self._producer.start()
+                self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            await self._producer.stop()
+            self._started = False
+
+    async def publish(self, records: Sequence[Outgoing]) -> None:
+        await self.start()
+        for r in records:
+            for attempt in range(1, self.attempts + 1):
+                try:
+                    await self._producer.send_and_wait(
+                        r.topic, r.value, key=r.key, partition=r.partition, headers=r.headers or None)
+                    break
+                except Exception as exc:
+                    if attempt == self.attempts:
+                        log.error("reply to %s lost after %d attempts: %s", r.topic, attempt, exc)
+                    else:
+                        await asyncio.sleep(0.05 * attempt)
