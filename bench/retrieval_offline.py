@@ -40,31 +40,10 @@ from streams.domain.lexical import bm25, query_terms, term_counts, tokenize  # n
 from streams.domain.memory import USER_CUBE, StoredMemory, agent_cube  # noqa: E402
 from streams.domain.mmr import Scored, mmr  # noqa: E402
 from streams.domain.tokens import TokenCounter  # noqa: E402
+from streams.locomo.dataset import CATEGORIES, parse_date, parse_evidence  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo-dev.json"
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 MODES = ("lexical", "dense", "hybrid")
-
-
-def parse_evidence(items: Any) -> list[str]:
-    """``D<session>:<turn>`` ids, also from malformed entries ("D8:6; D9:17", "D:11:26")."""
-    out: list[str] = []
-    for item in items if isinstance(items, list) else [items]:
-        for s, t in EVIDENCE.findall(str(item)):
-            ref = f"D{int(s)}:{int(t)}"
-            if ref not in out:
-                out.append(ref)
-    return out
-
-
-def parse_date(text: Any) -> datetime | None:
-    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%Y-%m-%d"):
-        try:
-            return datetime.strptime(str(text).strip(), fmt)
-        except ValueError:
-            continue
-    return None
 
 
 @dataclass

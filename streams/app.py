@@ -27,6 +27,7 @@ app = faust.App(
     producer_max_batch_size=256 * 1024,
     stream_buffer_maxsize=max(4096, 2 * settings.ingest.batch_size),
     web_host=settings.web.host,
+    web_bind=settings.web.host,
     web_port=settings.web.port,
     web_in_thread=False,
     datadir=settings.kafka.data_dir,

@@ -20,9 +20,11 @@ COMMANDS = [
     "streams.commands.schemas",
     "streams.commands.agent_config",
     "streams.commands.replay",
+    "streams.commands.memories",
     "streams.commands.query",
     "streams.commands.demo",
     "streams.commands.config",
+    "streams.commands.bench",
 ]
 
 

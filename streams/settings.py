@@ -93,7 +93,7 @@ class WebSettings(BaseModel):
     stats_max_buckets: int = Field(
         1000,
         ge=1,
-        description="Most buckets of a /stats trends answer; a longer range needs a coarser bucket.",
+        description="Most buckets of a /stats trends answer; longer ranges need longer buckets.",
     )
     stats_timeout_s: float = Field(
         10.0, gt=0, description="A /stats request whose queries take longer is answered with 504."

@@ -122,10 +122,13 @@ async def test_bad_parameters_are_rejected(service: StatsService, case: tuple[An
 
 
 async def test_database_down_and_slow_queries_answer_5xx(tmp_path: Path) -> None:
+    missing = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'missing' / 'x.db'}")
+
     async def unreachable() -> AsyncEngine:
-        return create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'missing' / 'x.db'}")
+        return missing
 
     down = await StatsService(unreachable).answer("/stats/overview", {"tenant": ["a"]})
+    await missing.dispose()
     assert down.status == 503 and down.body["error"]["code"] == "database_unavailable"
     stats_api.check_answer("/stats/overview", 503, down.body)
 
@@ -202,8 +205,8 @@ async def test_search_log_writer_batches_in_the_background(engine: AsyncEngine) 
 
     # the database is down: records wait, the oldest beyond max_pending are dropped
     await engine.dispose()
-    broken = SearchLogWriter(SearchLog(create_async_engine("sqlite+aiosqlite:///" + str(
-        Path("/nonexistent/dir/x.db")))), max_batch=2, max_pending=3)
+    nowhere = create_async_engine("sqlite+aiosqlite:///" + str(Path("/nonexistent/dir/x.db")))
+    broken = SearchLogWriter(SearchLog(nowhere), max_batch=2, max_pending=3)
     for i in range(5):
         broken.add(SearchRecord("t", "u", "a", float(i), i, "mysql"))
     assert broken.pending == 3 and broken.dropped == 2
@@ -211,3 +214,4 @@ async def test_search_log_writer_batches_in_the_background(engine: AsyncEngine) 
         await broken.flush()
     assert broken.pending == 3  # nothing lost by the failed write
     await broken.stop()  # logs what it could not write
+    await nowhere.dispose()

@@ -11,7 +11,7 @@ from streams.providers.base import Scope, SearchRequest
 from streams.providers.builtin import BuiltinProvider
 from streams.settings import DatabaseSettings
 from tests.integration.conftest import Stack, chat_event, session_end_event
-from tests.integration.consolidation_support import FAST, contents, run_status
+from tests.integration.consolidation_support import FAST, contents, memstream, run_status
 from tests.support.worker import eventually
 
 
@@ -48,3 +48,12 @@ async def test_idle_end_then_a_newer_fact_supersedes_the_old_one(stack: Stack) -
         assert old.event_time < new.event_time  # the messages' times, not processing time
     finally:
         await engine.dispose()
+
+    # the command line shows the same, history included on request
+    args = ["memories", "--tenant", "t1", "--user", "u1", "--agent", "a1", "--kind", "fact"]
+    valid = json.loads(memstream(stack, *args, "--format", "json").stdout)
+    assert [d["content"] for d in valid] == ["I live in Paris now."]
+    audit = json.loads(memstream(stack, *args, "--all", "--format", "json").stdout)
+    assert [(d["content"], d["superseded_by"]) for d in audit] == [
+        ("I live in Berlin.", valid[0]["id"]), ("I live in Paris now.", None)]
+    assert "(superseded by" in memstream(stack, *args, "--all").stdout

@@ -87,9 +87,12 @@ async def test_health_flips_when_kafka_stops_and_starts(stack: Stack, kafka: Pri
 
     # 2. events wait while Kafka stops
     lock = pymysql.connect(host="127.0.0.1", port=MYSQL_PORT, user=MYSQL_USER,
-                           password=MYSQL_PASSWORD, database=stack.database, autocommit=True)
+                           password=MYSQL_PASSWORD, database=stack.database, autocommit=True,
+                           read_timeout=60, write_timeout=60)
     try:
         with lock.cursor() as cur:
+            # fail, not hang, should an open transaction of the worker hold the table
+            cur.execute("SET SESSION lock_wait_timeout = 20")
             cur.execute("LOCK TABLES conversation_message WRITE")
         await produce(kafka, topic, [chat_event(i, f"c{i % 4}") for i in range(20, 40)])
         await eventually(lambda: health.get("live")[1]["lag"] == 20, 15, "the new events fetched")

@@ -24,6 +24,7 @@ test's seconds; the expressions are the shipped ones.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,17 +87,11 @@ def referenced_families(exprs: list[tuple[str, str]]) -> dict[str, str]:
     series = catalog_families()
     out: dict[str, str] = {}
     for _, expr in exprs:
-        for word in set(re_words(expr)):
+        for word in set(re.findall(r"[A-Za-z_][A-Za-z0-9_:]*", expr)):
             if word in series:
                 family, kind = series[word]
                 out[family] = kind
     return out
-
-
-def re_words(expr: str) -> list[str]:
-    import re
-
-    return re.findall(r"[A-Za-z_][A-Za-z0-9_:]*", expr)
 
 
 def family_fed(prom: PrivatePrometheus, family: str, kind: str) -> bool:
@@ -124,6 +119,24 @@ def worker_sample(port: str, name: str, labels: dict[str, str]) -> float:
     return 0.0
 
 
+def check_expressions(prom: PrivatePrometheus, exprs: list[tuple[str, str]]) -> list[str]:
+    """What is wrong with each expression: it does not parse, or a part has no data."""
+    failures = []
+    for where, expr in exprs:
+        concrete = substitute(expr, VARIABLES)
+        answer = prom.query(concrete)
+        if answer.get("status") != "success":
+            failures.append(f"{where}: does not parse: {answer.get('error')}\n  {concrete}")
+            continue
+        if answer["data"]["result"]:
+            continue
+        for form in data_forms(concrete):
+            part = prom.query(form)
+            if part.get("status") != "success" or not part["data"]["result"]:
+                failures.append(f"{where}: no data for {form!r}\n  of {concrete}")
+    return failures
+
+
 @pytest.fixture
 def fakes() -> Iterator[tuple[FakeOpenAI, FakeMemOS]]:
     with FakeOpenAI(handler=lambda body: "I have no usable JSON for you.") as llm, \
@@ -139,11 +152,13 @@ async def fail_one_mysql_write(stack: Stack, worker: WorkerProcess) -> None:
     def connect() -> Any:
         return pymysql.connect(host="127.0.0.1", port=MYSQL_PORT, user=MYSQL_USER,
                                password=MYSQL_PASSWORD, database=stack.database,
-                               autocommit=True)
+                               autocommit=True, read_timeout=60, write_timeout=60)
 
     lock, admin = connect(), connect()
     try:
         with lock.cursor() as cur:
+            # fail, not hang, should an open transaction of the worker hold the table
+            cur.execute("SET SESSION lock_wait_timeout = 20")
             cur.execute("LOCK TABLES conversation_message WRITE")
         await stack.produce([chat_event(0, "p3", content="A message written twice.")])
 
@@ -154,8 +169,11 @@ async def fail_one_mysql_write(stack: Stack, worker: WorkerProcess) -> None:
                 cur.execute("SELECT ID, STATE, INFO FROM information_schema.PROCESSLIST "
                             "WHERE DB = %s AND STATE LIKE %s", (stack.database, "%lock%"))
                 rows = cur.fetchall()
-            return [int(r[0]) for r in rows if int(r[0]) not in mine
-                    and "conversation_message" in (r[2] or "")]
+            # the ingest sink's statements: its lookup of stored events, its insert
+            sink = ("SELECT conversation_message.tenant_id, conversation_message.event_id",
+                    "INSERT INTO conversation_message")
+            return [int(r[0]) for r in rows
+                    if int(r[0]) not in mine and (r[2] or "").lstrip().startswith(sink)]
 
         await eventually(lambda: bool(waiting()), 30, "the worker's insert waiting")
         with admin.cursor() as cur:
@@ -173,7 +191,7 @@ async def fail_one_mysql_write(stack: Stack, worker: WorkerProcess) -> None:
 async def ask_queries(stack: Stack) -> None:
     """Answered from the cache, after a cache miss, and partially (MemOS failing)."""
     async with MemoryClient(KAFKA_BOOTSTRAP, request_topic=stack.topics["queries"],
-                            reply_topic=f"{stack.name}.replies", timeout_s=30) as client:
+                            reply_topic=f"{stack.name}.replies", timeout_s=15) as client:
         r = await client.query(tenant_id="t1", user_id="u1", agent_id="a1",
                                conversation_id="p1", message="Where do I live?")
         assert r.error is None and r.short_term is not None
@@ -186,7 +204,8 @@ async def ask_queries(stack: Stack) -> None:
         r = await client.query(tenant_id="t1", user_id="u1", agent_id="a1",
                                conversation_id="p1", message="What do I drink?")
         assert r.error is None
-        for _ in range(20):  # until the agent configuration has reached the worker
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the agent configuration reached the worker
             r = await client.query(tenant_id="t1", user_id="u1", agent_id="a9",
                                    message="Anything about me?")
             if r.warnings:
@@ -199,6 +218,10 @@ async def test_every_promql_expression_returns_data(
     stack: Stack, fakes: tuple[FakeOpenAI, FakeMemOS], tmp_path: Path
 ) -> None:
     started = time.monotonic()
+
+    def step(what: str) -> None:  # shown when the test fails
+        print(f"{time.monotonic() - started:6.1f}s {what}", flush=True)
+
     llm, memos = fakes
     llm.fail_next(1, status=500)  # one failed model call, then retried
     memos.fail_always(500)
@@ -220,6 +243,7 @@ async def test_every_promql_expression_returns_data(
                              "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]},
         rule_files={"alerts.yml": rules_without_for()})
     try:
+        step("worker and prometheus up")
         memstream(stack, "agent-config", "set", "--tenant", "t1", "--agent", "a9",
                   "--provider", "MEMOS", "--open-long-memory", "on", "--model", "test-model")
         first = ["I live in Berlin.", "Noted.", "I like green tea.", "Sure.",
@@ -230,14 +254,20 @@ async def test_every_promql_expression_returns_data(
             [chat_event(i, "p1", content=c) for i, c in enumerate(first + filler)]
             + [session_end_event("p1", n=0), b"\x00 not json"]
             + [chat_event(0, "p2", content="I enjoy hiking.")])  # ends idle
+        step("first session sent")
         await eventually(lambda: run_status(stack, "t1/p1#1") == "done", 60, "the first close")
+        step("first session consolidated")
         await stack.produce([chat_event(100, "p1", content="Actually, I live in Paris now."),
                              chat_event(101, "p1", content="Noted."),
                              session_end_event("p1", n=1)])
         await eventually(lambda: run_status(stack, "t1/p1#2") == "done", 60, "the second close")
+        await eventually(lambda: run_status(stack, "t1/p2#1") == "done", 60, "the idle close")
+        step("second session and the idle one consolidated")
         await fail_one_mysql_write(stack, worker)
+        step("mysql write failed and retried")
         await ask_queries(stack)
 
+        step("queries answered")
         exprs = dashboard_expressions() + alert_expressions()
         families = referenced_families(exprs)
         assert len(families) > 25
@@ -257,19 +287,13 @@ async def test_every_promql_expression_returns_data(
         await eventually(lambda: bool(prom.query('ALERTS{alertstate="firing"}')["data"]["result"]),
                          15, "a firing alert")
 
-        failures = []
-        for where, expr in exprs:
-            concrete = substitute(expr, VARIABLES)
-            answer = prom.query(concrete)
-            if answer.get("status") != "success":
-                failures.append(f"{where}: does not parse: {answer.get('error')}\n  {concrete}")
-                continue
-            if answer["data"]["result"]:
-                continue
-            for form in data_forms(concrete):
-                part = prom.query(form)
-                if part.get("status") != "success" or not part["data"]["result"]:
-                    failures.append(f"{where}: no data for {form!r}\n  of {concrete}")
+        step("every family fed, an alert firing")
+        # a series needs two scrapes before rate() and increase() see it
+        failures = check_expressions(prom, exprs)
+        deadline = time.monotonic() + 20
+        while failures and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+            failures = check_expressions(prom, exprs)
         assert not failures, "\n".join(failures)
         assert time.monotonic() - started < 120
     finally:

@@ -27,6 +27,7 @@ from streams.domain.memory import MemoryCandidate, SourceMessage, StoredMemory
 from streams.providers.http import ProviderRateLimited, ProviderRequestRejected, ProviderTimeout
 from streams.providers.registry import ModelFactory, ProviderNotConfigured, ProviderRegistry
 from streams.publish import SourceRecord, header
+from streams.replay import ReplayFilter, redrive_headers, replay_group, skip_reason
 
 T = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -182,3 +183,21 @@ def test_models_and_providers_are_never_substituted() -> None:
     assert built == ["default", "agent-model"]
     with pytest.raises(ProviderNotConfigured):
         ProviderRegistry({}).get("memos")
+
+
+def test_replay_selects_by_source_tenant_and_time_and_drops_own_headers() -> None:
+    since = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    base = [("memstream.source.topic", b"chat.messages"), ("traceparent", b"00-ab"),
+            ("memstream.failed_at", b"2026-11-30T09:30:00+00:00")]
+    value = b'{"tenant_id": "t1", "event_id": "e1"}'
+    assert skip_reason(base, value, ReplayFilter()) is None
+    assert skip_reason(base, value, ReplayFilter(tenant_id="t1", since=since)) is None
+    assert skip_reason(base, value, ReplayFilter(tenant_id="t2")) == "other_tenant"
+    assert skip_reason(base, b"\xff not json", ReplayFilter(tenant_id="t1")) == "other_tenant"
+    assert skip_reason(base[1:], value, ReplayFilter()) == "no_source_topic"
+    later = ReplayFilter(since=since + timedelta(hours=1))
+    assert skip_reason(base, value, later) == "before_since"
+    out = redrive_headers(base, "memory.dlq/3/17")
+    assert out == [("traceparent", b"00-ab"), ("memstream.replayed_from", b"memory.dlq/3/17")]
+    assert replay_group("memstream", None) == "memstream-replay"
+    assert replay_group("memstream", "t1") == "memstream-replay.t1"

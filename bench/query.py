@@ -1,0 +1,198 @@
+"""Query benchmark: end-to-end memory lookups over Kafka, client to client.
+
+1,000 users holding 100 memories each (built-in provider, lexical retrieval by
+default), one worker, requests sent open-loop at 50/s. Needs the services of
+``make services``. Ends by printing one JSON line with p50_ms, p95_ms, p99_ms,
+requests and errors.
+
+    python bench/query.py [--users 1000] [--memories 100] [--rate 50] [--seconds 30]
+                          [--embedder none|local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from streams.admin import ensure_topics  # noqa: E402
+from streams.client import MemoryClient  # noqa: E402
+from streams.db.engine import create_engine  # noqa: E402
+from streams.db.migrate import upgrade  # noqa: E402
+from streams.domain.memory import MemoryCandidate, agent_cube  # noqa: E402
+from streams.embeddings import LocalEmbedder  # noqa: E402
+from streams.local_worker import LocalWorker  # noqa: E402
+from streams.locomo.scoring import percentile  # noqa: E402
+from streams.providers.base import Scope  # noqa: E402
+from streams.providers.builtin import BuiltinProvider  # noqa: E402
+from streams.settings import (  # noqa: E402
+    DatabaseSettings,
+    EmbeddingSettings,
+    KafkaSettings,
+    QuerySettings,
+    RedisSettings,
+    Settings,
+    WebSettings,
+)
+
+KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
+REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
+MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
+TOPICS = ("trip hotel flight museum dinner budget sister vegetarian walking beach train ticket "
+          "morning weather booking price river market coffee book concert guitar garden "
+          "painting running yoga cooking spanish french camera bicycle piano chess hiking "
+          "wine cheese football tennis swimming podcast novel poetry theatre cinema").split()
+PLACES = "Lisbon Porto Madrid Berlin Oslo Kyoto Lima Quito Austin Denver Perth Cairo".split()
+VERBS = ("likes", "visited", "prefers", "bought", "planned", "talked about", "learned",
+         "booked", "enjoys", "avoids")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def memory_text(rng: random.Random, user: int, i: int) -> str:
+    t1, t2 = rng.sample(TOPICS, 2)
+    return (f"User {user} {rng.choice(VERBS)} {t1} in {rng.choice(PLACES)} "
+            f"and mentioned {t2} (note {i}).")
+
+
+async def seed(settings: Settings, users: int, per_user: int, embed: bool) -> float:
+    engine = create_engine(settings.database)
+    await upgrade(engine)
+    embedder = LocalEmbedder() if embed else None
+    provider = BuiltinProvider(engine, embedder=embedder)
+    rng = random.Random(3)
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    start = time.perf_counter()
+    for u in range(users):
+        scope = Scope("bench", f"user-{u}", "agent-1")
+        mems = [MemoryCandidate(content=memory_text(rng, u, i), type="text", scope="user",
+                                importance=0.5, event_time=t0 + timedelta(days=i),
+                                source_event_ids=(f"u{u}-e{i}",))
+                for i in range(per_user)]
+        await provider.add(scope, "user_profile", mems[: per_user * 4 // 5])
+        await provider.add(scope, agent_cube("agent-1"), [
+            MemoryCandidate(content=m.content, type="skill", scope="agent", importance=0.5,
+                            event_time=m.event_time, source_event_ids=m.source_event_ids)
+            for m in mems[per_user * 4 // 5:]])
+        if u % 100 == 99:
+            print(f"  seeded {u + 1}/{users} users", file=sys.stderr, flush=True)
+    await engine.dispose()
+    return time.perf_counter() - start
+
+
+async def load(settings: Settings, users: int, rate: float, seconds: float,
+               warmup: int) -> dict[str, Any]:
+    rng = random.Random(9)
+    latencies: list[float] = []
+    errors = 0
+    async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
+                            reply_topic=settings.query.reply_topic, timeout_s=10) as client:
+
+        async def one(record: bool) -> None:
+            nonlocal errors
+            u = rng.randrange(users)
+            message = f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)} in {rng.choice(PLACES)}?"
+            start = time.perf_counter()
+            try:
+                reply = await client.query(tenant_id="bench", user_id=f"user-{u}",
+                                           agent_id="agent-1", message=message,
+                                           include_short_term=False)
+                ok = reply.error is None and not reply.warnings
+            except Exception:
+                ok = False
+            if record:
+                latencies.append((time.perf_counter() - start) * 1000)
+                errors += 0 if ok else 1
+
+        await asyncio.gather(*(one(False) for _ in range(warmup)))  # connections, caches
+        tasks = []
+        interval = 1.0 / rate
+        begin = time.perf_counter()
+        n = int(rate * seconds)
+        for i in range(n):
+            delay = begin + i * interval - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(True)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - begin
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p95_ms": round(percentile(latencies, 95), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+        "achieved_rate": round(len(latencies) / elapsed, 1),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    run = f"{int(time.time())}"
+    db = f"bench_query_{run}"
+    subprocess.run(["mariadb", "-h127.0.0.1", f"-P{MYSQL}", "-umemstream", "-pmemstream", "-e",
+                    f"CREATE DATABASE {db} CHARACTER SET utf8mb4"], check=True)
+    k = KafkaSettings(broker=f"kafka://127.0.0.1:{KAFKA}", app_id=f"qbench-{run}", partitions=4,
+                      data_dir=str(ROOT / ".bench" / f"qbench-{run}"),
+                      **{f"{n}_topic": f"qbench-{run}.{n}" for n in (
+                          "chat", "subagent", "dlq", "retry", "session_closed", "queries",
+                          "agent_config", "idle")})
+    settings = Settings(
+        kafka=k,
+        database=DatabaseSettings(url=SecretStr(
+            f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/{db}")),
+        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/6"), key_prefix=f"qb{run}"),
+        embedding=EmbeddingSettings(kind=args.embedder),
+        query=QuerySettings(reply_topic=f"qbench-{run}.replies"),
+        web=WebSettings(port=_free_port()),
+    )
+    worker = None
+    try:
+        print(f"seeding {args.users} users x {args.memories} memories ...", file=sys.stderr)
+        seed_s = await seed(settings, args.users, args.memories, args.embedder == "local")
+        await ensure_topics(settings.kafka)
+        worker = LocalWorker(settings, ROOT / ".bench" / "query-worker.log").start()
+        await asyncio.sleep(args.settle)
+        print(f"load: {args.rate}/s for {args.seconds}s ...", file=sys.stderr)
+        result = await load(settings, args.users, args.rate, args.seconds, warmup=20)
+    finally:
+        if worker is not None:
+            worker.stop()
+        subprocess.run(["mariadb", "-h127.0.0.1", f"-P{MYSQL}", "-umemstream", "-pmemstream",
+                        "-e", f"DROP DATABASE IF EXISTS {db}"], check=False)
+    result.update({
+        "users": args.users, "memories_per_user": args.memories, "rate": args.rate,
+        "embedder": args.embedder, "seed_s": round(seed_s, 1),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
+    })
+    return result
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--users", type=int, default=1000)
+    ap.add_argument("--memories", type=int, default=100)
+    ap.add_argument("--rate", type=float, default=50.0)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--settle", type=float, default=8.0, help="seconds for the worker to join")
+    ap.add_argument("--embedder", choices=["none", "local"], default="none")
+    print(json.dumps(asyncio.run(main(ap.parse_args()))))

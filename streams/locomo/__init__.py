@@ -1,0 +1,1 @@
+"""The LoCoMo long-term conversational memory benchmark, run through Kafka."""
