@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
-        test-integration lint typecheck demo bench-ingest bench-query bench-locomo schemas clean
+        test-integration lint typecheck demo bench-ingest bench-consolidation bench-query \
+        bench-locomo bench-retrieval docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -55,6 +56,22 @@ demo: $(STAMP)  ## the main job on the embedded default (SQLite, no Redis, local
 
 bench-ingest: $(STAMP) services  ## sustained ingest rate vs the reference path (docs/benchmarks.md)
 	$(PY) bench/ingest.py
+
+bench-consolidation: $(STAMP) services  ## session ends/s with the rule judge; model calls per 100 messages
+	$(PY) bench/consolidation.py
+
+bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s
+	$(PY) bench/query.py
+
+bench-locomo: $(STAMP) services  ## LoCoMo evidence recall through Kafka (local embedder, rule judge)
+	$(PY) bench/locomo.py
+
+bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
+	$(PY) bench/retrieval_offline.py
+
+docs: $(STAMP)  ## regenerate docs/configuration.md and schemas/ from the code
+	$(VENV)/bin/memstream config docs > docs/configuration.md
+	$(VENV)/bin/memstream schemas export --out schemas
 
 schemas: $(STAMP)  ## regenerate the JSON Schemas in schemas/
 	$(VENV)/bin/memstream schemas export --out schemas

@@ -19,10 +19,14 @@ async def ingest(stream: Any) -> None:
         for event in events:
             await stream.ack(event)
 
-    # process() returns only once a batch is stored (it retries the database
-    # until it answers); the sink acknowledges a batch only after that, while
-    # this loop already reads the next one.
-    sink = BatchSink(processor.process, ack, max_batch=settings.ingest.batch_size,
+    async def write(records: list[Any]) -> Any:
+        # stage one stores the batch in MySQL (retrying until it answers); stage
+        # two (Redis, session ends) overlaps the next batch's stage one; the sink
+        # acknowledges a batch once both are done, while this loop reads on.
+        _, cache_stage = await processor.store_batch(records)
+        return cache_stage
+
+    sink = BatchSink(write, ack, max_batch=settings.ingest.batch_size,
                      max_pending=4 * settings.ingest.batch_size, name="ingest")
     try:
         async for events in stream.noack_take(settings.ingest.batch_size,

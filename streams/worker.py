@@ -22,6 +22,7 @@ from streams.publish import ProducerPublisher
 from streams.query.processor import Answer, QueryProcessor
 from streams.query.service import ReplyPublisher, build_query_processor
 from streams.runtime import Runtime
+from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.tables import agent_configs, sessions
 from streams.web import install as install_web
 
@@ -33,6 +34,8 @@ install_web(app, runtime, settings)
 async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
     if _replies is not None:
         await _replies.stop()
+    if _search_log is not None:
+        await _search_log.stop()
     await runtime.stop()
 
 
@@ -105,19 +108,23 @@ def idle_scanner() -> IdleScanner:
 
 _query_processor: QueryProcessor | None = None
 _replies: ReplyPublisher | None = None
+_search_log: SearchLogWriter | None = None
 _query_lock = asyncio.Lock()
 
 
 async def query_processor() -> QueryProcessor:
     """One processor and one reply producer, shared by all concurrent query actors."""
-    global _query_processor, _replies
+    global _query_processor, _replies, _search_log
     async with _query_lock:
         if _query_processor is None:
             await runtime.start()
             replies = ReplyPublisher(settings.kafka.broker)
             await replies.start()
             _replies = replies
-            _query_processor = build_query_processor(runtime, TableAgentConfigs(agent_configs))
+            _search_log = SearchLogWriter(SearchLog(runtime.engine))
+            await _search_log.start()
+            _query_processor = build_query_processor(
+                runtime, TableAgentConfigs(agent_configs), search_log=_search_log)
         return _query_processor
 
 

@@ -25,8 +25,16 @@ from pydantic import SecretStr
 
 from streams.admin import ensure_topics
 from streams.commands._common import fail
+from streams.client import MemoryClient
 from streams.commands.history import render_text
+from streams.commands.memories import as_doc
+from streams.commands.memories import render_text as render_memories
 from streams.commands.produce import read_events
+from streams.commands.query import render_text as render_reply
+from streams.consolidation.runs import RunStore
+from streams.domain.memory import readable_cubes
+from streams.providers.base import Scope
+from streams.providers.builtin import BuiltinProvider
 from streams.embedded_broker import BrokerUnavailableError, EmbeddedBroker, free_port, start_embedded_broker
 from streams.kafka_io import publish_events
 from streams.runtime import Runtime
@@ -140,8 +148,48 @@ class Demo:
             print(render_text(window))
             print(json.dumps({"messages": len(window["messages"]), "tokens": window["tokens"],
                               "source": window["source"]}))
+            first = messages[0]
+            if any(e.get("type") == "session_end" for e in events):
+                closed_id = f"{tenant}/{conversation}#1"
+                step(f"waiting for the session end ({closed_id}) to be consolidated")
+                await self.wait_for_run(rt, closed_id)
+                user, agent = first["user_id"], first["agent_id"]
+                step(f"memstream memories --tenant {tenant} --user {user} --agent {agent}")
+                print(render_memories(await self.memories(rt, tenant, user, agent)))
+                await self.ask(settings, first, conversation)
         finally:
             await rt.stop()
+
+    async def wait_for_run(self, rt: Runtime, closed_id: str) -> None:
+        deadline = time.monotonic() + self.args.timeout
+        while time.monotonic() < deadline:
+            if self.worker is not None and self.worker.poll() is not None:
+                raise RuntimeError(f"the worker stopped:\n{self.worker_log()}")
+            run = await RunStore(rt.engine).get(closed_id)
+            if run is not None and run.status == "done":
+                return
+            await asyncio.sleep(0.5)
+        raise TimeoutError(f"{closed_id} was not consolidated in {self.args.timeout:.0f}s")
+
+    async def memories(self, rt: Runtime, tenant: str, user: str, agent: str) -> list[dict[str, Any]]:
+        provider = BuiltinProvider(rt.engine)
+        scope = Scope(tenant, user, agent)
+        return [as_doc(m) for cube in readable_cubes(agent)
+                for m in await provider.history(scope, cube) if m.metadata.get("valid_to") is None]
+
+    async def ask(self, settings: Settings, first: dict[str, Any], conversation: str) -> None:
+        question = "What do you remember about my food and my sister?"
+        step(f'memstream query --tenant {first["tenant_id"]} --user {first["user_id"]} '
+             f'--agent {first["agent_id"]} --conversation {conversation} "{question}"')
+        async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
+                                reply_topic=settings.query.reply_topic,
+                                timeout_s=self.args.timeout) as client:
+            reply = await client.query(tenant_id=first["tenant_id"], user_id=first["user_id"],
+                                       agent_id=first["agent_id"], message=question,
+                                       conversation_id=conversation, top_k=5)
+        if reply.error is not None:
+            raise RuntimeError(f"the query failed: {reply.error.code}: {reply.error.message}")
+        print(render_reply(reply.model_dump(mode="json")))
 
     def stop(self) -> None:
         if self.worker is not None and self.worker.poll() is None:

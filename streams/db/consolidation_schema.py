@@ -39,7 +39,7 @@ from sqlalchemy import (
     Text,
 )
 
-from streams.db.memory_schema import BinaryKey
+from streams.db.schema import BinaryKey
 from streams.db.schema import LongText, Timestamp, metadata
 
 CLOSED_ID_LEN = 400  # "{tenant}/{conversation}#{seq}": 64 + 1 + 255 + 1 + digits

@@ -32,19 +32,10 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects import mysql
-from sqlalchemy.types import TypeEngine
 
-from streams.db.schema import BigId, LongText, Timestamp, metadata
+from streams.db.schema import BigId, BinaryKey, LongText, Timestamp, metadata
 
 TERM_MAX_CHARS = 64
-
-
-def BinaryKey(length: int) -> TypeEngine[str]:
-    """A string compared byte for byte (case- and accent-sensitive) on MySQL too."""
-    return String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
-    )
 
 
 memory_scope_stats = Table(

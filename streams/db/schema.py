@@ -19,6 +19,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import mysql
+from sqlalchemy.types import TypeEngine
 
 metadata = MetaData(
     naming_convention={
@@ -33,13 +34,21 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql")
 Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
+
+def BinaryKey(length: int) -> TypeEngine[str]:
+    """A string compared byte for byte (case- and accent-sensitive) on MySQL too:
+    ids such as ``acme`` and ``ACME`` are different tenants."""
+    return String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
+    )
+
 conversation_message = Table(
     "conversation_message",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("tenant_id", String(64), nullable=False),
-    Column("event_id", String(128), nullable=False),
-    Column("conversation_id", String(255), nullable=False),
+    Column("tenant_id", BinaryKey(64), nullable=False),
+    Column("event_id", BinaryKey(128), nullable=False),
+    Column("conversation_id", BinaryKey(255), nullable=False),
     Column("user_id", String(255), nullable=False),
     Column("agent_id", String(255), nullable=False),
     Column("role", String(16), nullable=False),
@@ -57,8 +66,8 @@ conversation_message = Table(
 conversation_summary = Table(
     "conversation_summary",
     metadata,
-    Column("tenant_id", String(64), primary_key=True),
-    Column("conversation_id", String(255), primary_key=True),
+    Column("tenant_id", BinaryKey(64), primary_key=True),
+    Column("conversation_id", BinaryKey(255), primary_key=True),
     Column("summary", LongText, nullable=False),
     Column("covered_until_id", BigInteger, nullable=False),
     Column("covered_count", Integer, nullable=False),

@@ -263,3 +263,14 @@ async def test_query_command_line(running: Any) -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert "vegetarian" in doc["user_profile"] and doc["short_term"]["messages"]
+
+
+async def test_searches_are_logged_for_the_search_trends(running: Any) -> None:
+    stack = running[0]
+
+    def logged() -> bool:
+        rows = stack.sql("SELECT provider, keyword_only, outcome FROM memory_search_log "
+                         "WHERE tenant_id = 'tenant-a'")
+        return any(r[0] == "mysql" and r[1] == "1" and r[2] == "ok" for r in rows) and any(
+            r[0] == "memos" and r[2] != "ok" for r in rows)
+    await eventually(logged, 20, "the search log to be flushed")

@@ -75,3 +75,22 @@ async def test_without_redis_reads_go_to_the_database(stack: Stack) -> None:
     async with session_reader(stack, redis_url="") as reader:
         msgs, src = await reader.messages("t1", "c", 10)
     assert src == "database" and len(msgs) == 4
+
+
+async def test_tenant_and_ids_are_case_sensitive(stack: Stack) -> None:
+    engine = stack.engine()
+    try:
+        await upgrade(engine)
+        store = MessageStore(engine)
+        rows = [
+            message_row(ChatMessage(
+                event_id=event, type="message", tenant_id=tenant, user_id="u", agent_id="a",
+                conversation_id=conv, role="user", content=f"{tenant} {conv}", created_at=T0), T0)
+            for tenant, conv, event in (("acme", "c", "e1"), ("ACME", "c", "e1"), ("acme", "C", "E1"))
+        ]
+        assert len(await store.store(rows)) == 3
+        assert [m["content"] for m in await store.recent("ACME", "c", 10)] == ["ACME c"]
+        assert [m["content"] for m in await store.recent("acme", "c", 10)] == ["acme c"]
+        assert [m["content"] for m in await store.recent("acme", "C", 10)] == ["acme C"]
+    finally:
+        await engine.dispose()
