@@ -58,8 +58,11 @@ KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
 REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
 MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
 BOOTSTRAP = f"127.0.0.1:{KAFKA}"
-WORDS = ("trip hotel flight museum dinner budget sister vegetarian walk beach train ticket "
-         "morning evening weather booking price city river market coffee book concert").split()
+WORDS = [
+    "trip", "hotel", "flight", "museum", "dinner", "budget", "sister", "vegetarian", "walk",
+    "beach", "train", "ticket", "morning", "evening", "weather", "booking", "price", "city",
+    "river", "market", "coffee", "book", "concert",
+]
 
 
 def make_events(n: int, conversations: int, seed: int = 1) -> list[dict[str, Any]]:
@@ -208,7 +211,8 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
                 raise RuntimeError(f"worker exited, see {log_path}")
             try:
                 async with engine.connect() as conn:
-                    count = (await conn.execute(text("SELECT COUNT(*) FROM conversation_message"))).scalar()
+                    count = (await conn.execute(
+                        text("SELECT COUNT(*) FROM conversation_message"))).scalar()
                 if count == n:
                     break
             except Exception:
@@ -224,8 +228,10 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
 
             body = urllib.request.urlopen(f"http://127.0.0.1:{settings.web.port}/metrics").read()
             for line in body.decode().splitlines():
-                if line.startswith(("memstream_sink_write_seconds_sum", "memstream_sink_write_seconds_count",
-                                    "memstream_ingest_batch_size_sum", "memstream_ingest_batch_size_count")):
+                if line.startswith(("memstream_sink_write_seconds_sum",
+                                    "memstream_sink_write_seconds_count",
+                                    "memstream_ingest_batch_size_sum",
+                                    "memstream_ingest_batch_size_count")):
                     print(line, file=sys.stderr)
         return n / max((last - first).total_seconds(), 1e-3)
     finally:
@@ -259,12 +265,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(
         kafka=KafkaSettings(broker=f"kafka://{BOOTSTRAP}", app_id=f"bench-{run}", partitions=8,
                             chat_topic=topic, subagent_topic=f"bench.sub.{run}",
-                            dlq_topic=f"bench.dlq.{run}", session_closed_topic=f"bench.closed.{run}",
+                            dlq_topic=f"bench.dlq.{run}",
+                            session_closed_topic=f"bench.closed.{run}",
                             retry_topic=f"bench.retry.{run}", queries_topic=f"bench.q.{run}",
                             agent_config_topic=f"bench.cfg.{run}",
                             data_dir=str(ROOT / ".bench" / f"state-{run}")),
         database=DatabaseSettings(url=SecretStr(await fresh_database("bench_ingest"))),
-        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/1"), key_prefix=f"bench{run}"),
+        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/1"),
+                            key_prefix=f"bench{run}"),
         web=WebSettings(port=_free_port()),
     )
     settings.ingest.batch_size = args.batch

@@ -52,11 +52,15 @@ from streams.settings import (  # noqa: E402
 KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
 REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
 MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
-TOPICS = ("trip hotel flight museum dinner budget sister vegetarian walking beach train ticket "
-          "morning weather booking price river market coffee book concert guitar garden "
-          "painting running yoga cooking spanish french camera bicycle piano chess hiking "
-          "wine cheese football tennis swimming podcast novel poetry theatre cinema").split()
-PLACES = "Lisbon Porto Madrid Berlin Oslo Kyoto Lima Quito Austin Denver Perth Cairo".split()
+TOPICS = [
+    "trip", "hotel", "flight", "museum", "dinner", "budget", "sister", "vegetarian", "walking",
+    "beach", "train", "ticket", "morning", "weather", "booking", "price", "river", "market",
+    "coffee", "book", "concert", "guitar", "garden", "painting", "running", "yoga", "cooking",
+    "spanish", "french", "camera", "bicycle", "piano", "chess", "hiking", "wine", "cheese",
+    "football", "tennis", "swimming", "podcast", "novel", "poetry", "theatre", "cinema",
+]
+PLACES = ["Lisbon", "Porto", "Madrid", "Berlin", "Oslo", "Kyoto", "Lima", "Quito", "Austin",
+          "Denver", "Perth", "Cairo"]
 VERBS = ("likes", "visited", "prefers", "bought", "planned", "talked about", "learned",
          "booked", "enjoys", "avoids")
 
@@ -111,7 +115,8 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
         async def one(record: bool) -> None:
             nonlocal errors
             u = rng.randrange(users)
-            message = f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)} in {rng.choice(PLACES)}?"
+            message = (f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)}"
+                       f" in {rng.choice(PLACES)}?")
             start = time.perf_counter()
             try:
                 reply = await client.query(tenant_id="bench", user_id=f"user-{u}",

@@ -9,6 +9,7 @@ topics with that count and refuses to start against a mismatch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -64,7 +65,9 @@ def copartitioned(k: KafkaSettings) -> set[str]:
 
 async def ensure_topics(k: KafkaSettings, *, timeout_s: float = 60.0) -> list[str]:
     """Create missing topics; return the names created. Raises TopicLayoutError on a mismatch."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(k.broker), request_timeout_ms=15000)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers(k.broker), request_timeout_ms=15000
+    )
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         try:
@@ -80,13 +83,11 @@ async def ensure_topics(k: KafkaSettings, *, timeout_s: float = 60.0) -> list[st
         specs = topic_specs(k)
         missing = [s for s in specs if s.name not in existing]
         if missing:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(
                     [NewTopic(s.name, s.partitions, k.replication_factor, topic_configs=s.config)
                      for s in missing]
                 )
-            except TopicAlreadyExistsError:
-                pass
             created = [s.name for s in missing]
             log.info("created topics: %s", ", ".join(created))
         want = copartitioned(k)
@@ -96,7 +97,8 @@ async def ensure_topics(k: KafkaSettings, *, timeout_s: float = 60.0) -> list[st
             if n and n != k.partitions:
                 raise TopicLayoutError(
                     f"topic {t['topic']!r} has {n} partitions but MEMSTREAM_KAFKA__PARTITIONS is "
-                    f"{k.partitions}; they must match (a table and its source topics are co-partitioned)"
+                    f"{k.partitions}; they must match (a table and its source topics are "
+                    "co-partitioned)"
                 )
     finally:
         await admin.close()

@@ -240,7 +240,10 @@ class ConversationCache:
                 pipe.multi()  # type: ignore[no-untyped-call]
                 pipe.delete(lk)
                 if docs:
-                    pipe.lpush(lk, *[json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs])
+                    pipe.lpush(
+                        lk,
+                        *[json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs],
+                    )
                     pipe.expire(lk, self.history_ttl_s)
                 await pipe.execute()
         except WatchError:
@@ -263,7 +266,9 @@ class ConversationCache:
             raise CacheUnavailableError(str(exc)) from exc
         return None if raw is None else dict(json.loads(raw))
 
-    async def set_summary(self, tenant_id: str, conversation_id: str, summary: dict[str, Any]) -> None:
+    async def set_summary(
+        self, tenant_id: str, conversation_id: str, summary: dict[str, Any]
+    ) -> None:
         redis = self._check()
         try:
             await redis.set(

@@ -149,7 +149,9 @@ class MemoryClient:
         self._waiting[cid] = fut
         all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
         try:
-            await self._producer.send_and_wait(self.request_topic, value, key=key, headers=all_headers)
+            await self._producer.send_and_wait(
+                self.request_topic, value, key=key, headers=all_headers
+            )
             return await asyncio.wait_for(fut, timeout_s or self.timeout_s)
         except TimeoutError as exc:
             raise QueryTimeoutError(f"no reply within {timeout_s or self.timeout_s:.1f}s") from exc

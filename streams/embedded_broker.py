@@ -129,7 +129,11 @@ def kafka_command(workdir: Path, port: int, controller_port: int) -> list[str]:
 
 def kafka_ready(workdir: Path, port: int) -> bool:
     log = workdir / "server.log"
-    return port_open(port) and log.exists() and "Kafka Server started" in log.read_text(errors="replace")
+    return (
+        port_open(port)
+        and log.exists()
+        and "Kafka Server started" in log.read_text(errors="replace")
+    )
 
 
 def tansu_binary() -> str | None:
@@ -160,7 +164,9 @@ class EmbeddedBroker:
                 self.proc.wait(10)
 
 
-def start_embedded_broker(workdir: Path, prefer: str = "auto", timeout: float = 120.0) -> EmbeddedBroker:
+def start_embedded_broker(
+    workdir: Path, prefer: str = "auto", timeout: float = 120.0
+) -> EmbeddedBroker:
     """Start a throw-away broker of our own in ``workdir``; the caller stops it."""
     kinds = ["kafka", "tansu"] if prefer == "auto" else [prefer]
     errors = []
@@ -184,8 +190,8 @@ def start_embedded_broker(workdir: Path, prefer: str = "auto", timeout: float = 
             continue
         workdir.mkdir(parents=True, exist_ok=True)
         log = open(workdir / f"{kind}.log", "ab")  # noqa: SIM115
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         broker = EmbeddedBroker(kind, f"kafka://127.0.0.1:{port}", proc, workdir)
         deadline = time.monotonic() + timeout

@@ -8,6 +8,7 @@ comes from Redis (cached for an hour) or the database.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -87,10 +88,8 @@ class SessionReader:
             return await self.store.recent(tenant_id, conversation_id, last_n), "database"
         docs = await self.store.recent(tenant_id, conversation_id, self.cache.history_max)
         if docs:
-            try:
+            with contextlib.suppress(CacheUnavailableError):
                 await self.cache.backfill(tenant_id, conversation_id, docs, version)
-            except CacheUnavailableError:
-                pass
         return docs[-last_n:], "database"
 
     async def summary(self, tenant_id: str, conversation_id: str) -> str | None:
@@ -105,13 +104,11 @@ class SessionReader:
         if row is None:
             return None
         if self.cache.enabled:
-            try:
+            with contextlib.suppress(CacheUnavailableError):
                 await self.cache.set_summary(
                     tenant_id, conversation_id,
                     {"text": row.text, "covered_until_id": row.covered_until_id},
                 )
-            except CacheUnavailableError:
-                pass
         return row.text
 
     async def window(

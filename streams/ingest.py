@@ -246,14 +246,19 @@ class IngestProcessor:
         await self._deliver(reroute, "reroute")
 
         now = datetime.now(UTC)
-        rows = [message_row(i.event, now, i.origin) for i in items if isinstance(i.event, ChatMessage)]
+        rows = [
+            message_row(i.event, now, i.origin) for i in items if isinstance(i.event, ChatMessage)
+        ]
 
         async def store() -> set[tuple[str, str]]:
             with SINK_LATENCY.labels("mysql").time():
                 return await self.store.store(rows)
 
         new_keys = await retry_forever(
-            store, what="mysql", initial_s=self.config.retry_initial_s, max_s=self.config.retry_max_s
+            store,
+            what="mysql",
+            initial_s=self.config.retry_initial_s,
+            max_s=self.config.retry_max_s,
         )
         result.stored = len(new_keys)
         result.duplicates = len(rows) - len(new_keys)

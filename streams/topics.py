@@ -11,8 +11,8 @@ chat_messages = app.topic(
     _k.chat_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
 )
 subagent_chat = app.topic(
-    _k.subagent_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
-    partitions=_k.partitions, internal=True,
+    _k.subagent_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+    value_serializer="raw", partitions=_k.partitions, internal=True,
 )
 idle_checks = app.topic(
     _k.idle_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
@@ -42,5 +42,6 @@ agent_config = app.topic(
     value_serializer="raw", partitions=1, compacting=True, internal=True,
 )
 memory_queries = app.topic(
-    _k.queries_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+    _k.queries_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+    value_serializer="raw",
 )

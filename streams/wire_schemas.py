@@ -14,7 +14,9 @@ BASE = "https://memstream.dev/schemas/"
 
 
 def _doc(schema: dict[str, Any], name: str, title: str, description: str) -> dict[str, Any]:
-    return {"$schema": DRAFT, "$id": BASE + name, "title": title, "description": description, **schema}
+    return {
+        "$schema": DRAFT, "$id": BASE + name, "title": title, "description": description, **schema
+    }
 
 
 def all_schemas() -> dict[str, dict[str, Any]]:
@@ -50,7 +52,8 @@ def all_schemas() -> dict[str, dict[str, Any]]:
             "memory.queries request",
             "A memory lookup, keyed \"{tenant_id}/{user_id}\". The reply topic and correlation "
             "id travel in the Kafka headers kafka_replyTopic, kafka_correlationId and optional "
-            "kafka_replyPartition (4-byte big-endian int), as Spring's ReplyingKafkaTemplate sets them.",
+            "kafka_replyPartition (4-byte big-endian int), as Spring's ReplyingKafkaTemplate "
+            "sets them.",
         ),
         "memory-reply.schema.json": _doc(
             MemoryReply.model_json_schema(),

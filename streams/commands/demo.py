@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from streams.admin import ensure_topics
-from streams.commands._common import fail
 from streams.client import MemoryClient
+from streams.commands._common import fail
 from streams.commands.history import render_text
 from streams.commands.memories import as_doc
 from streams.commands.memories import render_text as render_memories
@@ -33,12 +33,24 @@ from streams.commands.produce import read_events
 from streams.commands.query import render_text as render_reply
 from streams.consolidation.runs import RunStore
 from streams.domain.memory import readable_cubes
+from streams.embedded_broker import (
+    BrokerUnavailableError,
+    EmbeddedBroker,
+    free_port,
+    start_embedded_broker,
+)
+from streams.kafka_io import publish_events
 from streams.providers.base import Scope
 from streams.providers.builtin import BuiltinProvider
-from streams.embedded_broker import BrokerUnavailableError, EmbeddedBroker, free_port, start_embedded_broker
-from streams.kafka_io import publish_events
 from streams.runtime import Runtime
-from streams.settings import DatabaseSettings, KafkaSettings, RedisSettings, Settings, WebSettings, settings_env
+from streams.settings import (
+    DatabaseSettings,
+    KafkaSettings,
+    RedisSettings,
+    Settings,
+    WebSettings,
+    settings_env,
+)
 
 DEFAULT_SAMPLE = "examples/sample-conversation.jsonl"
 
@@ -48,7 +60,8 @@ def register(sub: Any) -> None:
     p.add_argument("--broker", default=None, help="use this Kafka instead of a local one")
     p.add_argument("--broker-kind", choices=["auto", "kafka", "tansu"], default="auto",
                    help="which local broker to start when --broker is not given")
-    p.add_argument("--file", default=None, help=f"chat events to publish (default {DEFAULT_SAMPLE})")
+    p.add_argument("--file", default=None,
+                   help=f"chat events to publish (default {DEFAULT_SAMPLE})")
     p.add_argument("--keep", action="store_true", help="keep the demo's working folder")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each step")
     p.set_defaults(func=run)
@@ -171,7 +184,9 @@ class Demo:
             await asyncio.sleep(0.5)
         raise TimeoutError(f"{closed_id} was not consolidated in {self.args.timeout:.0f}s")
 
-    async def memories(self, rt: Runtime, tenant: str, user: str, agent: str) -> list[dict[str, Any]]:
+    async def memories(
+        self, rt: Runtime, tenant: str, user: str, agent: str
+    ) -> list[dict[str, Any]]:
         provider = BuiltinProvider(rt.engine)
         scope = Scope(tenant, user, agent)
         return [as_doc(m) for cube in readable_cubes(agent)

@@ -19,7 +19,8 @@ def register(sub: Any) -> None:
     p.add_argument("conversation_id")
     p.add_argument("--tenant", required=True)
     p.add_argument("--last-n", type=int, default=None, help="newest messages to consider")
-    p.add_argument("--max-tokens", type=int, default=None, help="token window (default MAX_TOKEN_WINDOW)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="token window (default MAX_TOKEN_WINDOW)")
     p.add_argument("--format", choices=["json", "text"], default="json")
     p.set_defaults(func=run)
 

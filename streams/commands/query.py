@@ -21,7 +21,8 @@ def register(sub: Any) -> None:
     p.add_argument("--tenant", required=True)
     p.add_argument("--user", required=True)
     p.add_argument("--agent", required=True)
-    p.add_argument("--conversation", default=None, help="include this conversation's Session window")
+    p.add_argument("--conversation", default=None,
+                   help="include this conversation's Session window")
     p.add_argument("--context", default=None)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--keyword-only", action="store_true", help="just_keyword_search")
@@ -74,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         async with MemoryClient(s.kafka.broker, request_topic=s.kafka.queries_topic,
                                 reply_topic=s.query.reply_topic, timeout_s=args.timeout) as client:
-            reply = await client.query(tenant_id=args.tenant, user_id=args.user, agent_id=args.agent,
-                                       message=args.message, conversation_id=args.conversation,
+            reply = await client.query(tenant_id=args.tenant, user_id=args.user,
+                                       agent_id=args.agent, message=args.message,
+                                       conversation_id=args.conversation,
                                        context=args.context, **options)
             return reply.model_dump(mode="json")
 

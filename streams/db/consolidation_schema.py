@@ -39,8 +39,7 @@ from sqlalchemy import (
     Text,
 )
 
-from streams.db.schema import BinaryKey
-from streams.db.schema import LongText, Timestamp, metadata
+from streams.db.schema import BinaryKey, LongText, Timestamp, metadata
 
 CLOSED_ID_LEN = 400  # "{tenant}/{conversation}#{seq}": 64 + 1 + 255 + 1 + digits
 ClosedId = BinaryKey(CLOSED_ID_LEN)

@@ -28,7 +28,9 @@ def naive_utc(ts: datetime) -> datetime:
     return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
 
 
-def message_row(msg: ChatMessage, now: datetime, origin_conversation_id: str | None = None) -> dict[str, Any]:
+def message_row(
+    msg: ChatMessage, now: datetime, origin_conversation_id: str | None = None
+) -> dict[str, Any]:
     return {
         "tenant_id": msg.tenant_id,
         "event_id": msg.event_id,
@@ -78,7 +80,9 @@ class Summary:
 class MessageStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._insert = insert_ignoring_duplicates(engine, conversation_message, ["tenant_id", "event_id"])
+        self._insert = insert_ignoring_duplicates(
+            engine, conversation_message, ["tenant_id", "event_id"]
+        )
 
     async def existing(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which ``(tenant_id, event_id)`` pairs are already stored."""
@@ -128,7 +132,9 @@ class MessageStore:
 
     async def count(self, tenant_id: str, conversation_id: str) -> int:
         t = conversation_message.c
-        q = select(func.count()).where(t.tenant_id == tenant_id, t.conversation_id == conversation_id)
+        q = select(func.count()).where(
+            t.tenant_id == tenant_id, t.conversation_id == conversation_id
+        )
         async with self.engine.connect() as conn:
             return int((await conn.execute(q)).scalar_one())
 
@@ -141,4 +147,6 @@ class MessageStore:
             row = (await conn.execute(q)).first()
         if row is None:
             return None
-        return Summary(row.summary, row.covered_until_id, row.covered_count, row.token_count, row.updated_at)
+        return Summary(
+            row.summary, row.covered_until_id, row.covered_count, row.token_count, row.updated_at
+        )

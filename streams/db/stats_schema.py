@@ -33,8 +33,7 @@ from __future__ import annotations
 from sqlalchemy import Boolean, Column, Float, Index, Integer, String, Table
 
 from streams.db.memory_schema import memory
-from streams.db.schema import BinaryKey
-from streams.db.schema import BigId, Timestamp, conversation_message, metadata
+from streams.db.schema import BigId, BinaryKey, Timestamp, conversation_message, metadata
 
 memory_search_log = Table(
     "memory_search_log",

@@ -1,1 +1,3 @@
-"""Pure domain logic: no Kafka, Redis, SQL or HTTP imports; time and collaborators come in as arguments."""
+"""Pure domain logic: no Kafka, Redis, SQL or HTTP imports; time and collaborators come in as
+arguments.
+"""

@@ -32,7 +32,9 @@ class Rejected:
     message: str
 
 
-def decode_chat_event(raw: bytes | None, max_content_bytes: int) -> ChatMessage | SessionEnd | Rejected:
+def decode_chat_event(
+    raw: bytes | None, max_content_bytes: int
+) -> ChatMessage | SessionEnd | Rejected:
     """Decode one ``chat.messages`` value.
 
     Checks run in a fixed order so each input gets exactly one reason:
@@ -48,19 +50,25 @@ def decode_chat_event(raw: bytes | None, max_content_bytes: int) -> ChatMessage 
     except ValueError as exc:
         return Rejected(UNDECODABLE, type(exc).__name__, f"value is not JSON: {exc}")
     if not isinstance(doc, dict):
-        return Rejected(UNDECODABLE, "NotAnObject", f"value is JSON {type(doc).__name__}, not an object")
+        return Rejected(
+            UNDECODABLE, "NotAnObject", f"value is JSON {type(doc).__name__}, not an object"
+        )
     tenant = doc.get("tenant_id")
     if tenant is None or tenant == "":
         return Rejected(MISSING_TENANT, "MissingTenant", "tenant_id is missing or empty")
     kind = doc.get("type")
     if kind not in EVENT_TYPES:
-        return Rejected(UNKNOWN_TYPE, "UnknownType", f"type {kind!r} is not one of {list(EVENT_TYPES)}")
+        return Rejected(
+            UNKNOWN_TYPE, "UnknownType", f"type {kind!r} is not one of {list(EVENT_TYPES)}"
+        )
     content = doc.get("content")
     if isinstance(content, str) and len(content) * 4 > max_content_bytes:
         size = len(content.encode("utf-8"))
         if size > max_content_bytes:
             return Rejected(
-                TOO_LARGE, "ContentTooLarge", f"content is {size} bytes, the limit is {max_content_bytes}"
+                TOO_LARGE,
+                "ContentTooLarge",
+                f"content is {size} bytes, the limit is {max_content_bytes}",
             )
     try:
         return _adapter.validate_python(doc)

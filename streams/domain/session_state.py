@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-
 from streams.records import ChatMessage, SessionClosed, SessionEnd
 
 TABLE_KEY_SEP = "/"

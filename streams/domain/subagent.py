@@ -43,7 +43,9 @@ def disposition(event: ChatMessage | SessionEnd) -> Disposition:
 
 
 def as_parent_message(message: ChatMessage) -> ChatMessage:
-    """The copy stored in the parent conversation (``parent_conversation_id`` is set by the schema rule)."""
+    """The copy stored in the parent conversation (``parent_conversation_id`` is set by the schema
+    rule).
+    """
     parent = message.parent_conversation_id
     if parent is None or is_virtual(parent):
         raise ValueError(f"no usable parent conversation for {message.conversation_id!r}")

@@ -22,7 +22,8 @@ def _encoding(name: str) -> tiktoken.Encoding:
         return tiktoken.get_encoding(name)
     except ValueError as exc:
         raise UnknownEncodingError(
-            f"unknown tiktoken encoding {name!r}; known here: {', '.join(tiktoken.list_encoding_names())}"
+            f"unknown tiktoken encoding {name!r}; "
+            f"known here: {', '.join(tiktoken.list_encoding_names())}"
         ) from exc
 
 

@@ -44,7 +44,9 @@ def split_roles(messages: Sequence[Message]) -> SplitMessages:
         role = m.get("role")
         if role == "system":
             system.append(m)
-        elif role == "tool" or (role == "assistant" and m.get("tool_calls") and not m.get("content")):
+        elif role == "tool" or (
+            role == "assistant" and m.get("tool_calls") and not m.get("content")
+        ):
             tool.append(m)
         else:
             chat.append(m)
@@ -96,7 +98,9 @@ def fit_tokens(
     kept = list(reversed(kept_rev))
     if summary:
         text = truncate_to_tokens(summary, summary_budget - MESSAGE_OVERHEAD_TOKENS, count)
-        head: Message = {"role": "system", "content": f"Conversation summary:\n{text}", "kind": "summary"}
+        head: Message = {
+            "role": "system", "content": f"Conversation summary:\n{text}", "kind": "summary"
+        }
         return Window(
             messages=[head, *kept],
             tokens=used + message_tokens(head, count),

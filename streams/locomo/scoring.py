@@ -117,5 +117,6 @@ def render_table(s: Summary) -> str:
     rows.append("-" * len(head))
     rows.append(f"{'overall':<12} {s.questions:>9} {s.recall[5]:>7.1%} {s.recall[10]:>7.1%} "
                 f"{s.recall[20]:>7.1%} {s.b4k:>7.1%}")
-    rows.append(f"query latency p50 {s.p50_ms:.1f} ms, p95 {s.p95_ms:.1f} ms, p99 {s.p99_ms:.1f} ms")
+    rows.append(f"query latency p50 {s.p50_ms:.1f} ms, p95 {s.p95_ms:.1f} ms, "
+                f"p99 {s.p99_ms:.1f} ms")
     return "\n".join(rows)

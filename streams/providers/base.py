@@ -65,14 +65,20 @@ class WriteResult:
 class MemoryProvider(Protocol):
     name: str
 
-    async def add(self, scope: Scope, cube: str, memories: Sequence[MemoryCandidate]) -> WriteResult:
-        """Store memories in ``cube``; idempotent for the same source events where the provider allows."""
+    async def add(
+        self, scope: Scope, cube: str, memories: Sequence[MemoryCandidate]
+    ) -> WriteResult:
+        """Store memories in ``cube``; idempotent for the same source events where the provider
+        allows.
+        """
         ...
 
     async def search(self, scope: Scope, request: SearchRequest) -> list[StoredMemory]:
         """Valid memories of ``request.cubes`` for this scope, best first."""
         ...
 
-    async def expire(self, scope: Scope, cube: str, memory_ids: Sequence[str], superseded_by: str | None) -> None:
+    async def expire(
+        self, scope: Scope, cube: str, memory_ids: Sequence[str], superseded_by: str | None
+    ) -> None:
         """Retire memories: the built-in provider marks them invalid; external ones delete."""
         ...

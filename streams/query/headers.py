@@ -66,7 +66,9 @@ def reply_address(headers: Headers) -> ReplyAddress | None:
     return ReplyAddress(topic, _first(headers, CORRELATION_ID), partition)
 
 
-def request_headers(reply_topic: str, correlation_id: bytes, partition: int | None = None) -> list[tuple[str, bytes]]:
+def request_headers(
+    reply_topic: str, correlation_id: bytes, partition: int | None = None
+) -> list[tuple[str, bytes]]:
     out = [(REPLY_TOPIC, reply_topic.encode()), (CORRELATION_ID, correlation_id)]
     if partition is not None:
         out.append((REPLY_PARTITION, partition.to_bytes(4, "big", signed=True)))

@@ -15,11 +15,21 @@ class QueryOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     top_k: int = Field(10, ge=1, le=100, description="Long-term memories listed in `memories`.")
-    just_keyword_search: bool = Field(False, description="Keyword-only retrieval (no dense similarity).")
-    include_short_term: bool = Field(True, description="Include the Session window of `conversation_id`.")
-    last_n: int | None = Field(None, ge=1, le=1000, description="Newest messages the Session window considers.")
-    long_memory_token_budget: int = Field(4000, ge=0, le=32000, description="Tokens for `user_profile` + `agent_memory`.")
-    timeout_ms: int = Field(1000, ge=10, le=60000, description="Deadline of each part (short-term, long-term).")
+    just_keyword_search: bool = Field(
+        False, description="Keyword-only retrieval (no dense similarity)."
+    )
+    include_short_term: bool = Field(
+        True, description="Include the Session window of `conversation_id`."
+    )
+    last_n: int | None = Field(
+        None, ge=1, le=1000, description="Newest messages the Session window considers."
+    )
+    long_memory_token_budget: int = Field(
+        4000, ge=0, le=32000, description="Tokens for `user_profile` + `agent_memory`."
+    )
+    timeout_ms: int = Field(
+        1000, ge=10, le=60000, description="Deadline of each part (short-term, long-term)."
+    )
 
 
 class MemoryQuery(BaseModel):
@@ -33,7 +43,11 @@ class MemoryQuery(BaseModel):
     agent_id: Ident
     conversation_id: Ident | None = None
     message: str = Field(min_length=1, max_length=65536, description="The user's new message.")
-    context: str | None = Field(None, max_length=65536, description="Optional context; its first 200 characters join the query.")
+    context: str | None = Field(
+        None,
+        max_length=65536,
+        description="Optional context; its first 200 characters join the query.",
+    )
     options: QueryOptions = QueryOptions()
 
 
@@ -63,13 +77,17 @@ class Warning_(BaseModel):
 class BudgetInfo(BaseModel):
     tokens: int = Field(description="The budget asked for.")
     tokens_used: int
-    memory_ids: list[str] = Field(default_factory=list, description="Memories inside the budget text.")
+    memory_ids: list[str] = Field(
+        default_factory=list, description="Memories inside the budget text."
+    )
     source_event_ids: list[str] = Field(default_factory=list, description="Their source events.")
 
 
 class LongTermInfo(BaseModel):
     provider: str | None = None
-    skipped: str | None = Field(None, description="Why long-term memory was not searched, if it was not.")
+    skipped: str | None = Field(
+        None, description="Why long-term memory was not searched, if it was not."
+    )
     keyword_only: bool = False
     candidates: int = 0
 

@@ -66,7 +66,8 @@ class ReplyPublisher:
             for attempt in range(1, self.attempts + 1):
                 try:
                     await self._producer.send_and_wait(
-                        r.topic, r.value, key=r.key, partition=r.partition, headers=r.headers or None)
+                        r.topic, r.value, key=r.key, partition=r.partition,
+                        headers=r.headers or None)
                     break
                 except Exception as exc:
                     if attempt == self.attempts:

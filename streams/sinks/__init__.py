@@ -1,1 +1,3 @@
-"""Batching sinks: add / flush / write(batch); offsets are committed only after a batch is stored."""
+"""Batching sinks: add / flush / write(batch); offsets are committed only after a batch is
+stored.
+"""

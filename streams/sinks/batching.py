@@ -27,6 +27,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections import deque
@@ -74,11 +75,15 @@ class BatchSink(Generic[T, H]):
 
     def _check(self) -> None:
         if self._error is not None:
-            raise SinkFailedError(f"{self.name} stopped after an error: {self._error!r}") from self._error
+            raise SinkFailedError(
+                f"{self.name} stopped after an error: {self._error!r}"
+            ) from self._error
 
     def _ensure_task(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"{self.name}-writer")
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"{self.name}-writer"
+            )
 
     async def add(self, items: Sequence[T], handles: Sequence[H]) -> None:
         """Queue records (with their ack handles); waits while the queue is full."""
@@ -103,17 +108,14 @@ class BatchSink(Generic[T, H]):
     async def close(self) -> None:
         if self._tail is not None:
             self._tail.cancel()
-            try:
+            # closing: the batch stays unacknowledged
+            with contextlib.suppress(BaseException):
                 await self._tail
-            except BaseException:  # noqa: S110 - closing: the batch stays unacknowledged
-                pass
             self._tail = None
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
 
     async def _finish(self, tail: Awaitable[object] | None, handles: list[H]) -> None:

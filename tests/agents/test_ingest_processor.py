@@ -23,7 +23,9 @@ def ev(i: int, conv: str = "c1", tenant: str = "t1", **kw: Any) -> dict[str, Any
     return doc
 
 
-def recs(docs: list[dict[str, Any] | bytes], topic: str = "chat", start: int = 0) -> list[SourceRecord]:
+def recs(
+    docs: list[dict[str, Any] | bytes], topic: str = "chat", start: int = 0
+) -> list[SourceRecord]:
     out = []
     for n, d in enumerate(docs):
         value = d if isinstance(d, bytes) else json.dumps(d).encode()
@@ -43,7 +45,9 @@ async def test_stores_in_order_and_fills_cache(parts: Any) -> None:
     res = await proc.process(recs([ev(i) for i in range(5)]))
     assert res.stored == 5
     assert [r["event_id"] for r in store.rows] == [f"c1-{i}" for i in range(5)]
-    assert [d["event_id"] for d in cache.lists[("t1", "c1")]] == [f"c1-{i}" for i in range(4, -1, -1)]
+    assert [d["event_id"] for d in cache.lists[("t1", "c1")]] == [
+        f"c1-{i}" for i in range(4, -1, -1)
+    ]
     assert json.loads(json.dumps(table.data["t1/c1"]))["message_count"] == 5
     assert table.writes == 1  # one changelog write per conversation and batch
 

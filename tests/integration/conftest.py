@@ -116,7 +116,9 @@ class Stack:
         return env
 
     def worker(self, app_id: str | None = None, **overrides: str) -> WorkerProcess:
-        w = WorkerProcess(self.env(app_id, **overrides), self.tmp / f"worker-{len(self.workers)}.log")
+        w = WorkerProcess(
+            self.env(app_id, **overrides), self.tmp / f"worker-{len(self.workers)}.log"
+        )
         self.workers.append(w)
         return w
 
@@ -135,7 +137,8 @@ class Stack:
                 if isinstance(ev, bytes):
                     value, key = ev, None
                 else:
-                    value, key = json.dumps(ev).encode(), str(ev.get("conversation_id", "")).encode()
+                    value, key = (json.dumps(ev).encode(),
+                                  str(ev.get("conversation_id", "")).encode())
                 if keys is not None:
                     key = keys[i]
                 futs.append(await p.send(topic or self.topics["chat"], value, key=key,
@@ -144,7 +147,9 @@ class Stack:
         finally:
             await p.stop()
 
-    async def read_topic(self, topic: str, *, expect: int | None = None, timeout: float = 30.0) -> list[Any]:
+    async def read_topic(
+        self, topic: str, *, expect: int | None = None, timeout: float = 30.0
+    ) -> list[Any]:
         c = AIOKafkaConsumer(bootstrap_servers=KAFKA_BOOTSTRAP, auto_offset_reset="earliest",
                              enable_auto_commit=False)
         await c.start()

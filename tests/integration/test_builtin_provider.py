@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -49,6 +54,21 @@ def fact(content: str, *sources: str, **kw: Any) -> MemoryCandidate:
 
 def request(query: str, cubes: Sequence[str] = (USER_CUBE,), **kw: Any) -> SearchRequest:
     return SearchRequest(query=query, cubes=list(cubes), relativity=0.0, **kw)
+
+
+@contextmanager
+def statements(engine: AsyncEngine) -> Iterator[list[tuple[str, Any]]]:
+    """The SQL statements (and parameters) run on ``engine`` inside the block."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        seen.append((statement, params))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
 
 
 @pytest.fixture(params=["mariadb", "sqlite"])
@@ -177,16 +197,9 @@ async def test_a_query_reads_only_the_postings_of_its_terms(engine: AsyncEngine)
                                    for i in range(40)])
     await p.add(Scope("globex", "alice", "helper"), USER_CUBE,
                 [fact("gardening tips from another tenant", "x1")])
-    seen: list[tuple[str, Any]] = []
 
-    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        seen.append((statement, params))
-
-    event.listen(engine.sync_engine, "before_cursor_execute", record)
-    try:
+    with statements(engine) as seen:
         got = await p.search(ALICE, request("Which gardening topic3 notes?", top_k=5))
-    finally:
-        event.remove(engine.sync_engine, "before_cursor_execute", record)
     assert got and all("topic3" in m.content for m in got[:3])
 
     posting_reads = [(s, prm) for s, prm in seen if "memory_term" in s]
@@ -196,9 +209,16 @@ async def test_a_query_reads_only_the_postings_of_its_terms(engine: AsyncEngine)
     terms = {v for v in values if isinstance(v, str)}
     assert terms == {"garden", "topic3", "note"}  # stemmed query terms, nothing else
     assert " IN " in statement.upper()
-    for s, _ in seen:  # every read of memory rows is by primary key or scope-bounded
+    for s, _ in seen:  # every read of memory rows is by primary key or within the scope
         if "FROM memory " in s or "FROM memory\n" in s:
-            assert "memory.id IN" in s
+            assert "memory.id IN" in s or "memory.scope_id = " in s
+
+    # the scope is held now: the same search reads the statistics and nothing else
+    with statements(engine) as again:
+        assert [m.id for m in await p.search(ALICE, request("Which gardening topic3 notes?",
+                                                            top_k=5))] == [m.id for m in got]
+    assert [s for s, _ in again if "memory_term" in s or "FROM memory " in s
+            or "FROM memory\n" in s] == []
 
 
 async def test_chinese_text_without_spaces_is_found(engine: AsyncEngine) -> None:
@@ -239,3 +259,171 @@ async def test_database_errors_are_classified(engine: AsyncEngine) -> None:
         await conn.exec_driver_sql("DROP TABLE memory_term")
     with pytest.raises(PermanentProviderError):
         await BuiltinProvider(engine).add(ALICE, USER_CUBE, [fact("x y z", "e9")])
+
+
+# ------------------------------------------------------ the incremental scope cache
+class HashEmbedder:
+    """Deterministic 8-dimensional unit vectors from the text, for any text."""
+
+    name = "hash-test"
+    dim = 8
+
+    def __init__(self) -> None:
+        self.gate: asyncio.Event | None = None  # when set, embedding waits for it
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.gate is not None:
+            await self.gate.wait()
+        out = []
+        for t in texts:
+            v = np.random.default_rng(int(hashlib.sha1(t.encode()).hexdigest()[:8], 16))
+            row = v.standard_normal(8)
+            out.append((row / np.linalg.norm(row)).tolist())
+        return out
+
+
+WORDS = ["garden", "tea", "cello", "paris", "berlin", "hiking", "novel", "piano", "sister",
+         "coffee", "train", "museum", "painting", "budget", "flight", "hotel"]
+
+
+def turns(session: int, n: int, offset: int = 0) -> list[MemoryCandidate]:
+    return [MemoryCandidate(
+        content=f"{('Alice', 'Bob')[i % 2]}: {WORDS[(i + session) % 16]} and "
+                f"{WORDS[(3 * i + session) % 16]} {i + offset}",
+        source_event_ids=(f"s{session}-t{i + offset}",), event_time=T0, kind="episode")
+        for i in range(n)]
+
+
+QUERIES = ["Did Alice talk about the garden?", "piano and coffee", "What about Berlin hotel",
+           "Bob hiking novel", "train museum painting budget"]
+
+
+async def results(p: BuiltinProvider, scope: Scope = ALICE) -> list[list[tuple[str, float]]]:
+    out = []
+    for q in QUERIES:
+        for kw in (False, True):
+            got = await p.search(scope, request(q, [USER_CUBE, agent_cube("helper")], top_k=12,
+                                                keyword_only=kw))
+            out.append([(m.id, m.score) for m in got])
+    return out
+
+
+async def test_the_cache_follows_adds_and_expiries_exactly_as_a_cold_one(
+    engine: AsyncEngine,
+) -> None:
+    emb = HashEmbedder()
+    warm = BuiltinProvider(engine, embedder=emb)
+    ids = (await warm.add(ALICE, USER_CUBE, turns(1, 30))).ids
+    await warm.add(ALICE, agent_cube("helper"), [fact("the helper keeps a garden diary", "a1",
+                                                      scope="agent")])
+    assert await results(warm) == await results(BuiltinProvider(engine, embedder=emb))
+
+    steps: list[Callable[[], Awaitable[Any]]] = [
+        lambda: warm.add(ALICE, USER_CUBE, turns(1, 10, offset=30)),  # the session goes on
+        lambda: warm.add(ALICE, USER_CUBE, turns(2, 12)),
+        lambda: warm.expire(ALICE, USER_CUBE, [ids[3], ids[17]], superseded_by=None),
+        lambda: warm.add(ALICE, USER_CUBE, [fact("Alice sold her piano", "f1"),
+                                            fact("Alice drinks coffee black", "f2")]),
+        lambda: warm.expire(ALICE, USER_CUBE, [ids[29]], superseded_by=None),
+    ]
+    for step in steps:
+        await step()
+        assert await results(warm) == await results(BuiltinProvider(engine, embedder=emb))
+    assert warm.cache.full_loads == 2  # each scope loaded once, then only brought forward
+    assert warm.cache.refreshes == len(steps)
+
+
+async def test_a_version_bump_reads_only_what_changed(engine: AsyncEngine) -> None:
+    p = BuiltinProvider(engine, embedder=HashEmbedder())
+    ids = (await p.add(ALICE, USER_CUBE, turns(1, 40))).ids
+    await results(p)  # holds the scope: rows, vectors and the queries' postings
+    last = max(int(i) for i in ids)
+    new = (await p.add(ALICE, USER_CUBE, turns(2, 3))).ids
+
+    with statements(engine) as seen:
+        await results(p)
+    vector_reads = [(s, prm) for s, prm in seen if "FROM memory_embedding" in s]
+    assert len(vector_reads) == 1
+    statement, params = vector_reads[0]
+    assert "memory_embedding.memory_id > " in statement
+    values = params.values() if isinstance(params, dict) else params
+    assert last in values
+    memory_reads = [s for s, _ in seen if "FROM memory " in s or "FROM memory\n" in s]
+    assert memory_reads and all("memory.id > " in s or "memory.id IN" in s
+                                for s in memory_reads)
+    term_reads = [prm for s, prm in seen if "FROM memory_term" in s]
+    assert len(term_reads) == 1  # the new memories' postings of the held terms, by id
+    values = term_reads[0].values() if isinstance(term_reads[0], dict) else term_reads[0]
+    assert {int(i) for i in new} <= {v for v in values if isinstance(v, int)}
+
+    await p.expire(ALICE, USER_CUBE, [ids[5]], superseded_by=None)
+    with statements(engine) as seen:
+        got = await results(p)
+    assert [s for s, _ in seen if "FROM memory_embedding" in s or "FROM memory_term" in s] == []
+    assert all(ids[5] not in {i for i, _ in r} for r in got)
+    assert p.cache.full_loads == 1
+
+
+async def test_searches_of_a_stale_scope_share_one_refresh(engine: AsyncEngine) -> None:
+    p = BuiltinProvider(engine, embedder=HashEmbedder())
+    await p.add(ALICE, USER_CUBE, turns(1, 20))
+    await results(p)
+    await p.add(ALICE, USER_CUBE, turns(2, 5))
+    with statements(engine) as seen:
+        found = await asyncio.gather(*(p.search(ALICE, request(q)) for q in QUERIES * 4))
+    assert all(found)
+    assert len([s for s, _ in seen if "FROM memory_embedding" in s]) == 1
+    assert (p.cache.full_loads, p.cache.refreshes) == (1, 1)
+
+
+async def test_no_connection_is_held_while_the_query_is_embedded(
+    engine: AsyncEngine, tmp_path: Path,
+) -> None:
+    if engine.dialect.name != "mysql":
+        pytest.skip("the pool limit is MySQL's")
+    small = create_async_engine(engine.url.render_as_string(hide_password=False), pool_size=1,
+                                max_overflow=0, pool_timeout=1)
+    try:
+        emb = HashEmbedder()
+        p = BuiltinProvider(small, embedder=emb)
+        await p.add(ALICE, USER_CUBE, turns(1, 10))
+        emb.gate = asyncio.Event()
+        waiting = [asyncio.create_task(p.search(ALICE, request(q))) for q in QUERIES]
+        await asyncio.sleep(0.2)
+        assert not any(t.done() for t in waiting)  # all wait for their query vector
+        assert len(await p.history(ALICE, USER_CUBE)) == 10  # while the one connection is free
+        emb.gate.set()
+        assert all(await asyncio.gather(*waiting))
+    finally:
+        await small.dispose()
+
+
+# ------------------------------------------------------------------- metrics
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_calls_are_counted_in_the_provider_metrics(engine: AsyncEngine) -> None:
+    p = BuiltinProvider(engine)
+    ops = ("add", "search", "expire", "get", "history")
+    before = {op: sample("memstream_provider_requests_total", provider="mysql", operation=op)
+              for op in ops}
+    timed = sample("memstream_provider_request_seconds_count", provider="mysql",
+                   operation="search")
+    ids = (await p.add(ALICE, USER_CUBE, [fact("Alice plays the cello", "e1")])).ids
+    await p.search(ALICE, request("cello"))
+    await p.get(ALICE, ids)
+    await p.history(ALICE, USER_CUBE)
+    await p.expire(ALICE, USER_CUBE, ids, superseded_by=None)
+    for op in ops:
+        assert sample("memstream_provider_requests_total", provider="mysql",
+                      operation=op) == before[op] + 1
+    assert sample("memstream_provider_request_seconds_count", provider="mysql",
+                  operation="search") == timed + 1
+
+    failed = sample("memstream_provider_failures_total", provider="mysql", operation="add",
+                    error="PermanentProviderError")
+    with pytest.raises(PermanentProviderError):
+        await p.add(ALICE, "agent_someone_else", [fact("sneaky", "e2")])
+    assert sample("memstream_provider_failures_total", provider="mysql", operation="add",
+                  error="PermanentProviderError") == failed + 1

@@ -108,7 +108,9 @@ async def test_same_conversation_id_under_two_tenants_stays_two(running: Stack) 
     assert nobody.messages == []
     names = ConversationCache(None, prefix=running.name)
     keys = sorted(k.decode() for k in await running.redis().keys(f"{running.name}:*shared*:hist"))
-    assert keys == sorted([names.list_key("tenant-a", "shared"), names.list_key("tenant-b", "shared")])
+    assert keys == sorted(
+        [names.list_key("tenant-a", "shared"), names.list_key("tenant-b", "shared")]
+    )
 
 
 async def test_subagent_chat_reaches_the_parent_and_nothing_else_does(running: Stack) -> None:
@@ -125,7 +127,9 @@ async def test_session_end_is_handed_on(running: Stack) -> None:
     (closed,) = await running.read_topic(running.topics["closed"], expect=1)
     doc = json.loads(closed.value)
     assert closed.key == b"parent"
-    assert (doc["tenant_id"], doc["conversation_id"], doc["trigger"]) == ("t1", "parent", "explicit")
+    assert (doc["tenant_id"], doc["conversation_id"], doc["trigger"]) == (
+        "t1", "parent", "explicit"
+    )
 
 
 def run_history(stack: Stack, *args: str) -> dict[str, Any]:

@@ -97,7 +97,9 @@ async def test_redis_that_missed_writes_is_never_served_stale(
         await admin.aclose()
 
 
-async def test_mariadb_down_then_back_every_event_exactly_once(stack: Stack, tmp_path: Path) -> None:
+async def test_mariadb_down_then_back_every_event_exactly_once(
+    stack: Stack, tmp_path: Path
+) -> None:
     db = PrivateMariaDB(free_port(), tmp_path / "mariadb")
     db.start()
     try:

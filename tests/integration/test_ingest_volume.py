@@ -24,7 +24,9 @@ def snapshot(stack: Stack) -> list[list[str]]:
 
 async def rewind_group(group: str, topic: str) -> None:
     """Commit offset 0 on every partition: the group reprocesses the whole topic."""
-    c = AIOKafkaConsumer(bootstrap_servers=KAFKA_BOOTSTRAP, group_id=group, enable_auto_commit=False)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=KAFKA_BOOTSTRAP, group_id=group, enable_auto_commit=False
+    )
     await c.start()
     try:
         tps = [TopicPartition(topic, p) for p in await partitions(topic)]

@@ -32,7 +32,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 
 
-def fact(text: str, *, scope: str = "user", day: int = 1, src: str | None = None) -> MemoryCandidate:
+def fact(
+    text: str, *, scope: str = "user", day: int = 1, src: str | None = None
+) -> MemoryCandidate:
     return MemoryCandidate(content=text, type="text", scope=scope,  # type: ignore[arg-type]
                            importance=0.6, event_time=T0.replace(day=day),
                            source_event_ids=(src or f"src-{uuid.uuid4().hex[:6]}",))
@@ -60,8 +62,9 @@ async def running(shared_stack: Stack) -> AsyncIterator[tuple[Stack, FakeMemOS, 
         # seed long-term memories straight into the built-in provider
         engine = s.engine()
         try:
-            from streams.providers.openai_compat import OpenAIEmbedder
             import httpx
+
+            from streams.providers.openai_compat import OpenAIEmbedder
 
             async with httpx.AsyncClient() as http:
                 provider = BuiltinProvider(engine, embedder=OpenAIEmbedder(
@@ -76,8 +79,12 @@ async def running(shared_stack: Stack) -> AsyncIterator[tuple[Stack, FakeMemOS, 
                     fact("Book trains for Alice two weeks ahead; she prefers window seats.",
                          scope="agent", day=4),
                 ])
-                old = await provider.add(alice, "user_profile", [fact("Alice works at a bakery.", day=1)])
-                new = await provider.add(alice, "user_profile", [fact("Alice works at a library.", day=5)])
+                old = await provider.add(
+                    alice, "user_profile", [fact("Alice works at a bakery.", day=1)]
+                )
+                new = await provider.add(
+                    alice, "user_profile", [fact("Alice works at a library.", day=5)]
+                )
                 await provider.expire(alice, "user_profile", old.ids, new.ids[0])
                 bob = Scope("tenant-b", "alice", "planner")  # same ids, another tenant
                 await provider.add(bob, "user_profile", [fact("Tenant B's Alice plays the cello.")])
@@ -158,7 +165,9 @@ async def test_long_memory_off_means_no_long_term_part(running: Any, client: Mem
     assert r.error is None and r.short_term is not None
 
 
-async def test_provider_failure_still_returns_short_term(running: Any, client: MemoryClient) -> None:
+async def test_provider_failure_still_returns_short_term(
+    running: Any, client: MemoryClient
+) -> None:
     stack, memos, _ = running
     out = cli(stack, "agent-config", "set", "--tenant", "tenant-a", "--agent", "memos-agent",
               "--provider", "MEMOS", "--open-long-memory", "on", "--model", "gpt-x")

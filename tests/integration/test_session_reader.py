@@ -86,7 +86,9 @@ async def test_tenant_and_ids_are_case_sensitive(stack: Stack) -> None:
             message_row(ChatMessage(
                 event_id=event, type="message", tenant_id=tenant, user_id="u", agent_id="a",
                 conversation_id=conv, role="user", content=f"{tenant} {conv}", created_at=T0), T0)
-            for tenant, conv, event in (("acme", "c", "e1"), ("ACME", "c", "e1"), ("acme", "C", "E1"))
+            for tenant, conv, event in (
+                ("acme", "c", "e1"), ("ACME", "c", "e1"), ("acme", "C", "E1")
+            )
         ]
         assert len(await store.store(rows)) == 3
         assert [m["content"] for m in await store.recent("ACME", "c", 10)] == ["ACME c"]

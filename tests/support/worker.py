@@ -52,7 +52,9 @@ class WorkerProcess:
             if needle in self.log_text():
                 return
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited ({self.proc.returncode}):\n{self.log_text()[-4000:]}")
+                raise RuntimeError(
+                    f"worker exited ({self.proc.returncode}):\n{self.log_text()[-4000:]}"
+                )
             time.sleep(0.2)
         raise TimeoutError(f"worker log never showed {needle!r}:\n{self.log_text()[-4000:]}")
 
@@ -77,7 +79,9 @@ class WorkerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> None:
+def wait_until(
+    check: Callable[[], bool], timeout: float, what: str, interval: float = 0.25
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():

@@ -73,7 +73,10 @@ def test_rejections_name_one_reason(raw: bytes | None, reason: str) -> None:
         (enc(content="x" * 65_536), ChatMessage),  # exactly at the limit
         (enc(created_at="2026-11-30T09:00:00+01:00"), ChatMessage),
         (enc(role="tool", content="42", tool_call_id="call_1"), ChatMessage),
-        (enc(role="assistant", content="", tool_calls=[{"id": "c", "type": "function"}]), ChatMessage),
+        (
+            enc(role="assistant", content="", tool_calls=[{"id": "c", "type": "function"}]),
+            ChatMessage,
+        ),
         (enc(conversation_id="agent:helper", parent_conversation_id="c1"), ChatMessage),
         (enc(unknown_field="ignored"), ChatMessage),
         (json.dumps({k: v for k, v in BASE.items() if k not in {"role", "content"}}

@@ -2,9 +2,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from streams.domain.lexical import bm25, query_terms, stem, term_counts, tokenize
+from streams.domain.lexical import (
+    bm25,
+    bm25_arrays,
+    query_terms,
+    stem,
+    term_counts,
+    tokenize,
+)
 
 
 @pytest.mark.parametrize(
@@ -99,3 +107,30 @@ def test_bm25_without_length_normalisation_and_unknown_terms() -> None:
     assert flat["a"] == pytest.approx(flat["b"])
     assert bm25(["missing"], POSTINGS, LENGTHS, 3, 5.0) == {}
     assert bm25([], POSTINGS, LENGTHS, 3, 5.0) == {}
+
+
+class _Arrays:
+    def __init__(self, plist: list[tuple[str, int]], lengths: dict[str, int]) -> None:
+        self.ids = np.array([int(d) for d, _ in plist], dtype=np.int64)
+        self.tf = np.array([float(tf) for _, tf in plist])
+        self.dl = np.array([float(lengths[d]) for d, _ in plist])
+
+
+def test_bm25_arrays_give_bm25_bit_for_bit_in_the_same_order() -> None:
+    docs = {str(i): tokenize(text) for i, text in enumerate([
+        "Alice paints landscapes in the garden", "Bob paints the fence twice, paints again",
+        "the garden party was rained out", "Alice and Bob went hiking", "painting classes",
+        "garden garden garden"], start=10)}
+    postings: dict[str, list[tuple[str, int]]] = {}
+    for doc, terms in docs.items():  # ascending ids per term, as the index stores them
+        for term, tf in term_counts(terms).items():
+            postings.setdefault(term, []).append((doc, tf))
+    lengths = {d: len(t) for d, t in docs.items()}
+    avg = sum(lengths.values()) / len(lengths)
+    arrays = {t: _Arrays(p, lengths) for t, p in postings.items()}
+    for query in ("Who paints in the garden?", "hiking Alice", "fence party paint", "nothing"):
+        terms = query_terms(query)
+        expected = bm25(terms, postings, lengths, 40, avg)
+        ids, scores = bm25_arrays(terms, arrays, 40, avg)
+        assert [str(i) for i in ids.tolist()] == list(expected)
+        assert scores.tolist() == list(expected.values())

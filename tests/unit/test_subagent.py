@@ -48,7 +48,9 @@ def test_parent_copy_keeps_identity_and_moves_conversation() -> None:
     m = msg()
     p = as_parent_message(m)
     assert (p.conversation_id, p.parent_conversation_id) == ("c1", None)
-    assert (p.event_id, p.content, p.role, p.tenant_id) == (m.event_id, m.content, m.role, m.tenant_id)
+    assert (p.event_id, p.content, p.role, p.tenant_id) == (
+        m.event_id, m.content, m.role, m.tenant_id
+    )
 
 
 def test_parent_copy_refuses_virtual_parent() -> None:

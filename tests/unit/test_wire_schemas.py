@@ -16,7 +16,8 @@ from streams.wire_schemas import all_schemas
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 BASE: dict[str, Any] = {
     "event_id": "e1", "type": "message", "tenant_id": "acme", "user_id": "u1", "agent_id": "a1",
-    "conversation_id": "c1", "role": "user", "content": "hello", "created_at": "2026-11-30T08:00:00Z",
+    "conversation_id": "c1", "role": "user", "content": "hello",
+    "created_at": "2026-11-30T08:00:00Z",
 }
 
 

@@ -1,0 +1,274 @@
+"""Search of the built-in provider: from a query to ranked memories.
+
+Per search: the readable scopes' statistics rows, their states from the
+scope cache (:mod:`.builtin_cache`; refreshed when a write bumped a version),
+the postings of the query's terms the states do not hold yet, then BM25 and
+cosine as arrays over the scopes. The fusion (:func:`streams.domain.fusion.fuse`)
+only ever looks at each signal's best ``candidates`` and their session
+neighbours, plus each signal's range for the min-max normalisation, so only
+those go into it: the result is the one ``fuse`` gives on the whole signals,
+at a cost that follows the candidates. Finally the rows of the chosen
+memories, from the row cache or by primary key.
+
+No connection is held while waiting for anything but the database: the query
+vector is awaited between the reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from streams.db.memory_schema import TERM_MAX_CHARS, memory, memory_scope_stats, memory_term
+from streams.domain.fusion import FusionWeights, Position, fuse
+from streams.domain.lexical import bm25_arrays, query_terms
+from streams.domain.memory import StoredMemory
+from streams.domain.mmr import Scored, mmr
+from streams.providers.base import Scope, SearchRequest
+from streams.providers.builtin_cache import (
+    Floats,
+    Postings,
+    RowCache,
+    ScopeCache,
+    ScopeState,
+    postings_of,
+)
+from streams.providers.builtin_rows import DbRow, Vector, stored
+
+
+class Signal:
+    """One signal's scores over the searched scopes, in the order ``fuse`` would see them."""
+
+    def __init__(self, keys: list[str], values: Floats,
+                 where: Callable[[str], int | None] | None = None) -> None:
+        self.keys = keys
+        self.values = values
+        self._where = where
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def index(self, key: str) -> int | None:
+        if self._where is None:
+            table = {k: i for i, k in enumerate(self.keys)}
+            self._where = table.get
+        return self._where(key)
+
+    def top(self, n: int) -> list[str]:
+        """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them."""
+        if len(self) <= n:
+            return list(self.keys)
+        lo, hi = float(self.values.min()), float(self.values.max())
+        norm = ((self.values - lo) / (hi - lo) if hi - lo > 1e-12
+                else np.ones_like(self.values))
+        return [self.keys[i] for i in np.argsort(-norm, kind="stable")[: max(n, 0)].tolist()]
+
+    def restricted(self, keep: set[str]) -> dict[str, float]:
+        """The entries of ``keep``, plus the lowest and highest (the normalisation range)."""
+        if not len(self):
+            return {}
+        found = {i for k in keep if (i := self.index(k)) is not None}
+        found |= {int(np.argmin(self.values)), int(np.argmax(self.values))}
+        return {self.keys[i]: float(self.values[i]) for i in sorted(found)}
+
+
+class Search:
+    def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: RowCache, *,
+                 weights: FusionWeights, candidates: int, mmr_lambda: float) -> None:
+        self.engine = engine
+        self.cache = cache
+        self.row_cache = rows
+        self.weights = weights
+        self.candidates = candidates
+        self.mmr_lambda = mmr_lambda
+
+    async def run(self, scope: Scope, request: SearchRequest, pairs: set[tuple[str, str]],
+                  qvec: asyncio.Future[Vector] | None) -> list[StoredMemory]:
+        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        postings: dict[int, dict[str, Postings]] = {}
+        async with self.engine.connect() as conn:
+            stats = await self._stats(conn, scope, pairs)
+            states = [self.cache.peek(int(s.id)) for s in stats]
+            fresh = all(st is not None and st.version >= int(s.version)
+                        for st, s in zip(states, stats, strict=True))
+            if fresh:
+                known = {int(s.id): int(s.version) for s in stats}
+                postings = await self._terms(conn, _present(states), terms, known)
+        if not stats:
+            return []
+        if not fresh:
+            got = await asyncio.gather(*(self.cache.fresh(s) for s in stats))
+            states = list(got)
+            async with self.engine.connect() as conn:
+                postings = await self._terms(conn, _present(states), terms, None)
+        live = _present(states)
+        lexical = self._lexical(live, postings, terms)
+        dense = self._dense(live, await qvec) if qvec is not None else None
+        best = set(lexical.top(self.candidates))
+        if dense is not None:
+            best |= set(dense.top(self.candidates))
+        positions, types, vectors = self._around(live, best)
+        keep = set(positions)
+        scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
+                      positions, query=request.query, weights=self.weights,
+                      limit=self.candidates)
+        return await self._choose(scope, request, [int(s.id) for s in stats], scores, types,
+                                  vectors)
+
+    @staticmethod
+    async def _stats(conn: AsyncConnection, scope: Scope,
+                     pairs: set[tuple[str, str]]) -> list[DbRow]:
+        s = memory_scope_stats.c
+        q = select(memory_scope_stats).where(
+            s.tenant_id == scope.tenant_id,
+            or_(*(and_(s.cube == c, s.owner_id == o) for c, o in sorted(pairs))))
+        return list((await conn.execute(q)).all())
+
+    async def _terms(self, conn: AsyncConnection, states: list[ScopeState], terms: list[str],
+                     versions: dict[int, int] | None) -> dict[int, dict[str, Postings]]:
+        """Each state's postings of ``terms``: held ones, the others read (and held when
+        read at the state's version)."""
+        out = {st.scope_id: {t: st.terms[t] for t in terms if t in st.terms} for st in states}
+        missing = {st.scope_id: [t for t in terms if t not in st.terms]
+                   for st in states if st.doc_count > 0}
+        missing = {sid: ts for sid, ts in missing.items() if ts}
+        if not missing:
+            return out
+        t = memory_term.c
+        q = select(t.scope_id, t.term, t.memory_id, t.tf, t.doc_len).where(or_(*(
+            and_(t.scope_id == sid, t.term.in_(ts)) for sid, ts in sorted(missing.items()))))
+        rows = (await conn.execute(q)).all()
+        if versions is None or not await self.cache.snapshot_reads(conn):
+            s = memory_scope_stats.c
+            versions = {int(r.id): int(r.version) for r in await conn.execute(
+                select(s.id, s.version).where(s.id.in_(sorted(missing))))}
+        by_scope: dict[int, list[DbRow]] = {sid: [] for sid in missing}
+        for r in rows:
+            by_scope[int(r.scope_id)].append(r)
+        for st in states:
+            if st.scope_id in missing:
+                loaded = postings_of(by_scope[st.scope_id], missing[st.scope_id])
+                out[st.scope_id].update(loaded)
+                self.cache.keep_terms(st, versions.get(st.scope_id, -1), loaded)
+        return out
+
+    @staticmethod
+    def _lexical(states: list[ScopeState], postings: dict[int, dict[str, Postings]],
+                 terms: list[str]) -> Signal:
+        keys: list[str] = []
+        parts: list[Floats] = []
+        for st in states:
+            if st.doc_count <= 0:
+                continue
+            ids, scores = bm25_arrays(terms, postings.get(st.scope_id, {}), st.doc_count,
+                                      float(st.total_len) / max(st.doc_count, 1))
+            names = [str(i) for i in ids.tolist()]
+            known = [k in st.positions for k in names]
+            if not all(known):  # postings read at another version than the state's
+                names = [k for k, ok in zip(names, known, strict=True) if ok]
+                scores = scores[np.asarray(known, dtype=bool)]
+            keys.extend(names)
+            parts.append(scores)
+        return Signal(keys, np.concatenate(parts) if parts else np.zeros(0))
+
+    @staticmethod
+    def _dense(states: list[ScopeState], qvec: Vector) -> Signal:
+        keys: list[str] = []
+        parts: list[Floats] = []
+        offsets: list[tuple[ScopeState, int]] = []
+        for st in states:
+            if st.vec_keys:
+                offsets.append((st, len(keys)))
+                keys.extend(st.vec_keys)
+                parts.append((st.matrix @ qvec).astype(np.float64))
+
+        def where(k: str) -> int | None:
+            for st, offset in offsets:
+                if (i := st.vec_index.get(k)) is not None:
+                    return offset + i
+            return None
+
+        return Signal(keys, np.concatenate(parts) if parts else np.zeros(0), where)
+
+    @staticmethod
+    def _around(states: list[ScopeState], best: set[str],
+                ) -> tuple[dict[str, Position], dict[str, str], dict[str, Vector]]:
+        """Positions, types and vectors of ``best`` and their session neighbours."""
+        positions: dict[str, Position] = {}
+        types: dict[str, str] = {}
+        vectors: dict[str, Vector] = {}
+        for st in states:
+            keep = {k for k in best if k in st.positions}
+            for k in list(keep):
+                p = st.positions[k]
+                if p.session is not None:
+                    keep.update(n for d in (-1, 1)
+                                if (n := st.slots.get((p.session, p.seq + d))) is not None)
+            for k in keep:
+                positions[k] = st.positions[k]
+                types[k] = st.types[k]
+                if (i := st.vec_index.get(k)) is not None:
+                    vectors[k] = st.matrix[i]
+        return positions, types, vectors
+
+    async def _choose(self, scope: Scope, request: SearchRequest, scope_ids: list[int],
+                      scores: dict[str, float], types: dict[str, str],
+                      vectors: dict[str, Vector]) -> list[StoredMemory]:
+        pools = pools_of(request, scores, types)
+        by_vector = request.dedup and all(k in vectors for ids, _ in pools for k in ids)
+        chosen: list[list[str]] = []
+        if by_vector or not request.dedup:  # no text needed to choose
+            for ids, limit in pools:
+                items = [Scored(k, scores[k], "", _vec(vectors.get(k))) for k in ids]
+                picked = mmr(items, limit, lambda_=self.mmr_lambda) if request.dedup \
+                    else items[:limit]
+                chosen.append([it.item for it in picked])
+            rows = await self._rows(scope, scope_ids, [k for ids in chosen for k in ids])
+        else:
+            rows = await self._rows(scope, scope_ids, [k for ids, _ in pools for k in ids])
+            for ids, limit in pools:
+                texts = [Scored(k, scores[k], rows[k].content, _vec(vectors.get(k)))
+                         for k in ids if k in rows]
+                chosen.append([it.item for it in mmr(texts, limit, lambda_=self.mmr_lambda)])
+        out = [stored(rows[k], scores[k]) for ids in chosen for k in ids if k in rows]
+        return sorted(out, key=lambda m: m.score, reverse=True)
+
+    async def _rows(self, scope: Scope, scope_ids: list[int], keys: list[str],
+                    ) -> dict[str, DbRow]:
+        m = memory.c
+
+        async def load(ids: list[int]) -> Sequence[DbRow]:
+            q = select(memory).where(m.tenant_id == scope.tenant_id, m.scope_id.in_(scope_ids),
+                                     m.id.in_(sorted(ids)), m.valid_to.is_(None))
+            async with self.engine.connect() as conn:
+                return list((await conn.execute(q)).all())
+
+        if not keys:
+            return {}
+        found = await self.row_cache.get([int(k) for k in keys], load)
+        return {str(i): r for i, r in found.items()}
+
+
+def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],
+             ) -> list[tuple[list[str], int]]:
+    """The best ids above ``relativity``: general memories for ``top_k`` and, when
+    asked, preferences for ``pref_top_k``; each with headroom for MMR."""
+    ranked = sorted((k for k in scores if k in types and scores[k] >= request.relativity),
+                    key=lambda k: scores[k], reverse=True)
+    wanted = [(False, request.top_k)]
+    if request.include_preference:
+        wanted.append((True, request.pref_top_k))
+    return [([k for k in ranked if (types[k] == "preference") == pref][: max(3 * n, n + 20)],
+             n) for pref, n in wanted if n > 0]
+
+
+def _present(states: Sequence[ScopeState | None]) -> list[ScopeState]:
+    return [st for st in states if st is not None]
+
+
+def _vec(v: Vector | None) -> Sequence[float] | None:
+    return v  # type: ignore[return-value]  # an array row serves as a sequence of floats
