@@ -26,8 +26,8 @@ async def ingest(stream: Any) -> None:
         _, cache_stage = await processor.store_batch(records)
         return cache_stage
 
-    sink = BatchSink(write, ack, max_batch=settings.ingest.batch_size,
-                     max_pending=4 * settings.ingest.batch_size, name="ingest")
+    merged = max(settings.ingest.batch_size, settings.ingest.max_merged_batch)
+    sink = BatchSink(write, ack, max_batch=merged, max_pending=2 * merged, name="ingest")
     try:
         async for events in stream.noack_take(settings.ingest.batch_size,
                                               within=settings.ingest.batch_within_s):

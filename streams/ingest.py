@@ -47,6 +47,7 @@ from streams.metrics import (
 )
 from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
+from streams.session_buffer import SessionStateBuffer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -149,12 +150,15 @@ class IngestProcessor:
         publisher: Publisher,
         table: SessionTable,
         clock: Callable[[], float] = time.time,
+        *,
+        state_flush_interval_s: float = 0.0,
     ) -> None:
         self.config = config
         self.store = store
         self.cache = cache
         self.publisher = publisher
         self.table = table
+        self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
         self.clock = clock
 
     async def _deliver(self, records: Sequence[Outgoing], what: str) -> None:
@@ -274,7 +278,8 @@ class IngestProcessor:
         invalidate: set[tuple[str, str]],
         result: IngestResult,
     ) -> None:
-        await self._write_cache(appended, fresh, invalidate, result)
+        await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
+                             self.states.barrier())
         if result.closed:
             closed = [
                 Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
@@ -305,7 +310,7 @@ class IngestProcessor:
             state = states.get(key)
             if isinstance(ev, IdleCheck):
                 if state is None:
-                    state = SessionState.from_table(self.table.get(key))
+                    state = SessionState.from_table(self.states.get(key))
                     if state is None:  # not this worker's, or long gone: nothing to close
                         tally.add(it.record.topic, "idle_unknown")
                         continue
@@ -314,7 +319,7 @@ class IngestProcessor:
                 last_record[key] = it.record
                 continue
             if state is None:
-                state = SessionState.from_table(self.table.get(key)) or SessionState.new(ev)
+                state = SessionState.from_table(self.states.get(key)) or SessionState.new(ev)
                 states[key] = state
                 if state.message_count == 0:
                     fresh.add(conv)
@@ -337,10 +342,10 @@ class IngestProcessor:
                         result.closed.append(closed)
                         SESSIONS_CLOSED.labels("explicit").inc()
             last_record[key] = rec
-        # one changelog write per conversation and batch
+        # staged: written to the table (a changelog record) at most once per
+        # conversation and flush interval, before the batch is acknowledged
         for key, state in states.items():
-            with self.table.context(last_record[key]):
-                self.table.set(key, state.to_table())
+            self.states.stage(key, state.to_table(), last_record[key])
         return appended, fresh - invalidate, invalidate
 
     def _apply_idle(

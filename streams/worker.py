@@ -71,6 +71,7 @@ async def ingest_processor() -> IngestProcessor:
         runtime.cache,
         publisher(),
         FaustTable(sessions),
+        state_flush_interval_s=settings.ingest.state_flush_interval_s,
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 
 from streams.domain.memory import USER_CUBE, StoredMemory
 
@@ -46,6 +47,7 @@ def filter_and_trim(
     return sorted(kept, key=lambda m: m.score, reverse=True)
 
 
+@lru_cache(maxsize=4096)
 def _date(ts: datetime | None) -> str:
     return ts.strftime("%Y-%m-%d") if ts else "undated"
 

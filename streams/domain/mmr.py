@@ -31,6 +31,7 @@ class Scored(Generic[T]):
     score: float
     text: str = ""
     vector: Sequence[float] | None = None
+    tokens: frozenset[str] | None = None  # ``token_set(text)``, when the caller has it
 
 
 Similarity = Callable[[Scored[T], Scored[T]], float]
@@ -61,16 +62,19 @@ def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
         v = np.array([it.vector for it in items], dtype=np.float64)
         v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         return np.asarray(v @ v.T, dtype=np.float64)
-    sets = [token_set(it.text) for it in items]
-    vocab: dict[str, int] = {}
+    sets = [it.tokens if it.tokens is not None else token_set(it.text) for it in items]
+    # only words two items share can meet: the others count in the sizes alone
+    seen: dict[str, int] = {}
     for ts in sets:
         for t in ts:
-            vocab.setdefault(t, len(vocab))
-    x = np.zeros((n, max(len(vocab), 1)), dtype=np.float64)
+            seen[t] = seen.get(t, 0) + 1
+    vocab = {t: i for i, t in enumerate(t for t, c in seen.items() if c > 1)}
+    x = np.zeros((n, max(len(vocab), 1)), dtype=np.float32)  # 0/1: the products are exact
     for i, ts in enumerate(sets):
-        x[i, [vocab[t] for t in ts]] = 1.0
-    inter = x @ x.T
-    sizes = x.sum(axis=1)
+        x[i, [vocab[t] for t in ts if t in vocab]] = 1.0
+    inter = np.asarray(x @ x.T, dtype=np.float64)
+    sizes = np.array([len(ts) for ts in sets], dtype=np.float64)
+    np.fill_diagonal(inter, sizes)
     union = sizes[:, None] + sizes[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
 

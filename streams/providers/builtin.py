@@ -45,7 +45,7 @@ from streams.providers.base import (
     SearchRequest,
     WriteResult,
 )
-from streams.providers.builtin_cache import RowCache, ScopeCache
+from streams.providers.builtin_cache import MemoryCache, ScopeCache
 from streams.providers.builtin_rows import (
     Vector,
     classify_db_error,
@@ -83,8 +83,8 @@ class BuiltinProvider:
         model = (self.embedder.name, self.embedder.dim) if self.embedder is not None else None
         self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
                                 max_postings=cache_postings)
-        self.rows = RowCache(row_cache_rows)
-        self._search = Search(engine, self.cache, self.rows, weights=weights,
+        self.memories = MemoryCache(row_cache_rows)
+        self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)
 

@@ -34,7 +34,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.db.memory_schema import memory, memory_embedding, memory_scope_stats, memory_term
 from streams.domain.fusion import Position, speaker_of
-from streams.providers.builtin_rows import DbRow, Vector
+from streams.domain.memory import StoredMemory
+from streams.domain.mmr import token_set
+from streams.providers.builtin_rows import DbRow, Vector, stored
 
 Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -63,6 +65,7 @@ class ScopeState:
     types: dict[str, str] = field(default_factory=dict)
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
+    vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
     vec_index: dict[str, int] = field(default_factory=dict)
     terms: dict[str, Postings] = field(default_factory=dict)
     _buf: Vector | None = None
@@ -98,6 +101,7 @@ class ScopeState:
         for i, k in enumerate(keys, start=n):
             self.vec_index[k] = i
         self.vec_keys.extend(keys)
+        self.vec_ids = np.concatenate([self.vec_ids, np.array([int(k) for k in keys], np.int64)])
 
     def add_postings(self, rows: Sequence[DbRow]) -> None:
         """New postings (ids above the held ones) of the terms already held."""
@@ -124,6 +128,7 @@ class ScopeState:
             keep = [i for i, k in enumerate(self.vec_keys) if k not in gone]
             self._buf = np.ascontiguousarray(self.matrix[keep])
             self.vec_keys = [self.vec_keys[i] for i in keep]
+            self.vec_ids = self.vec_ids[keep]
             self.vec_index = {k: i for i, k in enumerate(self.vec_keys)}
         ints = np.array(sorted(int(k) for k in gone), dtype=np.int64)
         for term, p in list(self.terms.items()):
@@ -349,31 +354,47 @@ def postings_of(rows: Sequence[DbRow], terms: Sequence[str]) -> dict[str, Postin
     return out
 
 
-class RowCache:
-    """Memory rows by id. A valid memory's row never changes (an expiry is the only
-    update), so a row may be served for as long as the memory is known valid."""
+class Cached:
+    """A valid memory as the search returns it (score 0), and its word set for MMR."""
+
+    __slots__ = ("_tokens", "memory")
+
+    def __init__(self, memory: StoredMemory) -> None:
+        self.memory = memory
+        self._tokens: frozenset[str] | None = None
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        if self._tokens is None:
+            self._tokens = token_set(self.memory.content)
+        return self._tokens
+
+
+class MemoryCache:
+    """Memories by id. A valid memory never changes (an expiry is its only update), so
+    it may be served for as long as the memory is known to be valid."""
 
     def __init__(self, max_rows: int = 20_000) -> None:
         self.max_rows = max_rows
-        self._rows: OrderedDict[int, DbRow] = OrderedDict()
+        self._items: OrderedDict[int, Cached] = OrderedDict()
 
     async def get(self, ids: Sequence[int],
                   load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
-                  ) -> dict[int, DbRow]:
-        found: dict[int, DbRow] = {}
+                  ) -> dict[int, Cached]:
+        found: dict[int, Cached] = {}
         missing: list[int] = []
         for i in ids:
-            r = self._rows.get(i)
-            if r is None:
+            c = self._items.get(i)
+            if c is None:
                 missing.append(i)
             else:
-                self._rows.move_to_end(i)
-                found[i] = r
+                self._items.move_to_end(i)
+                found[i] = c
         if missing:
             for r in await load(missing):
-                found[int(r.id)] = r
+                c = found[int(r.id)] = Cached(stored(r, 0.0))
                 if self.max_rows > 0:
-                    self._rows[int(r.id)] = r
-            while len(self._rows) > self.max_rows:
-                self._rows.popitem(last=False)
+                    self._items[int(r.id)] = c
+            while len(self._items) > self.max_rows:
+                self._items.popitem(last=False)
         return found

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 from sqlalchemy import and_, or_, select
@@ -30,42 +31,45 @@ from streams.domain.memory import StoredMemory
 from streams.domain.mmr import Scored, mmr
 from streams.providers.base import Scope, SearchRequest
 from streams.providers.builtin_cache import (
+    Cached,
     Floats,
+    Ids,
+    MemoryCache,
     Postings,
-    RowCache,
     ScopeCache,
     ScopeState,
     postings_of,
 )
-from streams.providers.builtin_rows import DbRow, Vector, stored
+from streams.providers.builtin_rows import DbRow, Vector
 
 
 class Signal:
     """One signal's scores over the searched scopes, in the order ``fuse`` would see them."""
 
-    def __init__(self, keys: list[str], values: Floats,
+    def __init__(self, ids: Ids, values: Floats,
                  where: Callable[[str], int | None] | None = None) -> None:
-        self.keys = keys
+        self.ids = ids
         self.values = values
         self._where = where
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.ids)
 
     def index(self, key: str) -> int | None:
         if self._where is None:
-            table = {k: i for i, k in enumerate(self.keys)}
-            self._where = table.get
+            table = dict(zip(self.ids.tolist(), range(len(self.ids)), strict=True))
+            self._where = lambda k: table.get(int(k))
         return self._where(key)
 
     def top(self, n: int) -> list[str]:
         """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them."""
         if len(self) <= n:
-            return list(self.keys)
+            return [str(i) for i in self.ids.tolist()]
         lo, hi = float(self.values.min()), float(self.values.max())
         norm = ((self.values - lo) / (hi - lo) if hi - lo > 1e-12
                 else np.ones_like(self.values))
-        return [self.keys[i] for i in np.argsort(-norm, kind="stable")[: max(n, 0)].tolist()]
+        best = np.argsort(-norm, kind="stable")[: max(n, 0)]
+        return [str(i) for i in self.ids[best].tolist()]
 
     def restricted(self, keep: set[str]) -> dict[str, float]:
         """The entries of ``keep``, plus the lowest and highest (the normalisation range)."""
@@ -73,51 +77,64 @@ class Signal:
             return {}
         found = {i for k in keep if (i := self.index(k)) is not None}
         found |= {int(np.argmin(self.values)), int(np.argmax(self.values))}
-        return {self.keys[i]: float(self.values[i]) for i in sorted(found)}
+        at = sorted(found)
+        return dict(zip(map(str, self.ids[at].tolist()), self.values[at].tolist(), strict=True))
 
 
 class Search:
-    def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: RowCache, *,
+    def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: MemoryCache, *,
                  weights: FusionWeights, candidates: int, mmr_lambda: float) -> None:
         self.engine = engine
         self.cache = cache
-        self.row_cache = rows
+        self.memories = rows
         self.weights = weights
         self.candidates = candidates
         self.mmr_lambda = mmr_lambda
 
     async def run(self, scope: Scope, request: SearchRequest, pairs: set[tuple[str, str]],
                   qvec: asyncio.Future[Vector] | None) -> list[StoredMemory]:
+        """Lexical only, one connection does it all; with a query vector to wait for, the
+        connection goes back to the pool before the wait. A stale scope is refreshed
+        with no connection held by this search (:meth:`ScopeCache.fresh`)."""
         terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
-        postings: dict[int, dict[str, Postings]] = {}
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
-            states = [self.cache.peek(int(s.id)) for s in stats]
-            fresh = all(st is not None and st.version >= int(s.version)
-                        for st, s in zip(states, stats, strict=True))
-            if fresh:
-                known = {int(s.id): int(s.version) for s in stats}
-                postings = await self._terms(conn, _present(states), terms, known)
-        if not stats:
-            return []
-        if not fresh:
-            got = await asyncio.gather(*(self.cache.fresh(s) for s in stats))
-            states = list(got)
+            if not stats:
+                return []
+            held = [self.cache.peek(int(s.id)) for s in stats]
+            fresh = [st for st, s in zip(held, stats, strict=True)
+                     if st is not None and st.version >= int(s.version)]
+            if len(fresh) == len(stats):
+                versions = {int(s.id): int(s.version) for s in stats}
+                postings = await self._terms(conn, fresh, terms, versions)
+                if qvec is None:
+                    return await self._rank(conn, scope, request, stats, fresh, postings, None)
+        if len(fresh) < len(stats):
+            fresh = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
             async with self.engine.connect() as conn:
-                postings = await self._terms(conn, _present(states), terms, None)
-        live = _present(states)
-        lexical = self._lexical(live, postings, terms)
-        dense = self._dense(live, await qvec) if qvec is not None else None
+                postings = await self._terms(conn, fresh, terms, None)
+                if qvec is None:
+                    return await self._rank(conn, scope, request, stats, fresh, postings, None)
+        assert qvec is not None
+        return await self._rank(None, scope, request, stats, fresh, postings, await qvec)
+
+    async def _rank(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
+                    stats: list[DbRow], states: list[ScopeState],
+                    postings: dict[int, dict[str, Postings]], qvec: Vector | None,
+                    ) -> list[StoredMemory]:
+        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        lexical = self._lexical(states, postings, terms)
+        dense = self._dense(states, qvec) if qvec is not None else None
         best = set(lexical.top(self.candidates))
         if dense is not None:
             best |= set(dense.top(self.candidates))
-        positions, types, vectors = self._around(live, best)
+        positions, types, vectors = self._around(states, best)
         keep = set(positions)
         scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
                       positions, query=request.query, weights=self.weights,
                       limit=self.candidates)
-        return await self._choose(scope, request, [int(s.id) for s in stats], scores, types,
-                                  vectors)
+        return await self._choose(conn, scope, request, [int(s.id) for s in stats], scores,
+                                  types, vectors)
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
@@ -159,31 +176,34 @@ class Search:
     @staticmethod
     def _lexical(states: list[ScopeState], postings: dict[int, dict[str, Postings]],
                  terms: list[str]) -> Signal:
-        keys: list[str] = []
+        ids: list[Ids] = []
         parts: list[Floats] = []
         for st in states:
             if st.doc_count <= 0:
                 continue
-            ids, scores = bm25_arrays(terms, postings.get(st.scope_id, {}), st.doc_count,
+            got, scores = bm25_arrays(terms, postings.get(st.scope_id, {}), st.doc_count,
                                       float(st.total_len) / max(st.doc_count, 1))
-            names = [str(i) for i in ids.tolist()]
-            known = [k in st.positions for k in names]
-            if not all(known):  # postings read at another version than the state's
-                names = [k for k, ok in zip(names, known, strict=True) if ok]
-                scores = scores[np.asarray(known, dtype=bool)]
-            keys.extend(names)
+            held = all(st.terms.get(t) is postings[st.scope_id].get(t) for t in terms)
+            if not held:  # postings read at another version than the state's
+                known = np.array([str(i) in st.positions for i in got.tolist()], dtype=bool)
+                got, scores = got[known], scores[known]
+            ids.append(got)
             parts.append(scores)
-        return Signal(keys, np.concatenate(parts) if parts else np.zeros(0))
+        if not ids:
+            return Signal(np.zeros(0, dtype=np.int64), np.zeros(0))
+        return Signal(np.concatenate(ids), np.concatenate(parts))
 
     @staticmethod
     def _dense(states: list[ScopeState], qvec: Vector) -> Signal:
-        keys: list[str] = []
+        ids: list[Ids] = []
         parts: list[Floats] = []
         offsets: list[tuple[ScopeState, int]] = []
+        size = 0
         for st in states:
             if st.vec_keys:
-                offsets.append((st, len(keys)))
-                keys.extend(st.vec_keys)
+                offsets.append((st, size))
+                size += len(st.vec_keys)
+                ids.append(st.vec_ids)
                 parts.append((st.matrix @ qvec).astype(np.float64))
 
         def where(k: str) -> int | None:
@@ -192,7 +212,9 @@ class Search:
                     return offset + i
             return None
 
-        return Signal(keys, np.concatenate(parts) if parts else np.zeros(0), where)
+        if not ids:
+            return Signal(np.zeros(0, dtype=np.int64), np.zeros(0), where)
+        return Signal(np.concatenate(ids), np.concatenate(parts), where)
 
     @staticmethod
     def _around(states: list[ScopeState], best: set[str],
@@ -215,7 +237,8 @@ class Search:
                     vectors[k] = st.matrix[i]
         return positions, types, vectors
 
-    async def _choose(self, scope: Scope, request: SearchRequest, scope_ids: list[int],
+    async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
+                      scope_ids: list[int],
                       scores: dict[str, float], types: dict[str, str],
                       vectors: dict[str, Vector]) -> list[StoredMemory]:
         pools = pools_of(request, scores, types)
@@ -227,30 +250,41 @@ class Search:
                 picked = mmr(items, limit, lambda_=self.mmr_lambda) if request.dedup \
                     else items[:limit]
                 chosen.append([it.item for it in picked])
-            rows = await self._rows(scope, scope_ids, [k for ids in chosen for k in ids])
+            found = await self._memories(conn, scope, scope_ids,
+                                         [k for ids in chosen for k in ids])
         else:
-            rows = await self._rows(scope, scope_ids, [k for ids, _ in pools for k in ids])
+            found = await self._memories(conn, scope, scope_ids,
+                                         [k for ids, _ in pools for k in ids])
             for ids, limit in pools:
-                texts = [Scored(k, scores[k], rows[k].content, _vec(vectors.get(k)))
-                         for k in ids if k in rows]
+                texts = [Scored(k, scores[k], found[k].memory.content, _vec(vectors.get(k)),
+                                tokens=found[k].tokens) for k in ids if k in found]
                 chosen.append([it.item for it in mmr(texts, limit, lambda_=self.mmr_lambda)])
-        out = [stored(rows[k], scores[k]) for ids in chosen for k in ids if k in rows]
+        out = [with_score(found[k].memory, scores[k]) for ids in chosen for k in ids
+               if k in found]
         return sorted(out, key=lambda m: m.score, reverse=True)
 
-    async def _rows(self, scope: Scope, scope_ids: list[int], keys: list[str],
-                    ) -> dict[str, DbRow]:
+    async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
+                        keys: list[str]) -> dict[str, Cached]:
+        """The memories of ``keys`` (held ones, the others read on ``conn`` or a new one)."""
         m = memory.c
 
         async def load(ids: list[int]) -> Sequence[DbRow]:
             q = select(memory).where(m.tenant_id == scope.tenant_id, m.scope_id.in_(scope_ids),
                                      m.id.in_(sorted(ids)), m.valid_to.is_(None))
-            async with self.engine.connect() as conn:
+            if conn is not None:
                 return list((await conn.execute(q)).all())
+            async with self.engine.connect() as own:
+                return list((await own.execute(q)).all())
 
         if not keys:
             return {}
-        found = await self.row_cache.get([int(k) for k in keys], load)
-        return {str(i): r for i, r in found.items()}
+        found = await self.memories.get([int(k) for k in keys], load)
+        return {str(i): c for i, c in found.items()}
+
+
+def with_score(m: StoredMemory, score: float) -> StoredMemory:
+    """``m`` with ``score`` (clamped to 0..1, 6 decimals), on a copy of its metadata."""
+    return replace(m, score=round(min(1.0, max(0.0, score)), 6), metadata=dict(m.metadata))
 
 
 def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from streams.domain.mmr import Scored, jaccard, mmr, similarity_matrix, token_set
@@ -59,3 +61,16 @@ def test_jaccard_and_the_similarity_matrix() -> None:
     assert m[0, 1] == pytest.approx(1 / 3)
     assert m[0, 0] == pytest.approx(1.0)
     assert m[0, 2] == pytest.approx(0.0)
+
+
+def test_the_jaccard_matrix_is_exact_pairwise_jaccard() -> None:
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(rng.sample(words, rng.randint(0, 9))) for _ in range(60)]
+    got = similarity_matrix([Scored(t, 0.5, t) for t in texts])
+    sets = [token_set(t) for t in texts]
+    expected = [[jaccard(a, b) for b in sets] for a in sets]
+    assert got.tolist() == expected
+    with_tokens = similarity_matrix([Scored(t, 0.5, "", tokens=s) for t, s in zip(texts, sets,
+                                                                                 strict=True)])
+    assert with_tokens.tolist() == expected
