@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from streams.cache import CacheUnavailableError, ConversationCache
 from streams.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
@@ -43,14 +42,13 @@ from streams.metrics import (
     SESSIONS_CLOSED,
     SINK_FAILURES,
     SINK_LATENCY,
-    SINK_RETRIES,
 )
 from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
+from streams.retry import retry_forever
 from streams.session_buffer import SessionStateBuffer
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class SessionTable(Protocol):
@@ -109,36 +107,6 @@ class _Item:
     record: SourceRecord
     event: ChatMessage | SessionEnd | IdleCheck
     origin: str | None = None
-
-
-async def retry_forever(
-    op: Callable[[], Awaitable[T]],
-    *,
-    what: str,
-    initial_s: float,
-    max_s: float,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> T:
-    """Run ``op`` until it succeeds, backing off exponentially with jitter.
-
-    Used where giving up would lose data: the batch stays unacknowledged
-    while this waits, so Kafka keeps it.
-    """
-    delay = initial_s
-    attempt = 0
-    while True:
-        try:
-            return await op()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            attempt += 1
-            SINK_FAILURES.labels(what, type(exc).__name__).inc()
-            SINK_RETRIES.labels(what).inc()
-            log.warning("%s failed (attempt %d), retrying in %.1fs: %s: %s",
-                        what, attempt, delay, type(exc).__name__, exc)
-            await sleep(delay * (0.5 + random.random() / 2))
-            delay = min(max_s, delay * 2)
 
 
 class IngestProcessor:

@@ -17,10 +17,11 @@ from streams.consolidation.factory import (
 from streams.consolidation.scheduler import RetryScheduler
 from streams.faust_glue import FaustTable, seek_uncommitted_to_start
 from streams.idle import IdleScanner
-from streams.ingest import IngestConfig, IngestProcessor, retry_forever
+from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import ProducerPublisher
 from streams.query.processor import Answer, QueryProcessor
 from streams.query.service import ReplyPublisher, build_query_processor
+from streams.retry import retry_forever
 from streams.runtime import Runtime
 from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.tables import agent_configs, sessions

@@ -30,10 +30,10 @@ from pydantic import ValidationError
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.consolidation.retrying import RetryRouter, attempt_of, classify
 from streams.domain.routing import route
-from streams.ingest import retry_forever
 from streams.metrics import CONSOLIDATION_LATENCY, CONSOLIDATIONS, DEAD_LETTERS
 from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import SessionClosed
+from streams.retry import retry_forever
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.retrying import due_at
-from streams.ingest import retry_forever
 from streams.publish import Outgoing, Publisher, SourceRecord
+from streams.retry import retry_forever
 
 log = logging.getLogger(__name__)
 Ack = Callable[[], Awaitable[object]]

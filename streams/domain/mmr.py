@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from itertools import chain
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -55,28 +57,63 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
-    """Pairwise similarity: cosine when every item has a vector, token Jaccard otherwise."""
-    n = len(items)
-    if n and all(it.vector is not None for it in items):
-        v = np.array([it.vector for it in items], dtype=np.float64)
-        v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-        return np.asarray(v @ v.T, dtype=np.float64)
-    sets = [it.tokens if it.tokens is not None else token_set(it.text) for it in items]
+def cosine_matrix(vectors: Sequence[Sequence[float]] | npt.NDArray[np.floating[Any]],
+                  ) -> npt.NDArray[np.float64]:
+    """Pairwise cosine of the vectors."""
+    v = np.array(vectors, dtype=np.float64)
+    v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    return np.asarray(v @ v.T, dtype=np.float64)
+
+
+def jaccard_matrix(sets: Sequence[frozenset[str]]) -> npt.NDArray[np.float64]:
+    """Pairwise Jaccard overlap of the word sets (1.0 for two empty sets)."""
+    n = len(sets)
     # only words two items share can meet: the others count in the sizes alone
-    seen: dict[str, int] = {}
-    for ts in sets:
-        for t in ts:
-            seen[t] = seen.get(t, 0) + 1
-    vocab = {t: i for i, t in enumerate(t for t, c in seen.items() if c > 1)}
-    x = np.zeros((n, max(len(vocab), 1)), dtype=np.float32)  # 0/1: the products are exact
+    shared = [t for t, c in Counter(chain.from_iterable(sets)).items() if c > 1]
+    vocab = dict(zip(shared, range(len(shared)), strict=True))
+    rows: list[int] = []
+    cols: list[int] = []
     for i, ts in enumerate(sets):
-        x[i, [vocab[t] for t in ts if t in vocab]] = 1.0
+        for t in ts:
+            if (j := vocab.get(t)) is not None:
+                rows.append(i)
+                cols.append(j)
+    x = np.zeros((n, max(len(vocab), 1)), dtype=np.float32)  # 0/1: the products are exact
+    x[rows, cols] = 1.0
     inter = np.asarray(x @ x.T, dtype=np.float64)
     sizes = np.array([len(ts) for ts in sets], dtype=np.float64)
     np.fill_diagonal(inter, sizes)
     union = sizes[:, None] + sizes[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
+
+
+def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
+    """Pairwise similarity: cosine when every item has a vector, token Jaccard otherwise."""
+    if items and all(it.vector is not None for it in items):
+        return cosine_matrix([v for it in items if (v := it.vector) is not None])
+    return jaccard_matrix([it.tokens if it.tokens is not None else token_set(it.text)
+                           for it in items])
+
+
+def mmr_order(relevance: Sequence[float], matrix: npt.NDArray[np.float64], k: int, *,
+              lambda_: float = 0.7) -> list[int]:
+    """:func:`mmr` on plain values: the indices of up to ``k`` picks, in order, given
+    each item's relevance and the pairwise similarity matrix."""
+    n = len(relevance)
+    columns = np.ascontiguousarray(matrix.T)  # row i: column i of the matrix
+    gain = lambda_ * np.array(relevance, dtype=np.float64)
+    penalty = 1.0 - lambda_
+    max_sim = np.zeros(n, dtype=np.float64)
+    value = np.empty(n, dtype=np.float64)
+    order: list[int] = []
+    for _ in range(min(max(k, 0), n)):
+        np.multiply(max_sim, penalty, out=value)
+        np.subtract(gain, value, out=value)  # lambda * relevance - (1 - lambda) * max_sim
+        best = int(value.argmax())
+        gain[best] = -np.inf  # taken
+        order.append(best)
+        np.maximum(max_sim, columns[best], out=max_sim)
+    return order
 
 
 def mmr(
@@ -96,7 +133,10 @@ def mmr(
     n = len(items)
     if k <= 0 or n == 0:
         return []
-    matrix = similarity_matrix(items) if similarity is None else None
+    if similarity is None:
+        order = mmr_order([it.score for it in items], similarity_matrix(items), k,
+                          lambda_=lambda_)
+        return [items[i] for i in order]
     relevance = np.array([it.score for it in items], dtype=np.float64)
     max_sim = np.zeros(n, dtype=np.float64)
     taken = np.zeros(n, dtype=bool)
@@ -107,12 +147,8 @@ def mmr(
         best = int(np.argmax(value))
         taken[best] = True
         chosen.append(items[best])
-        if matrix is not None:
-            column = matrix[:, best]
-        else:
-            assert similarity is not None
-            column = np.array(
-                [0.0 if taken[i] else similarity(items[i], items[best]) for i in range(n)]
-            )
+        column = np.array(
+            [0.0 if taken[i] else similarity(items[i], items[best]) for i in range(n)]
+        )
         np.maximum(max_sim, column, out=max_sim)
     return chosen
