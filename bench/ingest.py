@@ -236,9 +236,8 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
         return n / max((last - first).total_seconds(), 1e-3)
     finally:
         if os.environ.get("BENCH_PROFILE"):
-            subprocess.run(["pkill", "-INT", "-f", f"app-id|{settings.kafka.app_id}"], check=False)
-            for child in _children(proc.pid):
-                os.kill(child, 15)
+            for child in _children(proc.pid):  # the worker under the profiler: py-spy writes
+                os.kill(child, 15)            # its profile once its child has exited
         else:
             proc.terminate()
         proc.wait(60)

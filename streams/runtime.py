@@ -19,7 +19,7 @@ from streams.db.engine import create_engine
 from streams.db.messages import MessageStore
 from streams.db.migrate import upgrade
 from streams.domain.tokens import TokenCounter
-from streams.embeddings import Embedder, LocalEmbedder
+from streams.embeddings import Embedder, LocalEmbedder, limit_blas_threads
 from streams.history import SessionReader
 from streams.providers.http import RetryPolicy
 from streams.providers.mem0 import Mem0Provider
@@ -149,6 +149,10 @@ class Runtime:
         from streams.providers.builtin import BuiltinProvider
 
         s, c = self.settings, self.settings.consolidation
+        # numpy's BLAS would start a thread per core for every matrix product and keep
+        # it spinning: with the event loop, the database and Kafka on the same cores,
+        # one thread is faster (measured: docs/retrieval.md)
+        limit_blas_threads(1)
         builtin = BuiltinProvider(self.engine, embedder=self.embedder)
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}

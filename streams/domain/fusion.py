@@ -21,12 +21,12 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 Scores = dict[str, float]
 
 
-@dataclass(frozen=True)
-class Position:
+class Position(NamedTuple):
     """Where a memory sits: its session (None for a standalone fact) and order in it."""
 
     session: str | None

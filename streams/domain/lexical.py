@@ -21,7 +21,6 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -191,15 +190,8 @@ def bm25(
     return scores
 
 
-class PostingArrays(Protocol):
-    """A term's postings as arrays: memory ids (ascending), term frequencies, lengths."""
-
-    @property
-    def ids(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def tf(self) -> npt.NDArray[np.float64]: ...
-    @property
-    def dl(self) -> npt.NDArray[np.float64]: ...
+PostingArrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
+"""A term's postings as arrays: memory ids (ascending), term frequencies, lengths."""
 
 
 def bm25_arrays(
@@ -219,13 +211,14 @@ def bm25_arrays(
     parts: list[npt.NDArray[np.float64]] = []
     for term in dict.fromkeys(query_terms):
         p = postings.get(term)
-        if p is None or not len(p.ids):
+        if p is None or not len(p[0]):
             continue
-        df = len(p.ids)
+        doc_ids, tf, dl = p
+        df = len(doc_ids)
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        denom = p.tf + k1 * (1.0 - b + b * p.dl / avg)
-        ids.append(p.ids)
-        parts.append(idf * p.tf * (k1 + 1.0) / denom)
+        denom = tf + k1 * (1.0 - b + b * dl / avg)
+        ids.append(doc_ids)
+        parts.append(idf * tf * (k1 + 1.0) / denom)
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     every = np.concatenate(ids)

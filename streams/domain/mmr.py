@@ -87,6 +87,47 @@ def jaccard_matrix(sets: Sequence[frozenset[str]]) -> npt.NDArray[np.float64]:
     return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
 
 
+class WordIds:
+    """Words as integers, for :func:`jaccard_of_ids`. The table is process-local and is
+    cleared (``generation`` moves on) when it holds more than ``limit`` words; ids
+    of an older generation must not be mixed with new ones."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self.limit = limit
+        self.generation = 0
+        self._ids: dict[str, int] = {}
+
+    def of(self, words: frozenset[str]) -> npt.NDArray[np.int64]:
+        if len(self._ids) + len(words) > self.limit:
+            self._ids.clear()
+            self.generation += 1
+        ids = self._ids
+        return np.array([ids.setdefault(w, len(ids)) for w in words], dtype=np.int64)
+
+
+def jaccard_of_ids(sets: Sequence[npt.NDArray[np.int64]]) -> npt.NDArray[np.float64]:
+    """:func:`jaccard_matrix` of word sets given as arrays of distinct word ids (the
+    same values, with the bookkeeping in numpy)."""
+    n = len(sets)
+    lengths = np.array([len(a) for a in sets], dtype=np.int64)
+    sizes = lengths.astype(np.float64)
+    x = np.zeros((n, 1), dtype=np.float32)
+    if lengths.sum():
+        every = np.concatenate(sets)
+        rows = np.repeat(np.arange(n), lengths)
+        _, cols, counts = np.unique(every, return_inverse=True, return_counts=True)
+        shared = counts > 1  # only words two items share can meet
+        if shared.any():
+            keep = shared[cols]
+            column = np.cumsum(shared) - 1
+            x = np.zeros((n, int(shared.sum())), dtype=np.float32)
+            x[rows[keep], column[cols[keep]]] = 1.0
+    inter = np.asarray(x @ x.T, dtype=np.float64)
+    np.fill_diagonal(inter, sizes)
+    union = sizes[:, None] + sizes[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
+
+
 def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
     """Pairwise similarity: cosine when every item has a vector, token Jaccard otherwise."""
     if items and all(it.vector is not None for it in items):

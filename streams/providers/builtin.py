@@ -74,16 +74,16 @@ class BuiltinProvider:
         mmr_lambda: float = 0.7,
         vector_cache_rows: int = 200_000,
         cache_postings: int = 2_000_000,
-        row_cache_rows: int = 20_000,
+        row_cache_rows: int = 50_000,
         clock: Callable[[], datetime] = now_utc,
     ) -> None:
         self.engine = engine
         self.embedder = embedder if embedder is not None and embedder.dim > 0 else None
         self.name = name
         model = (self.embedder.name, self.embedder.dim) if self.embedder is not None else None
-        self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
-                                max_postings=cache_postings)
         self.memories = MemoryCache(row_cache_rows)
+        self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
+                                max_postings=cache_postings, seed=self.memories.put)
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)

@@ -25,7 +25,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +33,10 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.db.memory_schema import memory, memory_embedding, memory_scope_stats, memory_term
-from streams.domain.fusion import Position, speaker_of
+from streams.domain.fusion import speaker_of
+from streams.domain.lexical import PostingArrays
 from streams.domain.memory import StoredMemory
-from streams.domain.mmr import token_set
+from streams.domain.mmr import WordIds, token_set
 from streams.providers.builtin_rows import DbRow, Vector, stored
 
 Ids = npt.NDArray[np.int64]
@@ -43,15 +44,12 @@ Floats = npt.NDArray[np.float64]
 _EMPTY_IDS: Ids = np.zeros(0, dtype=np.int64)
 _EMPTY: Floats = np.zeros(0, dtype=np.float64)
 _CHUNK = 1000  # ids per IN (...) list
+HEAD_CHARS = 80  # enough of a memory's text to find its speaker
 
 
-@dataclass(frozen=True)
-class Postings:
-    """One term's postings in a scope, by ascending memory id."""
-
-    ids: Ids
-    tf: Floats
-    dl: Floats
+# one term's postings in a scope, by ascending memory id: (ids, tf, doc_len), a plain
+# tuple of arrays, which the garbage collector does not track
+Postings: TypeAlias = PostingArrays
 
 
 @dataclass
@@ -61,7 +59,9 @@ class ScopeState:
     doc_count: int
     total_len: int
     last_id: int  # highest memory id seen; every later memory of the scope is newer
-    positions: dict[str, Position] = field(default_factory=dict)
+    # per memory (session, seq, speaker) as a plain tuple, which the garbage collector
+    # stops tracking (it keeps tracking a tuple subclass such as Position)
+    positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
@@ -77,16 +77,18 @@ class ScopeState:
 
     @property
     def postings(self) -> int:
-        return sum(len(p.ids) for p in self.terms.values())
+        return sum(len(p[0]) for p in self.terms.values())
 
-    def add_rows(self, rows: Sequence[DbRow]) -> None:
+    def add_rows(self, rows: Sequence[DbRow], full: bool) -> None:
+        """Memories as whole rows, or with their first ``HEAD_CHARS`` as ``head``."""
         for r in rows:
             k = str(r.id)
-            p = Position(r.session_key, int(r.seq), speaker_of(r.head))
+            head = r.content[:HEAD_CHARS] if full else r.head
+            p = (r.session_key, int(r.seq), speaker_of(head))
             self.positions[k] = p
             self.types[k] = str(r.type)
-            if p.session is not None:
-                self.slots[(p.session, p.seq)] = k
+            if p[0] is not None:
+                self.slots[(p[0], p[1])] = k
             self.last_id = max(self.last_id, int(r.id))
 
     def add_vectors(self, keys: list[str], vectors: Vector) -> None:
@@ -111,19 +113,19 @@ class ScopeState:
                 by_term.setdefault(r.term, []).append(r)
         for term, new in by_term.items():
             new.sort(key=lambda r: int(r.memory_id))
-            old = self.terms[term]
-            self.terms[term] = Postings(
-                np.concatenate([old.ids, np.array([int(r.memory_id) for r in new], np.int64)]),
-                np.concatenate([old.tf, np.array([float(r.tf) for r in new])]),
-                np.concatenate([old.dl, np.array([float(r.doc_len) for r in new])]))
+            ids, tf, dl = self.terms[term]
+            self.terms[term] = (
+                np.concatenate([ids, np.array([int(r.memory_id) for r in new], np.int64)]),
+                np.concatenate([tf, np.array([float(r.tf) for r in new])]),
+                np.concatenate([dl, np.array([float(r.doc_len) for r in new])]))
 
     def drop(self, gone: set[str]) -> None:
         """Forget memories that were expired."""
         for k in gone:
-            where = self.positions.pop(k)
+            session, seq, _ = self.positions.pop(k)
             self.types.pop(k, None)
-            if where.session is not None:
-                self.slots.pop((where.session, where.seq), None)
+            if session is not None:
+                self.slots.pop((session, seq), None)
         if self._buf is not None and any(k in self.vec_index for k in gone):
             keep = [i for i, k in enumerate(self.vec_keys) if k not in gone]
             self._buf = np.ascontiguousarray(self.matrix[keep])
@@ -131,10 +133,10 @@ class ScopeState:
             self.vec_ids = self.vec_ids[keep]
             self.vec_index = {k: i for i, k in enumerate(self.vec_keys)}
         ints = np.array(sorted(int(k) for k in gone), dtype=np.int64)
-        for term, p in list(self.terms.items()):
-            mask = ~np.isin(p.ids, ints)
+        for term, (ids, tf, dl) in list(self.terms.items()):
+            mask = ~np.isin(ids, ints)
             if not mask.all():
-                self.terms[term] = Postings(p.ids[mask], p.tf[mask], p.dl[mask])
+                self.terms[term] = (ids[mask], tf[mask], dl[mask])
 
 
 @dataclass
@@ -150,9 +152,14 @@ class ScopeCache:
     """Scope states of one worker, least recently used dropped beyond the limits."""
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
-                 max_rows: int = 200_000, max_postings: int = 2_000_000) -> None:
+                 max_rows: int = 200_000, max_postings: int = 2_000_000, full_rows: int = 0,
+                 seed: Callable[[Sequence[DbRow]], None] | None = None) -> None:
+        """``full_rows``: scopes up to this size are read as whole rows, handed to
+        ``seed`` (the memory cache), as are the memories a refresh finds."""
         self.engine = engine
         self.model = model
+        self.full_rows = full_rows
+        self.seed = seed
         self.max_rows = max_rows
         self.max_postings = max_postings
         self._states: OrderedDict[int, ScopeState] = OrderedDict()
@@ -176,7 +183,8 @@ class ScopeCache:
         return self._snapshot
 
     async def fresh(self, stats: DbRow) -> ScopeState:
-        """The scope's state at ``stats.version`` or newer, refreshed when needed."""
+        """The scope's state at ``stats.version`` or newer, refreshed when needed (on a
+        connection of the refresh's own, shared with concurrent callers)."""
         sid, version = int(stats.id), int(stats.version)
         for _ in range(3):
             held = self._states.get(sid)
@@ -188,9 +196,37 @@ class ScopeCache:
                 task = asyncio.ensure_future(self._refresh(sid))
                 self._inflight[sid] = task
                 task.add_done_callback(self._settled(sid))
-            st = await asyncio.shield(task)
+            await asyncio.wait([task])  # a cancelled caller leaves the refresh running
+            if task.cancelled():
+                continue  # its caller was cancelled during its refresh: go again
+            st = task.result()
             if st.version >= version:
-                break
+                return st
+        return await self._refresh(sid)
+
+    async def fresh_on(self, conn: AsyncConnection, stats: DbRow) -> ScopeState | None:
+        """:meth:`fresh` on the caller's connection, which read ``stats`` (the same
+        snapshot on MySQL); None when another caller is refreshing the scope: then
+        wait with :meth:`fresh`, after giving the connection back."""
+        sid, version = int(stats.id), int(stats.version)
+        held = self._states.get(sid)
+        if held is not None and held.version >= version:
+            self._states.move_to_end(sid)
+            return held
+        if sid in self._inflight:
+            return None
+        mine: asyncio.Future[ScopeState] = asyncio.get_running_loop().create_future()
+        self._inflight[sid] = mine
+        mine.add_done_callback(self._settled(sid))
+        try:
+            st = await self._refresh_on(conn, sid, stats)
+        except asyncio.CancelledError:
+            mine.cancel()
+            raise
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        mine.set_result(st)
         return st
 
     def _settled(self, sid: int) -> Callable[[asyncio.Future[ScopeState]], None]:
@@ -204,49 +240,60 @@ class ScopeCache:
 
     async def _refresh(self, sid: int) -> ScopeState:
         async with self.engine.connect() as conn:
-            snapshot = await self.snapshot_reads(conn)
-            for _ in range(3):
-                stats = (await conn.execute(select(memory_scope_stats).where(
-                    memory_scope_stats.c.id == sid))).one()
-                old = self._states.get(sid)
-                delta = await self._delta(conn, old, stats) if old is not None else None
-                loaded = None if delta is not None else await self._load(conn, stats)
-                if not snapshot and await self.version(conn, sid) != int(stats.version):
-                    await conn.rollback()
-                    continue  # a write came in between two reads: read again
-                current = self._states.get(sid)
-                if current is not None and current.version >= int(stats.version):
-                    return current
-                if delta is not None and old is not None and current is old:
-                    self._apply(old, delta)
-                    self.refreshes += 1
-                    st = old
-                else:
-                    st = loaded if loaded is not None else await self._load(conn, stats)
-                    self.full_loads += 1
-                self._install(st)
-                return st
-            stats = (await conn.execute(select(memory_scope_stats).where(
-                memory_scope_stats.c.id == sid))).one()
-            return await self._load(conn, stats)  # not kept: the scope is being written fast
+            return await self._refresh_on(conn, sid)
+
+    async def _refresh_on(self, conn: AsyncConnection, sid: int, read: DbRow | None = None,
+                          ) -> ScopeState:
+        """Refresh on ``conn``; ``read``: the statistics row this transaction read."""
+        snapshot = await self.snapshot_reads(conn)
+        for _ in range(3):
+            stats = read if read is not None and snapshot else (await conn.execute(
+                select(memory_scope_stats).where(memory_scope_stats.c.id == sid))).one()
+            old = self._states.get(sid)
+            delta = await self._delta(conn, old, stats) if old is not None else None
+            loaded = None if delta is not None else await self._load(conn, stats)
+            if not snapshot and await self.version(conn, sid) != int(stats.version):
+                await conn.rollback()
+                continue  # a write came in between two reads: read again
+            current = self._states.get(sid)
+            if current is not None and current.version >= int(stats.version):
+                return current
+            if delta is not None and old is not None and current is old:
+                self._apply(old, delta)
+                self.refreshes += 1
+                st = old
+            else:
+                st = loaded if loaded is not None else await self._load(conn, stats)
+                self.full_loads += 1
+            self._install(st)
+            return st
+        stats = (await conn.execute(select(memory_scope_stats).where(
+            memory_scope_stats.c.id == sid))).one()
+        return await self._load(conn, stats)  # not kept: the scope is being written fast
 
     @staticmethod
     async def version(conn: AsyncConnection, sid: int) -> int:
         s = memory_scope_stats.c
         return int((await conn.execute(select(s.version).where(s.id == sid))).scalar_one())
 
-    def _light(self) -> Any:
+    def _select(self, full: bool) -> Any:
+        """Whole rows (they go to the memory cache too), or what the state needs."""
+        if full:
+            return select(memory)
         m = memory.c
         return select(m.id, m.session_key, m.seq, m.type,
-                      func.substr(m.content, 1, 80).label("head"))
+                      func.substr(m.content, 1, HEAD_CHARS).label("head"))
 
     async def _load(self, conn: AsyncConnection, stats: DbRow) -> ScopeState:
         """Every valid memory of the scope (and its vector)."""
         sid, m = int(stats.id), memory.c
-        rows = (await conn.execute(self._light().where(
+        full = int(stats.doc_count) <= self.full_rows
+        rows = (await conn.execute(self._select(full).where(
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
         st = ScopeState(sid, int(stats.version), int(stats.doc_count), int(stats.total_len), 0)
-        st.add_rows(rows)
+        st.add_rows(rows, full)
+        if full and self.seed is not None:
+            self.seed(rows)
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             vecs = (await conn.execute(self._vectors(sid, 0))).all()
@@ -270,7 +317,7 @@ class ScopeCache:
                      ) -> _Delta | None:
         """What changed since ``st``; None when a full load is the simpler way."""
         sid, m = st.scope_id, memory.c
-        rows = (await conn.execute(self._light().where(
+        rows = (await conn.execute(self._select(True).where(
             m.scope_id == sid, m.id > st.last_id, m.valid_to.is_(None)).order_by(m.id))).all()
         expired = st.doc_count + len(rows) - int(stats.doc_count)
         if expired < 0 or expired > len(st.positions):
@@ -298,7 +345,9 @@ class ScopeCache:
     def _apply(self, st: ScopeState, d: _Delta) -> None:
         if d.gone:
             st.drop(d.gone)
-        st.add_rows(d.rows)
+        st.add_rows(d.rows, True)
+        if self.seed is not None:
+            self.seed(d.rows)
         self._add_vectors(st, [r for r in d.vectors if str(r.memory_id) in st.positions])
         if d.postings is not None:
             st.add_postings(d.postings)
@@ -331,7 +380,7 @@ class ScopeCache:
         """Hold postings that were read at ``version``, if the state is at it."""
         if st.version != version or self._states.get(st.scope_id) is not st:
             return
-        if st.postings + sum(len(p.ids) for p in loaded.values()) > self.max_postings // 4:
+        if st.postings + sum(len(p[0]) for p in loaded.values()) > self.max_postings // 4:
             st.terms = {}  # one scope never takes more than a quarter
         st.terms.update(loaded)
         self._account(st)
@@ -345,38 +394,49 @@ def postings_of(rows: Sequence[DbRow], terms: Sequence[str]) -> dict[str, Postin
     out: dict[str, Postings] = {}
     for term, rs in grouped.items():
         if not rs:
-            out[term] = Postings(_EMPTY_IDS, _EMPTY, _EMPTY)
+            out[term] = (_EMPTY_IDS, _EMPTY, _EMPTY)
             continue
         rs.sort(key=lambda r: int(r.memory_id))
-        out[term] = Postings(np.array([int(r.memory_id) for r in rs], np.int64),
-                             np.array([float(r.tf) for r in rs]),
-                             np.array([float(r.doc_len) for r in rs]))
+        out[term] = (np.array([int(r.memory_id) for r in rs], np.int64),
+                     np.array([float(r.tf) for r in rs]),
+                     np.array([float(r.doc_len) for r in rs]))
     return out
 
 
-class Cached:
-    """A valid memory as the search returns it (score 0), and its word set for MMR."""
+class Cached(NamedTuple):
+    """A valid memory as plain values (nothing for the garbage collector to follow)."""
 
-    __slots__ = ("_tokens", "memory")
+    id: int
+    content: str
+    fields: tuple[tuple[str, Any], ...]  # of the StoredMemory, metadata and score aside
+    metadata: tuple[tuple[str, Any], ...]
 
-    def __init__(self, memory: StoredMemory) -> None:
-        self.memory = memory
-        self._tokens: frozenset[str] | None = None
+    @classmethod
+    def of(cls, r: DbRow) -> Cached:
+        m = stored(r, 0.0)
+        fields = tuple((k, v) for k, v in m.__dict__.items() if k not in ("metadata", "score"))
+        return cls(int(r.id), m.content, fields, tuple(m.metadata.items()))
 
-    @property
-    def tokens(self) -> frozenset[str]:
-        if self._tokens is None:
-            self._tokens = token_set(self.memory.content)
-        return self._tokens
+    def memory(self, score: float) -> StoredMemory:
+        """The memory with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
+        Built field by field: ``dataclasses.replace`` would cost several times more."""
+        out = object.__new__(StoredMemory)
+        out.__dict__.update(self.fields, score=round(min(1.0, max(0.0, score)), 6),
+                            metadata=dict(self.metadata))
+        return out
 
 
 class MemoryCache:
     """Memories by id. A valid memory never changes (an expiry is its only update), so
-    it may be served for as long as the memory is known to be valid."""
+    it may be served for as long as the memory is known to be valid. Also the word
+    ids of those a lexical MMR compared (:class:`~streams.domain.mmr.WordIds`)."""
 
-    def __init__(self, max_rows: int = 20_000) -> None:
+    def __init__(self, max_rows: int = 50_000) -> None:
         self.max_rows = max_rows
-        self._items: OrderedDict[int, Cached] = OrderedDict()
+        self.table = WordIds()
+        # plain tuples: the garbage collector stops tracking those (not a Cached)
+        self._items: OrderedDict[int, tuple[Any, ...]] = OrderedDict()
+        self._words: dict[int, tuple[int, npt.NDArray[np.int64]]] = {}
 
     async def get(self, ids: Sequence[int],
                   load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
@@ -389,12 +449,40 @@ class MemoryCache:
                 missing.append(i)
             else:
                 self._items.move_to_end(i)
-                found[i] = c
+                found[i] = Cached._make(c)
         if missing:
-            for r in await load(missing):
-                c = found[int(r.id)] = Cached(stored(r, 0.0))
-                if self.max_rows > 0:
-                    self._items[int(r.id)] = c
-            while len(self._items) > self.max_rows:
-                self._items.popitem(last=False)
+            loaded = [Cached.of(r) for r in await load(missing)]
+            found.update((c.id, c) for c in loaded)
+            self._keep(loaded)
         return found
+
+    def put(self, rows: Sequence[DbRow]) -> None:
+        """Hold these rows of valid memories."""
+        self._keep([Cached.of(r) for r in rows])
+
+    def words(self, items: Sequence[Cached]) -> list[npt.NDArray[np.int64]]:
+        """The word sets (:func:`~streams.domain.mmr.token_set`) of ``items`` as ids of
+        one generation of the table."""
+        for _ in range(2):
+            generation = self.table.generation
+            out = []
+            for c in items:
+                held = self._words.get(c.id)
+                if held is None or held[0] != self.table.generation:
+                    held = (self.table.generation, self.table.of(token_set(c.content)))
+                    if c.id in self._items:
+                        self._words[c.id] = held
+                out.append(held[1])
+            if self.table.generation == generation:
+                break  # else the table was renewed meanwhile: once more, all of one age
+        return out
+
+    def _keep(self, items: Sequence[Cached]) -> None:
+        if self.max_rows <= 0:
+            return
+        for c in items:
+            self._items[c.id] = tuple(c)
+            self._items.move_to_end(c.id)
+        while len(self._items) > self.max_rows:
+            old, _ = self._items.popitem(last=False)
+            self._words.pop(old, None)

@@ -27,7 +27,7 @@ from streams.db.memory_schema import TERM_MAX_CHARS, memory, memory_scope_stats,
 from streams.domain.fusion import FusionWeights, Position, fuse
 from streams.domain.lexical import bm25_arrays, query_terms
 from streams.domain.memory import StoredMemory
-from streams.domain.mmr import cosine_matrix, jaccard_matrix, mmr_order
+from streams.domain.mmr import cosine_matrix, jaccard_of_ids, mmr_order
 from streams.providers.base import Scope, SearchRequest
 from streams.providers.builtin_cache import (
     Cached,
@@ -40,7 +40,6 @@ from streams.providers.builtin_cache import (
     postings_of,
 )
 from streams.providers.builtin_rows import DbRow, Vector
-
 
 
 class Signal:
@@ -97,26 +96,28 @@ class Search:
         connection goes back to the pool before the wait. A stale scope is refreshed
         with no connection held by this search (:meth:`ScopeCache.fresh`)."""
         terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        states: list[ScopeState] = []
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
             if not stats:
                 return []
-            held = [self.cache.peek(int(s.id)) for s in stats]
-            fresh = [st for st, s in zip(held, stats, strict=True)
-                     if st is not None and st.version >= int(s.version)]
-            if len(fresh) == len(stats):
+            for s in stats:
+                if (st := await self.cache.fresh_on(conn, s)) is None:
+                    break  # another search is refreshing it: wait below, connection back
+                states.append(st)
+            if len(states) == len(stats):
                 versions = {int(s.id): int(s.version) for s in stats}
-                postings = await self._terms(conn, fresh, terms, versions)
+                postings = await self._terms(conn, states, terms, versions)
                 if qvec is None:
-                    return await self._rank(conn, scope, request, stats, fresh, postings, None)
-        if len(fresh) < len(stats):
-            fresh = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
+                    return await self._rank(conn, scope, request, stats, states, postings, None)
+        if len(states) < len(stats):
+            states = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
             async with self.engine.connect() as conn:
-                postings = await self._terms(conn, fresh, terms, None)
+                postings = await self._terms(conn, states, terms, None)
                 if qvec is None:
-                    return await self._rank(conn, scope, request, stats, fresh, postings, None)
+                    return await self._rank(conn, scope, request, stats, states, postings, None)
         assert qvec is not None
-        return await self._rank(None, scope, request, stats, fresh, postings, await qvec)
+        return await self._rank(None, scope, request, stats, states, postings, await qvec)
 
     async def _rank(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                     stats: list[DbRow], states: list[ScopeState],
@@ -226,12 +227,12 @@ class Search:
         for st in states:
             keep = {k for k in best if k in st.positions}
             for k in list(keep):
-                p = st.positions[k]
-                if p.session is not None:
+                session, seq, _ = st.positions[k]
+                if session is not None:
                     keep.update(n for d in (-1, 1)
-                                if (n := st.slots.get((p.session, p.seq + d))) is not None)
+                                if (n := st.slots.get((session, seq + d))) is not None)
             for k in keep:
-                positions[k] = st.positions[k]
+                positions[k] = Position._make(st.positions[k])
                 types[k] = st.types[k]
                 if (i := st.vec_index.get(k)) is not None:
                     vectors[k] = st.matrix[i]
@@ -254,7 +255,7 @@ class Search:
             for ids, limit in pools:
                 chosen += self._picks(request, [k for k in ids if k in found], limit, scores,
                                       {}, found)
-        out = [with_score(found[k].memory, scores[k]) for k in chosen if k in found]
+        out = [found[k].memory(scores[k]) for k in chosen if k in found]
         return sorted(out, key=lambda m: m.score, reverse=True)
 
     def _picks(self, request: SearchRequest, ids: list[str], limit: int,
@@ -263,7 +264,7 @@ class Search:
         if not request.dedup or not ids:
             return ids[:limit]
         matrix = (cosine_matrix(np.stack([vectors[k] for k in ids])) if vectors
-                  else jaccard_matrix([found[k].tokens for k in ids]))
+                  else jaccard_of_ids(self.memories.words([found[k] for k in ids])))
         order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
         return [ids[i] for i in order]
 
@@ -284,17 +285,6 @@ class Search:
             return {}
         found = await self.memories.get([int(k) for k in keys], load)
         return {str(i): c for i, c in found.items()}
-
-
-def with_score(m: StoredMemory, score: float) -> StoredMemory:
-    """``m`` with ``score`` (clamped to 0..1, 6 decimals), on a copy of its metadata.
-
-    A field-for-field copy: ``dataclasses.replace`` runs ``__init__`` again and
-    costs several times more, for 150 results per query."""
-    out = object.__new__(StoredMemory)
-    out.__dict__.update(m.__dict__, score=round(min(1.0, max(0.0, score)), 6),
-                        metadata=dict(m.metadata))
-    return out
 
 
 def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],

@@ -54,8 +54,9 @@ T = TypeVar("T")
 
 
 class SearchRecorder(Protocol):
-    def record_search(self, *, tenant_id: str, user_id: str, agent_id: str, provider: str | None,
-                      keyword_only: bool, latency_ms: float, results: int, outcome: str) -> None: ...
+    def record_search(self, *, tenant_id: str, user_id: str, agent_id: str,
+                      provider: str | None, keyword_only: bool, latency_ms: float,
+                      results: int, outcome: str) -> None: ...
 
 
 @dataclass(frozen=True)

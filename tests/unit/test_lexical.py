@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from streams.domain.lexical import (
+    PostingArrays,
     bm25,
     bm25_arrays,
     query_terms,
@@ -109,11 +110,10 @@ def test_bm25_without_length_normalisation_and_unknown_terms() -> None:
     assert bm25([], POSTINGS, LENGTHS, 3, 5.0) == {}
 
 
-class _Arrays:
-    def __init__(self, plist: list[tuple[str, int]], lengths: dict[str, int]) -> None:
-        self.ids = np.array([int(d) for d, _ in plist], dtype=np.int64)
-        self.tf = np.array([float(tf) for _, tf in plist])
-        self.dl = np.array([float(lengths[d]) for d, _ in plist])
+def _arrays(plist: list[tuple[str, int]], lengths: dict[str, int]) -> PostingArrays:
+    return (np.array([int(d) for d, _ in plist], dtype=np.int64),
+            np.array([float(tf) for _, tf in plist]),
+            np.array([float(lengths[d]) for d, _ in plist]))
 
 
 def test_bm25_arrays_give_bm25_bit_for_bit_in_the_same_order() -> None:
@@ -127,7 +127,7 @@ def test_bm25_arrays_give_bm25_bit_for_bit_in_the_same_order() -> None:
             postings.setdefault(term, []).append((doc, tf))
     lengths = {d: len(t) for d, t in docs.items()}
     avg = sum(lengths.values()) / len(lengths)
-    arrays = {t: _Arrays(p, lengths) for t, p in postings.items()}
+    arrays = {t: _arrays(p, lengths) for t, p in postings.items()}
     for query in ("Who paints in the garden?", "hiking Alice", "fence party paint", "nothing"):
         terms = query_terms(query)
         expected = bm25(terms, postings, lengths, 40, avg)

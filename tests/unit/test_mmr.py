@@ -4,7 +4,16 @@ import random
 
 import pytest
 
-from streams.domain.mmr import Scored, jaccard, mmr, similarity_matrix, token_set
+from streams.domain.mmr import (
+    Scored,
+    WordIds,
+    jaccard,
+    jaccard_matrix,
+    jaccard_of_ids,
+    mmr,
+    similarity_matrix,
+    token_set,
+)
 
 
 def items(*specs: tuple[str, float]) -> list[Scored[str]]:
@@ -74,3 +83,16 @@ def test_the_jaccard_matrix_is_exact_pairwise_jaccard() -> None:
     with_tokens = similarity_matrix([Scored(t, 0.5, "", tokens=s) for t, s in zip(texts, sets,
                                                                                  strict=True)])
     assert with_tokens.tolist() == expected
+
+
+def test_the_jaccard_of_word_ids_is_the_jaccard_of_words() -> None:
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(30)]
+    sets = [token_set(" ".join(rng.sample(words, rng.randint(0, 8)))) for _ in range(50)]
+    table = WordIds()
+    assert jaccard_of_ids([table.of(s) for s in sets]).tolist() == jaccard_matrix(sets).tolist()
+    assert jaccard_of_ids([table.of(frozenset())] * 2).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    small = WordIds(limit=5)
+    small.of(frozenset(words[:4]))
+    small.of(frozenset(words[4:8]))  # more than the limit: a new table
+    assert small.generation == 1
