@@ -33,7 +33,7 @@ from streams.consolidation.ledger import LedgerStore, SessionMessage
 from streams.consolidation.runs import PlannedCandidate, Run, RunStore, naive
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter, WriteStats
-from streams.domain.dedup import dedup_candidates
+from streams.domain.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.domain.judge import clip_text
 from streams.domain.memory import USER_CUBE, MemoryCandidate, cube_for
 from streams.domain.routing import long_memory_enabled, route
@@ -165,10 +165,15 @@ class ConsolidationPipeline:
                                        short_len=cfg.dedup_short_len)
             for d in deduped.dropped:
                 DEDUP_DROPPED.labels(d.rule).inc()
-            planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c)
-                       for c in deduped.kept]
-            if handle.episodes:
-                planned += episodes_of(chat, cfg.episode_max_chars)
+            kept = deduped.kept
+            episodes = episodes_of(chat, cfg.episode_max_chars) if handle.episodes else []
+            if episodes:
+                covered = drop_covered_by_episodes(kept, [p.candidate for p in episodes])
+                for d in covered.dropped:
+                    DEDUP_DROPPED.labels(d.rule).inc()
+                kept = covered.kept
+            planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c) for c in kept]
+            planned += episodes
         saved = await self.runs.save_judgement(run.closed_id, judge, planned, self.now())
         if saved:
             out.judge = judge

@@ -78,9 +78,12 @@ def _pack_block(
     used = 0
     facts: list[StoredMemory] = []
     sessions: dict[str, list[StoredMemory]] = {}
+    shown: set[str] = set()  # source events of the chosen episodes, shown verbatim
     for m in memories:
         if limit - used <= NEWLINE_TOKENS:
             break
+        if m.kind != "episode" and m.source_event_ids and shown.issuperset(m.source_event_ids):
+            continue  # a fact restating turns already in the block adds only tokens
         if m.kind == "episode":
             key = _session_key(m)
             cost = count(_one_line(m.content)) + NEWLINE_TOKENS
@@ -89,6 +92,7 @@ def _pack_block(
             if used + cost > limit:
                 continue
             sessions.setdefault(key, []).append(m)
+            shown.update(m.source_event_ids)
         else:
             cost = count(f"[{_date(m.event_time)}] {_one_line(m.content)}") + NEWLINE_TOKENS
             if used + cost > limit:

@@ -231,3 +231,25 @@ def _first_duplicate(
             ):
                 return rule, i
     return None
+
+
+def drop_covered_by_episodes(
+    cands: Sequence[MemoryCandidate], episodes: Sequence[MemoryCandidate]
+) -> DedupResult:
+    """Drop episodic candidates that restate part of a message already kept whole.
+
+    When a provider stores every chat message as an episode, a judged episode
+    candidate (an event sentence) of the same single message whose text, speaker
+    aside, occurs in that message would only be the same turn twice (rule
+    ``containment``). Facts stay: they are typed, and conflicts are checked on them.
+    """
+    whole = {e.source_event_ids: e for e in episodes}
+    out = DedupResult()
+    for cand in cands:
+        turn = whole.get(cand.source_event_ids) if cand.kind == "episode" else None
+        if turn is not None and contains(normalize(split_speaker(turn.content)[1]),
+                                         normalize(split_speaker(cand.content)[1])):
+            out.dropped.append(Dropped(candidate=cand, rule="containment", duplicate_of=turn))
+        else:
+            out.kept.append(cand)
+    return out

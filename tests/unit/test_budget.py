@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -120,3 +121,14 @@ def test_real_tokens_never_exceed_the_budget(budget: int) -> None:
     got = pack_budget(ms, budget_tokens=budget, count=count)
     assert count(got.user_profile) <= int(budget * 0.6)
     assert got.tokens_used == count(got.user_profile) + count(got.agent_memory) <= budget
+
+
+def test_a_fact_restating_turns_already_shown_costs_no_tokens() -> None:
+    turn = replace(episode("e", 0.9, "s1", 0, days=0), source_event_ids=("ev-1",))
+    restated = mem("f", 0.5, "turn e restated", source_event_ids=("ev-1",))
+    other = mem("g", 0.4, "another fact", source_event_ids=("ev-1", "ev-2"))
+    got = pack_budget([turn, restated, other], count=words)
+    assert [m.id for m in got.included] == ["e", "g"]
+    # ranked above its turn, the fact is shown: nothing is known to cover it yet
+    first = pack_budget([replace(restated, score=0.95), turn], count=words)
+    assert [m.id for m in first.included] == ["f", "e"]

@@ -10,6 +10,7 @@ from streams.domain.dedup import (
     bigrams,
     contains,
     dedup_candidates,
+    drop_covered_by_episodes,
     duplicate_rule,
     jaccard_similarity,
     levenshtein,
@@ -228,3 +229,30 @@ def test_split_speaker(text: str, speaker: str | None, rest: str) -> None:
 def test_bigrams_of_tiny_texts() -> None:
     assert bigrams("") == frozenset() and bigrams("a") == {"a"}
     assert bigrams("ab c") == {"ab", "b ", " c"}
+
+
+def _cand(text: str, kind: str, *sources: str) -> MemoryCandidate:
+    return MemoryCandidate(content=text, source_event_ids=sources, kind=kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("cand", "dropped"), [
+    pytest.param(_cand("Caroline: I painted it after the beach trip.", "episode", "e1"), True,
+                 id="a-sentence-of-the-turn"),
+    pytest.param(_cand("Caroline: I painted it after the beach trip.", "fact", "e1"), False,
+                 id="facts-stay"),
+    pytest.param(_cand("Caroline: I painted it after the beach trip.", "episode", "e2"), False,
+                 id="another-message"),
+    pytest.param(_cand("Caroline: I painted it after the beach trip.", "episode", "e1", "e2"),
+                 False, id="merged-from-two-messages"),
+    pytest.param(_cand("Caroline: I sold it at the fair.", "episode", "e1"), False,
+                 id="not-in-the-turn"),
+])
+def test_episodes_within_a_turn_kept_whole_are_dropped(cand: MemoryCandidate,
+                                                       dropped: bool) -> None:
+    turn = _cand("Caroline: Thanks, Mel! I painted it after the beach trip. Do you like it?",
+                 "episode", "e1")
+    got = drop_covered_by_episodes([cand], [turn])
+    assert [d.candidate for d in got.dropped] == ([cand] if dropped else [])
+    assert got.kept == ([] if dropped else [cand])
+    if dropped:
+        assert got.dropped[0].rule == "containment" and got.dropped[0].duplicate_of is turn
