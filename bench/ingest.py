@@ -275,6 +275,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         web=WebSettings(port=_free_port()),
     )
     settings.ingest.batch_size = args.batch
+    if args.state_flush is not None:
+        settings.ingest.state_flush_interval_s = args.state_flush
     await ensure_topics(settings.kafka)
     print(f"producing {len(events)} events to {topic} ...", file=sys.stderr)
     await produce(topic, events)
@@ -309,6 +311,8 @@ if __name__ == "__main__":
     ap.add_argument("--conversations", type=int, default=400)
     ap.add_argument("--reference-events", type=int, default=2_000)
     ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--state-flush", type=float, default=None,
+                    help="MEMSTREAM_INGEST__STATE_FLUSH_INTERVAL_S for the worker")
     ap.add_argument("--timeout", type=float, default=300)
     result = asyncio.run(main(ap.parse_args()))
     print(json.dumps(result))

@@ -1,9 +1,12 @@
 """Query benchmark: end-to-end memory lookups over Kafka, client to client.
 
-1,000 users holding 100 memories each (built-in provider, lexical retrieval by
-default), one worker, requests sent open-loop at 50/s. Needs the services of
-``make services``. Ends by printing one JSON line with p50_ms, p95_ms, p99_ms,
-requests and errors.
+1,000 users holding 100 memories each in their ``user_profile`` cube, and the
+agent's own cube of 100 (built-in provider, lexical retrieval by default);
+each request searches both. One worker, after one warm-up request per user
+(the worker's scope caches are then warm, as in a running service); then
+requests sent open-loop at 50/s. Needs the services of ``make services``.
+Ends by printing one JSON line with p50_ms, p95_ms, p99_ms, requests and
+errors (``--cold``: measured from the worker's start instead).
 
     python bench/query.py [--users 1000] [--memories 100] [--rate 50] [--seconds 30]
                           [--embedder none|local]
@@ -87,17 +90,20 @@ async def seed(settings: Settings, users: int, per_user: int, embed: bool) -> fl
     rng = random.Random(3)
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     start = time.perf_counter()
+    # the agent's own cube: experience shared by all its users, as large as one user's
+    agent_scope = Scope("bench", "user-0", "agent-1")
+    await provider.add(agent_scope, agent_cube("agent-1"), [
+        MemoryCandidate(content=memory_text(rng, 0, i).replace("User 0", "The agent"),
+                        type="skill", scope="agent", importance=0.5,
+                        event_time=t0 + timedelta(days=i), source_event_ids=(f"a-e{i}",))
+        for i in range(per_user)])
     for u in range(users):
         scope = Scope("bench", f"user-{u}", "agent-1")
-        mems = [MemoryCandidate(content=memory_text(rng, u, i), type="text", scope="user",
-                                importance=0.5, event_time=t0 + timedelta(days=i),
-                                source_event_ids=(f"u{u}-e{i}",))
-                for i in range(per_user)]
-        await provider.add(scope, "user_profile", mems[: per_user * 4 // 5])
-        await provider.add(scope, agent_cube("agent-1"), [
-            MemoryCandidate(content=m.content, type="skill", scope="agent", importance=0.5,
-                            event_time=m.event_time, source_event_ids=m.source_event_ids)
-            for m in mems[per_user * 4 // 5:]])
+        await provider.add(scope, "user_profile", [
+            MemoryCandidate(content=memory_text(rng, u, i), type="text", scope="user",
+                            importance=0.5, event_time=t0 + timedelta(days=i),
+                            source_event_ids=(f"u{u}-e{i}",))
+            for i in range(per_user)])
         if u % 100 == 99:
             print(f"  seeded {u + 1}/{users} users", file=sys.stderr, flush=True)
     await engine.dispose()
@@ -105,16 +111,16 @@ async def seed(settings: Settings, users: int, per_user: int, embed: bool) -> fl
 
 
 async def load(settings: Settings, users: int, rate: float, seconds: float,
-               warmup: int) -> dict[str, Any]:
+               warm: bool) -> dict[str, Any]:
     rng = random.Random(9)
     latencies: list[float] = []
     errors = 0
     async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
                             reply_topic=settings.query.reply_topic, timeout_s=10) as client:
 
-        async def one(record: bool) -> None:
+        async def one(record: bool, user: int | None = None) -> None:
             nonlocal errors
-            u = rng.randrange(users)
+            u = rng.randrange(users) if user is None else user
             message = (f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)}"
                        f" in {rng.choice(PLACES)}?")
             start = time.perf_counter()
@@ -129,7 +135,17 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
                 latencies.append((time.perf_counter() - start) * 1000)
                 errors += 0 if ok else 1
 
-        await asyncio.gather(*(one(False) for _ in range(warmup)))  # connections, caches
+        warm_start = time.perf_counter()
+        gate = asyncio.Semaphore(16)
+
+        async def warm_one(user: int) -> None:
+            async with gate:
+                await one(False, user)
+
+        # one request per user (every user when ``warm``), so that what is measured is a
+        # running service, not its first minute
+        await asyncio.gather(*(warm_one(u) for u in range(users if warm else 20)))
+        warmup_s = time.perf_counter() - warm_start
         tasks = []
         interval = 1.0 / rate
         begin = time.perf_counter()
@@ -148,6 +164,7 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
         "p95_ms": round(percentile(latencies, 95), 2),
         "p99_ms": round(percentile(latencies, 99), 2),
         "achieved_rate": round(len(latencies) / elapsed, 1),
+        "warmup_s": round(warmup_s, 1),
     }
 
 
@@ -178,7 +195,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         worker = LocalWorker(settings, ROOT / ".bench" / "query-worker.log").start()
         await asyncio.sleep(args.settle)
         print(f"load: {args.rate}/s for {args.seconds}s ...", file=sys.stderr)
-        result = await load(settings, args.users, args.rate, args.seconds, warmup=20)
+        result = await load(settings, args.users, args.rate, args.seconds,
+                            warm=not args.cold)
     finally:
         if worker is not None:
             worker.stop()
@@ -186,7 +204,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         "-e", f"DROP DATABASE IF EXISTS {db}"], check=False)
     result.update({
         "users": args.users, "memories_per_user": args.memories, "rate": args.rate,
-        "embedder": args.embedder, "seed_s": round(seed_s, 1),
+        "embedder": args.embedder, "cold": args.cold, "seed_s": round(seed_s, 1),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
     })
     return result
@@ -200,4 +218,6 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--settle", type=float, default=8.0, help="seconds for the worker to join")
     ap.add_argument("--embedder", choices=["none", "local"], default="none")
+    ap.add_argument("--cold", action="store_true",
+                    help="measure from the worker's start (20 warm-up requests, not one per user)")
     print(json.dumps(asyncio.run(main(ap.parse_args()))))

@@ -32,4 +32,5 @@ app = faust.App(
     web_in_thread=False,
     datadir=settings.kafka.data_dir,
     table_standby_replicas=0,
+    Worker="streams.faust_glue:QuietWorker",
 )

@@ -34,7 +34,7 @@ class SessionStateBuffer:
         self,
         table: _Table,
         *,
-        interval_s: float = 0.25,
+        interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:

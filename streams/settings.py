@@ -100,9 +100,10 @@ class IngestSettings(BaseModel):
     retry_initial_s: float = Field(0.2, gt=0, description="First backoff after a database failure.")
     retry_max_s: float = Field(10.0, gt=0, description="Longest backoff between database retries.")
     state_flush_interval_s: float = Field(
-        0.25, ge=0,
+        1.0, ge=0,
         description="Sessions-table writes are coalesced: each conversation's state is written "
-        "at most once per interval (batches are acknowledged after it).",
+        "at most once per interval (batches are acknowledged after it). Each write is a "
+        "changelog record: shorter means more records per event.",
     )
     max_merged_batch: int = Field(
         5000, ge=1,

@@ -1,7 +1,7 @@
 """The worker's HTTP endpoints on the Faust web server, and what feeds them:
 
 * ``/metrics`` — memstream's metrics (:mod:`streams.metrics`) and Faust's own
-  sensor (prefixed ``faust_``), one Prometheus registry;
+  sensor (prefixed ``faust_``, without its per-record series), one registry;
 * ``/health/live`` and ``/health/ready`` (:mod:`streams.health`);
 * ``/stats/*``, the read-only stats API (:mod:`streams.stats`).
 

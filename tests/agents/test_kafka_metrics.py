@@ -160,3 +160,29 @@ def test_rebalances_are_counted_and_tracked() -> None:
     mon.on_rebalance_return(app, state)
     mon.on_rebalance_end(app, state)
     assert tracker.rebalancing_since is None and tracker.assignments == 1
+
+
+def test_faust_per_record_series_are_not_kept_and_commits_still_are() -> None:
+    registry = CollectorRegistry()
+    mon = KafkaMonitor(ProgressTracker(started_at=0.0),
+                       metrics=FaustMetrics.create(registry, "t"))
+
+    class Message:
+        topic, partition, offset, key, value = TOPIC, 0, 5, b"k", b"v"
+
+    tp = TP(TOPIC, 0)
+    mon.on_message_in(tp, 5, Message())
+    state = mon.on_stream_event_in(tp, 5, object(), object())
+    mon.on_stream_event_out(tp, 5, object(), object(), state)
+    mon.on_message_out(tp, 5, Message())
+    mon.on_send_completed(object(), mon.on_send_initiated(object(), TOPIC, Message(), 1, 1),
+                          object())
+    mon.track_tp_end_offset(tp, 9)
+    assert mon.tp_end_offsets[tp] == 9  # kept for Faust, no gauge
+    per_record = [s for m in registry.collect() for s in m.samples
+                  if s.name.startswith(("t_messages", "t_events", "t_topic", "t_total_sent",
+                                        "t_table", "t_end_offset", "t_producer_send"))
+                  and not s.name.endswith("_created") and s.value]
+    assert per_record == []
+    mon.on_commit_completed(object(), mon.on_commit_initiated(object()))
+    assert registry.get_sample_value("t_consumer_commit_latency_count") == 1.0
