@@ -131,6 +131,9 @@ class SessionClosed(BaseModel):
     closed_at: datetime
     last_activity: datetime
     message_count: int = Field(ge=0, description="Messages the session state had seen at close.")
+    last_event_id: str | None = Field(
+        None, description="Event id of the session's last message: consolidation takes the "
+        "conversation's messages stored up to it (absent: those stored by `closed_at`).")
 
 
 class IdleCheck(BaseModel):

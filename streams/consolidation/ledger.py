@@ -7,8 +7,10 @@ twice under two event ids is one message; a user saying "yes" twice is two.
 :meth:`LedgerStore.claim` runs inside the caller's transaction, before the
 judge. It locks the conversation's progress row (``SELECT ... FOR UPDATE``, so
 two claims of one conversation never interleave, even across workers), reads
-the messages above the conversation's ``claimed_until_id`` that were stored no
-later than ``bound`` (the close, plus some slack), records the hashes not yet
+the messages above the conversation's ``claimed_until_id`` up to the session's
+last message (``until_event_id``, which the closing event names) or, when the
+event names none or it is not stored, those stored no later than ``bound``
+(the close, plus some slack), records the hashes not yet
 in the ledger under the claiming ``closed_id``, and moves the mark past them.
 
 What a closing event owns is then exactly the ledger rows with its
@@ -85,10 +87,15 @@ class LedgerStore:
             engine, consolidation_ledger, ["tenant_id", "message_hash"])
 
     async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
-                    closed_id: str, bound: datetime, limit: int, now: datetime) -> int:
-        """Claim the conversation's unclaimed messages stored up to ``bound`` (naive
-        UTC) for ``closed_id``; returns how many were claimed now. Runs in ``conn``'s
-        transaction, which the caller commits."""
+                    closed_id: str, bound: datetime, limit: int, now: datetime,
+                    until_event_id: str | None = None) -> int:
+        """Claim the conversation's unclaimed messages up to the one with
+        ``until_event_id`` or else stored up to ``bound`` (naive UTC) for
+        ``closed_id``; returns how many were claimed now. Runs in ``conn``'s
+        transaction, which the caller commits.
+
+        The event id is the exact bound: when a worker catches up, the next
+        sessions' messages are often stored in the same batch as a session's end."""
         p = consolidation_progress.c
         where = (p.tenant_id == tenant_id, p.conversation_id == conversation_id)
         await conn.execute(self._progress_row, {
@@ -96,14 +103,17 @@ class LedgerStore:
             "claimed_until_id": 0, "updated_at": now})
         mark = (await conn.execute(
             select(p.claimed_until_id).where(*where).with_for_update())).scalar_one()
+        last = None if until_event_id is None else (await conn.execute(
+            select(_m.id).where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
+                                _m.event_id == until_event_id))).scalar()
         rows = (await conn.execute(
             select(*_MESSAGE_COLUMNS, _m.ingested_at)
             .where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
-                   _m.id > mark)
+                   _m.id > mark, *(() if last is None else (_m.id <= last,)))
             .order_by(_m.id).limit(limit))).all()
         prefix = []
         for r in rows:  # a prefix by id, so everything up to the new mark is claimed
-            if r.ingested_at > bound:
+            if last is None and r.ingested_at > bound:
                 break
             prefix.append(r)
         if not prefix:

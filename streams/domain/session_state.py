@@ -49,6 +49,7 @@ class SessionState:
     last_seen_at: float = 0.0
     open: bool = False
     offsets: dict[str, int] = field(default_factory=dict)
+    last_event_id: str | None = None
 
     def seen(self, source: str, offset: int) -> bool:
         return offset <= self.offsets.get(source, -1)
@@ -72,6 +73,7 @@ class SessionState:
         if self.last_activity is None or ts > self.last_activity:
             self.last_activity = ts
         self.last_seen_at = max(self.last_seen_at, now)
+        self.last_event_id = msg.event_id
         self.open = True
         return True
 
@@ -95,6 +97,7 @@ class SessionState:
             closed_at=datetime.fromtimestamp(now, UTC),
             last_activity=self.last_activity or datetime.fromtimestamp(now, UTC),
             message_count=self.session_message_count,
+            last_event_id=self.last_event_id,
         )
         self.session_seq += 1
         self.session_message_count = 0
@@ -119,6 +122,7 @@ class SessionState:
             "last_seen_at": self.last_seen_at,
             "open": self.open,
             "offsets": dict(self.offsets),
+            "last_event_id": self.last_event_id,
         }
 
     @classmethod
@@ -139,6 +143,7 @@ class SessionState:
             last_seen_at=float(value.get("last_seen_at", 0.0)),
             open=bool(value.get("open", False)),
             offsets={str(k): int(v) for k, v in (value.get("offsets") or {}).items()},
+            last_event_id=value.get("last_event_id"),
         )
 
     @classmethod

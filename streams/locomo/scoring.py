@@ -8,6 +8,9 @@ when the turn's event id is among the memory's source events.
   memories listed in the reply;
 * b4k — the share found by the memories inside the long-memory token budget
   (what actually reaches the model).
+
+A question without a usable evidence id (LoCoMo has a few) is asked and timed
+but has no recall to measure: it is counted apart (``unscored``), not as 0.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Scored:
     recall: dict[int, float]
     b4k: float
     latency_ms: float
+    has_evidence: bool = True
 
 
 def score(q: Question, memory_sources: Sequence[Sequence[str]], budget_sources: Sequence[str],
@@ -48,7 +52,7 @@ def score(q: Question, memory_sources: Sequence[Sequence[str]], budget_sources: 
     """``memory_sources``: the source event ids of each listed memory, best first."""
     ev = evidence_ids(q)
     recall = {k: share_found(ev, (s for m in memory_sources[:k] for s in m)) for k in KS}
-    return Scored(q.category, recall, share_found(ev, budget_sources), latency_ms)
+    return Scored(q.category, recall, share_found(ev, budget_sources), latency_ms, bool(ev))
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -70,6 +74,7 @@ class Summary:
     p50_ms: float = 0.0
     p95_ms: float = 0.0
     p99_ms: float = 0.0
+    unscored: int = 0
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -79,6 +84,7 @@ class Summary:
             "recall_at_20": round(self.recall[20], 4),
             "by_category": self.by_category,
             "questions": self.questions,
+            "unscored": self.unscored,
             "p50_ms": round(self.p50_ms, 2),
             "p95_ms": round(self.p95_ms, 2),
             "p99_ms": round(self.p99_ms, 2),
@@ -89,13 +95,16 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def summarize(results: Sequence[Scored]) -> Summary:
-    lat = [r.latency_ms for r in results]
+def summarize(asked: Sequence[Scored]) -> Summary:
+    """Recall over the questions with evidence; latency over every question asked."""
+    lat = [r.latency_ms for r in asked]
+    results = [r for r in asked if r.has_evidence]
     s = Summary(
         questions=len(results),
         b4k=_mean([r.b4k for r in results]),
         recall={k: _mean([r.recall[k] for r in results]) for k in KS},
         p50_ms=percentile(lat, 50), p95_ms=percentile(lat, 95), p99_ms=percentile(lat, 99),
+        unscored=len(asked) - len(results),
     )
     for cat, name in CATEGORIES.items():
         mine = [r for r in results if r.category == cat]
@@ -117,6 +126,8 @@ def render_table(s: Summary) -> str:
     rows.append("-" * len(head))
     rows.append(f"{'overall':<12} {s.questions:>9} {s.recall[5]:>7.1%} {s.recall[10]:>7.1%} "
                 f"{s.recall[20]:>7.1%} {s.b4k:>7.1%}")
+    if s.unscored:
+        rows.append(f"{s.unscored} question(s) without a usable evidence id: asked, not scored")
     rows.append(f"query latency p50 {s.p50_ms:.1f} ms, p95 {s.p95_ms:.1f} ms, "
                 f"p99 {s.p99_ms:.1f} ms")
     return "\n".join(rows)

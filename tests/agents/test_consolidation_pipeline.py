@@ -57,6 +57,27 @@ async def test_a_session_end_writes_facts_and_episodes_once(h: Harness) -> None:
     assert len(h.provider.memories) == 5
 
 
+async def test_a_session_end_takes_its_session_only_when_the_next_is_stored_already(
+        h: Harness) -> None:
+    # a worker catching up stores session 2 before session 1's end is consolidated
+    first = await h.say("c1", FIRST)
+    second = await h.say("c1", [("user", "My sister lives in Porto."),
+                                ("assistant", "Porto is lovely in spring.")])
+    one = h.closed("c1").model_copy(update={"last_event_id": first[-1]})
+    two = h.closed("c1", 2).model_copy(update={"last_event_id": second[-1]})
+    assert (await h.pipeline.run(one)).messages == 2
+    assert sorted(h.provider.contents("episode")) == [
+        "Assistant: Berlin is lovely. Lesson learned: ask for the city before suggesting trails.",
+        "User: Hi! I live in Berlin. I love hiking."]
+    assert (await h.pipeline.run(two)).messages == 2
+    assert "User: My sister lives in Porto." in h.provider.contents("episode")
+    # without the bound (an event from before it existed) the time bound takes both
+    third = await h.say("c1", [("user", "I moved to Lisbon.")])
+    fourth = await h.say("c1", [("user", "I work from home now.")])
+    assert third and fourth
+    assert (await h.pipeline.run(h.closed("c1", 3))).messages == 2
+
+
 async def test_episodes_keep_the_message_time_and_event_id(h: Harness) -> None:
     ids = await h.say("c1", [("user", "We met at the lake.")], name="Caroline")
     await h.pipeline.run(h.closed("c1"))

@@ -53,6 +53,18 @@ def test_close_starts_a_new_session() -> None:
     assert again is not None and again.session_seq == 2 and again.message_count == 1
 
 
+def test_a_close_names_the_last_message_of_its_session() -> None:
+    s = SessionState.new(msg(0))
+    for i in range(3):
+        s.apply_message(msg(i), "chat", i, now=i)
+    s.apply_message(msg(1), "chat", 1, now=5)  # a replayed offset changes nothing
+    first = s.close("explicit", now=10, end=end(1))
+    assert first is not None and first.last_event_id == "e2"
+    s.apply_message(msg(7), "chat", 7, now=12)
+    second = s.close("idle", now=20)
+    assert second is not None and second.last_event_id == "e7"
+
+
 @pytest.mark.parametrize(("tenant", "conv"), [("t", "c"), ("acme", "a/b/c"), ("x.y-z", "agent:1")])
 def test_table_key_round_trip(tenant: str, conv: str) -> None:
     assert split_table_key(table_key(tenant, conv)) == (tenant, conv)
@@ -62,4 +74,4 @@ def test_round_trips_through_table_json() -> None:
     s = SessionState.new(msg(0))
     s.apply_message(msg(0), "chat", 3, now=1.5)
     again = SessionState.from_table(s.to_table())
-    assert again == s
+    assert again == s and again is not None and again.last_event_id == "e0"
