@@ -257,7 +257,8 @@ class ConsolidationSettings(BaseModel):
     close_slack_s: float = Field(
         2.0,
         ge=0,
-        description="Messages stored up to this long after the close still belong to it.",
+        description="For a closing event that names no last message: messages stored up to "
+        "this long after the close still belong to it.",
     )
     dedup_jaccard: float = Field(
         0.7, ge=0, le=1, description="In-batch dedup: character-bigram Jaccard threshold."
