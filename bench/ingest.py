@@ -6,7 +6,9 @@ In the same run and on the same data it also measures:
     RPOP as separate round trips (how the system memstream replaces wrote);
 (b) sink ceiling — the worker's own batched MySQL and Redis writes, fed from
     memory with no Kafka;
-(c) bare consumer — an aiokafka consumer that only decodes the events.
+(c) bare consumer — an aiokafka consumer that only decodes the events;
+(d) Faust no-op — a Faust worker whose agent only acknowledges, batch by batch
+    (``bench/faust_noop_app.py``): the cost of Faust's consumer path alone.
 
 Needs the services of ``make services``. Ends by printing one JSON line.
 
@@ -190,6 +192,22 @@ async def bare_consumer(topic: str, n: int) -> float:
         await c.stop()
 
 
+def faust_noop(topic: str, n: int, timeout: float) -> float:
+    """(d) A Faust worker whose agent only acknowledges (``bench/faust_noop_app.py``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    env.update(NOOP_TOPIC=topic, NOOP_N=str(n), NOOP_BROKER=f"kafka://{BOOTSTRAP}",
+               NOOP_DATADIR=str(ROOT / ".bench" / f"noop-{topic}"),
+               PYTHONPATH=os.pathsep.join([str(ROOT / "bench"), str(ROOT)]))
+    (ROOT / ".bench").mkdir(exist_ok=True)
+    out = subprocess.run([sys.executable, "-m", "faust", "-A", "faust_noop_app", "worker",
+                          "-l", "warn", "--without-web"], env=env, cwd=ROOT / ".bench",
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    for line in out.stdout.splitlines() + out.stderr.splitlines():
+        if "NOOP " in line:
+            return float(line.split("NOOP ", 1)[1].split()[1])
+    raise RuntimeError(f"the Faust no-op worker printed no rate:\n{out.stderr[-2000:]}")
+
+
 async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
     env.update(settings_env(settings))
@@ -283,6 +301,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
     print("(c) bare consumer ...", file=sys.stderr)
     bare = await bare_consumer(topic, len(events))
+    print("(d) Faust worker that only acknowledges ...", file=sys.stderr)
+    noop = faust_noop(topic, len(events), args.timeout)
     print("worker ...", file=sys.stderr)
     worker = await worker_rate(settings, len(events), args.timeout)
     print("(b) sink ceiling ...", file=sys.stderr)
@@ -299,8 +319,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "reference_per_s": round(reference),
         "sink_ceiling_per_s": round(ceiling),
         "bare_consumer_per_s": round(bare),
+        "faust_noop_per_s": round(noop),
         "vs_reference": round(worker / reference, 1),
         "vs_sink_ceiling": round(worker / ceiling, 2),
+        "faust_noop_vs_sink_ceiling": round(noop / ceiling, 2),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
     }
 

@@ -1,0 +1,38 @@
+"""A Faust worker whose agent only acknowledges, in batches as the ingest agent takes
+them: what Faust's consumer path costs by itself (``bench/ingest.py``, figure (d)).
+
+Run by ``bench/ingest.py``; prints ``NOOP <events> <events/s>`` once it has seen
+``NOOP_N`` events of ``NOOP_TOPIC``, then exits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import faust
+
+TOPIC = os.environ["NOOP_TOPIC"]
+N = int(os.environ["NOOP_N"])
+
+app = faust.App(f"noop-{TOPIC}", broker=os.environ["NOOP_BROKER"], store="memory://",
+                consumer_auto_offset_reset="earliest", web_enabled=False,
+                datadir=os.environ["NOOP_DATADIR"], stream_buffer_maxsize=4096,
+                Worker="streams.faust_glue:QuietWorker")
+source = app.topic(TOPIC, value_serializer="raw")
+seen: dict[str, Any] = {"n": 0, "t0": None}
+
+
+@app.agent(source)
+async def drain(stream: Any) -> None:
+    async for events in stream.noack_take(1000, within=0.05):
+        if seen["t0"] is None:
+            seen["t0"] = time.perf_counter()
+        for event in events:
+            await stream.ack(event)
+        seen["n"] += len(events)
+        if seen["n"] >= N:
+            rate = seen["n"] / (time.perf_counter() - seen["t0"])
+            print(f"NOOP {seen['n']} {rate:.0f}", flush=True)
+            os._exit(0)
