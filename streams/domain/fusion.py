@@ -2,7 +2,10 @@
 
 The pipeline, every step a pure function over ``{memory id: score}``:
 
-1. :func:`min_max` puts each signal on 0..1 for this query (best hit = 1);
+1. each signal goes on 0..1 for this query, best hit = 1: BM25 through
+   :func:`max_scaled` (0 means no match, so a weak match keeps its share of
+   the best: with min-max the weakest of a few matches would score 0 however
+   good it is), cosine through :func:`min_max` (unrelated texts do not score 0);
 2. :func:`weighted` mixes them: ``0.7 * dense + 0.3 * lexical`` when a dense
    signal exists, the lexical one alone otherwise;
 3. :func:`smooth_neighbours` adds ``0.3 *`` the better score of the previous
@@ -69,6 +72,14 @@ def min_max(scores: Mapping[str, float]) -> Scores:
         return dict.fromkeys(scores, 1.0)
     span = hi - lo
     return {k: (v - lo) / span for k, v in scores.items()}
+
+
+def max_scaled(scores: Mapping[str, float]) -> Scores:
+    """Divide by the best score (non-negative scores); all zero stays zero."""
+    hi = max(scores.values(), default=0.0)
+    if hi <= 0:
+        return dict(scores)
+    return {k: v / hi for k, v in scores.items()}
 
 
 def weighted(
@@ -184,7 +195,7 @@ def fuse(
     per query whatever the size of the collection. ``positions`` must cover
     those candidates (and their neighbours, for the neighbours to count).
     """
-    lex = min_max(lexical)
+    lex = max_scaled(lexical)
     den = min_max(dense) if dense else None
     if limit is not None:
         keep = set(top_n(lex, limit)) | (set(top_n(den, limit)) if den else set())

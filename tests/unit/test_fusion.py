@@ -6,6 +6,7 @@ from streams.domain.fusion import (
     FusionWeights,
     Position,
     fuse,
+    max_scaled,
     min_max,
     named_people,
     neighbours,
@@ -30,6 +31,16 @@ def test_min_max_per_query() -> None:
     assert min_max({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.0, "b": 1.0, "c": 0.5}
     assert min_max({"a": 7.0, "b": 7.0}) == {"a": 1.0, "b": 1.0}
     assert min_max({}) == {}
+
+
+def test_bm25_keeps_its_proportions_the_weakest_match_is_not_zero() -> None:
+    assert max_scaled({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.5, "b": 1.0, "c": 0.75}
+    assert max_scaled({"a": 0.0, "b": 0.0}) == {"a": 0.0, "b": 0.0}
+    assert max_scaled({}) == {}
+    # two of three matches, standalone facts: the weaker keeps half of the best
+    got = fuse({"f": 2.0, "g": 1.0}, None, {"f": Position(None, 0), "g": Position(None, 1)},
+               weights=FusionWeights(person=0))
+    assert got == {"f": 1.0, "g": 0.5}
 
 
 def test_weighted_fusion_is_70_30_with_dense_and_lexical_alone_without() -> None:
