@@ -121,10 +121,18 @@ def kafka_command(workdir: Path, port: int, controller_port: int) -> list[str]:
     java = ["java", "-Xms256m", "-Xmx768m", "-XX:+UseG1GC",
             f"-Dlog4j.configuration=file:{workdir / 'log4j.properties'}", "-cp", f"{lib}/*"]
     if not (data / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+        subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
                         "-c", str(props)], check=True, stdout=subprocess.DEVNULL)
     return [*java, "kafka.Kafka", str(props)]
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (URL-safe base64 of a UUID). Like Kafka's own, never one
+    that starts with ``-``: the storage tool would read it as an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def kafka_ready(workdir: Path, port: int) -> bool:
