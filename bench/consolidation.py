@@ -42,17 +42,14 @@ sys.path.insert(0, str(ROOT))
 
 from streams.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.consolidation.factory import build_consolidation  # noqa: E402
-from streams.db.engine import create_engine  # noqa: E402
 from streams.db.messages import MessageStore, message_row  # noqa: E402
-from streams.db.migrate import upgrade  # noqa: E402
 from streams.publish import Outgoing, SourceRecord  # noqa: E402
 from streams.records import ChatMessage, SessionClosed  # noqa: E402
 from streams.runtime import Runtime  # noqa: E402
 from streams.settings import DatabaseSettings, LLMSettings, RedisSettings, Settings  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
+from tests.support.services import REDIS_PORT, drop_database, migrated_database  # noqa: E402
 
-MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
-REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
 CITIES = ["Berlin", "Paris", "Lisbon", "Oslo", "Rome", "Madrid", "Vienna", "Prague", "Dublin",
           "Athens"]
 JOBS = ["nurse", "teacher", "pilot", "chef", "lawyer", "plumber", "architect", "dentist"]
@@ -90,28 +87,6 @@ def sessions(n: int, per_session: int, users: int, seed: int = 7
             conversation_id=conv, trigger="explicit", session_seq=1, closed_at=closed_at,
             last_activity=msgs[-1].created_at, message_count=per_session), msgs))
     return out
-
-
-async def fresh_database(name: str) -> str:
-    admin = f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/memstream"
-    engine = create_engine(DatabaseSettings(url=SecretStr(admin)))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-        await conn.execute(text(f"CREATE DATABASE {name} CHARACTER SET utf8mb4"))
-    await engine.dispose()
-    url = f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/{name}"
-    engine = create_engine(DatabaseSettings(url=SecretStr(url)))
-    await upgrade(engine)
-    await engine.dispose()
-    return url
-
-
-async def drop_database(name: str) -> None:
-    admin = f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/memstream"
-    engine = create_engine(DatabaseSettings(url=SecretStr(admin)))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-    await engine.dispose()
 
 
 class Collect:
@@ -187,26 +162,27 @@ def fake_model(purposes: Counter[str]) -> FakeOpenAI:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     run = uuid.uuid4().hex[:6]
-    redis = RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/1"), key_prefix=f"bc{run}")
+    redis = RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS_PORT}/1"), key_prefix=f"bc{run}")
     db_a, db_b = f"bench_consol_a_{run}", f"bench_consol_b_{run}"
     try:
         print(f"(a) rule judge: {args.sessions} sessions x {args.messages} messages ...",
               file=sys.stderr)
-        rules = Settings(database=DatabaseSettings(url=SecretStr(await fresh_database(db_a))),
-                         redis=redis)
+        url_a = await migrated_database(db_a)
+        rules = Settings(database=DatabaseSettings(url=SecretStr(url_a)), redis=redis)
         a = await consolidate(rules, sessions(args.sessions, args.messages,
                                               args.users or max(1, args.sessions // 4)))
         print(f"(b) model: {args.model_sessions} sessions ...", file=sys.stderr)
         purposes: Counter[str] = Counter()
         with fake_model(purposes) as llm:
-            model = Settings(database=DatabaseSettings(url=SecretStr(await fresh_database(db_b))),
-                             redis=redis, llm=LLMSettings(base_url=llm.base_url, model="bench"))
+            url_b = await migrated_database(db_b)
+            model = Settings(database=DatabaseSettings(url=SecretStr(url_b)), redis=redis,
+                             llm=LLMSettings(base_url=llm.base_url, model="bench"))
             data = sessions(args.model_sessions, args.messages,
                             args.users or max(1, args.model_sessions // 4), seed=11)
             b = await consolidate(model, data)
     finally:
-        await drop_database(db_a)
-        await drop_database(db_b)
+        drop_database(db_a)
+        drop_database(db_b)
     messages = args.model_sessions * args.messages
     calls = sum(purposes.values())
     return {

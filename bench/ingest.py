@@ -44,7 +44,6 @@ from streams.admin import ensure_topics  # noqa: E402
 from streams.cache import ConversationCache  # noqa: E402
 from streams.db.engine import create_engine  # noqa: E402
 from streams.db.messages import MessageStore, message_row, row_to_doc  # noqa: E402
-from streams.db.migrate import upgrade  # noqa: E402
 from streams.domain.events import decode_chat_event  # noqa: E402
 from streams.records import ChatMessage  # noqa: E402
 from streams.settings import (  # noqa: E402
@@ -55,11 +54,14 @@ from streams.settings import (  # noqa: E402
     WebSettings,
     settings_env,
 )
+from tests.support.services import (  # noqa: E402
+    KAFKA_BOOTSTRAP,
+    KAFKA_BROKER,
+    REDIS_PORT,
+    free_port,
+    migrated_database,
+)
 
-KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
-REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
-MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
-BOOTSTRAP = f"127.0.0.1:{KAFKA}"
 WORDS = [
     "trip", "hotel", "flight", "museum", "dinner", "budget", "sister", "vegetarian", "walk",
     "beach", "train", "ticket", "morning", "evening", "weather", "booking", "price", "city",
@@ -86,27 +88,11 @@ def make_events(n: int, conversations: int, seed: int = 1) -> list[dict[str, Any
     return out
 
 
-def mysql_url(db: str) -> str:
-    return f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/{db}"
-
-
-async def fresh_database(name: str) -> str:
-    engine = create_engine(DatabaseSettings(url=SecretStr(mysql_url("memstream"))))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-        await conn.execute(text(f"CREATE DATABASE {name} CHARACTER SET utf8mb4"))
-    await engine.dispose()
-    engine = create_engine(DatabaseSettings(url=SecretStr(mysql_url(name))))
-    await upgrade(engine)
-    await engine.dispose()
-    return mysql_url(name)
-
-
 async def reference_path(events: list[dict[str, Any]], db: str) -> float:
     """Per message: INSERT + COMMIT, then LPUSH, EXPIRE, LLEN, RPOP round trips."""
-    url = await fresh_database(db)
+    url = await migrated_database(db)
     engine = create_engine(DatabaseSettings(url=SecretStr(url)))
-    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS}/2")
+    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/2")
     now = datetime.now(UTC)
     rows = [message_row(ChatMessage.model_validate(e), now) for e in events]
     from streams.db.schema import conversation_message
@@ -129,9 +115,9 @@ async def reference_path(events: list[dict[str, Any]], db: str) -> float:
 
 async def sink_ceiling(events: list[dict[str, Any]], db: str, batch: int) -> float:
     """The worker's batched writes (MessageStore + one Redis pipeline), no Kafka."""
-    url = await fresh_database(db)
+    url = await migrated_database(db)
     engine = create_engine(DatabaseSettings(url=SecretStr(url)))
-    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS}/3")
+    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/3")
     store = MessageStore(engine)
     cache = ConversationCache(redis, prefix="benchceil")
     now = datetime.now(UTC)
@@ -156,7 +142,7 @@ async def sink_ceiling(events: list[dict[str, Any]], db: str, batch: int) -> flo
 
 
 async def produce(topic: str, events: list[dict[str, Any]]) -> None:
-    p = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", linger_ms=20,
+    p = AIOKafkaProducer(bootstrap_servers=KAFKA_BOOTSTRAP, acks="all", linger_ms=20,
                          max_batch_size=1 << 20)
     await p.start()
     try:
@@ -168,7 +154,7 @@ async def produce(topic: str, events: list[dict[str, Any]]) -> None:
 
 
 async def bare_consumer(topic: str, n: int) -> float:
-    c = AIOKafkaConsumer(bootstrap_servers=BOOTSTRAP, enable_auto_commit=False,
+    c = AIOKafkaConsumer(bootstrap_servers=KAFKA_BOOTSTRAP, enable_auto_commit=False,
                          max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
     await c.start()
     try:
@@ -195,7 +181,7 @@ async def bare_consumer(topic: str, n: int) -> float:
 def faust_noop(topic: str, n: int, timeout: float) -> float:
     """(d) A Faust worker whose agent only acknowledges (``bench/faust_noop_app.py``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
-    env.update(NOOP_TOPIC=topic, NOOP_N=str(n), NOOP_BROKER=f"kafka://{BOOTSTRAP}",
+    env.update(NOOP_TOPIC=topic, NOOP_N=str(n), NOOP_BROKER=KAFKA_BROKER,
                NOOP_DATADIR=str(ROOT / ".bench" / f"noop-{topic}"),
                PYTHONPATH=os.pathsep.join([str(ROOT / "bench"), str(ROOT)]))
     (ROOT / ".bench").mkdir(exist_ok=True)
@@ -262,14 +248,6 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
         await engine.dispose()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     return [int(x) for x in out.split()]
@@ -280,17 +258,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     events = make_events(args.events, args.conversations)
     topic = f"bench.chat.{run}"
     settings = Settings(
-        kafka=KafkaSettings(broker=f"kafka://{BOOTSTRAP}", app_id=f"bench-{run}", partitions=8,
+        kafka=KafkaSettings(broker=KAFKA_BROKER, app_id=f"bench-{run}", partitions=8,
                             chat_topic=topic, subagent_topic=f"bench.sub.{run}",
                             dlq_topic=f"bench.dlq.{run}",
                             session_closed_topic=f"bench.closed.{run}",
                             retry_topic=f"bench.retry.{run}", queries_topic=f"bench.q.{run}",
                             agent_config_topic=f"bench.cfg.{run}",
                             data_dir=str(ROOT / ".bench" / f"state-{run}")),
-        database=DatabaseSettings(url=SecretStr(await fresh_database("bench_ingest"))),
-        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/1"),
+        database=DatabaseSettings(url=SecretStr(await migrated_database("bench_ingest"))),
+        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS_PORT}/1"),
                             key_prefix=f"bench{run}"),
-        web=WebSettings(port=_free_port()),
+        web=WebSettings(port=free_port()),
     )
     settings.ingest.batch_size = args.batch
     if args.state_flush is not None:
@@ -309,7 +287,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     ceiling = await sink_ceiling(events, "bench_ceiling", args.batch)
     print("(a) reference path ...", file=sys.stderr)
     reference = await reference_path(events[: args.reference_events], "bench_reference")
-    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS}/1")
+    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/1")
     await redis.flushdb()
     await redis.aclose()
     return {

@@ -16,18 +16,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.services import (  # noqa: E402
+    KAFKA_BROKER,
+    REDIS_PORT,
+    create_database,
+    drop_database,
+    free_port,
+)
+
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo-dev.json"
-KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
-REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
-MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> int:
@@ -39,16 +38,15 @@ def main() -> int:
     args = ap.parse_args()
     run = f"{int(time.time())}"
     db = f"bench_locomo_{run}"
-    subprocess.run(["mariadb", "-h127.0.0.1", f"-P{MYSQL}", "-umemstream", "-pmemstream", "-e",
-                    f"CREATE DATABASE {db} CHARACTER SET utf8mb4"], check=True)
+    url = create_database(db)
     env = dict(os.environ)  # other MEMSTREAM_* settings pass through
     env.update({
-        "MEMSTREAM_KAFKA__BROKER": f"kafka://127.0.0.1:{KAFKA}",
+        "MEMSTREAM_KAFKA__BROKER": KAFKA_BROKER,
         "MEMSTREAM_KAFKA__APP_ID": f"locomo-{run}",
         "MEMSTREAM_KAFKA__PARTITIONS": "4",
         "MEMSTREAM_KAFKA__DATA_DIR": str(ROOT / ".bench" / f"locomo-{run}"),
-        "MEMSTREAM_DATABASE__URL": f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/{db}",
-        "MEMSTREAM_REDIS__URL": f"redis://127.0.0.1:{REDIS}/5",
+        "MEMSTREAM_DATABASE__URL": url,
+        "MEMSTREAM_REDIS__URL": f"redis://127.0.0.1:{REDIS_PORT}/5",
         "MEMSTREAM_REDIS__KEY_PREFIX": f"locomo{run}",
         "MEMSTREAM_EMBEDDING__KIND": args.embedder,
         "MEMSTREAM_QUERY__REPLY_TOPIC": f"locomo-{run}.replies",
@@ -65,8 +63,7 @@ def main() -> int:
     try:
         return subprocess.run(cmd, env=env, cwd=ROOT).returncode
     finally:
-        subprocess.run(["mariadb", "-h127.0.0.1", f"-P{MYSQL}", "-umemstream", "-pmemstream",
-                        "-e", f"DROP DATABASE IF EXISTS {db}"], check=False)
+        drop_database(db)
 
 
 if __name__ == "__main__":

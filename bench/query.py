@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -51,10 +50,14 @@ from streams.settings import (  # noqa: E402
     Settings,
     WebSettings,
 )
+from tests.support.services import (  # noqa: E402
+    KAFKA_BROKER,
+    REDIS_PORT,
+    create_database,
+    drop_database,
+    free_port,
+)
 
-KAFKA = os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092")
-REDIS = os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")
-MYSQL = os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")
 TOPICS = [
     "trip", "hotel", "flight", "museum", "dinner", "budget", "sister", "vegetarian", "walking",
     "beach", "train", "ticket", "morning", "weather", "booking", "price", "river", "market",
@@ -66,14 +69,6 @@ PLACES = ["Lisbon", "Porto", "Madrid", "Berlin", "Oslo", "Kyoto", "Lima", "Quito
           "Denver", "Perth", "Cairo"]
 VERBS = ("likes", "visited", "prefers", "bought", "planned", "talked about", "learned",
          "booked", "enjoys", "avoids")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def memory_text(rng: random.Random, user: int, i: int) -> str:
@@ -171,21 +166,20 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     run = f"{int(time.time())}"
     db = f"bench_query_{run}"
-    subprocess.run(["mariadb", "-h127.0.0.1", f"-P{MYSQL}", "-umemstream", "-pmemstream", "-e",
-                    f"CREATE DATABASE {db} CHARACTER SET utf8mb4"], check=True)
-    k = KafkaSettings(broker=f"kafka://127.0.0.1:{KAFKA}", app_id=f"qbench-{run}", partitions=4,
+    url = create_database(db)
+    k = KafkaSettings(broker=KAFKA_BROKER, app_id=f"qbench-{run}", partitions=4,
                       data_dir=str(ROOT / ".bench" / f"qbench-{run}"),
                       **{f"{n}_topic": f"qbench-{run}.{n}" for n in (
                           "chat", "subagent", "dlq", "retry", "session_closed", "queries",
                           "agent_config", "idle")})
     settings = Settings(
         kafka=k,
-        database=DatabaseSettings(url=SecretStr(
-            f"mysql+aiomysql://memstream:memstream@127.0.0.1:{MYSQL}/{db}")),
-        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS}/6"), key_prefix=f"qb{run}"),
+        database=DatabaseSettings(url=SecretStr(url)),
+        redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS_PORT}/6"),
+                            key_prefix=f"qb{run}"),
         embedding=EmbeddingSettings(kind=args.embedder),
         query=QuerySettings(reply_topic=f"qbench-{run}.replies"),
-        web=WebSettings(port=_free_port()),
+        web=WebSettings(port=free_port()),
     )
     worker = None
     try:
@@ -200,8 +194,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if worker is not None:
             worker.stop()
-        subprocess.run(["mariadb", "-h127.0.0.1", f"-P{MYSQL}", "-umemstream", "-pmemstream",
-                        "-e", f"DROP DATABASE IF EXISTS {db}"], check=False)
+        drop_database(db)
     result.update({
         "users": args.users, "memories_per_user": args.memories, "rate": args.rate,
         "embedder": args.embedder, "cold": args.cold, "seed_s": round(seed_s, 1),

@@ -17,13 +17,14 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from streams.processes import stop_process
 
 KAFKA_VERSION = os.environ.get("MEMSTREAM_KAFKA_VERSION", "3.9.1")
 CACHE = Path(os.environ.get("MEMSTREAM_CACHE", Path.home() / ".cache" / "memstream"))
@@ -163,13 +164,7 @@ class EmbeddedBroker:
     workdir: Path
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
 
 
 def start_embedded_broker(

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from streams.processes import stop_process
 from streams.settings import Settings, settings_env
 
 
@@ -42,11 +43,4 @@ class LocalWorker:
             return ""
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_process(self.proc, timeout)

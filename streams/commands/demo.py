@@ -40,6 +40,7 @@ from streams.embedded_broker import (
     start_embedded_broker,
 )
 from streams.kafka_io import publish_events
+from streams.processes import stop_process
 from streams.providers.base import Scope
 from streams.providers.builtin import BuiltinProvider
 from streams.runtime import Runtime
@@ -207,12 +208,7 @@ class Demo:
         print(render_reply(reply.model_dump(mode="json")))
 
     def stop(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
-            self.worker.terminate()
-            try:
-                self.worker.wait(30)
-            except subprocess.TimeoutExpired:
-                self.worker.kill()
+        stop_process(self.worker)
         if self.broker is not None:
             self.broker.stop()
 

@@ -152,13 +152,12 @@ class ScopeCache:
     """Scope states of one worker, least recently used dropped beyond the limits."""
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
-                 max_rows: int = 200_000, max_postings: int = 2_000_000, full_rows: int = 0,
+                 max_rows: int = 200_000, max_postings: int = 2_000_000,
                  seed: Callable[[Sequence[DbRow]], None] | None = None) -> None:
-        """``full_rows``: scopes up to this size are read as whole rows, handed to
-        ``seed`` (the memory cache), as are the memories a refresh finds."""
+        """``seed``: handed the whole rows of the memories a refresh finds (the memory
+        cache), which a refresh reads anyway."""
         self.engine = engine
         self.model = model
-        self.full_rows = full_rows
         self.seed = seed
         self.max_rows = max_rows
         self.max_postings = max_postings
@@ -170,9 +169,6 @@ class ScopeCache:
         self._snapshot: bool | None = None
         self.full_loads = 0
         self.refreshes = 0
-
-    def peek(self, scope_id: int) -> ScopeState | None:
-        return self._states.get(scope_id)
 
     async def snapshot_reads(self, conn: AsyncConnection) -> bool:
         """Whether the reads of one transaction share a snapshot (MySQL, REPEATABLE READ)."""
@@ -287,13 +283,10 @@ class ScopeCache:
     async def _load(self, conn: AsyncConnection, stats: DbRow) -> ScopeState:
         """Every valid memory of the scope (and its vector)."""
         sid, m = int(stats.id), memory.c
-        full = int(stats.doc_count) <= self.full_rows
-        rows = (await conn.execute(self._select(full).where(
+        rows = (await conn.execute(self._select(False).where(
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
         st = ScopeState(sid, int(stats.version), int(stats.doc_count), int(stats.total_len), 0)
-        st.add_rows(rows, full)
-        if full and self.seed is not None:
-            self.seed(rows)
+        st.add_rows(rows, False)
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             vecs = (await conn.execute(self._vectors(sid, 0))).all()

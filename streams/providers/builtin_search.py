@@ -298,7 +298,3 @@ def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, 
         wanted.append((True, request.pref_top_k))
     return [([k for k in ranked if (types[k] == "preference") == pref][: max(3 * n, n + 20)],
              n) for pref, n in wanted if n > 0]
-
-
-def _present(states: Sequence[ScopeState | None]) -> list[ScopeState]:
-    return [st for st in states if st is not None]

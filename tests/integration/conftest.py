@@ -24,10 +24,14 @@ from streams.cache import ConversationCache
 from streams.db.messages import MessageStore
 from streams.domain.tokens import TokenCounter
 from streams.history import SessionReader
+from streams.kafka_io import partitions as kafka_partitions
+from streams.settings import KafkaSettings
 from tests.support.services import (
     KAFKA_BOOTSTRAP,
     KAFKA_BROKER,
     REDIS_PORT,
+    create_database,
+    drop_database,
     free_port,
     mysql_cli,
     mysql_url,
@@ -44,16 +48,7 @@ def _services() -> None:
 
 async def partitions(topic: str) -> list[int]:
     """Partition numbers of ``topic`` ([] when it does not exist yet)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
-    await admin.start()
-    try:
-        described = await admin.describe_topics([topic])
-    finally:
-        await admin.close()
-    for t in described:
-        if t.get("error_code", 0) == 0 and t.get("partitions"):
-            return sorted(p["partition"] for p in t["partitions"])
-    return []
+    return await kafka_partitions(KafkaSettings(broker=KAFKA_BROKER), topic)
 
 
 @dataclass
@@ -216,7 +211,7 @@ class Stack:
 def new_stack(tmp: Path) -> Iterator[Stack]:
     name = unique("it")
     database = f"ms_{name}"
-    mysql_cli(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
+    create_database(database)
     s = Stack(name=name, tmp=tmp, database=database,
               redis_url=f"redis://127.0.0.1:{REDIS_PORT}/0")
     try:
@@ -224,7 +219,7 @@ def new_stack(tmp: Path) -> Iterator[Stack]:
     finally:
         for w in s.workers:
             w.kill()
-        mysql_cli(f"DROP DATABASE IF EXISTS {database}")
+        drop_database(database)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from streams.providers.base import (
     SearchRequest,
 )
 from streams.providers.builtin import BuiltinProvider
-from tests.support.services import free_port, mysql_cli, mysql_url, unique
+from tests.support.services import create_database, drop_database, free_port, mysql_url, unique
 
 ALICE = Scope("acme", "alice", "helper")
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
@@ -78,15 +78,14 @@ async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         database = None
     else:
         database = unique("ms_mem_")
-        mysql_cli(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
-        eng = create_async_engine(mysql_url(database), pool_size=2)
+        eng = create_async_engine(create_database(database), pool_size=2)
     try:
         await upgrade(eng)
         yield eng
     finally:
         await eng.dispose()
         if database:
-            mysql_cli(f"DROP DATABASE IF EXISTS {database}")
+            drop_database(database)
 
 
 async def test_re_adding_the_same_memories_changes_nothing(engine: AsyncEngine) -> None:

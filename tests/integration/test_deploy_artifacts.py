@@ -51,6 +51,7 @@ from referencing import Registry, Resource
 
 from streams import metrics as metric_catalog
 from streams.settings import KafkaSettings, Settings, WebSettings
+from tests.support.services import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -88,12 +89,6 @@ def run(argv: list[str], *, timeout: float = 120, **kw: Any) -> subprocess.Compl
 
 def load_yaml_docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ====================================================================== compose

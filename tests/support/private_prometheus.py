@@ -4,7 +4,6 @@ port with its own configuration and data directory, stopped by its pid."""
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any
 import httpx
 import yaml
 
+from streams.processes import stop_process
 from tests.support.services import free_port
 
 
@@ -65,11 +65,5 @@ class PrivatePrometheus:
         return doc
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc)
         self.proc = None

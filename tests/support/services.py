@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.embedded_broker import free_port as free_port
+
 KAFKA_PORT = int(os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092"))
 REDIS_PORT = int(os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379"))
 MYSQL_PORT = int(os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306"))
@@ -27,12 +29,6 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((host, port)) == 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def require_services() -> None:
@@ -57,6 +53,34 @@ def mysql_cli(sql: str, port: int = MYSQL_PORT, database: str | None = None) -> 
     if database:
         argv.append(database)
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def create_database(name: str, port: int = MYSQL_PORT) -> str:
+    """A new, empty database (an old one of that name is dropped first); its URL."""
+    mysql_cli(f"DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name} CHARACTER SET utf8mb4",
+              port)
+    return mysql_url(name, port)
+
+
+def drop_database(name: str, port: int = MYSQL_PORT) -> None:
+    mysql_cli(f"DROP DATABASE IF EXISTS {name}", port)
+
+
+async def migrated_database(name: str, port: int = MYSQL_PORT) -> str:
+    """:func:`create_database` with the schema at the newest migration; its URL."""
+    from pydantic import SecretStr
+
+    from streams.db.engine import create_engine
+    from streams.db.migrate import upgrade
+    from streams.settings import DatabaseSettings
+
+    url = create_database(name, port)
+    engine = create_engine(DatabaseSettings(url=SecretStr(url)))
+    try:
+        await upgrade(engine)
+    finally:
+        await engine.dispose()
+    return url
 
 
 def unique(prefix: str = "t") -> str:
