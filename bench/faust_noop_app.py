@@ -1,5 +1,7 @@
 """A Faust worker whose agent only acknowledges, in batches as the ingest agent takes
 them: what Faust's consumer path costs by itself (``bench/ingest.py``, figure (d)).
+It runs Faust as the memstream worker does: eager delivery, the same poll size
+and stream buffer.
 
 Run by ``bench/ingest.py``; prints ``NOOP <events> <events/s>`` once it has seen
 ``NOOP_N`` events of ``NOOP_TOPIC``, then exits.
@@ -13,12 +15,18 @@ from typing import Any
 
 import faust
 
+from streams.eager_delivery import install_eager_delivery
+
 TOPIC = os.environ["NOOP_TOPIC"]
 N = int(os.environ["NOOP_N"])
+BATCH = 1000
+
+install_eager_delivery()
 
 app = faust.App(f"noop-{TOPIC}", broker=os.environ["NOOP_BROKER"], store="memory://",
                 consumer_auto_offset_reset="earliest", web_enabled=False,
-                datadir=os.environ["NOOP_DATADIR"], stream_buffer_maxsize=4096,
+                datadir=os.environ["NOOP_DATADIR"], broker_max_poll_records=2 * BATCH,
+                stream_buffer_maxsize=10 * BATCH,
                 Worker="streams.faust_glue:QuietWorker")
 source = app.topic(TOPIC, value_serializer="raw")
 seen: dict[str, Any] = {"n": 0, "t0": None}
@@ -26,7 +34,7 @@ seen: dict[str, Any] = {"n": 0, "t0": None}
 
 @app.agent(source)
 async def drain(stream: Any) -> None:
-    async for events in stream.noack_take(1000, within=0.05):
+    async for events in stream.noack_take(BATCH, within=0.05):
         if seen["t0"] is None:
             seen["t0"] = time.perf_counter()
         for event in events:

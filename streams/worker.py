@@ -15,6 +15,7 @@ from streams.consolidation.factory import (
     build_retry_scheduler,
 )
 from streams.consolidation.scheduler import RetryScheduler
+from streams.eager_delivery import install_eager_delivery
 from streams.faust_glue import FaustTable, seek_uncommitted_to_start
 from streams.idle import IdleScanner
 from streams.ingest import IngestConfig, IngestProcessor
@@ -28,6 +29,7 @@ from streams.tables import agent_configs, sessions
 from streams.web import install as install_web
 
 seek_uncommitted_to_start()
+install_eager_delivery()
 runtime = Runtime(settings)
 install_web(app, runtime, settings)
 
