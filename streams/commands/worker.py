@@ -13,6 +13,7 @@ from streams.admin import TopicLayoutError, ensure_topics
 from streams.commands._common import fail
 from streams.db.engine import create_engine
 from streams.db.migrate import upgrade
+from streams.heap import tune_gc
 from streams.settings import get_settings
 
 
@@ -55,5 +56,6 @@ def run(args: argparse.Namespace) -> int:
         "--web-host", settings.web.host,
         "--web-port", str(settings.web.port),
     ]
+    tune_gc()
     app.main()
     return 0
