@@ -4,7 +4,7 @@ delivery does not suspend."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from faust.transport.consumer import Consumer
@@ -51,14 +51,28 @@ async def test_a_delivery_that_does_not_wait_makes_no_task() -> None:
     assert [queue.get_nowait() for _ in range(3)] == [0, 1, 2]
 
 
-async def test_a_delivery_into_a_full_buffer_waits_for_room() -> None:
-    fetcher, suspend, log = Fetcher(), asyncio.Event(), []
+class Blocked(NamedTuple):
+    """Record 1 being delivered into a full buffer (holding record 0)."""
+
+    suspend: asyncio.Event
+    queue: asyncio.Queue[int]
+    log: list[str]
+    waiting: asyncio.Future[WaitResults]
+
+
+async def blocked_delivery() -> Blocked:
+    suspend, log = asyncio.Event(), []
     queue: asyncio.Queue[int] = asyncio.Queue(maxsize=1)
     queue.put_nowait(0)
     waiting = asyncio.ensure_future(
-        eager_wait_first(fetcher, deliver(queue, 1, log), suspend.wait()))
+        eager_wait_first(Fetcher(), deliver(queue, 1, log), suspend.wait()))
     await asyncio.sleep(0.01)
     assert not waiting.done() and log == []
+    return Blocked(suspend, queue, log, waiting)
+
+
+async def test_a_delivery_into_a_full_buffer_waits_for_room() -> None:
+    _, queue, log, waiting = await blocked_delivery()
     assert queue.get_nowait() == 0
     result = await asyncio.wait_for(waiting, 1)
     assert isinstance(result, WaitResults) and result.results[0] == "ok"
@@ -66,12 +80,7 @@ async def test_a_delivery_into_a_full_buffer_waits_for_room() -> None:
 
 
 async def test_a_suspend_abandons_a_waiting_delivery() -> None:
-    fetcher, suspend, log = Fetcher(), asyncio.Event(), []
-    queue: asyncio.Queue[int] = asyncio.Queue(maxsize=1)
-    queue.put_nowait(0)
-    waiting = asyncio.ensure_future(
-        eager_wait_first(fetcher, deliver(queue, 1, log), suspend.wait()))
-    await asyncio.sleep(0.01)
+    suspend, queue, log, waiting = await blocked_delivery()
     suspend.set()  # a rebalance begins
     await asyncio.wait_for(waiting, 1)
     await asyncio.sleep(0)
