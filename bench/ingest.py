@@ -58,6 +58,7 @@ from tests.support.services import (  # noqa: E402
     KAFKA_BOOTSTRAP,
     KAFKA_BROKER,
     REDIS_PORT,
+    delete_topics_containing,
     free_port,
     migrated_database,
 )
@@ -254,7 +255,7 @@ def _children(pid: int) -> list[int]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    run = uuid.uuid4().hex[:6]
+    run = uuid.uuid4().hex[:10]  # in the name of every topic the run creates
     events = make_events(args.events, args.conversations)
     topic = f"bench.chat.{run}"
     settings = Settings(
@@ -273,23 +274,26 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings.ingest.batch_size = args.batch
     if args.state_flush is not None:
         settings.ingest.state_flush_interval_s = args.state_flush
-    await ensure_topics(settings.kafka)
-    print(f"producing {len(events)} events to {topic} ...", file=sys.stderr)
-    await produce(topic, events)
+    try:
+        await ensure_topics(settings.kafka)
+        print(f"producing {len(events)} events to {topic} ...", file=sys.stderr)
+        await produce(topic, events)
 
-    print("(c) bare consumer ...", file=sys.stderr)
-    bare = await bare_consumer(topic, len(events))
-    print("(d) Faust worker that only acknowledges ...", file=sys.stderr)
-    noop = faust_noop(topic, len(events), args.timeout)
-    print("worker ...", file=sys.stderr)
-    worker = await worker_rate(settings, len(events), args.timeout)
-    print("(b) sink ceiling ...", file=sys.stderr)
-    ceiling = await sink_ceiling(events, "bench_ceiling", args.batch)
-    print("(a) reference path ...", file=sys.stderr)
-    reference = await reference_path(events[: args.reference_events], "bench_reference")
-    redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/1")
-    await redis.flushdb()
-    await redis.aclose()
+        print("(c) bare consumer ...", file=sys.stderr)
+        bare = await bare_consumer(topic, len(events))
+        print("(d) Faust worker that only acknowledges ...", file=sys.stderr)
+        noop = faust_noop(topic, len(events), args.timeout)
+        print("worker ...", file=sys.stderr)
+        worker = await worker_rate(settings, len(events), args.timeout)
+        print("(b) sink ceiling ...", file=sys.stderr)
+        ceiling = await sink_ceiling(events, "bench_ceiling", args.batch)
+        print("(a) reference path ...", file=sys.stderr)
+        reference = await reference_path(events[: args.reference_events], "bench_reference")
+        redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/1")
+        await redis.flushdb()
+        await redis.aclose()
+    finally:
+        await delete_topics_containing(run)
     return {
         "events": len(events),
         "batch": args.batch,

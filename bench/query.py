@@ -54,6 +54,7 @@ from tests.support.services import (  # noqa: E402
     KAFKA_BROKER,
     REDIS_PORT,
     create_database,
+    delete_topics_containing,
     drop_database,
     free_port,
 )
@@ -195,6 +196,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if worker is not None:
             worker.stop()
         drop_database(db)
+        await delete_topics_containing(f"qbench-{run}")
     result.update({
         "users": args.users, "memories_per_user": args.memories, "rate": args.rate,
         "embedder": args.embedder, "cold": args.cold, "seed_s": round(seed_s, 1),
