@@ -15,7 +15,7 @@ from typing import Any
 
 import faust
 
-from streams.eager_delivery import install_eager_delivery
+from streams.eager_delivery import delivery_settings, install_eager_delivery
 
 TOPIC = os.environ["NOOP_TOPIC"]
 N = int(os.environ["NOOP_N"])
@@ -25,9 +25,8 @@ install_eager_delivery()
 
 app = faust.App(f"noop-{TOPIC}", broker=os.environ["NOOP_BROKER"], store="memory://",
                 consumer_auto_offset_reset="earliest", web_enabled=False,
-                datadir=os.environ["NOOP_DATADIR"], broker_max_poll_records=2 * BATCH,
-                stream_buffer_maxsize=10 * BATCH,
-                Worker="streams.faust_glue:QuietWorker")
+                datadir=os.environ["NOOP_DATADIR"], Worker="streams.faust_glue:QuietWorker",
+                **delivery_settings(BATCH))
 source = app.topic(TOPIC, value_serializer="raw")
 seen: dict[str, Any] = {"n": 0, "t0": None}
 

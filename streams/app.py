@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import faust
 
+from streams.eager_delivery import delivery_settings
 from streams.settings import get_settings
 
 settings = get_settings()
@@ -25,11 +26,7 @@ app = faust.App(
     producer_acks=-1,
     producer_linger_ms=5,
     producer_max_batch_size=256 * 1024,
-    # A stream's buffer pauses fetching at 80 % full; holding five polls, it
-    # always has room for the rest of a poll, so delivering a record never
-    # waits on a full buffer (a wake-up per record when it does).
-    broker_max_poll_records=2 * settings.ingest.batch_size,
-    stream_buffer_maxsize=max(4096, 10 * settings.ingest.batch_size),
+    **delivery_settings(settings.ingest.batch_size),
     web_host=settings.web.host,
     web_bind=settings.web.host,
     web_port=settings.web.port,

@@ -4,6 +4,7 @@ delivery does not suspend."""
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any, NamedTuple
 
 import pytest
@@ -11,7 +12,7 @@ from faust.transport.consumer import Consumer
 from mode import Service
 from mode.services import WaitResults
 
-from streams.eager_delivery import eager_wait_first, install_eager_delivery
+from streams.eager_delivery import delivery_settings, eager_wait_first, install_eager_delivery
 
 
 class Fetcher(Service):
@@ -130,3 +131,11 @@ def test_installed_on_fausts_consumer() -> None:
     install_eager_delivery()
     install_eager_delivery()
     assert Consumer.wait_first is eager_wait_first
+
+
+@pytest.mark.parametrize("batch", [1, 100, 1000, 5000])
+def test_a_poll_always_fits_above_the_pressure_mark(batch: int) -> None:
+    conf = delivery_settings(batch)
+    buffer, poll = conf["stream_buffer_maxsize"], conf["broker_max_poll_records"]
+    assert poll >= batch
+    assert buffer - math.floor(buffer / 1.25) >= poll  # mode pauses fetching at maxsize/1.25

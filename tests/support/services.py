@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiokafka.admin import AIOKafkaAdminClient
+
 from streams.embedded_broker import free_port as free_port
 
 KAFKA_PORT = int(os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092"))
@@ -87,8 +89,6 @@ async def delete_topics_containing(marker: str, bootstrap: str = KAFKA_BOOTSTRAP
     """Delete the topics whose name contains ``marker`` (a run's own id), Faust's
     internal ones included; returns how many. A broker that keeps every run's
     topics makes each client's full metadata refresh slower, run after run."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
