@@ -7,7 +7,7 @@ from typing import Any
 from streams.app import app, settings
 from streams.faust_glue import source_record
 from streams.topics import session_closed
-from streams.worker import consolidation
+from streams.worker import acknowledge, consolidation
 
 
 @app.agent(session_closed, name="consolidate")
@@ -18,5 +18,4 @@ async def consolidate(stream: Any) -> None:
         # process() returns once every event was consolidated, or handed to
         # memory.retry / memory.dlq; it raises nothing but cancellation
         await processor.process([source_record(e) for e in events])
-        for event in events:
-            await stream.ack(event)
+        await acknowledge(stream, events)

@@ -8,7 +8,7 @@ from streams.app import app, settings
 from streams.faust_glue import source_record
 from streams.sinks.batching import BatchSink
 from streams.topics import chat_sources
-from streams.worker import ingest_processor
+from streams.worker import acknowledge, ingest_processor
 
 
 @app.agent(chat_sources, name="ingest")
@@ -16,8 +16,7 @@ async def ingest(stream: Any) -> None:
     processor = await ingest_processor()
 
     async def ack(events: list[Any]) -> None:
-        for event in events:
-            await stream.ack(event)
+        await acknowledge(stream, events)
 
     async def write(records: list[Any]) -> Any:
         # stage one stores the batch in MySQL (retrying until it answers); stage

@@ -8,7 +8,7 @@ from typing import Any
 from streams.app import app
 from streams.faust_glue import source_record
 from streams.topics import retry
-from streams.worker import retry_scheduler
+from streams.worker import acknowledge, retry_scheduler
 
 
 @app.agent(retry, name="consolidation-retry")
@@ -18,4 +18,4 @@ async def consolidation_retry(stream: Any) -> None:
         async for event in stream.noack().events():
             # held until due, acknowledged after its attempt (or released to
             # the topic again when a rebalance starts)
-            scheduler.admit(source_record(event), partial(stream.ack, event))
+            scheduler.admit(source_record(event), partial(acknowledge, stream, [event]))

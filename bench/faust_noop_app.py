@@ -1,7 +1,7 @@
 """A Faust worker whose agent only acknowledges, in batches as the ingest agent takes
 them: what Faust's consumer path costs by itself (``bench/ingest.py``, figure (d)).
-It runs Faust as the memstream worker does: eager delivery, the same poll size
-and stream buffer.
+It runs Faust as the memstream worker does: the same poll size and stream
+buffer.
 
 Run by ``bench/ingest.py``; prints ``NOOP <events> <events/s>`` once it has seen
 ``NOOP_N`` events of ``NOOP_TOPIC``, then exits.
@@ -15,13 +15,11 @@ from typing import Any
 
 import faust
 
-from streams.eager_delivery import delivery_settings, install_eager_delivery
+from streams.faust_glue import delivery_settings
 
 TOPIC = os.environ["NOOP_TOPIC"]
 N = int(os.environ["NOOP_N"])
 BATCH = 1000
-
-install_eager_delivery()
 
 app = faust.App(f"noop-{TOPIC}", broker=os.environ["NOOP_BROKER"], store="memory://",
                 consumer_auto_offset_reset="earliest", web_enabled=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import faust
 
-from streams.eager_delivery import delivery_settings
+from streams.faust_glue import delivery_settings
 from streams.settings import get_settings
 
 settings = get_settings()

@@ -21,6 +21,14 @@
   (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and
   fails the assignment with a ``KeyError``; the subclass answers with the
   topic's real name.
+* ``install_commit_guard``: Faust commits from its own acknowledgement
+  bookkeeping, which counts a jump in delivered offsets as acknowledged. The
+  guard (:mod:`streams.commit_guard`) sees every record the Kafka client hands
+  to Faust and every record memstream finished, and each commit is lowered to
+  what it allows. A partition on which a record was passed over (a later one
+  finished, it did not) is delivered again: after ``recover_after_s`` the
+  worker asks the group to rebalance, and the new assignment starts from the
+  guarded commit. Agents acknowledge through :func:`acknowledge`.
 * ``QuietWorker``: at log levels warn and above, Faust's worker spins a
   terminal spinner on every log record and, to feed it, sets the root logger to
   DEBUG: every debug line of Faust and aiokafka then builds a record (about a
@@ -29,18 +37,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import faust
 from faust.streams import _current_event
 from faust.tables.globaltable import GlobalTable
 from faust.transport.consumer import Consumer
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+from faust.types import TP
 
+from streams.commit_guard import CommitGuard
+from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
 from streams.publish import Headers, SourceRecord
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -89,6 +105,124 @@ async def _perform_seek(self: Any) -> None:
 def seek_uncommitted_to_start() -> None:
     """Install the seek fix described in the module docstring (idempotent)."""
     setattr(Consumer, "perform_seek", _perform_seek)  # noqa: B010  (a method on a class)
+
+
+_original_fetch_records = AIOKafkaConsumerThread._fetch_records
+_original_filter_committable = Consumer._filter_committable_offsets
+_original_revoked = Consumer.on_partitions_revoked
+_original_assigned = Consumer.on_partitions_assigned
+
+
+def _keys(tps: Iterable[TP]) -> list[tuple[str, int]]:
+    return [(tp.topic, tp.partition) for tp in tps]
+
+
+class _Recovery:
+    """Asks for a rebalance when a partition had a record passed over for
+    ``after_s`` (at most once per ``after_s``)."""
+
+    def __init__(self, guard: CommitGuard, out_of_order: frozenset[str], after_s: float) -> None:
+        self.guard = guard
+        self.out_of_order = out_of_order
+        self.after_s = after_s
+        self.since: dict[tuple[str, int], float] = {}
+        self.last_rejoin = float("-inf")
+        self._task: asyncio.Future[None] | None = None
+
+    def check(self, consumer: Any) -> None:
+        now = time.monotonic()
+        skipped = {k for k in self.guard.all_skipped() if k[0] not in self.out_of_order}
+        for k in list(self.since):
+            if k not in skipped:
+                del self.since[k]
+        for k in skipped:
+            self.since.setdefault(k, now)
+        overdue = sorted(k for k, t in self.since.items() if now - t >= self.after_s)
+        if overdue and now - self.last_rejoin >= self.after_s:
+            self.last_rejoin = now
+            log.error("records were passed over on %s; asking the group to rebalance so "
+                      "they are delivered again from the guarded commit", overdue)
+            GROUP_REJOINS.inc()
+            self._task = asyncio.ensure_future(_request_rejoin(consumer))
+
+
+async def _request_rejoin(consumer: Any) -> None:
+    async def rejoin() -> None:
+        consumer._thread._ensure_consumer()._coordinator.request_rejoin()
+
+    try:
+        await consumer._thread.call_thread(rejoin)
+    except Exception as exc:  # the next check asks again
+        log.warning("could not ask for a rebalance: %s: %s", type(exc).__name__, exc)
+
+
+def install_commit_guard(guard: CommitGuard, *, out_of_order_topics: Iterable[str] = (),
+                         recover_after_s: float = 10.0) -> None:
+    """Wire ``guard`` into Faust's consumer (see the module docstring).
+
+    ``out_of_order_topics``: topics whose records are finished out of order on
+    purpose (held until due); a record waiting there is not passed over."""
+    recovery = _Recovery(guard, frozenset(out_of_order_topics), recover_after_s)
+
+    async def fetch_records(self: Any, consumer: Any, active_partitions: Any,
+                            timeout: float | None = None,  # noqa: ASYNC109  (Faust's)
+                            max_records: int | None = None) -> Any:
+        records = await _original_fetch_records(self, consumer, active_partitions,
+                                                timeout=timeout, max_records=max_records)
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        for tp, batch in records.items():
+            if batch and acks_enabled_for(tp.topic):
+                guard.received((tp.topic, tp.partition), [r.offset for r in batch])
+        return records
+
+    def filter_committable(self: Any, tps: Iterable[TP]) -> dict[TP, int]:
+        wanted = _original_filter_committable(self, tps)
+        by_key = {(tp.topic, tp.partition): tp for tp in wanted}
+        allowed, refused = guard.clamp({k: wanted[tp] for k, tp in by_key.items()})
+        for r in refused:
+            COMMIT_REFUSED.labels(r.tp[0]).inc()
+            level = logging.DEBUG if r.tp[0] in recovery.out_of_order else logging.WARNING
+            log.log(level, "commit of %s-%d held at %d (Faust counted up to %d as handled; "
+                    "memstream had not finished %d)", r.tp[0], r.tp[1], r.allowed, r.wanted,
+                    r.allowed)
+        recovery.check(self)
+        return {by_key[k]: offset for k, offset in allowed.items()
+                if self._should_commit(by_key[k], offset)}
+
+    async def on_revoked(self: Any, revoked: set[TP]) -> None:
+        guard.reset(_keys(revoked))
+        await _original_revoked(self, revoked)
+
+    async def on_assigned(self: Any, assigned: set[TP], generation_id: int = 0) -> None:
+        guard.reset(_keys(assigned))
+        await _original_assigned(self, assigned, generation_id)
+
+    setattr(AIOKafkaConsumerThread, "_fetch_records", fetch_records)  # noqa: B010
+    setattr(Consumer, "_filter_committable_offsets", filter_committable)  # noqa: B010
+    setattr(Consumer, "on_partitions_revoked", on_revoked)  # noqa: B010
+    setattr(Consumer, "on_partitions_assigned", on_assigned)  # noqa: B010
+
+
+def finish(guard: CommitGuard, event: Any) -> None:
+    """Tell ``guard`` that ``event``'s record is stored or dead-lettered."""
+    m = event.message
+    guard.finished((m.topic, m.partition), m.offset)
+
+
+class DeliverySettings(TypedDict):
+    broker_max_poll_records: int
+    stream_buffer_maxsize: int
+
+
+def delivery_settings(batch_size: int) -> DeliverySettings:
+    """Faust settings for streams read ``batch_size`` records at a time.
+
+    A stream's buffer pauses fetching at 80 % full. A poll of at most two
+    batches into a buffer of ten always fits in what is left, so delivering a
+    record does not wait on a full buffer (which costs a wake-up of the
+    consumer for every record the agent takes)."""
+    return {"broker_max_poll_records": 2 * batch_size,
+            "stream_buffer_maxsize": max(4096, 10 * batch_size)}
 
 
 TimerFn = Callable[[], Awaitable[None]]

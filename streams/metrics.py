@@ -157,3 +157,13 @@ REBALANCES = Counter("memstream_rebalances_total", "Consumer group rebalances se
 COMMIT_LATENCY = Histogram(
     "memstream_commit_seconds", "Offset commit latency.", buckets=LATENCY_BUCKETS
 )
+COMMIT_REFUSED = Counter(
+    "memstream_commit_refused_total",
+    "Commits held back by the commit guard: Faust counted records as handled that "
+    "memstream had not stored or dead-lettered, by topic.",
+    ["topic"],
+)
+GROUP_REJOINS = Counter(
+    "memstream_group_rejoins_total",
+    "Rebalances the worker asked for so that records passed over are delivered again.",
+)

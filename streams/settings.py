@@ -34,6 +34,12 @@ class KafkaSettings(BaseModel):
     commit_interval_s: float = Field(
         1.0, gt=0, description="How often acknowledged offsets are committed."
     )
+    redeliver_after_s: float = Field(
+        10.0, gt=0, description=(
+            "A partition on which a record was passed over (a later one was stored, it was "
+            "not) for this long is delivered again from the last safe commit (the worker asks "
+            "the group to rebalance)."),
+    )
     chat_topic: str = Field(
         "chat.messages", description="Chat events from upstream (key: conversation id)."
     )

@@ -4,19 +4,25 @@ processors built on it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
 from streams.agent_configs import TableAgentConfigs
 from streams.app import app, settings
+from streams.commit_guard import CommitGuard
 from streams.consolidation.factory import (
     Consolidation,
     build_consolidation,
     build_retry_scheduler,
 )
 from streams.consolidation.scheduler import RetryScheduler
-from streams.eager_delivery import install_eager_delivery
-from streams.faust_glue import FaustTable, seek_uncommitted_to_start
+from streams.faust_glue import (
+    FaustTable,
+    finish,
+    install_commit_guard,
+    seek_uncommitted_to_start,
+)
 from streams.idle import IdleScanner
 from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import ProducerPublisher
@@ -29,7 +35,10 @@ from streams.tables import agent_configs, sessions
 from streams.web import install as install_web
 
 seek_uncommitted_to_start()
-install_eager_delivery()
+commit_guard = CommitGuard()
+install_commit_guard(commit_guard, out_of_order_topics=[settings.kafka.retry_topic,
+                                                       settings.kafka.queries_topic],
+                     recover_after_s=settings.kafka.redeliver_after_s)
 runtime = Runtime(settings)
 install_web(app, runtime, settings)
 
@@ -43,6 +52,14 @@ async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any)
 
 
 app.on_before_shutdown.connect(_close_runtime)
+
+
+async def acknowledge(stream: Any, events: Iterable[Any]) -> None:
+    """Acknowledge events whose records are stored or dead-lettered: the commit
+    guard learns it first, then Faust."""
+    for event in events:
+        finish(commit_guard, event)
+        await stream.ack(event)
 
 
 @cache

@@ -1,0 +1,96 @@
+"""The commit guard: what may be committed, whatever Faust counted as handled."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.commit_guard import CommitGuard, Refusal
+
+TP = ("chat", 0)
+
+# (received batches, finished offsets, expected safe, expected skipped)
+CASES = [
+    ([], [], None, None),
+    ([[0, 1, 2]], [], 0, None),
+    ([[0, 1, 2]], [0, 1], 2, None),
+    ([[0, 1, 2]], [0, 1, 2], 3, None),
+    # offsets the client never returns (transaction markers) are not waited for
+    ([[5, 6, 8, 9]], [5, 6, 8, 9], 10, None),
+    ([[5, 6, 8, 9]], [5, 6, 9], 8, 8),
+    # a record passed over: later ones finished, it was not
+    ([[0, 1, 2, 3]], [0, 2, 3], 1, 1),
+    # finished out of order, all done in the end
+    ([[0, 1, 2, 3]], [3, 1, 0, 2], 4, None),
+    # two fetches continue each other
+    ([[0, 1], [2, 3]], [0, 1, 2], 3, None),
+    # a fetch below the last one received is a seek back: start again
+    ([[0, 1, 2, 3], [1, 2]], [0], 1, None),
+    ([[0, 1, 2, 3], [1, 2]], [1, 2], 3, None),
+    # a stale finish (not pending) changes nothing
+    ([[10, 11]], [3, 10], 11, None),
+]
+
+
+@pytest.mark.parametrize(("batches", "finished", "safe", "skipped"), CASES)
+def test_safe_and_skipped(batches: list[list[int]], finished: list[int], safe: int | None,
+                          skipped: int | None) -> None:
+    g = CommitGuard()
+    for b in batches:
+        g.received(TP, b)
+    for o in finished:
+        g.finished(TP, o)
+    assert g.safe(TP) == safe
+    assert g.skipped(TP) == skipped
+
+
+# (received, finished, Faust wants, allowed, refusals)
+CLAMPS = [
+    ([0, 1, 2], [0, 1, 2], 3, 3, []),
+    ([0, 1, 2], [0, 1, 2], 2, 2, []),
+    # Faust's gap accounting counted 1 as handled
+    ([0, 1, 2, 3], [0, 2, 3], 4, 1, [Refusal(TP, 4, 1)]),
+    ([0, 1, 2], [], 3, 0, [Refusal(TP, 3, 0)]),
+]
+
+
+@pytest.mark.parametrize(("received", "finished", "wanted", "allowed", "refusals"), CLAMPS)
+def test_clamp(received: list[int], finished: list[int], wanted: int, allowed: int,
+               refusals: list[Refusal]) -> None:
+    g = CommitGuard()
+    g.received(TP, received)
+    for o in finished:
+        g.finished(TP, o)
+    assert g.clamp({TP: wanted}) == ({TP: allowed}, refusals)
+    assert g.refused == len(refusals)
+
+
+def test_nothing_received_since_a_reset_is_left_out_without_a_refusal() -> None:
+    g = CommitGuard()
+    g.received(TP, [0, 1])
+    g.finished(TP, 0)
+    g.reset([TP])
+    g.finished(TP, 1)  # stale, from before the reset
+    assert g.clamp({TP: 2}) == ({}, [])
+    assert g.pending(TP) == 0
+
+
+def test_reset_forgets_only_the_partitions_named() -> None:
+    g = CommitGuard()
+    other = ("chat", 1)
+    g.received(TP, [0])
+    g.received(other, [7])
+    g.reset([TP])
+    assert g.safe(TP) is None
+    assert g.safe(other) == 7
+    g.reset()
+    assert g.safe(other) is None
+
+
+def test_partitions_are_independent() -> None:
+    g = CommitGuard()
+    a, b = ("chat", 0), ("idle", 0)
+    g.received(a, [0, 1])
+    g.received(b, [0, 1])
+    g.finished(a, 0)
+    g.finished(a, 1)
+    assert g.clamp({a: 2, b: 2}) == ({a: 2, b: 0}, [Refusal(b, 2, 0)])
