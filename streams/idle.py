@@ -1,5 +1,10 @@
 """IdleScanner: finds idle sessions in this worker's part of the sessions table.
 
+It also finds the states that need the ingest agent for something else: a
+closed session whose closing event is still in the state's outbox (a crash
+came between writing the state and publishing the event), and a closed
+conversation quiet for the retention, which leaves the table.
+
 Faust forbids table writes outside stream iteration, so the scan itself never
 closes anything: it returns :class:`~streams.records.IdleCheck` records, which
 the caller publishes to the idle-check topic (keyed by conversation, so they
@@ -33,28 +38,39 @@ class IdleScanner:
         *,
         timeout_s: float,
         resend_after_s: float,
+        retention_s: float = float("inf"),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.timeout_s = timeout_s
         self.resend_after_s = resend_after_s
+        self.retention_s = retention_s
         self.clock = clock
         self._sent: dict[str, _Sent] = {}
         self.open_sessions = 0
 
+    def _due(self, state: SessionState, now: float) -> bool:
+        if state.open:
+            return state.idle_for(now) >= self.timeout_s
+        quiet = now - state.last_seen_at
+        if state.outbox:
+            return quiet >= self.resend_after_s
+        return state.expired(now, self.retention_s)
+
     def scan(self, items: Iterable[tuple[str, dict[str, Any] | None]]) -> list[IdleCheck]:
-        """Idle checks for the open sessions idle for at least ``timeout_s``."""
+        """Checks for the open sessions idle for at least ``timeout_s``, the closed
+        ones with an unpublished closing event, and the expired ones."""
         now = self.clock()
         checks: list[IdleCheck] = []
         seen: set[str] = set()
         open_sessions = 0
         for key, value in items:
             state = SessionState.from_table(value) if value is not None else None
-            if state is None or not state.open:
+            if state is None:
                 continue
-            open_sessions += 1
-            idle = state.idle_for(now)
-            if idle < self.timeout_s:
+            open_sessions += state.open
+            if not self._due(state, now):
                 continue
+            idle = now - state.last_seen_at
             seen.add(key)
             sent = self._sent.get(key)
             if sent is not None and sent[:2] == (state.session_seq, state.last_seen_at) and (

@@ -4,15 +4,20 @@ Order per batch, and why:
 
 1. decode; bad input is dead-lettered (delivered before anything is acknowledged);
 2. sub-agent chat is re-keyed to the parent conversation's topic partition;
-3. the database stores the messages (idempotent on event id), retried with
-   backoff until it succeeds: the batch is never acknowledged before that;
-4. the session table counts the stored messages (idempotent on source offset)
-   and closes sessions on ``session_end``, and on an idle check from the session
-   scan when the state (re-checked here: a message may have arrived since the
-   scan) is still open and idle for ``idle_timeout_s``;
+3. the session transitions are planned (:mod:`streams.domain.session_batch`):
+   each message is stamped with the session it belongs to, sessions close on
+   ``session_end`` and on an idle check from the session scan when the state
+   (re-checked: a message may have arrived since the scan) is still open and
+   idle for ``idle_timeout_s``, states closed and quiet for
+   ``closed_retention_s`` are dropped;
+4. the database stores the messages with their stamps (idempotent on event
+   id), retried with backoff until it succeeds: the batch is never
+   acknowledged before that; only then are the planned states staged;
 5. Redis gets one pipeline; its failure is logged and counted and changes
-   nothing above;
-6. session-closed events are delivered (after the messages they refer to).
+   nothing above; the states are written to the table, closing events in their
+   outbox;
+6. session-closed events are delivered (after the messages they refer to and
+   the states that say closed), then leave the outboxes.
 
 ``process`` only returns when all of that is done, and raises nothing but
 cancellation: the caller then acknowledges the whole batch.
@@ -33,12 +38,14 @@ from typing import Any, Protocol
 from streams.cache import CacheUnavailableError, ConversationCache
 from streams.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
 from streams.domain.events import Rejected, decode_chat_event
-from streams.domain.session_state import SessionState, table_key
+from streams.domain.session_batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
+from streams.domain.session_state import SessionState, split_table_key, table_key
 from streams.domain.subagent import Disposition, as_parent_message, disposition
 from streams.metrics import (
     DEAD_LETTERS,
     INGEST_BATCH,
     INGEST_EVENTS,
+    SESSION_STATES_DROPPED,
     SESSIONS_CLOSED,
     SINK_FAILURES,
     SINK_LATENCY,
@@ -58,6 +65,8 @@ class SessionTable(Protocol):
 
     def set(self, key: str, value: dict[str, Any]) -> None: ...
 
+    def delete(self, key: str) -> None: ...
+
     def context(self, record: SourceRecord) -> AbstractContextManager[None]:
         """Writes inside this context belong to ``record``'s partition."""
         ...
@@ -74,6 +83,7 @@ class IngestConfig:
     retry_max_s: float = 10.0
     idle_topic: str | None = None
     idle_timeout_s: float = 1800.0
+    closed_retention_s: float = 7 * 86400.0
 
 
 @dataclass
@@ -217,13 +227,16 @@ class IngestProcessor:
         await self._deliver(dlq, "dlq")
         await self._deliver(reroute, "reroute")
 
+        plan = await self._plan(items)
         now = datetime.now(UTC)
-        rows = [
-            message_row(i.event, now, i.origin) for i in items if isinstance(i.event, ChatMessage)
-        ]
+        rows = [message_row(it.event, now, it.origin, plan.stamps[i])
+                for i, it in enumerate(items) if isinstance(it.event, ChatMessage)]
+        expired = {split_table_key(k): seq for k, seq in plan.expired.items()}
 
         async def store() -> set[tuple[str, str]]:
             with SINK_LATENCY.labels("mysql").time():
+                # remembered before the states are dropped (see SessionState.expired)
+                await self.store.remember_closed_sessions(expired, now)
                 return await self.store.store(rows)
 
         new_keys = await retry_forever(
@@ -235,106 +248,106 @@ class IngestProcessor:
         result.stored = len(new_keys)
         result.duplicates = len(rows) - len(new_keys)
 
-        appended, fresh, invalidate = self._apply_state(items, rows, new_keys, result, tally)
+        appended, invalidate, last = self._apply(items, plan, rows, new_keys, result, tally)
         tally.flush()
-        return result, self._finish(appended, fresh, invalidate, result)
+        return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
+                                    result)
+
+    async def _plan(self, items: Sequence[_Item]) -> SessionPlan:
+        """The batch's session transitions, over the states as the table holds
+        them; conversations it does not hold are looked up in the database (a
+        state dropped after the retention left its last session number there)."""
+        unknown = {(i.event.tenant_id, i.event.conversation_id) for i in items
+                   if not isinstance(i.event, IdleCheck)}
+        unknown = {k for k in unknown if self.states.get(table_key(*k)) is None}
+
+        async def lookup() -> dict[tuple[str, str], int]:
+            return await self.store.last_closed_sessions(sorted(unknown))
+
+        last = await retry_forever(lookup, what="mysql", initial_s=self.config.retry_initial_s,
+                                   max_s=self.config.retry_max_s) if unknown else {}
+        events = [SourcedEvent(i.record.topic, i.record.offset, i.event) for i in items]
+        rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s)
+        return plan_sessions(events, self.states.get,
+                             {table_key(*k): seq for k, seq in last.items()}, self.clock(), rules)
+
+    def _apply(
+        self,
+        items: Sequence[_Item],
+        plan: SessionPlan,
+        rows: Sequence[dict[str, Any]],
+        new_keys: set[tuple[str, str]],
+        result: IngestResult,
+        tally: _Tally,
+    ) -> tuple[dict[tuple[str, str], list[MessageDoc]], set[tuple[str, str]],
+               dict[str, SourceRecord]]:
+        """Stage the planned states (now that their messages are stored) and sort
+        the stored messages for the cache: appended, or (already stored before: a
+        redelivery) the conversation's list invalidated. Returns those and the
+        last record of each conversation (its table partition)."""
+        docs = {(r["tenant_id"], r["event_id"]): r for r in rows}
+        fresh_keys = set(new_keys)
+        appended: dict[tuple[str, str], list[MessageDoc]] = defaultdict(list)
+        invalidate: set[tuple[str, str]] = set()
+        for i, it in enumerate(items):
+            ev, rec = it.event, it.record
+            if isinstance(ev, ChatMessage):
+                conv = (ev.tenant_id, ev.conversation_id)
+                ek = (ev.tenant_id, ev.event_id)
+                if ek in fresh_keys:
+                    fresh_keys.discard(ek)  # an event twice in one batch is appended once
+                    appended[conv].append(row_to_doc(docs[ek]))
+                    tally.add(rec.topic, "stored")
+                else:
+                    invalidate.add(conv)
+                    tally.add(rec.topic, "duplicate")
+            elif i in plan.outcomes:
+                tally.add(rec.topic, plan.outcomes[i])
+        for closed in plan.closed:
+            result.closed.append(closed)
+            SESSIONS_CLOSED.labels(closed.trigger).inc()
+        # staged: written to the table (a changelog record) at most once per
+        # conversation and flush interval, before the batch is acknowledged
+        last = {key: items[i].record for key, i in plan.last_item.items()}
+        for key, state in plan.states.items():
+            if key in plan.expired:
+                self.states.stage(key, None, last[key])
+                SESSION_STATES_DROPPED.inc()
+            else:
+                self.states.stage(key, state.to_table(), last[key])
+        return appended, invalidate, last
 
     async def _finish(
         self,
         appended: dict[tuple[str, str], list[MessageDoc]],
         fresh: set[tuple[str, str]],
         invalidate: set[tuple[str, str]],
+        plan: SessionPlan,
+        last: dict[str, SourceRecord],
         result: IngestResult,
     ) -> None:
+        # the states (with the closing events in their outbox) are in the table
+        # before the events are published, and each event leaves its outbox only
+        # once published: a crash anywhere leaves it to be published again
         await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
                              self.states.barrier())
-        if result.closed:
+        if plan.publish:
             closed = [
                 Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
                          c.model_dump_json().encode())
-                for c in result.closed
+                for c in plan.publish
             ]
             await self._deliver(closed, "session-closed")
+            self._sent(plan, last)
 
-    def _apply_state(
-        self,
-        items: Sequence[_Item],
-        rows: Sequence[dict[str, Any]],
-        new_keys: set[tuple[str, str]],
-        result: IngestResult,
-        tally: _Tally,
-    ) -> tuple[dict[tuple[str, str], list[MessageDoc]], set[tuple[str, str]], set[tuple[str, str]]]:
-        now = self.clock()
-        docs = {(r["tenant_id"], r["event_id"]): row_to_doc(r) for r in rows}
-        appended: dict[tuple[str, str], list[MessageDoc]] = defaultdict(list)
-        fresh: set[tuple[str, str]] = set()
-        invalidate: set[tuple[str, str]] = set()
-        states: dict[str, SessionState] = {}
-        last_record: dict[str, SourceRecord] = {}
-        for it in items:
-            ev = it.event
-            conv = (ev.tenant_id, ev.conversation_id)
-            key = table_key(*conv)
-            state = states.get(key)
-            if isinstance(ev, IdleCheck):
-                if state is None:
-                    state = SessionState.from_table(self.states.get(key))
-                    if state is None:  # not this worker's, or long gone: nothing to close
-                        tally.add(it.record.topic, "idle_unknown")
-                        continue
-                    states[key] = state
-                self._apply_idle(state, it.record, now, result, tally)
-                last_record[key] = it.record
-                continue
-            if state is None:
-                state = SessionState.from_table(self.states.get(key)) or SessionState.new(ev)
-                states[key] = state
-                if state.message_count == 0:
-                    fresh.add(conv)
-            rec = it.record
-            if isinstance(ev, ChatMessage):
-                ek = (ev.tenant_id, ev.event_id)
-                if ek in new_keys:
-                    appended[conv].append(docs[ek])
-                    tally.add(rec.topic, "stored")
-                else:
-                    invalidate.add(conv)
-                    tally.add(rec.topic, "duplicate")
-                state.apply_message(ev, rec.topic, rec.offset, now)
-            else:
-                tally.add(rec.topic, "session_end")
-                if not state.seen(rec.topic, rec.offset):
-                    state.mark(rec.topic, rec.offset)
-                    closed = state.close("explicit", now, ev)
-                    if closed is not None:
-                        result.closed.append(closed)
-                        SESSIONS_CLOSED.labels("explicit").inc()
-            last_record[key] = rec
-        # staged: written to the table (a changelog record) at most once per
-        # conversation and flush interval, before the batch is acknowledged
-        for key, state in states.items():
-            self.states.stage(key, state.to_table(), last_record[key])
-        return appended, fresh - invalidate, invalidate
-
-    def _apply_idle(
-        self, state: SessionState, rec: SourceRecord, now: float, result: IngestResult,
-        tally: _Tally,
-    ) -> None:
-        """Close the session if it is still open and idle (the scan may be stale)."""
-        if state.seen(rec.topic, rec.offset):
-            tally.add(rec.topic, "idle_replayed")
-            return
-        state.mark(rec.topic, rec.offset)
-        if not state.open or state.idle_for(now) < self.config.idle_timeout_s:
-            tally.add(rec.topic, "idle_active")
-            return
-        closed = state.close("idle", now)
-        if closed is None:
-            tally.add(rec.topic, "idle_active")
-            return
-        tally.add(rec.topic, "idle_closed")
-        result.closed.append(closed)
-        SESSIONS_CLOSED.labels("idle").inc()
+    def _sent(self, plan: SessionPlan, last: dict[str, SourceRecord]) -> None:
+        """Empty the outboxes of what was published (staged, on the newest state;
+        the next flush writes it)."""
+        ids = {c.closed_id for c in plan.publish}
+        for key in plan.states:
+            state = SessionState.from_table(self.states.get(key))
+            if state is not None and state.sent(ids):
+                self.states.stage(key, state.to_table(), last[key])
 
     async def _write_cache(
         self,

@@ -56,6 +56,10 @@ SESSIONS_OPEN = Gauge("memstream_sessions_open", "Open sessions in this worker's
 SESSIONS_CLOSED = Counter(
     "memstream_sessions_closed_total", "Sessions closed, by trigger (explicit, idle).", ["trigger"]
 )
+SESSION_STATES_DROPPED = Counter(
+    "memstream_session_states_dropped_total",
+    "Conversation states dropped from the sessions table after the closed-session retention.",
+)
 
 # ---------------------------------------------------------- consolidation
 CONSOLIDATIONS = Counter(

@@ -26,6 +26,8 @@ class _Table(Protocol):
 
     def set(self, key: str, value: dict[str, Any]) -> None: ...
 
+    def delete(self, key: str) -> None: ...
+
     def context(self, record: SourceRecord) -> Any: ...
 
 
@@ -42,7 +44,8 @@ class SessionStateBuffer:
         self.interval_s = interval_s
         self._clock = clock
         self._sleep = sleep
-        self._pending: dict[str, tuple[dict[str, Any], SourceRecord]] = {}
+        # None stages a delete (a tombstone in the changelog)
+        self._pending: dict[str, tuple[dict[str, Any] | None, SourceRecord]] = {}
         self._last_flush = float("-inf")
         self.writes = 0
 
@@ -54,16 +57,19 @@ class SessionStateBuffer:
         staged = self._pending.get(key)
         return staged[0] if staged is not None else self.table.get(key)
 
-    def stage(self, key: str, value: dict[str, Any], record: SourceRecord) -> None:
-        """The newest state of ``key``; ``record`` (the last event applied to it)
-        decides the table partition it is written to."""
+    def stage(self, key: str, value: dict[str, Any] | None, record: SourceRecord) -> None:
+        """The newest state of ``key`` (None: delete it); ``record`` (the last
+        event applied to it) decides the table partition it is written to."""
         self._pending[key] = (value, record)
 
     def flush(self) -> int:
         staged, self._pending = self._pending, {}
         for key, (value, record) in staged.items():
             with self.table.context(record):
-                self.table.set(key, value)
+                if value is None:
+                    self.table.delete(key)
+                else:
+                    self.table.set(key, value)
         self.writes += len(staged)
         self._last_flush = self._clock()
         return len(staged)

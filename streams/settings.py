@@ -243,6 +243,12 @@ class ConsolidationSettings(BaseModel):
     idle_scan_interval_s: float = Field(
         60.0, gt=0, description="How often the session table is scanned for idle sessions."
     )
+    closed_session_retention_s: float = Field(
+        7 * 86400.0, gt=0, description=(
+            "A conversation whose session is closed and that had no event for this long leaves "
+            "the sessions table (a tombstone, so the changelog forgets it too); its session "
+            "numbers go on from the database if it speaks again."),
+    )
     ledger_retention_days: float = Field(
         7.0,
         gt=0,

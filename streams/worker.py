@@ -86,6 +86,7 @@ async def ingest_processor() -> IngestProcessor:
             retry_max_s=i.retry_max_s,
             idle_topic=k.idle_topic,
             idle_timeout_s=settings.consolidation.idle_timeout_s,
+            closed_retention_s=settings.consolidation.closed_session_retention_s,
         ),
         runtime.store,
         runtime.cache,
@@ -124,7 +125,8 @@ async def retry_scheduler() -> RetryScheduler:
 def idle_scanner() -> IdleScanner:
     c = settings.consolidation
     return IdleScanner(timeout_s=c.idle_timeout_s,
-                       resend_after_s=max(5 * c.idle_scan_interval_s, 60.0))
+                       resend_after_s=max(5 * c.idle_scan_interval_s, 60.0),
+                       retention_s=c.closed_session_retention_s)
 
 
 _query_processor: QueryProcessor | None = None

@@ -7,18 +7,20 @@ twice under two event ids is one message; a user saying "yes" twice is two.
 :meth:`LedgerStore.claim` runs inside the caller's transaction, before the
 judge. It locks the conversation's progress row (``SELECT ... FOR UPDATE``, so
 two claims of one conversation never interleave, even across workers), reads
-the messages above the conversation's ``claimed_until_id`` up to the session's
-last message (``until_event_id``, which the closing event names) or, when the
-event names none or it is not stored, those stored no later than ``bound``
-(the close, plus some slack), records the hashes not yet
-in the ledger under the claiming ``closed_id``, and moves the mark past them.
+the messages stamped with the closing session's number (every message is
+stamped at ingest with the session it belongs to, so a session takes exactly
+its own messages, whenever they were stored), and records the hashes not yet
+in the ledger under the claiming ``closed_id``. Messages stored before
+sessions were stamped are claimed by the earlier rule: those above the
+conversation's ``claimed_until_id`` mark up to the session's last message
+(``until_event_id``) or stored no later than ``bound``; the mark moves past
+them.
 
 What a closing event owns is then exactly the ledger rows with its
 ``closed_id`` (:meth:`LedgerStore.claimed_messages`): a redelivered or retried
 event finds them again; any other closing event (a repeated session end, the
-topic replayed from offset 0) finds them taken and nothing above the mark.
-Ledger rows are purged after the retention, except those of unfinished runs;
-the mark keeps purged messages from ever counting as new again.
+topic replayed from offset 0) finds them taken. Ledger rows are purged after
+the retention, except those of unfinished runs.
 """
 
 from __future__ import annotations
@@ -87,41 +89,45 @@ class LedgerStore:
             engine, consolidation_ledger, ["tenant_id", "message_hash"])
 
     async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
-                    closed_id: str, bound: datetime, limit: int, now: datetime,
-                    until_event_id: str | None = None) -> int:
-        """Claim the conversation's unclaimed messages up to the one with
-        ``until_event_id`` or else stored up to ``bound`` (naive UTC) for
-        ``closed_id``; returns how many were claimed now. Runs in ``conn``'s
-        transaction, which the caller commits.
+                    closed_id: str, session_seq: int, bound: datetime, limit: int,
+                    now: datetime, until_event_id: str | None = None) -> int:
+        """Claim the messages of session ``session_seq`` (stamped with it at ingest,
+        whenever they were stored) for ``closed_id``; returns how many were claimed
+        now. Runs in ``conn``'s transaction, which the caller commits. A session
+        at or below the conversation's highest claimed session claims nothing
+        (its end was consolidated before, and its ledger rows may be purged).
 
-        The event id is the exact bound: when a worker catches up, the next
-        sessions' messages are often stored in the same batch as a session's end."""
+        Messages stored before sessions were stamped (``session_seq`` NULL) are
+        claimed as they were then: those above the conversation's mark, up to
+        the one with ``until_event_id`` or else stored up to ``bound`` (naive
+        UTC), at most ``limit``; the mark moves past them."""
         p = consolidation_progress.c
         where = (p.tenant_id == tenant_id, p.conversation_id == conversation_id)
         await conn.execute(self._progress_row, {
             "tenant_id": tenant_id, "conversation_id": conversation_id,
-            "claimed_until_id": 0, "updated_at": now})
-        mark = (await conn.execute(
-            select(p.claimed_until_id).where(*where).with_for_update())).scalar_one()
-        last = None if until_event_id is None else (await conn.execute(
-            select(_m.id).where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
-                                _m.event_id == until_event_id))).scalar()
-        rows = (await conn.execute(
-            select(*_MESSAGE_COLUMNS, _m.ingested_at)
-            .where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
-                   _m.id > mark, *(() if last is None else (_m.id <= last,)))
-            .order_by(_m.id).limit(limit))).all()
-        prefix = []
-        for r in rows:  # a prefix by id, so everything up to the new mark is claimed
-            if last is None and r.ingested_at > bound:
-                break
-            prefix.append(r)
-        if not prefix:
-            return 0
+            "claimed_until_id": 0, "claimed_session_seq": 0, "updated_at": now})
+        mark, claimed_seq = (await conn.execute(
+            select(p.claimed_until_id, p.claimed_session_seq).where(*where)
+            .with_for_update())).one()
+        conv = (_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
+        stamped = [] if session_seq <= claimed_seq else (await conn.execute(
+            select(*_MESSAGE_COLUMNS).where(*conv, _m.session_seq == session_seq)
+            .order_by(_m.id))).all()
+        legacy = await self._legacy(conn, conv, mark, bound, limit, until_event_id)
+        moved: dict[str, Any] = {}
+        if legacy:
+            moved["claimed_until_id"] = int(legacy[-1].id)
+        if session_seq > claimed_seq:
+            moved["claimed_session_seq"] = session_seq
+        if moved:
+            await conn.execute(update(consolidation_progress).where(*where).values(
+                **moved, updated_at=now))
         by_hash: dict[str, Any] = {}
-        for r in prefix:
+        for r in sorted([*stamped, *legacy], key=lambda r: int(r.id)):
             h = message_hash(tenant_id, conversation_id, r.role, r.name, r.content, r.created_at)
             by_hash.setdefault(h, r)
+        if not by_hash:
+            return 0
         taken = await self._existing(conn, tenant_id, list(by_hash))
         fresh = [
             {"tenant_id": tenant_id, "message_hash": h, "conversation_id": conversation_id,
@@ -131,9 +137,24 @@ class LedgerStore:
         ]
         if fresh:
             await conn.execute(self._ledger_row, fresh)
-        await conn.execute(update(consolidation_progress).where(*where).values(
-            claimed_until_id=int(prefix[-1].id), updated_at=now))
         return len(fresh)
+
+    async def _legacy(self, conn: AsyncConnection, conv: tuple[Any, ...], mark: int,
+                      bound: datetime, limit: int, until_event_id: str | None) -> list[Any]:
+        """Unstamped messages above ``mark`` that a claim takes (see :meth:`claim`)."""
+        last = None if until_event_id is None else (await conn.execute(
+            select(_m.id).where(*conv, _m.event_id == until_event_id))).scalar()
+        rows = (await conn.execute(
+            select(*_MESSAGE_COLUMNS, _m.ingested_at)
+            .where(*conv, _m.session_seq.is_(None), _m.id > mark,
+                   *(() if last is None else (_m.id <= last,)))
+            .order_by(_m.id).limit(limit))).all()
+        prefix = []
+        for r in rows:  # a prefix by id, so everything up to the new mark is claimed
+            if last is None and r.ingested_at > bound:
+                break
+            prefix.append(r)
+        return prefix
 
     async def _existing(self, conn: AsyncConnection, tenant_id: str,
                         hashes: Sequence[str]) -> set[str]:

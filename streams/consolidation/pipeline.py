@@ -137,7 +137,8 @@ class ConsolidationPipeline:
         async with self.engine.begin() as conn:
             claimed = await self.ledger.claim(
                 conn, tenant_id=closed.tenant_id, conversation_id=closed.conversation_id,
-                closed_id=closed.closed_id, bound=bound, limit=self.config.max_messages,
+                closed_id=closed.closed_id, session_seq=closed.session_seq, bound=bound,
+                limit=self.config.max_messages,
                 now=naive(now), until_event_id=closed.last_event_id)
             await self.runs.create(conn, Run(
                 closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,

@@ -7,9 +7,11 @@ They make a session end crash-safe and idempotent; see
     one row per processed message, by content hash: which closing event
     (``closed_id``) claimed it and when. Written before the judge runs.
 ``consolidation_progress``
-    per conversation, the newest message id below which every message has
-    been claimed. The ledger's rows expire; this mark does not, so messages
-    whose hashes were purged are never taken for new again.
+    per conversation, the highest session whose messages were claimed (and,
+    for messages stored before sessions were stamped, the newest message id
+    below which every message has been claimed). The ledger's rows expire;
+    these marks do not, so messages whose hashes were purged are never taken
+    for new again.
 ``consolidation_run``
     one row per closing event: its provider, whether long memory applies,
     and how far it got (``claimed`` -> ``judged`` -> ``done``).
@@ -64,6 +66,7 @@ consolidation_progress = Table(
     Column("tenant_id", BinaryKey(64), primary_key=True),
     Column("conversation_id", BinaryKey(255), primary_key=True),
     Column("claimed_until_id", BigInteger, nullable=False),
+    Column("claimed_session_seq", Integer, nullable=False, server_default="0"),
     Column("updated_at", Timestamp, nullable=False),
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.db.engine import insert_ignoring_duplicates
-from streams.db.schema import conversation_message, conversation_summary
+from streams.db.engine import insert_ignoring_duplicates, upsert
+from streams.db.schema import conversation_message, conversation_session, conversation_summary
 from streams.records import ChatMessage
 
 MessageDoc = dict[str, Any]
@@ -29,7 +29,8 @@ def naive_utc(ts: datetime) -> datetime:
 
 
 def message_row(
-    msg: ChatMessage, now: datetime, origin_conversation_id: str | None = None
+    msg: ChatMessage, now: datetime, origin_conversation_id: str | None = None,
+    session_seq: int | None = None,
 ) -> dict[str, Any]:
     return {
         "tenant_id": msg.tenant_id,
@@ -45,6 +46,7 @@ def message_row(
         "origin_conversation_id": origin_conversation_id,
         "created_at": naive_utc(msg.created_at),
         "ingested_at": naive_utc(now),
+        "session_seq": session_seq,
     }
 
 
@@ -83,6 +85,37 @@ class MessageStore:
         self._insert = insert_ignoring_duplicates(
             engine, conversation_message, ["tenant_id", "event_id"]
         )
+        self._remember = upsert(engine, conversation_session, ["tenant_id", "conversation_id"],
+                                ["last_closed_seq", "updated_at"])
+
+    async def last_closed_sessions(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        """For ``(tenant_id, conversation_id)`` pairs: the last closed session
+        remembered when the conversation's state left the sessions table."""
+        if not keys:
+            return {}
+        by_tenant: dict[str, list[str]] = defaultdict(list)
+        for tenant, conversation in keys:
+            by_tenant[tenant].append(conversation)
+        t = conversation_session.c
+        cond = or_(*(and_(t.tenant_id == tn, t.conversation_id.in_(convs))
+                     for tn, convs in by_tenant.items()))
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(t.tenant_id, t.conversation_id, t.last_closed_seq).where(cond))
+            return {(r.tenant_id, r.conversation_id): int(r.last_closed_seq) for r in rows}
+
+    async def remember_closed_sessions(
+        self, marks: Mapping[tuple[str, str], int], now: datetime
+    ) -> None:
+        """Record each conversation's last closed session (before its state is dropped)."""
+        if not marks:
+            return
+        rows = [{"tenant_id": tenant, "conversation_id": conversation, "last_closed_seq": seq,
+                 "updated_at": naive_utc(now)} for (tenant, conversation), seq in marks.items()]
+        async with self.engine.begin() as conn:
+            await conn.execute(self._remember, rows)
 
     async def existing(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which ``(tenant_id, event_id)`` pairs are already stored."""

@@ -59,8 +59,23 @@ conversation_message = Table(
     Column("origin_conversation_id", String(255)),
     Column("created_at", Timestamp, nullable=False),
     Column("ingested_at", Timestamp, nullable=False),
+    # the session the message belongs to (see streams.domain.session_state);
+    # NULL for messages stored before sessions were stamped
+    Column("session_seq", Integer),
     UniqueConstraint("tenant_id", "event_id"),
     Index(None, "tenant_id", "conversation_id", "id"),
+    Index(None, "tenant_id", "conversation_id", "session_seq"),
+)
+
+# The last closed session of a conversation whose state left the sessions table,
+# so that its session numbers go on where they stopped.
+conversation_session = Table(
+    "conversation_session",
+    metadata,
+    Column("tenant_id", BinaryKey(64), primary_key=True),
+    Column("conversation_id", BinaryKey(255), primary_key=True),
+    Column("last_closed_seq", Integer, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
 )
 
 conversation_summary = Table(

@@ -5,6 +5,19 @@ current time. Replays are idempotent because each state remembers the highest
 source offset it applied per topic (a conversation always lives in one
 partition of each co-partitioned topic), and events at or below it are
 ignored.
+
+Two rules make session ends durable and sessions exact:
+
+* **Outbox.** Closing a session puts its :class:`SessionClosed` event in the
+  state's ``outbox``; the event leaves the outbox only once it was published
+  (:meth:`SessionState.sent`). The state that says "closed" and the event
+  that announces it are therefore one table record: whenever the state is
+  written, a crash before the publish leaves the event to be published the
+  next time the state is touched (a redelivered event, or an idle check).
+* **Stamp.** Every message belongs to the session that is current when it is
+  applied: :attr:`SessionState.session_seq` (a closed session already moved it
+  on). The ingest processor stores that number with the message, and a
+  session's consolidation takes exactly the messages stamped with it.
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ class SessionState:
     open: bool = False
     offsets: dict[str, int] = field(default_factory=dict)
     last_event_id: str | None = None
+    outbox: list[str] = field(default_factory=list)  # SessionClosed JSON, not yet published
 
     def seen(self, source: str, offset: int) -> bool:
         return offset <= self.offsets.get(source, -1)
@@ -102,7 +116,27 @@ class SessionState:
         self.session_seq += 1
         self.session_message_count = 0
         self.open = False
+        self.outbox.append(closed.model_dump_json())
         return closed
+
+    def pending(self) -> list[SessionClosed]:
+        """Closing events not yet published."""
+        return [SessionClosed.model_validate_json(doc) for doc in self.outbox]
+
+    def sent(self, closed_ids: set[str]) -> bool:
+        """Drop published events from the outbox; True when anything changed."""
+        kept = [doc for doc in self.outbox
+                if SessionClosed.model_validate_json(doc).closed_id not in closed_ids]
+        changed = len(kept) != len(self.outbox)
+        self.outbox = kept
+        return changed
+
+    def expired(self, now: float, retention_s: float) -> bool:
+        """Closed, nothing left to publish, and no event for ``retention_s``: the
+        state may leave the table (the session numbers go on from the stamps
+        stored with the messages, see :meth:`new`)."""
+        return (not self.open and not self.outbox
+                and now - self.last_seen_at >= retention_s)
 
     def idle_for(self, now: float) -> float:
         return now - self.last_seen_at if self.open else 0.0
@@ -123,6 +157,7 @@ class SessionState:
             "open": self.open,
             "offsets": dict(self.offsets),
             "last_event_id": self.last_event_id,
+            "outbox": list(self.outbox),
         }
 
     @classmethod
@@ -144,13 +179,18 @@ class SessionState:
             open=bool(value.get("open", False)),
             offsets={str(k): int(v) for k, v in (value.get("offsets") or {}).items()},
             last_event_id=value.get("last_event_id"),
+            outbox=[str(doc) for doc in value.get("outbox") or ()],
         )
 
     @classmethod
-    def new(cls, event: ChatMessage | SessionEnd) -> SessionState:
+    def new(cls, event: ChatMessage | SessionEnd, last_session_seq: int = 0) -> SessionState:
+        """The state of a conversation the table does not hold: new, or one whose
+        state left the table; ``last_session_seq`` is the highest session number
+        stored with its messages (0 for none), and numbering goes on from it."""
         return cls(
             tenant_id=event.tenant_id,
             user_id=event.user_id,
             agent_id=event.agent_id,
             conversation_id=event.conversation_id,
+            session_seq=last_session_seq + 1,
         )

@@ -24,6 +24,7 @@ class FakeMessageStore:
         self.rows: list[dict[str, Any]] = []
         self.fail_next = 0
         self.calls = 0
+        self.closed_sessions: dict[tuple[str, str], int] = {}
 
     async def store(self, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
         self.calls += 1
@@ -39,6 +40,20 @@ class FakeMessageStore:
                 new.add(k)
                 self.rows.append(dict(r))
         return new
+
+    async def last_closed_sessions(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        return {k: self.closed_sessions[k] for k in keys if k in self.closed_sessions}
+
+    async def remember_closed_sessions(self, marks: Mapping[tuple[str, str], int],
+                                       now: Any) -> None:
+        if not marks:
+            return
+        if self.fail_next:
+            self.fail_next -= 1
+            raise FlakyError("database unavailable")
+        self.closed_sessions.update(marks)
 
 
 class FakeCache:
@@ -103,6 +118,11 @@ class FakeTable:
         assert self.in_context is not None, "table written outside an event context"
         self.writes += 1
         self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        assert self.in_context is not None, "table written outside an event context"
+        self.writes += 1
+        self.data.pop(key, None)
 
     @contextmanager
     def context(self, record: SourceRecord) -> Iterator[None]:

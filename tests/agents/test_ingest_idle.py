@@ -110,3 +110,20 @@ def test_the_scan_sends_one_check_per_idle_session() -> None:
     items[0] = ("t1/a", state("a", clock.t - 70, seq=2))
     (check,) = scanner.scan(items)
     assert (check.conversation_id, check.session_seq) == ("a", 2)
+
+
+def test_the_scan_also_finds_unsent_ends_and_expired_states() -> None:
+    clock = Clock()
+    scanner = IdleScanner(timeout_s=60, resend_after_s=300, retention_s=3600, clock=clock)
+
+    def closed(conv: str, quiet: float, outbox: list[str]) -> dict[str, Any]:
+        return {"tenant_id": "t1", "user_id": "u", "agent_id": "a", "conversation_id": conv,
+                "open": False, "last_seen_at": clock.t - quiet, "session_seq": 2,
+                "outbox": outbox}
+
+    items = [("t1/recent", closed("recent", 100, [])),
+             ("t1/unsent", closed("unsent", 301, ["{}"])),
+             ("t1/unsent-new", closed("unsent-new", 100, ["{}"])),
+             ("t1/old", closed("old", 3601, []))]
+    assert sorted(c.conversation_id for c in scanner.scan(items)) == ["old", "unsent"]
+    assert scanner.open_sessions == 0

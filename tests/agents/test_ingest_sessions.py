@@ -1,0 +1,134 @@
+"""Session ends that survive a crash, stamped messages, and states that leave the table."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from streams.ingest import IngestConfig, IngestProcessor
+from streams.publish import Outgoing
+from tests.agents.fakes import FakeCache, FakeMessageStore, FakePublisher, FakeTable
+from tests.agents.test_ingest_idle import Clock, idle_rec
+from tests.agents.test_ingest_processor import ev, recs
+
+CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
+                   session_closed_topic="closed", retry_initial_s=0.001, retry_max_s=0.002,
+                   idle_topic="idle", idle_timeout_s=60.0, closed_retention_s=3600.0)
+
+
+def end(n: int, conv: str = "c1") -> dict[str, Any]:
+    return {"event_id": f"{conv}-end-{n}", "type": "session_end", "tenant_id": "t1",
+            "user_id": "u", "agent_id": "a", "conversation_id": conv,
+            "created_at": "2026-11-30T09:00:00Z"}
+
+
+class BrokenPublisher(FakePublisher):
+    """Session-closed events never get through (the pod is killed meanwhile)."""
+
+    async def publish(self, records: Sequence[Outgoing]) -> None:
+        if any(r.topic == "closed" for r in records):
+            raise ConnectionError("broker unreachable")
+        await super().publish(records)
+
+
+def closed_ids(pub: FakePublisher) -> list[str]:
+    return [json.loads(r.value or b"{}")["closed_id"] for r in pub.on("closed")]
+
+
+async def test_a_session_end_survives_a_crash_between_state_and_publish() -> None:
+    store, table = FakeMessageStore(), FakeTable()
+    batch = recs([ev(0), ev(1), end(0)])
+    dying = IngestProcessor(CFG, store, FakeCache(), BrokenPublisher(), table)  # type: ignore[arg-type]
+    _, tail = await dying.store_batch(batch)
+    task = asyncio.ensure_future(tail)
+    for _ in range(200):  # until the state (saying "closed") is in the table
+        await asyncio.sleep(0)
+        if table.data.get("t1/c1", {}).get("open") is False:
+            break
+    assert table.data["t1/c1"]["open"] is False
+    task.cancel()  # SIGKILL: nothing was published, nothing acknowledged
+    await asyncio.gather(task, return_exceptions=True)
+
+    # the next worker: the table as its changelog left it, the batch delivered again
+    pub = FakePublisher()
+    after = IngestProcessor(CFG, store, FakeCache(), pub, table)  # type: ignore[arg-type]
+    await after.process(batch)
+    assert closed_ids(pub) == ["t1/c1#1"]
+    await after.states.barrier()  # the emptied outbox goes out with the next flush
+    assert table.data["t1/c1"]["outbox"] == []
+    await after.process(batch)  # and only once the event was published, never again
+    assert closed_ids(pub) == ["t1/c1#1"]
+
+
+async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
+    store, table, clock = FakeMessageStore(), FakeTable(), Clock()
+    dying = IngestProcessor(CFG, store, FakeCache(), BrokenPublisher(), table, clock)  # type: ignore[arg-type]
+    _, tail = await dying.store_batch(recs([ev(0), end(0)]))
+    task = asyncio.ensure_future(tail)
+    for _ in range(200):
+        await asyncio.sleep(0)
+        if table.data.get("t1/c1", {}).get("outbox"):
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    pub = FakePublisher()
+    after = IngestProcessor(CFG, store, FakeCache(), pub, table, clock)  # type: ignore[arg-type]
+    clock.t += 120
+    await after.process([idle_rec(0)])
+    assert closed_ids(pub) == ["t1/c1#1"]
+
+
+async def test_messages_are_stored_with_their_session() -> None:
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = IngestProcessor(CFG, store, FakeCache(), pub, FakeTable())  # type: ignore[arg-type]
+    await proc.process(recs([ev(0), ev(1), end(0), ev(2), end(1), ev(3)]))
+    assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [
+        ("c1-0", 1), ("c1-1", 1), ("c1-2", 2), ("c1-3", 3)]
+    assert closed_ids(pub) == ["t1/c1#1", "t1/c1#2"]
+
+
+@pytest.fixture
+def clocked() -> tuple[FakeMessageStore, FakeTable, FakePublisher, Clock, IngestProcessor]:
+    store, table, pub, clock = FakeMessageStore(), FakeTable(), FakePublisher(), Clock()
+    proc = IngestProcessor(CFG, store, FakeCache(), pub, table, clock)  # type: ignore[arg-type]
+    return store, table, pub, clock, proc
+
+
+async def test_a_quiet_closed_conversation_leaves_the_table_and_numbering_goes_on(
+    clocked: Any,
+) -> None:
+    store, table, pub, clock, proc = clocked
+    await proc.process(recs([ev(0), end(0)]))
+    clock.t += 3601
+    await proc.process([idle_rec(0)])
+    await proc.states.barrier()
+    assert "t1/c1" not in table.data
+    assert store.closed_sessions == {("t1", "c1"): 1}
+    # it speaks again: a new state, numbered after the last closed session
+    await proc.process(recs([ev(5), end(1)], start=10))
+    assert closed_ids(pub) == ["t1/c1#1", "t1/c1#2"]
+    assert store.rows[-1]["session_seq"] == 2
+
+
+async def test_an_open_or_recent_conversation_stays(clocked: Any) -> None:
+    store, table, _, clock, proc = clocked
+    await proc.process(recs([ev(0)]))
+    clock.t += 3601  # open: the idle check closes it, it does not drop it
+    await proc.process([idle_rec(0)])
+    await proc.states.barrier()
+    assert table.data["t1/c1"]["open"] is False
+    assert store.closed_sessions == {}
+
+
+async def test_the_mark_is_written_before_the_state_is_dropped(clocked: Any) -> None:
+    store, table, _, clock, proc = clocked
+    await proc.process(recs([ev(0), end(0)]))
+    clock.t += 3601
+    store.fail_next = 2  # the database fails: the state stays until the mark is stored
+    await proc.process([idle_rec(0)])
+    await proc.states.barrier()
+    assert store.closed_sessions == {("t1", "c1"): 1} and "t1/c1" not in table.data
