@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.domain.memory import CubeKey
@@ -105,8 +106,12 @@ class HeldCube:
         """Raise :class:`CubeLockLost` unless the lock is still this holder's."""
         if self._conn is None:
             return
-        mine = (await self._conn.execute(_MINE, {"name": self.name})).scalar()
-        await self._conn.commit()
+        try:
+            mine = (await self._conn.execute(_MINE, {"name": self.name})).scalar()
+            await self._conn.commit()
+        except DBAPIError as exc:
+            raise CubeLockLost(f"the connection holding the lock of {self.key} failed: "
+                               f"{exc.orig!r}") from exc
         if mine != 1:
             raise CubeLockLost(f"the lock of {self.key} is no longer held by this worker")
 
@@ -163,6 +168,8 @@ class CubeLocks:
     @staticmethod
     async def _release(conn: AsyncConnection, key: CubeKey, name: str) -> None:
         """Release, or close the connection (which releases it) when that fails."""
+        if conn.invalidated:  # lost: the server ended its session, and the lock with it
+            return
         try:
             await conn.execute(_RELEASE, {"name": name})
             await conn.commit()
