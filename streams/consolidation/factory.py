@@ -48,8 +48,7 @@ def build_consolidation(runtime: Runtime, configs: AgentConfigs,
     expiries = ExpiryStore(engine, runs)
     writer = MemoryWriter(
         runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
-        locks=CubeLocks(timeout_s=c.cube_lock_timeout_s,
-                        engine=None if is_sqlite(engine) else engine),
+        CubeLocks(timeout_s=c.cube_lock_timeout_s, engine=None if is_sqlite(engine) else engine),
         top_k=c.conflict_top_k, relativity=c.conflict_relativity,
         expiry_retry_s=c.expiry_sweep_interval_s)
     summarizer = Summarizer(engine, runtime.cache, runtime.tokens, threshold=c.summary_threshold,

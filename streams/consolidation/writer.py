@@ -93,12 +93,11 @@ def _unwritten(row: CandidateRow) -> bool:
 
 
 class MemoryWriter:
-    def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider, *,
-                 locks: CubeLocks | None = None, top_k: int = 5, relativity: float = 0.0,
+    def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider,
+                 locks: CubeLocks, *, top_k: int = 5, relativity: float = 0.0,
                  expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time) -> None:
-        """``locks``: the cube locks; without, in-process ones (one worker only)."""
         self.runs = runs
-        self.locks = locks or CubeLocks(timeout_s=60.0)
+        self.locks = locks
         self.expiries = expiries
         self.decider = decider
         self.top_k = top_k
