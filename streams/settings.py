@@ -290,6 +290,12 @@ class ConsolidationSettings(BaseModel):
     conflict_relativity: float = Field(
         0.0, ge=0, le=1, description="Lowest search score of a stored memory checked for conflicts."
     )
+    cube_lock_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Longest wait for a memory cube's lock, under which its memories are "
+        "checked for conflicts and written; a longer wait is retried in place.",
+    )
     episodes_builtin: bool = Field(
         True,
         description="The built-in provider also keeps each session's new user and assistant "

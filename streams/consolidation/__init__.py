@@ -10,10 +10,11 @@ One closing event (``SessionClosed`` on ``memory.session-closed``) goes through
 2. **judge** (:mod:`.judging`): the model, or the rule judge, over the claimed
    messages; then local dedup, plus episodic memories for the built-in
    provider; the result is persisted before anything is written;
-3. **decide and write** (:mod:`.writer`): per cube, the provider's own search
-   and one conflict decision per cube batch (persisted), then each write,
-   recorded with the id the provider gave it, then the expiries of what it
-   supersedes (a failed expiry is left to :mod:`.expiry`);
+3. **decide and write** (:mod:`.writer`): per cube, under the cube's lock
+   (:mod:`.cube_lock`, shared by every worker), the provider's own search and
+   one conflict decision per cube batch (persisted), then each write, recorded
+   with the id the provider gave it; then the expiries of what it supersedes
+   (a failed expiry is left to :mod:`.expiry`);
 4. **summary** (:mod:`.summarizer`) when enough messages are not covered;
 5. the run is marked done.
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from streams.agent_configs import AgentConfigs
+from streams.consolidation.cube_lock import CubeLocks
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
 from streams.consolidation.judging import ConflictDecider, MemoryJudge
 from streams.consolidation.ledger import LedgerStore
@@ -18,6 +19,7 @@ from streams.consolidation.runs import RunStore
 from streams.consolidation.scheduler import RetryScheduler
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter
+from streams.db.engine import is_sqlite
 from streams.publish import Publisher
 from streams.runtime import Runtime
 
@@ -46,6 +48,7 @@ def build_consolidation(runtime: Runtime, configs: AgentConfigs,
     expiries = ExpiryStore(engine, runs)
     writer = MemoryWriter(
         runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
+        CubeLocks(timeout_s=c.cube_lock_timeout_s, engine=None if is_sqlite(engine) else engine),
         top_k=c.conflict_top_k, relativity=c.conflict_relativity,
         expiry_retry_s=c.expiry_sweep_interval_s)
     summarizer = Summarizer(engine, runtime.cache, runtime.tokens, threshold=c.summary_threshold,

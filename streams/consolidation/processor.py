@@ -8,8 +8,8 @@ lock per conversation also keeps a retried event and a fresh one of the same
 conversation from running at the same time.
 
 Neither method raises (except on cancellation): a failure is classified
-(:func:`.retrying.classify`); a database outage is retried in place with
-backoff, anything else becomes a record for ``memory.retry`` or
+(:func:`.retrying.classify`); a database outage (or a cube lock not got in
+time) is retried in place with backoff, anything else becomes a record for ``memory.retry`` or
 ``memory.dlq``, delivered before the method returns, so the caller may then
 acknowledge the event.
 """
@@ -21,12 +21,12 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from streams.consolidation.cube_lock import KeyedLocks
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.consolidation.retrying import RetryRouter, attempt_of, classify
 from streams.domain.routing import route
@@ -36,27 +36,6 @@ from streams.records import SessionClosed
 from streams.retry import retry_forever
 
 log = logging.getLogger(__name__)
-
-
-class ConversationLocks:
-    """One lock per conversation, forgotten when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
 
 @dataclass
@@ -70,7 +49,7 @@ class Handled:
 class ConsolidationProcessor:
     def __init__(self, pipeline: ConsolidationPipeline, router: RetryRouter,
                  publisher: Publisher, *, concurrency: int = 8, infra_initial_s: float = 0.5,
-                 infra_max_s: float = 10.0, locks: ConversationLocks | None = None,
+                 infra_max_s: float = 10.0, locks: KeyedLocks | None = None,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         self.pipeline = pipeline
         self.router = router
@@ -78,7 +57,7 @@ class ConsolidationProcessor:
         self.concurrency = asyncio.Semaphore(concurrency)
         self.infra_initial_s = infra_initial_s
         self.infra_max_s = infra_max_s
-        self.locks = locks or ConversationLocks()
+        self.locks = locks or KeyedLocks()
         self._sleep = sleep
 
     async def process(self, records: Sequence[SourceRecord]) -> list[Handled]:
@@ -130,8 +109,8 @@ class ConsolidationProcessor:
             except Exception as exc:  # classified below; nothing escapes the agent
                 failure = classify(exc)
                 if failure.kind == "infrastructure":
-                    log.warning("consolidation of %s waits for the database: %s: %s",
-                                closed.closed_id, failure.error_class, failure.message)
+                    log.warning("consolidation of %s waits (%s): %s: %s", closed.closed_id,
+                                failure.reason, failure.error_class, failure.message)
                     await self._sleep(delay * (0.5 + random.random() / 2))
                     delay = min(self.infra_max_s, delay * 2)
                     continue

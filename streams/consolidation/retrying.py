@@ -3,9 +3,11 @@
 :func:`classify` sorts a failure into one of three kinds:
 
 ``infrastructure``
-    the database (or the network to it) is down. Nothing can progress, and the
-    retry topic would not help: the processor retries in place, with backoff,
-    and does not acknowledge the event meanwhile (as the ingest agent does);
+    the database (or the network to it) is down, or a cube's lock was not got
+    in time or was lost with its connection (:mod:`.cube_lock`). Nothing can
+    progress, and the retry topic would not help: the processor retries in
+    place, with backoff, and does not acknowledge the event meanwhile (as the
+    ingest agent does);
 ``retry``
     a provider timed out, was rate limited or failed with 5xx after the
     client's own retries, or something unexpected went wrong: the event goes
@@ -34,6 +36,7 @@ from typing import Literal
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from streams.consolidation.cube_lock import CubeLockError, CubeLockTimeout
 from streams.providers.base import PermanentProviderError, RetryableProviderError
 from streams.providers.registry import ProviderNotConfigured
 from streams.publish import Headers, Outgoing, SourceRecord, dead_letter, header
@@ -62,6 +65,9 @@ def _snake(name: str) -> str:
 
 def classify(exc: BaseException) -> Failure:
     name, text = type(exc).__name__, str(exc)
+    if isinstance(exc, CubeLockError):
+        reason = "cube_lock_timeout" if isinstance(exc, CubeLockTimeout) else "cube_lock_lost"
+        return Failure("infrastructure", reason, name, text)
     if isinstance(exc, OperationalError | InterfaceError | DisconnectionError
                   | PoolTimeoutError | ConnectionError | OSError):
         return Failure("infrastructure", "database_unavailable", name, text)

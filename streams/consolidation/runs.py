@@ -7,6 +7,8 @@ retry reuses them and never judges again. Per candidate the store then
 records, each in its own small transaction:
 
 * the conflict decision (``action``, ``expire_ids``), for a whole cube at once;
+  a decision not written yet may later become a ``skip`` (decider
+  ``recheck``: another run stored the same memory before this one resumed);
 * the write intent (``write_started_at``) just before the provider call;
 * the provider's id for it (``memory_id``) right after the call returned;
 * ``expired_at`` once the memories it supersedes were expired, or handed to
@@ -155,11 +157,13 @@ class RunStore:
                 status="judged", judge=judge, candidate_count=len(rows), updated_at=naive(now)))
         return True
 
-    async def candidates(self, closed_id: str) -> list[CandidateRow]:
+    async def candidates(self, closed_id: str, cube: str | None = None) -> list[CandidateRow]:
+        """The run's candidates (of ``cube`` only, when given), by ``seq``."""
         c = consolidation_candidate.c
+        q = select(consolidation_candidate).where(
+            c.closed_id == closed_id, *(() if cube is None else (c.cube == cube,)))
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(consolidation_candidate)
-                                       .where(c.closed_id == closed_id).order_by(c.seq))).all()
+            rows = (await conn.execute(q.order_by(c.seq))).all()
         return [_row_to_candidate(r) for r in rows]
 
     async def save_decisions(self, closed_id: str,
@@ -176,6 +180,23 @@ class RunStore:
                    "b_expire": json.dumps(list(expire_ids)), "b_decider": decider,
                    "b_reason": reason[:2000]}
                   for seq, action, expire_ids, decider, reason in decisions]
+        if not params:
+            return 0
+        async with self.engine.begin() as conn:
+            result = await conn.execute(stmt, params)
+        return int(result.rowcount or 0)
+
+    async def skip_unwritten(self, closed_id: str, skips: Sequence[tuple[int, str]],
+                             decider: str) -> int:
+        """Turn decided, not yet written candidates ``(seq, reason)`` into skips;
+        returns how many were changed (none that got a memory id meanwhile)."""
+        c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
+            c.memory_id.is_(None)).values(action="skip", expire_ids="[]", decider=decider,
+                                          reason=bindparam("b_reason"))
+        params = [{"b_closed": closed_id, "b_seq": seq, "b_reason": reason[:2000]}
+                  for seq, reason in skips]
         if not params:
             return 0
         async with self.engine.begin() as conn:

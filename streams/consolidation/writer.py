@@ -1,17 +1,31 @@
 """MemoryWriter: conflicts, then write new, then expire old, resumable at every step.
 
-For one run with persisted candidates (see :mod:`.runs`), per cube:
+For one run with persisted candidates (see :mod:`.runs`), per cube, steps 1
+and 2 under the cube's lock (:mod:`.cube_lock`, one per tenant, cube and — for
+``user_profile`` — user, across workers), on the cube's candidates as read
+again inside it:
 
 1. **decide** the candidates not decided yet: the provider's own search for each
    (facts only: episodes never count as saying the same or the opposite), then
    one :class:`~streams.consolidation.judging.ConflictDecider` call for the
    cube's batch; the decisions are persisted before anything is written, so a
-   retry never decides again (nor asks the model again);
-2. **write** what is to be stored: the write intent is recorded, the provider
-   called, the returned id recorded. A provider that stores a batch atomically
-   gets the cube's batch in one call, the others one memory per call;
-3. **expire** what a written memory supersedes, only after it was written. A
-   failing expiry is handed to the pending-expiry table and retried later.
+   retry never decides again (nor asks the model again). A decision persisted
+   in an earlier hold of the lock and not written yet (the attempt stopped) is
+   checked again instead: when the search now finds a memory saying the same,
+   stored meanwhile by another run, it becomes a skip (decider ``recheck``);
+2. **write** what is to be stored: the write intent is recorded, the lock
+   confirmed, the provider called, the returned id recorded. A provider that
+   stores a batch atomically gets the cube's batch in one call, the others one
+   memory per call;
+3. **expire** what a written memory supersedes, only after it was written
+   (outside the lock: a later decision seeing both memories valid skips or
+   supersedes as it would after the expiry). A failing expiry is handed to the
+   pending-expiry table and retried later.
+
+Two runs of one cube therefore decide one after the other, each seeing what
+the other wrote, as far as the provider's search reflects its writes: at once
+for the built-in provider; for MemOS and Mem0, when their index has taken the
+write in.
 
 A candidate with a write intent but no id (the attempt stopped during or
 right after the provider call) is first looked up with the provider's search:
@@ -32,17 +46,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from streams.consolidation.cube_lock import CubeLocks, HeldCube
 from streams.consolidation.expiry import ExpiryStore
 from streams.consolidation.judging import ChatCompleter, ConflictDecider, decider_of
 from streams.consolidation.runs import CandidateRow, Run, RunStore
-from streams.domain.dedup import normalize
-from streams.domain.memory import StoredMemory
+from streams.domain.conflicts import own_copy, stored_meanwhile
+from streams.domain.memory import StoredMemory, cube_key
 from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
 from streams.providers.base import PermanentProviderError, ProviderError, SearchRequest
 from streams.providers.base import Scope as ProviderScope
 from streams.providers.registry import ProviderHandle
 
 log = logging.getLogger(__name__)
+RECHECK_DECIDER = "recheck"
 
 
 @dataclass
@@ -67,18 +83,21 @@ def _by_cube(rows: Sequence[CandidateRow]) -> dict[str, list[CandidateRow]]:
 
 
 def same_memory(row: CandidateRow, stored: StoredMemory) -> bool:
-    """Whether ``stored`` is the memory ``row`` would write (text and sources)."""
-    if normalize(stored.content) != normalize(row.candidate.content):
-        return False
-    theirs, ours = set(stored.source_event_ids), set(row.candidate.source_event_ids)
-    return not theirs or not ours or theirs == ours
+    """Whether ``stored`` is the memory ``row`` would write (text and sources), as
+    stored by an attempt that had started writing it."""
+    return own_copy(row.candidate, stored, write_started=True)
+
+
+def _unwritten(row: CandidateRow) -> bool:
+    return row.action in ("store", "supersede") and row.memory_id is None
 
 
 class MemoryWriter:
-    def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider, *,
-                 top_k: int = 5, relativity: float = 0.0, expiry_retry_s: float = 30.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider,
+                 locks: CubeLocks, *, top_k: int = 5, relativity: float = 0.0,
+                 expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time) -> None:
         self.runs = runs
+        self.locks = locks
         self.expiries = expiries
         self.decider = decider
         self.top_k = top_k
@@ -91,33 +110,69 @@ class MemoryWriter:
 
     async def write(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                     rows: Sequence[CandidateRow]) -> WriteStats:
-        """Decide, write and expire; ``rows`` as persisted. The rows are updated in
-        memory as each step is recorded, and read again only when another attempt
-        recorded a step first (a concurrent duplicate of this run)."""
+        """Decide, write and expire; ``rows`` as persisted. Each cube with anything
+        left to decide or write is done under the cube's lock, on its rows as read
+        again inside the lock (another attempt of this run may have recorded steps)."""
         stats = WriteStats()
         scope = provider_scope(run)
-        ours: set[str] = {r.memory_id for r in rows if r.memory_id}
         current = {r.seq: r for r in rows}
-        stale = False
         for cube, cube_rows in _by_cube(rows).items():
-            undecided = [r for r in cube_rows if r.action is None]
-            if undecided:
-                calls, saved = await self._decide(run, handle, model, cube, undecided, ours,
-                                                  current)
-                stats.model_calls += calls
-                stale = stale or not saved
-        if stale:
-            current = {r.seq: r for r in await self.runs.candidates(run.closed_id)}
-        for cube, cube_rows in _by_cube(list(current.values())).items():
-            stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
-            if not await self._write_cube(run, handle, scope, cube, cube_rows, stats, current):
-                stale = True
-        if stale:
-            current = {r.seq: r for r in await self.runs.candidates(run.closed_id)}
+            if not any(r.action is None or _unwritten(r) for r in cube_rows):
+                stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
+                continue
+            async with self.locks.hold(cube_key(run.tenant_id, cube, run.user_id)) as held:
+                fresh = await self._in_lock(run, handle, model, scope, cube, held, stats)
+            current.update((r.seq, r) for r in fresh)
+            stats.skipped += sum(1 for r in fresh if r.action == "skip")
         for r in current.values():
             if r.action == "supersede" and r.memory_id and not r.expired:
                 await self._expire(run, handle, scope, r, stats)
         return stats
+
+    async def _in_lock(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
+                       scope: ProviderScope, cube: str, held: HeldCube,
+                       stats: WriteStats) -> list[CandidateRow]:
+        """The critical section of one cube: re-check the decisions of an earlier hold,
+        decide the others, write. Returns the cube's rows as recorded."""
+        rows = await self.runs.candidates(run.closed_id, cube)
+        current = {r.seq: r for r in rows}
+        ours = {r.memory_id for r in rows if r.memory_id}
+        earlier = [r for r in rows if _unwritten(r) and r.candidate.kind == "fact"]
+        undecided = [r for r in rows if r.action is None]
+        recorded = await self._recheck(run, handle, scope, cube, earlier, ours, current)
+        if undecided:
+            calls, saved = await self._decide(run, handle, model, cube, undecided, ours,
+                                              current)
+            stats.model_calls += calls
+            recorded = recorded and saved
+        if not recorded:  # another attempt recorded first (it held the lock, then lost it)
+            current = {r.seq: r for r in await self.runs.candidates(run.closed_id, cube)}
+        if not await self._write_cube(run, handle, scope, cube, list(current.values()), stats,
+                                      current, held):
+            current = {r.seq: r for r in await self.runs.candidates(run.closed_id, cube)}
+        return list(current.values())
+
+    async def _recheck(self, run: Run, handle: ProviderHandle, scope: ProviderScope, cube: str,
+                       earlier: list[CandidateRow], exclude: set[str],
+                       current: dict[int, CandidateRow]) -> bool:
+        """Skip what another run stored since these were decided; False when another
+        attempt recorded first."""
+        if not earlier:
+            return True
+        found = await asyncio.gather(
+            *(self._related(handle, scope, cube, r, exclude) for r in earlier))
+        skips = []
+        for r, mems in zip(earlier, found, strict=True):
+            ids = stored_meanwhile(r.candidate, mems, write_started=r.write_started,
+                                   duplicate_threshold=self.decider.duplicate_threshold)
+            if ids:
+                skips.append((r, f"stored meanwhile as {', '.join(ids)}"))
+        n = await self.runs.skip_unwritten(run.closed_id, [(r.seq, why) for r, why in skips],
+                                           RECHECK_DECIDER)
+        for r, why in skips:
+            current[r.seq] = replace(r, action="skip", expire_ids=(), decider=RECHECK_DECIDER)
+            log.info("run %s: %r was %s; skipped", run.closed_id, r.candidate.content, why)
+        return n == len(skips)
 
     async def _related(self, handle: ProviderHandle, scope: ProviderScope, cube: str,
                        row: CandidateRow, exclude: set[str]) -> list[StoredMemory]:
@@ -153,9 +208,9 @@ class MemoryWriter:
 
     async def _write_cube(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
                           cube: str, rows: Sequence[CandidateRow], stats: WriteStats,
-                          current: dict[int, CandidateRow]) -> bool:
-        """Write the cube's pending memories; False when another attempt recorded
-        some of them first."""
+                          current: dict[int, CandidateRow], held: HeldCube) -> bool:
+        """Write the cube's pending memories, each call after confirming the lock is
+        still held; False when another attempt recorded some of them first."""
         pending = [r for r in rows if r.action in ("store", "supersede") and r.memory_id is None]
         fresh: list[CandidateRow] = []
         recorded = True
@@ -175,6 +230,7 @@ class MemoryWriter:
             seqs = [r.seq for r in batch]
             if not handle.idempotent_add:
                 await self.runs.mark_write_started(run.closed_id, seqs, self._now())
+            await held.confirm()
             result = await handle.provider.add(scope, cube, [r.candidate for r in batch])
             if len(result.ids) != len(batch):
                 raise PermanentProviderError(

@@ -25,6 +25,11 @@ a newer fact was stored), and storing it alongside would leave two valid,
 contradicting memories; its source messages keep the history. Only more
 complete → supersede. Nothing related → **store**.
 
+A decision made in an earlier hold of the cube's lock (a run resumed after a
+crash) is checked once more before its memory is written
+(:func:`stored_meanwhile`): a memory saying the same, stored since by another
+run, turns it into a **skip**.
+
 The default ``duplicate_threshold`` (0.8) is stricter than the in-batch dedup
 Jaccard (0.7): stored memories come from a search and are on-topic already,
 so a loose threshold would skip genuinely new facts.
@@ -189,6 +194,38 @@ def decide_by_rules(
         expire = ids(found["subsumes"])
         return Decision(candidate, "supersede", expire, f"more complete than {', '.join(expire)}")
     return Decision(candidate, "store", [], "no stored memory says the same or the opposite")
+
+
+def own_copy(candidate: MemoryCandidate, mem: StoredMemory, *, write_started: bool) -> bool:
+    """Whether ``mem`` may be ``candidate`` itself, stored by an earlier attempt of its run:
+    the same text from the same source events, or, when that attempt had started
+    writing, the same text from a provider that returned no source events."""
+    if normalize(mem.content) != normalize(candidate.content):
+        return False
+    theirs, ours = set(mem.source_event_ids), set(candidate.source_event_ids)
+    if theirs and ours:
+        return theirs == ours
+    return write_started
+
+
+def stored_meanwhile(
+    candidate: MemoryCandidate,
+    found: Sequence[StoredMemory],
+    *,
+    write_started: bool = False,
+    duplicate_threshold: float = 0.8,
+) -> list[str]:
+    """Ids of the memories of ``found`` that say what ``candidate`` says (a duplicate,
+    as :func:`decide_by_rules` sees it) and are not its own copy (:func:`own_copy`).
+
+    A candidate whose decision was made in an earlier hold of the cube's lock and is
+    not written yet is skipped when there are any: another run stored the same since.
+    """
+    cand_slot = subject_slot(candidate.content)
+    return list(dict.fromkeys(
+        m.id for m in found
+        if not own_copy(candidate, m, write_started=write_started)
+        and _relation(candidate, cand_slot, m, duplicate_threshold) == "duplicate"))
 
 
 # --- model path: one call per cube batch ----------------------------------------

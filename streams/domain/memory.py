@@ -36,6 +36,21 @@ def readable_cubes(agent_id: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class CubeKey:
+    """Which memories one cube is: ``user_profile`` is the user's (across agents),
+    ``agent_{id}`` the agent's, shared by its users (``owner`` empty)."""
+
+    tenant_id: str
+    cube: str
+    owner: str
+
+
+def cube_key(tenant_id: str, cube: str, user_id: str) -> CubeKey:
+    """The cube ``cube`` as the user ``user_id`` of ``tenant_id`` writes to it."""
+    return CubeKey(tenant_id, cube, user_id if cube == USER_CUBE else "")
+
+
+@dataclass(frozen=True)
 class SourceMessage:
     """A session message as the judge sees it."""
 

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.agent_configs import StaticAgentConfigs
+from streams.consolidation.cube_lock import CubeLocks
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
 from streams.consolidation.judging import ConflictDecider, MemoryJudge
 from streams.consolidation.ledger import LedgerStore
@@ -78,7 +79,8 @@ class Harness:
         self.runs = RunStore(engine)
         self.ledger = LedgerStore(engine)
         self.expiries = ExpiryStore(engine, self.runs)
-        writer = MemoryWriter(self.runs, self.expiries, ConflictDecider(), clock=self.clock)
+        writer = MemoryWriter(self.runs, self.expiries, ConflictDecider(),
+                              CubeLocks(timeout_s=10.0), clock=self.clock)
         summarizer = Summarizer(engine, self.cache, tokens, clock=self.clock)  # type: ignore[arg-type]
         self.pipeline = ConsolidationPipeline(
             engine, self.ledger, self.runs, MemoryJudge(count_tokens=tokens), writer, summarizer,

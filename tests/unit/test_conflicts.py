@@ -12,7 +12,9 @@ from streams.domain.conflicts import (
     Slot,
     build_conflict_messages,
     decide_by_rules,
+    own_copy,
     parse_conflict_output,
+    stored_meanwhile,
     subject_slot,
 )
 from streams.domain.dedup import similarity
@@ -229,3 +231,47 @@ def test_reasons_say_who_decided() -> None:
 def test_unparseable_conflict_output_raises(text: str) -> None:
     with pytest.raises(ConflictOutputError):
         parse_conflict_output(text, CANDS, EXISTING)
+
+
+def sourced(mem_id: str, content: str, *sources: str) -> StoredMemory:
+    return StoredMemory(id=mem_id, content=content, cube="user_profile",
+                        source_event_ids=sources)
+
+
+MINE = MemoryCandidate(content="I live in Berlin.", source_event_ids=("c1-1",))
+
+
+@pytest.mark.parametrize(
+    ("found", "write_started", "skip_for"),
+    [
+        ([], False, []),
+        # another run's memory saying the same (other messages): skip
+        ([sourced("m1", "I live in Berlin.", "c2-1")], False, ["m1"]),
+        ([sourced("m1", "i live in berlin", "c2-1")], False, ["m1"]),
+        ([sourced("m1", "I live in Berlin now.", "c2-1")], False, ["m1"]),  # same slot, value
+        ([sourced("m1", "I actually live in Berlin.", "c2-1")], False, ["m1"]),
+        # the run's own copy (same text, same messages) is no reason to skip
+        ([sourced("m1", "I live in Berlin.", "c1-1")], False, []),
+        ([sourced("m1", "I live in Berlin.", "c1-1")], True, []),
+        # no sources returned: the own copy only if this run had started writing it
+        ([sourced("m1", "I live in Berlin.")], True, []),
+        ([sourced("m1", "I live in Berlin.")], False, ["m1"]),
+        # own copy and another run's: skip for the other one
+        ([sourced("m1", "I live in Berlin.", "c1-1"), sourced("m2", "I live in Berlin.", "c2-4")],
+         False, ["m2"]),
+        # a different value or an unrelated memory: not the same
+        ([sourced("m1", "I live in Paris.", "c2-1")], False, []),
+        ([sourced("m1", "I love hiking.", "c2-1")], False, []),
+    ],
+)
+def test_a_decision_of_an_earlier_hold_is_skipped_when_the_same_was_stored_meanwhile(
+    found: list[StoredMemory], write_started: bool, skip_for: list[str]
+) -> None:
+    assert stored_meanwhile(MINE, found, write_started=write_started) == skip_for
+
+
+def test_own_copy_needs_the_same_text() -> None:
+    assert own_copy(MINE, sourced("m1", "I live in Berlin!", "c1-1"), write_started=False)
+    assert not own_copy(MINE, sourced("m1", "I live in Bern.", "c1-1"), write_started=True)
+    assert not own_copy(MINE, sourced("m1", "I live in Berlin.", "c1-1", "c1-2"),
+                        write_started=True)

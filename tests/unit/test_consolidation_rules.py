@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from streams.agent_configs import StaticAgentConfigs, TableAgentConfigs
+from streams.consolidation.cube_lock import CubeLockLost, CubeLockTimeout
 from streams.consolidation.judging import MemoryJudge
 from streams.consolidation.ledger import SessionMessage, message_hash
 from streams.consolidation.pipeline import episodes_of
@@ -65,6 +66,8 @@ def test_candidate_hash_separates_cubes_kinds_and_sources() -> None:
     (ProviderNotConfigured("memos"), "dead", "provider_not_configured"),
     (IntegrityError("x", {}, Exception("dup")), "retry", "internal_error"),
     (ValueError("bug"), "retry", "internal_error"),
+    (CubeLockTimeout("busy"), "infrastructure", "cube_lock_timeout"),
+    (CubeLockLost("gone"), "infrastructure", "cube_lock_lost"),
 ])
 def test_failures_are_classified(exc: Exception, kind: str, reason: str) -> None:
     f = classify(exc)

@@ -1,0 +1,106 @@
+"""The cube lock of the embedded mode (one worker, SQLite): in-process, bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.consolidation.cube_lock import CubeLocks, HeldCube
+from streams.domain.memory import USER_CUBE, CubeKey
+from tests.agents.consolidation_harness import Harness, sqlite_engine
+from tests.agents.fakes import FakeMemoryProvider
+from tests.support.worker import eventually
+
+BERLIN = "I live in Berlin."
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    e = await sqlite_engine(tmp_path)
+    yield e
+    await e.dispose()
+
+
+def hold_fact_writes(provider: FakeMemoryProvider) -> tuple[asyncio.Event, asyncio.Event]:
+    """The provider's first write of facts waits for ``opened``; ``entered`` once it does."""
+    entered, opened = asyncio.Event(), asyncio.Event()
+    add = provider.add
+
+    async def gated(scope: Any, cube: str, memories: Any) -> Any:
+        if cube == USER_CUBE and any(m.kind == "fact" for m in memories) \
+                and not entered.is_set():
+            entered.set()
+            await opened.wait()
+        return await add(scope, cube, memories)
+
+    provider.add = gated  # type: ignore[method-assign]
+    return entered, opened
+
+
+class CountedLocks(CubeLocks):
+    """Cube locks that count the runs asking for one and the runs holding one."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout_s=10.0)
+        self.asking = 0
+        self.holding = 0
+
+    @asynccontextmanager
+    async def hold(self, key: CubeKey) -> AsyncIterator[HeldCube]:
+        self.asking += 1
+        async with super().hold(key) as held:
+            self.holding += 1
+            yield held
+
+
+async def test_two_sessions_of_one_user_in_one_worker_store_the_fact_once(
+    engine: AsyncEngine,
+) -> None:
+    h = Harness(engine)
+    h.pipeline.writer.locks = locks = CountedLocks()
+    entered, opened = hold_fact_writes(h.provider)
+    await h.say("c1", [("user", BERLIN)])
+    await h.say("c2", [("user", BERLIN)])
+    first = asyncio.ensure_future(h.pipeline.run(h.closed("c1")))
+    await asyncio.wait_for(entered.wait(), 10)
+    second = asyncio.ensure_future(h.pipeline.run(h.closed("c2")))
+    await eventually(lambda: second.done() or (locks.asking, locks.holding) == (2, 1), 10,
+                     "the second run at the cube's lock", 0.01)
+    assert h.provider.contents("fact") == []
+    opened.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 10)
+    assert h.provider.valid("fact") == [BERLIN]
+    (row,) = [r for r in await h.runs.candidates("t1/c2#1") if r.candidate.kind == "fact"]
+    assert (row.action, row.decider) == ("skip", "rules")
+
+
+async def test_a_lock_wait_that_times_out_is_retried_in_place_never_written_without(
+    engine: AsyncEngine, caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness(engine)
+    h.pipeline.writer.locks = CubeLocks(timeout_s=0.05)
+    entered, opened = hold_fact_writes(h.provider)
+    await h.say("c1", [("user", BERLIN)])
+    await h.say("c2", [("user", BERLIN)])
+    first = asyncio.ensure_future(h.pipeline.run(h.closed("c1")))
+    await asyncio.wait_for(entered.wait(), 10)
+    caplog.set_level(logging.WARNING, "streams.consolidation.processor")
+    second = asyncio.ensure_future(h.processor.handle(h.record(h.closed("c2"))))
+
+    def timed_out_twice() -> bool:
+        return sum("waits (cube_lock_timeout)" in r.getMessage() for r in caplog.records) >= 2
+
+    await eventually(timed_out_twice, 10, "the second run's lock wait to time out", 0.01)
+    assert not second.done() and h.provider.contents("fact") == []
+    opened.set()
+    handled = await asyncio.wait_for(second, 10)
+    await asyncio.wait_for(first, 10)
+    assert handled.outcome == "done"
+    assert h.provider.valid("fact") == [BERLIN]
