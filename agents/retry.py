@@ -18,4 +18,4 @@ async def consolidation_retry(stream: Any) -> None:
         async for event in stream.noack().events():
             # held until due, acknowledged after its attempt (or released to
             # the topic again when a rebalance starts)
-            scheduler.admit(source_record(event), partial(acknowledge, stream, [event]))
+            await scheduler.admit(source_record(event), partial(acknowledge, stream, [event]))

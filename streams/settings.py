@@ -334,6 +334,11 @@ class ConsolidationSettings(BaseModel):
     retry_backoff_initial_s: float = Field(
         30.0, gt=0, description="Delay before the first attempt from the retry topic."
     )
+    retry_max_held: int = Field(
+        10_000, ge=1, description=(
+            "Most retry records a worker holds in memory until they are due; beyond it the "
+            "retry topic is read no further until some are done."),
+    )
     retry_backoff_max_s: float = Field(
         1800.0, gt=0, description="Longest delay between attempts from the retry topic."
     )

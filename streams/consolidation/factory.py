@@ -78,6 +78,7 @@ def build_consolidation(runtime: Runtime, configs: AgentConfigs,
 def build_retry_scheduler(runtime: Runtime, consolidation: Consolidation,
                           publisher: Publisher,
                           should_release: Callable[[], bool]) -> RetryScheduler:
-    return RetryScheduler(consolidation.processor, publisher,
-                          retry_topic=runtime.settings.kafka.retry_topic,
-                          should_release=should_release)
+    s = runtime.settings
+    return RetryScheduler(consolidation.processor, publisher, retry_topic=s.kafka.retry_topic,
+                          should_release=should_release,
+                          max_held=s.consolidation.retry_max_held)

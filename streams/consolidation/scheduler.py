@@ -9,6 +9,11 @@ acknowledged only after its attempt finished and whatever it led to (another
 retry record, a dead letter) was delivered. Other sessions, on any partition,
 are never blocked: due records run concurrently, within the processor's limit.
 
+At most ``max_held`` records are held (waiting or running): :meth:`admit`
+waits for room beyond that, so the agent stops taking records from the topic
+(Faust then stops fetching it) instead of buffering a whole outage's retries
+in memory; a record behind the held ones waits its turn even when it is due.
+
 Faust waits, on a rebalance or a shutdown, until every record it handed out
 was acknowledged. So when ``should_release()`` says one is under way, the
 records still waiting are released: each is produced again to the retry topic
@@ -50,7 +55,8 @@ class _Held:
 class RetryScheduler:
     def __init__(self, processor: ConsolidationProcessor, publisher: Publisher, *,
                  retry_topic: str, should_release: Callable[[], bool] = lambda: False,
-                 poll_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
+                 poll_s: float = 0.5, max_held: int = 10_000,
+                 clock: Callable[[], float] = time.time) -> None:
         self.processor = processor
         self.publisher = publisher
         self.retry_topic = retry_topic
@@ -59,7 +65,9 @@ class RetryScheduler:
         self.clock = clock
         self._heap: list[_Held] = []
         self._seq = itertools.count()
+        self.max_held = max_held
         self._wake = asyncio.Event()
+        self._room = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
 
     @property
@@ -70,10 +78,22 @@ class RetryScheduler:
     def in_flight(self) -> int:
         return len(self._running)
 
-    def admit(self, record: SourceRecord, ack: Ack) -> None:
-        """Hold ``record`` until it is due; ``ack`` acknowledges it afterwards."""
+    @property
+    def held(self) -> int:
+        return len(self._heap) + len(self._running)
+
+    async def admit(self, record: SourceRecord, ack: Ack) -> None:
+        """Hold ``record`` until it is due; ``ack`` acknowledges it afterwards.
+        Waits while ``max_held`` records are held."""
+        while self.held >= self.max_held:
+            self._room.clear()
+            await self._room.wait()
         heapq.heappush(self._heap, _Held(due_at(record), next(self._seq), record, ack))
         self._wake.set()
+
+    def _freed(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._room.set()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[RetryScheduler]:
@@ -106,7 +126,7 @@ class RetryScheduler:
             held = heapq.heappop(self._heap)
             task = asyncio.create_task(self._attempt(held))
             self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            task.add_done_callback(self._freed)
             started += 1
         return started
 
@@ -121,6 +141,7 @@ class RetryScheduler:
         held, self._heap = self._heap, []
         if not held:
             return 0
+        self._room.set()
         copies = [Outgoing(self.retry_topic, h.record.key, h.record.value, list(h.record.headers))
                   for h in held]
         await retry_forever(lambda: self.publisher.publish(copies), what="retry-release",

@@ -133,7 +133,7 @@ async def test_the_scheduler_runs_records_when_due_and_acks_after(engine: AsyncE
     for n, r in enumerate(retries):
         async def ack(n: int = n) -> None:
             acked.append(n)
-        sched.admit(SourceRecord("retry", 0, n, r.key, r.value, r.headers), ack)
+        await sched.admit(SourceRecord("retry", 0, n, r.key, r.value, r.headers), ack)
     assert await sched.step() == 0 and sched.waiting == 2  # not due yet
     h.clock.advance(1.5)
     assert await sched.step() == 2
@@ -154,7 +154,7 @@ async def test_held_retries_are_released_when_a_rebalance_starts(engine: AsyncEn
     async def ack() -> None:
         acked.append("x")
 
-    sched.admit(rec, ack)
+    await sched.admit(rec, ack)
     assert await sched.step() == 0 and acked == []
     rebalancing = True
     await sched.step()
@@ -174,6 +174,29 @@ async def test_the_scheduler_loop_runs_in_the_background(engine: AsyncEngine) ->
 
     sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", poll_s=0.01)
     async with sched.running():
-        sched.admit(h.record(h.closed("c1"), topic="retry"), ack)
+        await sched.admit(h.record(h.closed("c1"), topic="retry"), ack)
         await asyncio.wait_for(done.wait(), 10)
     assert h.provider.contents("fact") == ["I live in Rome."]
+
+
+async def test_the_scheduler_holds_a_bounded_number_of_records(engine: AsyncEngine) -> None:
+    """Beyond ``max_held`` the agent waits (and so stops taking records from the
+    topic) instead of buffering a provider outage's worth of retries."""
+    h = Harness(engine)
+    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", clock=h.clock,
+                           max_held=2)
+    future = [(ATTEMPT, b"2"), (NEXT_ATTEMPT_AT, b"2099-01-01T00:00:00+00:00")]
+    value = h.record(h.closed("c1")).value
+
+    async def ack() -> None:
+        pass
+
+    for n in range(2):
+        await sched.admit(SourceRecord("retry", 0, n, b"c1", value, future), ack)
+    third = asyncio.ensure_future(
+        sched.admit(SourceRecord("retry", 0, 2, b"c1", value, future), ack))
+    await asyncio.sleep(0.05)
+    assert not third.done() and sched.held == 2
+    await sched.release()  # a rebalance hands the held ones back: room again
+    await asyncio.wait_for(third, 1)
+    assert sched.held == 1
