@@ -271,7 +271,9 @@ class FaustTable:
         self._table[key] = value
 
     def delete(self, key: str) -> None:
-        self._table.pop(key, None)
+        """Remove ``key``: a tombstone in the changelog, so compaction forgets it."""
+        if key in self._table:
+            del self._table[key]
 
     @contextmanager
     def context(self, record: SourceRecord) -> Iterator[None]:

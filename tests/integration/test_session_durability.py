@@ -23,12 +23,12 @@ async def _max_message_bytes(topic: str, value: str) -> None:
         await admin.close()
 
 
-async def _changelog_state(stack: Stack, key: str) -> dict[str, object] | None:
-    """The newest value of ``key`` in the sessions table's changelog."""
+async def _changelog(stack: Stack, key: str) -> list[dict[str, object] | None]:
+    """Every value of ``key`` in the sessions table's changelog (None: a tombstone)."""
     topic = f"{stack.name}-sessions-changelog"
     parts = await partitions(topic)
     if not parts:
-        return None
+        return []
     c = AIOKafkaConsumer(bootstrap_servers=KAFKA_BOOTSTRAP, enable_auto_commit=False)
     await c.start()
     try:
@@ -36,15 +36,21 @@ async def _changelog_state(stack: Stack, key: str) -> dict[str, object] | None:
         c.assign(tps)
         await c.seek_to_beginning(*tps)
         ends = await c.end_offsets(tps)
-        newest = None
+        values: list[dict[str, object] | None] = []
         while any([await c.position(tp) < ends[tp] for tp in tps]):
             for records in (await c.getmany(timeout_ms=500)).values():
                 for r in records:
-                    if r.key is not None and json.loads(r.key) == key and r.value:
-                        newest = json.loads(r.value)
-        return newest
+                    if r.key is not None and json.loads(r.key) == key:
+                        values.append(json.loads(r.value) if r.value else None)
+        return values
     finally:
         await c.stop()
+
+
+async def _changelog_state(stack: Stack, key: str) -> dict[str, object] | None:
+    """The newest value of ``key`` in the sessions table's changelog."""
+    values = await _changelog(stack, key)
+    return values[-1] if values else None
 
 
 def _run_status(stack: Stack, closed_id: str) -> str | None:
@@ -102,3 +108,24 @@ async def test_each_session_takes_exactly_its_own_messages(stack: Stack) -> None
         ledger = stack.sql("SELECT event_id FROM consolidation_ledger "
                            f"WHERE closed_id = 't1/c1#{s + 1}' ORDER BY message_id")
         assert [r[0] for r in ledger] == [f"t1-c1-{10 * s + i}" for i in range(4)]
+
+
+async def test_a_quiet_closed_conversation_leaves_the_table_and_numbering_goes_on(
+    stack: Stack,
+) -> None:
+    stack.worker(MEMSTREAM_CONSOLIDATION__CLOSED_SESSION_RETENTION_S="2",
+                 MEMSTREAM_CONSOLIDATION__IDLE_SCAN_INTERVAL_S="0.5").start()
+    await stack.produce([chat_event(0, "c1"), session_end_event("c1", n=0)])
+    await eventually(lambda: _run_status(stack, "t1/c1#1") == "done", 60, "session 1")
+
+    async def tombstoned() -> bool:
+        values = await _changelog(stack, "t1/c1")
+        return bool(values) and values[-1] is None
+
+    await eventually(tombstoned, 60, "a tombstone in the changelog")
+    assert stack.sql("SELECT last_closed_seq FROM conversation_session "
+                     "WHERE conversation_id = 'c1'") == [["1"]]
+    await stack.produce([chat_event(1, "c1"), session_end_event("c1", n=1)])
+    await eventually(lambda: _run_status(stack, "t1/c1#2") == "done", 60, "session 2")
+    ledger = stack.sql("SELECT event_id FROM consolidation_ledger WHERE closed_id = 't1/c1#2'")
+    assert ledger == [["t1-c1-1"]]
