@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration lint typecheck demo bench-ingest bench-consolidation bench-query \
-        bench-locomo bench-retrieval docs schemas clean
+        bench-locomo bench-retrieval bench-memory docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 us
 
 bench-locomo: $(STAMP) services  ## LoCoMo evidence recall through Kafka (local embedder, rule judge)
 	$(PY) bench/locomo.py
+
+bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
+	$(PY) bench/memory.py
 
 bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
 	$(PY) bench/retrieval_offline.py
