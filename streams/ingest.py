@@ -10,8 +10,10 @@ Order per batch, and why:
    and closes sessions on ``session_end``, and on an idle check from the session
    scan when the state (re-checked here: a message may have arrived since the
    scan) is still open and idle for ``idle_timeout_s``;
-5. Redis gets one pipeline; its failure is logged and counted and changes
-   nothing above;
+5. Redis gets one pipeline (an event twice in the batch is appended once); its
+   failure is logged and counted and changes nothing above: the touched
+   conversations are marked stale in the database (:mod:`streams.stale`) before
+   the batch is acknowledged;
 6. session-closed events are delivered (after the messages they refer to).
 
 ``process`` only returns when all of that is done, and raises nothing but
@@ -47,6 +49,7 @@ from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 from streams.retry import retry_forever
 from streams.session_buffer import SessionStateBuffer
+from streams.stale import StaleHistories
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +122,13 @@ class IngestProcessor:
         table: SessionTable,
         clock: Callable[[], float] = time.time,
         *,
+        stale: StaleHistories,
         state_flush_interval_s: float = 0.0,
     ) -> None:
         self.config = config
         self.store = store
         self.cache = cache
+        self.stale = stale
         self.publisher = publisher
         self.table = table
         self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
@@ -267,6 +272,7 @@ class IngestProcessor:
         now = self.clock()
         docs = {(r["tenant_id"], r["event_id"]): row_to_doc(r) for r in rows}
         appended: dict[tuple[str, str], list[MessageDoc]] = defaultdict(list)
+        queued: set[tuple[str, str]] = set()  # (tenant, event) appended in this batch
         fresh: set[tuple[str, str]] = set()
         invalidate: set[tuple[str, str]] = set()
         states: dict[str, SessionState] = {}
@@ -294,7 +300,10 @@ class IngestProcessor:
             rec = it.record
             if isinstance(ev, ChatMessage):
                 ek = (ev.tenant_id, ev.event_id)
-                if ek in new_keys:
+                if ek in queued:  # the same event earlier in this batch: stored once
+                    tally.add(rec.topic, "duplicate")
+                elif ek in new_keys:
+                    queued.add(ek)
                     appended[conv].append(docs[ek])
                     tally.add(rec.topic, "stored")
                 else:
@@ -345,9 +354,8 @@ class IngestProcessor:
     ) -> None:
         if not self.cache.enabled or not (appended or invalidate):
             return
-        try:
-            with SINK_LATENCY.labels("redis").time():
-                await self.cache.append(appended, fresh=fresh, invalidate=invalidate)
+        try:  # returns (or raises) only once a failure is marked durably
+            await self.stale.write(appended, fresh, invalidate)
         except CacheUnavailableError as exc:
             result.cache_ok = False
             SINK_FAILURES.labels("redis", type(exc.__cause__ or exc).__name__).inc()
