@@ -42,10 +42,13 @@ local top = 0
 if len > 0 then
   top = tonumber(redis.call('ZRANGE', ids, -1, -1, 'WITHSCORES')[2])
 end
+if n == 0 then return 0 end
+local listed = {}
+if len > 0 then listed = redis.call('ZMSCORE', ids, unpack(ARGV, 5, 4 + n)) end
 local seen, docs, scored = {}, {}, {}
 for i = 1, n do
   local id = ARGV[4 + i]
-  if not seen[id] and not redis.call('ZSCORE', ids, id) then
+  if not seen[id] and not listed[i] then
     seen[id] = true
     top = top + 1
     docs[#docs + 1] = ARGV[4 + n + i]

@@ -48,7 +48,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streams.cache import CacheUnavailableError, ConversationCache, ConversationKey, MessageDoc
 from streams.db.stale_marks import StaleMark, StaleMarkStore
-from streams.domain.stale import Entry, StaleSet
+from streams.domain.stale import UNKNOWN_MARK, Entry, StaleSet
 from streams.metrics import CACHE_STALE, CACHE_STALE_MARKS, SINK_LATENCY
 from streams.retry import retry_forever
 
@@ -117,10 +117,14 @@ class StaleHistories:
         keys = set(keys)
         begun = self.held.begin(keys)
         CACHE_STALE.set(len(self.held))
-        mark_id = await retry_forever(
-            lambda: self.store.mark(keys, self._clock()), what="stale-marks",
-            initial_s=self.retry_initial_s, max_s=self.retry_max_s,
-        )
+        try:
+            mark_id = await retry_forever(
+                lambda: self.store.mark(keys, self._clock()), what="stale-marks",
+                initial_s=self.retry_initial_s, max_s=self.retry_max_s,
+            )
+        except BaseException:  # cancelled: still held; the batch is not acknowledged
+            self.held.written(begun, UNKNOWN_MARK)
+            raise
         self.held.written(begun, mark_id)
         CACHE_STALE_MARKS.labels("marked").inc(len(keys))
 

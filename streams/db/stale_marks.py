@@ -43,7 +43,7 @@ class StaleMarkStore:
     async def mark(self, keys: Iterable[ConversationKey], now: datetime) -> int:
         """Mark ``keys`` stale in one transaction (a mark already there gets the
         new id); returns the id. Raises the driver's error; nothing is committed then."""
-        mark_id = secrets.randbits(63)
+        mark_id = secrets.randbits(63) or 1  # never UNKNOWN_MARK (0)
         at = naive_utc(now)
         rows = [{"tenant_id": t, "conversation_id": c, "mark_id": mark_id, "marked_at": at}
                 for t, c in sorted(set(keys))]  # one order for every writer: no deadlock

@@ -9,8 +9,9 @@ reader of the same process treats it as stale without waiting for the
 database.
 
 Each entry is ``(seq, mark_id)``: ``mark_id`` is the id of the mark as stored,
-or None while the mark is being written (*pending*); ``seq`` changes whenever
-the entry does. Clearing is compare-and-clear: whoever drops a list (or
+None while the mark is being written (*pending*), or ``UNKNOWN_MARK`` when the
+write was interrupted (the next clear or re-read finds out what is stored);
+``seq`` changes whenever the entry does. Clearing is compare-and-clear: whoever drops a list (or
 re-reads the marks) takes the entries first and may forget an entry only if
 it is still the one it took — a failure in between keeps it.
 
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
+UNKNOWN_MARK = 0  # a mark whose write was interrupted: stored or not, no stored mark has this id
 
 
 @dataclass(frozen=True, slots=True)

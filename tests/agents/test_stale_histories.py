@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from streams.cache import CacheUnavailableError
+from streams.domain.stale import UNKNOWN_MARK
 from streams.ingest import IngestProcessor
 from streams.stale import HEAL_PER_WRITE, StaleHistories
 from tests.agents.fakes import (
@@ -168,3 +169,18 @@ async def test_a_redis_failure_still_raises_after_marking(p: Parts) -> None:
         await p.stale.write({C1: [{"event_id": "e"}]}, (), ())
     assert set(p.marks.marks) == {C1}
 
+
+
+async def test_an_interrupted_mark_write_stays_held_until_a_clear_finds_out(p: Parts) -> None:
+    p.cache.failing = True
+    p.marks.fail_next = 10_000  # the database does not answer
+    task = asyncio.create_task(p.stale.write({C1: [{"event_id": "e1"}]}, (), ()))
+    await asyncio.sleep(0.05)
+    task.cancel()  # shutdown: the batch is not acknowledged
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    entry = p.stale.held.get(C1)
+    assert entry is not None and entry.mark_id == UNKNOWN_MARK  # still kept away from
+    p.cache.failing, p.marks.fail_next = False, 0
+    await p.stale.write({C2: [{"event_id": "e2"}]}, (), ())
+    assert C1 in p.cache.invalidated and len(p.stale.held) == 0  # dropped; no mark was stored
