@@ -1,25 +1,27 @@
 """ConversationCache: the hot copy of each conversation's newest messages in Redis.
 
 One list per conversation, newest message at index 0, capped at
-``history_max`` and expiring ``history_ttl_s`` after the last write. Redis is
-a cache that may fail; the database is the truth. The rules that keep the
-cache from ever serving a partial history:
+``history_max`` and expiring ``history_ttl_s`` after the last write, with a set
+of the event ids it holds beside it (:mod:`streams.cache_scripts`), so a list
+never holds an event twice. Redis is a cache that may fail; the database is
+the truth. The rules that keep the cache from ever serving a partial history:
 
 * The worker creates a list only for a conversation it knows is new; for any
-  other conversation it appends only to a list that exists (``LPUSHX``). A
-  missing list is a miss, and a read rebuilds it from the database.
+  other conversation it appends only to a list that exists. A missing list is
+  a miss, and a read rebuilds it from the database.
 * Every write bumps a per-conversation version; a rebuild is a ``WATCH``ed
   transaction on that version, so a rebuild racing a write is abandoned.
-* Conversations written while Redis was failing are remembered and their lists
-  deleted on the first write that succeeds again; conversations whose events
-  were already stored (a redelivery) are deleted too.
+* Lists the caller names in ``invalidate`` are deleted instead of appended to:
+  conversations whose events were already stored (a redelivery) and stale
+  ones (a write to them failed earlier; see :mod:`streams.stale`).
+* A list whose id set is missing or out of step is dropped by the next write
+  and is a miss for a read.
 * After a failure Redis is skipped for ``retry_after_s`` so a dead cache costs
   no timeout per batch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -29,36 +31,28 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, RedisError, WatchError
 
-from streams.metrics import CACHE_BACKFILLS
+from streams.cache_scripts import APPEND_SCRIPT, APPEND_SCRIPT_SHA
+from streams.metrics import CACHE_BACKFILLS, CACHE_UNINDEXED_DROPS
 
 log = logging.getLogger(__name__)
 
 ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
 MessageDoc = dict[str, Any]
-STALE_LIMIT = 1_000_000
 
 
-# One round trip per conversation: bump the version, then append the new
-# messages (LPUSH for a conversation known to be new, LPUSHX otherwise, so a
-# missing list is never recreated partially), trim to the cap, refresh the TTL.
-# KEYS: list, version. ARGV: mode (create|extend|bump), cap, ttl, messages...
-APPEND_SCRIPT = """
-redis.call('INCR', KEYS[2])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-if ARGV[1] == 'bump' or #ARGV < 4 then return 0 end
-local n
-if ARGV[1] == 'create' then
-  n = redis.call('LPUSH', KEYS[1], unpack(ARGV, 4))
-else
-  n = redis.call('LPUSHX', KEYS[1], unpack(ARGV, 4))
-end
-if n > 0 then
-  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-end
-return n
-"""
-APPEND_SCRIPT_SHA = hashlib.sha1(APPEND_SCRIPT.encode()).hexdigest()
+def _encode(doc: MessageDoc) -> str:
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def _unique(docs: Iterable[MessageDoc]) -> list[MessageDoc]:
+    """``docs`` without repeated event ids (the first of each stays)."""
+    seen: set[str] = set()
+    out = []
+    for d in docs:
+        if d["event_id"] not in seen:
+            seen.add(d["event_id"])
+            out.append(d)
+    return out
 
 
 class CacheUnavailableError(Exception):
@@ -85,7 +79,6 @@ class ConversationCache:
         self.retry_after_s = retry_after_s
         self._clock = clock
         self._down_until = 0.0
-        self._stale: set[ConversationKey] = set()
 
     @property
     def enabled(self) -> bool:
@@ -103,8 +96,16 @@ class ConversationCache:
     def version_key(self, tenant_id: str, conversation_id: str) -> str:
         return f"{self._tag(tenant_id, conversation_id)}:ver"
 
+    def ids_key(self, tenant_id: str, conversation_id: str) -> str:
+        """The sorted set of the event ids in the list."""
+        return f"{self._tag(tenant_id, conversation_id)}:ids"
+
     def summary_key(self, tenant_id: str, conversation_id: str) -> str:
         return f"{self._tag(tenant_id, conversation_id)}:sum"
+
+    def _history_keys(self, key: ConversationKey) -> tuple[str, str, str]:
+        """The append script's KEYS: list, version, ids."""
+        return self.list_key(*key), self.version_key(*key), self.ids_key(*key)
 
     # --------------------------------------------------------------- health
     def _check(self) -> Redis:
@@ -118,10 +119,6 @@ class ConversationCache:
         self._down_until = self._clock() + self.retry_after_s
         log.warning("redis %s failed: %s: %s", what, type(exc).__name__, exc)
 
-    @property
-    def stale_count(self) -> int:
-        return len(self._stale)
-
     # ---------------------------------------------------------------- write
     async def append(
         self,
@@ -134,31 +131,28 @@ class ConversationCache:
 
         ``fresh`` conversations are known to have no earlier history, so their
         list may be created. ``invalidate`` lists are deleted instead (the
-        next read rebuilds them). Raises :class:`CacheUnavailableError` on
-        failure, after remembering every touched conversation as stale.
+        next read rebuilds them). An event already in a list is not pushed
+        again. Raises :class:`CacheUnavailableError` on failure or while Redis
+        is skipped; the caller decides what the failure means.
         """
-        fresh_set = set(fresh)
         drop = set(invalidate)
         touched = set(new_messages) | drop
         if not touched:
             return
-        try:
-            redis = self._check()
-        except CacheUnavailableError:
-            self._remember_stale(touched)
-            raise
-        stale = set(self._stale)
+        redis = self._check()
+        fresh_set = set(fresh)
         try:
             try:
-                await self._append_pipeline(redis, new_messages, fresh_set, drop, stale)
+                pushed = await self._append_pipeline(redis, new_messages, fresh_set, drop)
             except NoScriptError:  # a restarted Redis has forgotten the script
                 await redis.script_load(APPEND_SCRIPT)
-                await self._append_pipeline(redis, new_messages, fresh_set, drop, stale)
+                pushed = await self._append_pipeline(redis, new_messages, fresh_set, drop)
         except (RedisError, OSError) as exc:
             self._failed(exc, "append")
-            self._remember_stale(touched)
             raise CacheUnavailableError(str(exc)) from exc
-        self._stale -= stale
+        unindexed = sum(1 for n in pushed if n == -1)
+        if unindexed:
+            CACHE_UNINDEXED_DROPS.inc(unindexed)
 
     async def _append_pipeline(
         self,
@@ -166,45 +160,37 @@ class ConversationCache:
         new_messages: Mapping[ConversationKey, Sequence[MessageDoc]],
         fresh: set[ConversationKey],
         drop: set[ConversationKey],
-        stale: set[ConversationKey],
-    ) -> None:
+    ) -> list[int]:
         ttl, cap = str(self.history_ttl_s), str(self.history_max)
         async with redis.pipeline(transaction=False) as pipe:
-            for tenant, conv in stale | drop:
-                pipe.delete(self.list_key(tenant, conv))
+            for key in drop:
+                pipe.evalsha(APPEND_SCRIPT_SHA, 3, *self._history_keys(key), "drop", cap, ttl, 0)
             for key, docs in new_messages.items():
-                tenant, conv = key
-                keys = (self.list_key(tenant, conv), self.version_key(tenant, conv))
-                if key in drop or key in stale or not docs:
-                    pipe.evalsha(APPEND_SCRIPT_SHA, 2, *keys, "bump", cap, ttl)
+                if key in drop:
                     continue
-                payload = [json.dumps(d, ensure_ascii=False, separators=(",", ":"))
-                           for d in docs[-self.history_max:]]
+                recent = docs[-self.history_max:]
                 mode = "create" if key in fresh else "extend"
-                pipe.evalsha(APPEND_SCRIPT_SHA, 2, *keys, mode, cap, ttl, *payload)
-            for tenant, conv in drop - set(new_messages):
-                keys = (self.list_key(tenant, conv), self.version_key(tenant, conv))
-                pipe.evalsha(APPEND_SCRIPT_SHA, 2, *keys, "bump", cap, ttl)
-            await pipe.execute()
-
-    def _remember_stale(self, keys: Iterable[ConversationKey]) -> None:
-        if len(self._stale) < STALE_LIMIT:
-            self._stale.update(keys)
+                pipe.evalsha(APPEND_SCRIPT_SHA, 3, *self._history_keys(key), mode, cap, ttl,
+                             len(recent), *[d["event_id"] for d in recent],
+                             *[_encode(d) for d in recent])
+            return [int(n) for n in await pipe.execute()]
 
     # ----------------------------------------------------------------- read
     async def read(self, tenant_id: str, conversation_id: str, n: int) -> list[MessageDoc] | None:
-        """The newest ``n`` messages oldest first, or None on a miss."""
+        """The newest ``n`` messages oldest first, or None on a miss (no list,
+        or a list whose id set is missing or out of step)."""
         redis = self._check()
         lk = self.list_key(tenant_id, conversation_id)
         try:
             async with redis.pipeline(transaction=False) as pipe:
-                pipe.exists(lk)
+                pipe.llen(lk)
+                pipe.zcard(self.ids_key(tenant_id, conversation_id))
                 pipe.lrange(lk, 0, n - 1)
-                exists, raw = await pipe.execute()
+                length, indexed, raw = await pipe.execute()
         except (RedisError, OSError) as exc:
             self._failed(exc, "read")
             raise CacheUnavailableError(str(exc)) from exc
-        if not exists:
+        if not length or indexed != length:
             return None
         return [json.loads(r) for r in reversed(raw)]
 
@@ -224,12 +210,13 @@ class ConversationCache:
         docs: Sequence[MessageDoc],
         seen_version: bytes | None,
     ) -> bool:
-        """Rebuild the list from ``docs`` (the newest messages, oldest first)
-        unless a write happened since ``seen_version`` was read."""
+        """Rebuild the list and its id set from ``docs`` (the newest messages,
+        oldest first) unless a write happened since ``seen_version`` was read."""
         redis = self._check()
         lk = self.list_key(tenant_id, conversation_id)
+        ik = self.ids_key(tenant_id, conversation_id)
         vk = self.version_key(tenant_id, conversation_id)
-        docs = list(docs)[-self.history_max :]
+        docs = _unique(docs)[-self.history_max :]
         try:
             async with redis.pipeline(transaction=True) as pipe:
                 await pipe.watch(vk)
@@ -238,13 +225,12 @@ class ConversationCache:
                     CACHE_BACKFILLS.labels("raced").inc()
                     return False
                 pipe.multi()  # type: ignore[no-untyped-call]
-                pipe.delete(lk)
+                pipe.delete(lk, ik)
                 if docs:
-                    pipe.lpush(
-                        lk,
-                        *[json.dumps(d, ensure_ascii=False, separators=(",", ":")) for d in docs],
-                    )
+                    pipe.lpush(lk, *[_encode(d) for d in docs])
+                    pipe.zadd(ik, {d["event_id"]: i for i, d in enumerate(docs, 1)})
                     pipe.expire(lk, self.history_ttl_s)
+                    pipe.expire(ik, self.history_ttl_s)
                 await pipe.execute()
         except WatchError:
             CACHE_BACKFILLS.labels("raced").inc()

@@ -1,13 +1,17 @@
 """SessionReader: the Session-layer read path.
 
 Redis first; on a miss or a Redis error the database, then the cache is
-rebuilt. ``last_n`` bounds how many of the newest messages are considered,
-then the window rules of :mod:`streams.domain.window` apply. The summary
-comes from Redis (cached for an hour) or the database.
+rebuilt. Beside the Redis read, the conversation's stale-history mark is looked
+up (:mod:`streams.stale`): a marked list is never served — the database is read
+and the list rebuilt from it, which clears the mark. ``last_n`` bounds how many
+of the newest messages are considered, then the window rules of
+:mod:`streams.domain.window` apply. The summary comes from Redis (cached for an
+hour) or the database.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from dataclasses import asdict, dataclass, field
@@ -17,6 +21,7 @@ from streams.cache import CacheUnavailableError, ConversationCache
 from streams.db.messages import MessageStore
 from streams.domain.window import TokenCounter, Window, build_window
 from streams.metrics import CACHE_READS
+from streams.stale import Lookup, StaleHistories
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,7 @@ class SessionReader:
         cache: ConversationCache,
         count_tokens: TokenCounter,
         *,
+        stale: StaleHistories,
         max_token_window: int = 8000,
         summary_token_budget: int = 2000,
         default_last_n: int = 200,
@@ -54,6 +60,7 @@ class SessionReader:
     ) -> None:
         self.store = store
         self.cache = cache
+        self.stale = stale
         self.count_tokens = count_tokens
         self.max_token_window = max_token_window
         self.summary_token_budget = summary_token_budget
@@ -73,24 +80,49 @@ class SessionReader:
             # the list holds only history_max messages: the database has the rest
             CACHE_READS.labels("bypass").inc()
             return await self.store.recent(tenant_id, conversation_id, last_n), "database"
-        try:
-            cached = await self.cache.read(tenant_id, conversation_id, last_n)
-        except CacheUnavailableError:
+        (available, cached), lookup = await asyncio.gather(
+            self._cached(tenant_id, conversation_id, last_n),
+            self.stale.lookup(tenant_id, conversation_id),
+        )
+        if not available:
             CACHE_READS.labels("error").inc()
             return await self.store.recent(tenant_id, conversation_id, last_n), "database"
+        if lookup.stale:
+            CACHE_READS.labels("stale").inc()
+            return await self._rebuild(tenant_id, conversation_id, last_n, lookup), "database"
         if cached is not None:
-            CACHE_READS.labels("hit").inc()
+            CACHE_READS.labels("hit" if lookup.checked else "unchecked").inc()
             return cached, "cache"
         CACHE_READS.labels("miss").inc()
+        return await self._rebuild(tenant_id, conversation_id, last_n, None), "database"
+
+    async def _cached(
+        self, tenant_id: str, conversation_id: str, n: int
+    ) -> tuple[bool, list[dict[str, Any]] | None]:
+        """(whether Redis answered, the cached messages or None on a miss)"""
+        try:
+            return True, await self.cache.read(tenant_id, conversation_id, n)
+        except CacheUnavailableError:
+            return False, None
+
+    async def _rebuild(
+        self, tenant_id: str, conversation_id: str, last_n: int, stale: Lookup | None
+    ) -> list[dict[str, Any]]:
+        """The database's newest messages; the list rebuilt from them on a miss,
+        or on a stale list whose mark was found (the mark is cleared then)."""
+        if stale is not None and stale.mark is None:  # held here, mark not stored yet
+            return await self.store.recent(tenant_id, conversation_id, last_n)
         try:
             version = await self.cache.version(tenant_id, conversation_id)
         except CacheUnavailableError:
-            return await self.store.recent(tenant_id, conversation_id, last_n), "database"
+            return await self.store.recent(tenant_id, conversation_id, last_n)
         docs = await self.store.recent(tenant_id, conversation_id, self.cache.history_max)
         if docs:
             with contextlib.suppress(CacheUnavailableError):
-                await self.cache.backfill(tenant_id, conversation_id, docs, version)
-        return docs[-last_n:], "database"
+                rebuilt = await self.cache.backfill(tenant_id, conversation_id, docs, version)
+                if rebuilt and stale is not None:
+                    await self.stale.rebuilt(stale)
+        return docs[-last_n:]
 
     async def summary(self, tenant_id: str, conversation_id: str) -> str | None:
         if self.cache.enabled:

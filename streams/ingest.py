@@ -13,9 +13,11 @@ Order per batch, and why:
 4. the database stores the messages with their stamps (idempotent on event
    id), retried with backoff until it succeeds: the batch is never
    acknowledged before that; only then are the planned states staged;
-5. Redis gets one pipeline; its failure is logged and counted and changes
-   nothing above; the states are written to the table, closing events in their
-   outbox;
+5. Redis gets one pipeline (an event twice in the batch is appended once); its
+   failure is logged and counted and changes nothing above: the touched
+   conversations are marked stale in the database (:mod:`streams.stale`) before
+   the batch is acknowledged; the states are written to the table, closing
+   events in their outbox;
 6. session-closed events are delivered (after the messages they refer to and
    the states that say closed), then leave the outboxes.
 
@@ -54,6 +56,7 @@ from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 from streams.retry import retry_forever
 from streams.session_buffer import SessionStateBuffer
+from streams.stale import StaleHistories
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +132,13 @@ class IngestProcessor:
         table: SessionTable,
         clock: Callable[[], float] = time.time,
         *,
+        stale: StaleHistories,
         state_flush_interval_s: float = 0.0,
     ) -> None:
         self.config = config
         self.store = store
         self.cache = cache
+        self.stale = stale
         self.publisher = publisher
         self.table = table
         self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
@@ -286,16 +291,18 @@ class IngestProcessor:
         redelivery) the conversation's list invalidated. Returns those and the
         last record of each conversation (its table partition)."""
         docs = {(r["tenant_id"], r["event_id"]): r for r in rows}
-        fresh_keys = set(new_keys)
         appended: dict[tuple[str, str], list[MessageDoc]] = defaultdict(list)
+        queued: set[tuple[str, str]] = set()  # (tenant, event) appended in this batch
         invalidate: set[tuple[str, str]] = set()
         for i, it in enumerate(items):
             ev, rec = it.event, it.record
             if isinstance(ev, ChatMessage):
                 conv = (ev.tenant_id, ev.conversation_id)
                 ek = (ev.tenant_id, ev.event_id)
-                if ek in fresh_keys:
-                    fresh_keys.discard(ek)  # an event twice in one batch is appended once
+                if ek in queued:  # the same event earlier in this batch: stored once
+                    tally.add(rec.topic, "duplicate")
+                elif ek in new_keys:
+                    queued.add(ek)
                     appended[conv].append(row_to_doc(docs[ek]))
                     tally.add(rec.topic, "stored")
                 else:
@@ -358,9 +365,8 @@ class IngestProcessor:
     ) -> None:
         if not self.cache.enabled or not (appended or invalidate):
             return
-        try:
-            with SINK_LATENCY.labels("redis").time():
-                await self.cache.append(appended, fresh=fresh, invalidate=invalidate)
+        try:  # returns (or raises) only once a failure is marked durably
+            await self.stale.write(appended, fresh, invalidate)
         except CacheUnavailableError as exc:
             result.cache_ok = False
             SINK_FAILURES.labels("redis", type(exc.__cause__ or exc).__name__).inc()

@@ -42,13 +42,30 @@ SINK_RETRIES = Counter(
 )
 CACHE_READS = Counter(
     "memstream_cache_reads_total",
-    "Session reads by cache result: hit, miss, error, disabled, bypass.",
+    "Session reads by cache result: hit, miss, stale (marked: read from the database), "
+    "unchecked (a hit served without the stale-mark check, the database failing), error, "
+    "disabled, bypass.",
     ["result"],
 )
 CACHE_BACKFILLS = Counter(
     "memstream_cache_backfills_total",
     "Conversation lists rebuilt from the database, by outcome.",
     ["outcome"],
+)
+CACHE_UNINDEXED_DROPS = Counter(
+    "memstream_cache_unindexed_drops_total",
+    "Conversation lists a write found without their event-id set (written by an older "
+    "version, or half evicted) and dropped; the next read rebuilds them.",
+)
+CACHE_STALE_MARKS = Counter(
+    "memstream_cache_stale_marks_total",
+    "Stale-history marks (a Redis write failed after the database stored the batch): "
+    "conversations marked, and marks cleared once their list was dropped or rebuilt.",
+    ["event"],
+)
+CACHE_STALE = Gauge(
+    "memstream_cache_stale_conversations",
+    "Conversations this worker holds as stale: their lists are dropped, not appended to.",
 )
 
 # --------------------------------------------------------------- sessions

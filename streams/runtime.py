@@ -18,6 +18,7 @@ from streams.cache import ConversationCache
 from streams.db.engine import create_engine
 from streams.db.messages import MessageStore
 from streams.db.migrate import upgrade
+from streams.db.stale_marks import StaleMarkStore
 from streams.domain.tokens import TokenCounter
 from streams.embeddings import Embedder, LocalEmbedder, limit_blas_threads
 from streams.history import SessionReader
@@ -27,6 +28,7 @@ from streams.providers.memos import MemOSProvider
 from streams.providers.openai_compat import ChatModel, OpenAIEmbedder
 from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.settings import Settings
+from streams.stale import StaleHistories
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +109,21 @@ class Runtime:
         )
 
     @cached_property
+    def stale(self) -> StaleHistories:
+        """The stale-history marks, shared by the ingest writer and the reader."""
+        i = self.settings.ingest
+        return StaleHistories(self.cache, StaleMarkStore(self.engine),
+                              retry_initial_s=i.retry_initial_s, retry_max_s=i.retry_max_s,
+                              lookup_timeout_s=self.settings.redis.stale_check_timeout_s)
+
+    @cached_property
     def reader(self) -> SessionReader:
         w = self.settings.window
         return SessionReader(
             self.store,
             self.cache,
             self.tokens,
+            stale=self.stale,
             max_token_window=w.max_token_window,
             summary_token_budget=w.summary_token_budget,
             default_last_n=w.default_last_n,

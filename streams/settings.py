@@ -90,6 +90,12 @@ class RedisSettings(BaseModel):
     timeout_s: float = Field(
         0.5, gt=0, description="Socket timeout; a slower Redis counts as failed."
     )
+    stale_check_timeout_s: float = Field(
+        0.25, gt=0, description=(
+            "Longest wait for the database when a read checks whether a cached list missed a "
+            "write; beyond it the list is served as Redis holds it (a database outage does not "
+            "slow cached reads down)."),
+    )
     retry_after_s: float = Field(
         2.0, ge=0, description="After a failure, skip Redis this long before trying again."
     )

@@ -75,6 +75,9 @@ async def ingest_processor() -> IngestProcessor:
     app.producer.buffer.max_messages = max(app.producer.buffer.max_messages,
                                            4 * settings.ingest.batch_size)
     k, i = settings.kafka, settings.ingest
+    if runtime.cache.enabled:  # marks a previous process left are honoured from the first batch
+        await retry_forever(runtime.stale.sync, what="stale-marks",
+                            initial_s=i.retry_initial_s, max_s=i.retry_max_s)
     return IngestProcessor(
         IngestConfig(
             chat_topic=k.chat_topic,
@@ -92,6 +95,7 @@ async def ingest_processor() -> IngestProcessor:
         runtime.cache,
         publisher(),
         FaustTable(sessions),
+        stale=runtime.stale,
         state_flush_interval_s=settings.ingest.state_flush_interval_s,
     )
 

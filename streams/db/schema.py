@@ -89,3 +89,15 @@ conversation_summary = Table(
     Column("token_count", Integer, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
 )
+
+# One row per conversation whose Redis list may miss stored messages (a write
+# to Redis failed after the batch was stored); see streams/stale.py. Each new
+# mark replaces mark_id, so clearing an older mark never deletes a newer one.
+stale_history_mark = Table(
+    "stale_history_mark",
+    metadata,
+    Column("tenant_id", BinaryKey(64), primary_key=True),
+    Column("conversation_id", BinaryKey(255), primary_key=True),
+    Column("mark_id", BigInteger, nullable=False),
+    Column("marked_at", Timestamp, nullable=False),
+)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from streams.cache import CacheUnavailableError
+from streams.db.stale_marks import StaleMark
 from streams.domain.memory import StoredMemory
 from streams.providers.base import WriteResult
 from streams.providers.http import ProviderRequestRejected, ProviderTimeout, ProviderUnavailable
@@ -73,10 +76,13 @@ class FakeCache:
             raise CacheUnavailableError("redis down")
         fresh = set(fresh)
         self.fresh_seen |= fresh
-        for k in invalidate:
+        drop = set(invalidate)
+        for k in drop:
             self.invalidated.append(k)
             self.lists.pop(k, None)
         for k, docs in new_messages.items():
+            if k in drop:  # deleted instead of appended to
+                continue
             if k in fresh:
                 self.lists.setdefault(k, [])
             if k in self.lists:
@@ -88,6 +94,47 @@ class FakeCache:
         if self.failing:
             raise CacheUnavailableError("redis down")
         self.summaries[(tenant_id, conversation_id)] = summary
+
+
+class FakeStaleMarkStore:
+    """``stale_history_mark`` in memory. ``fail_next``: the next n calls raise
+    a connection error, as the driver does when the database is unreachable."""
+
+    def __init__(self) -> None:
+        self.marks: dict[tuple[str, str], int] = {}
+        self.fail_next = 0
+        self.calls = 0
+        self._ids = itertools.count(1)
+
+    def _call(self) -> None:
+        self.calls += 1
+        if self.fail_next:
+            self.fail_next -= 1
+            raise ConnectionRefusedError("database unavailable")
+
+    async def mark(self, keys: Iterable[tuple[str, str]], now: datetime) -> int:
+        self._call()
+        mark_id = next(self._ids)
+        for k in keys:
+            self.marks[k] = mark_id
+        return mark_id
+
+    async def get(self, tenant_id: str, conversation_id: str) -> StaleMark | None:
+        self._call()
+        mark_id = self.marks.get((tenant_id, conversation_id))
+        return None if mark_id is None else StaleMark(tenant_id, conversation_id, mark_id)
+
+    async def page(self, after: tuple[str, str] | None, limit: int) -> list[StaleMark]:
+        self._call()
+        keys = sorted(k for k in self.marks if after is None or k > after)[:limit]
+        return [StaleMark(t, c, self.marks[(t, c)]) for t, c in keys]
+
+    async def clear(self, marks: Sequence[StaleMark]) -> dict[tuple[str, str], int]:
+        self._call()
+        for m in marks:
+            if self.marks.get(m.key) == m.mark_id:
+                del self.marks[m.key]
+        return {m.key: self.marks[m.key] for m in marks if m.key in self.marks}
 
 
 class FakePublisher:

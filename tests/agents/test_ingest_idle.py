@@ -12,7 +12,14 @@ from streams.idle import IdleScanner, idle_check_record
 from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import SourceRecord, header
 from streams.records import IdleCheck
-from tests.agents.fakes import FakeCache, FakeMessageStore, FakePublisher, FakeTable
+from streams.stale import StaleHistories
+from tests.agents.fakes import (
+    FakeCache,
+    FakeMessageStore,
+    FakePublisher,
+    FakeStaleMarkStore,
+    FakeTable,
+)
 from tests.agents.test_ingest_processor import ev, recs
 
 CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
@@ -31,7 +38,10 @@ class Clock:
 @pytest.fixture
 def parts() -> tuple[FakeTable, FakePublisher, Clock, IngestProcessor]:
     table, pub, clock = FakeTable(), FakePublisher(), Clock()
-    proc = IngestProcessor(CFG, FakeMessageStore(), FakeCache(), pub, table, clock)  # type: ignore[arg-type]
+    cache = FakeCache()
+    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    proc = IngestProcessor(CFG, FakeMessageStore(), cache, pub, table, clock,  # type: ignore[arg-type]
+                           stale=stale)
     return table, pub, clock, proc
 
 

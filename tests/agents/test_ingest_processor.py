@@ -9,7 +9,14 @@ import pytest
 
 from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import SourceRecord, header
-from tests.agents.fakes import FakeCache, FakeMessageStore, FakePublisher, FakeTable
+from streams.stale import StaleHistories
+from tests.agents.fakes import (
+    FakeCache,
+    FakeMessageStore,
+    FakePublisher,
+    FakeStaleMarkStore,
+    FakeTable,
+)
 
 CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
                    session_closed_topic="closed", retry_initial_s=0.001, retry_max_s=0.002)
@@ -37,7 +44,9 @@ def recs(
 @pytest.fixture
 def parts() -> tuple[FakeMessageStore, FakeCache, FakePublisher, FakeTable, IngestProcessor]:
     store, cache, pub, table = FakeMessageStore(), FakeCache(), FakePublisher(), FakeTable()
-    return store, cache, pub, table, IngestProcessor(CFG, store, cache, pub, table)  # type: ignore[arg-type]
+    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    return store, cache, pub, table, IngestProcessor(CFG, store, cache, pub, table,  # type: ignore[arg-type]
+                                                     stale=stale)
 
 
 async def test_stores_in_order_and_fills_cache(parts: Any) -> None:

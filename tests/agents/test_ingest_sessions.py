@@ -11,7 +11,14 @@ import pytest
 
 from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import Outgoing
-from tests.agents.fakes import FakeCache, FakeMessageStore, FakePublisher, FakeTable
+from streams.stale import StaleHistories
+from tests.agents.fakes import (
+    FakeCache,
+    FakeMessageStore,
+    FakePublisher,
+    FakeStaleMarkStore,
+    FakeTable,
+)
 from tests.agents.test_ingest_idle import Clock, idle_rec
 from tests.agents.test_ingest_processor import ev, recs
 
@@ -24,6 +31,15 @@ def end(n: int, conv: str = "c1") -> dict[str, Any]:
     return {"event_id": f"{conv}-end-{n}", "type": "session_end", "tenant_id": "t1",
             "user_id": "u", "agent_id": "a", "conversation_id": conv,
             "created_at": "2026-11-30T09:00:00Z"}
+
+
+def processor(store: FakeMessageStore, table: FakeTable, pub: FakePublisher,
+              clock: Any = None) -> IngestProcessor:
+    cache = FakeCache()
+    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    if clock is None:
+        return IngestProcessor(CFG, store, cache, pub, table, stale=stale)  # type: ignore[arg-type]
+    return IngestProcessor(CFG, store, cache, pub, table, clock, stale=stale)  # type: ignore[arg-type]
 
 
 class BrokenPublisher(FakePublisher):
@@ -42,7 +58,7 @@ def closed_ids(pub: FakePublisher) -> list[str]:
 async def test_a_session_end_survives_a_crash_between_state_and_publish() -> None:
     store, table = FakeMessageStore(), FakeTable()
     batch = recs([ev(0), ev(1), end(0)])
-    dying = IngestProcessor(CFG, store, FakeCache(), BrokenPublisher(), table)  # type: ignore[arg-type]
+    dying = processor(store, table, BrokenPublisher())
     _, tail = await dying.store_batch(batch)
     task = asyncio.ensure_future(tail)
     for _ in range(200):  # until the state (saying "closed") is in the table
@@ -55,7 +71,7 @@ async def test_a_session_end_survives_a_crash_between_state_and_publish() -> Non
 
     # the next worker: the table as its changelog left it, the batch delivered again
     pub = FakePublisher()
-    after = IngestProcessor(CFG, store, FakeCache(), pub, table)  # type: ignore[arg-type]
+    after = processor(store, table, pub)
     await after.process(batch)
     assert closed_ids(pub) == ["t1/c1#1"]
     await after.states.barrier()  # the emptied outbox goes out with the next flush
@@ -66,7 +82,7 @@ async def test_a_session_end_survives_a_crash_between_state_and_publish() -> Non
 
 async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
     store, table, clock = FakeMessageStore(), FakeTable(), Clock()
-    dying = IngestProcessor(CFG, store, FakeCache(), BrokenPublisher(), table, clock)  # type: ignore[arg-type]
+    dying = processor(store, table, BrokenPublisher(), clock)
     _, tail = await dying.store_batch(recs([ev(0), end(0)]))
     task = asyncio.ensure_future(tail)
     for _ in range(200):
@@ -76,7 +92,7 @@ async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     pub = FakePublisher()
-    after = IngestProcessor(CFG, store, FakeCache(), pub, table, clock)  # type: ignore[arg-type]
+    after = processor(store, table, pub, clock)
     clock.t += 120
     await after.process([idle_rec(0)])
     assert closed_ids(pub) == ["t1/c1#1"]
@@ -84,7 +100,7 @@ async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
 
 async def test_messages_are_stored_with_their_session() -> None:
     store, pub = FakeMessageStore(), FakePublisher()
-    proc = IngestProcessor(CFG, store, FakeCache(), pub, FakeTable())  # type: ignore[arg-type]
+    proc = processor(store, FakeTable(), pub)
     await proc.process(recs([ev(0), ev(1), end(0), ev(2), end(1), ev(3)]))
     assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [
         ("c1-0", 1), ("c1-1", 1), ("c1-2", 2), ("c1-3", 3)]
@@ -94,7 +110,7 @@ async def test_messages_are_stored_with_their_session() -> None:
 @pytest.fixture
 def clocked() -> tuple[FakeMessageStore, FakeTable, FakePublisher, Clock, IngestProcessor]:
     store, table, pub, clock = FakeMessageStore(), FakeTable(), FakePublisher(), Clock()
-    proc = IngestProcessor(CFG, store, FakeCache(), pub, table, clock)  # type: ignore[arg-type]
+    proc = processor(store, table, pub, clock)
     return store, table, pub, clock, proc
 
 

@@ -22,10 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.cache import ConversationCache
 from streams.db.messages import MessageStore
+from streams.db.stale_marks import StaleMarkStore
 from streams.domain.tokens import TokenCounter
 from streams.history import SessionReader
 from streams.kafka_io import partitions as kafka_partitions
 from streams.settings import KafkaSettings
+from streams.stale import StaleHistories
 from tests.support.services import (
     KAFKA_BOOTSTRAP,
     KAFKA_BROKER,
@@ -250,8 +252,9 @@ async def session_reader(stack: Stack, redis_url: str | None = None,
     url = redis_url if redis_url is not None else stack.redis_url
     redis = Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5) if url else None
     cache = ConversationCache(redis, prefix=stack.name, retry_after_s=0.0)
+    stale = StaleHistories(cache, StaleMarkStore(engine))
     try:
-        yield SessionReader(MessageStore(engine), cache, TokenCounter(), **kw)
+        yield SessionReader(MessageStore(engine), cache, TokenCounter(), stale=stale, **kw)
     finally:
         if redis is not None:
             await redis.aclose()
