@@ -29,6 +29,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, RedisError, WatchError
 
+from streams.failure_backoff import FailureBackoff
 from streams.metrics import CACHE_BACKFILLS
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,7 @@ class ConversationCache:
         self.history_ttl_s = history_ttl_s
         self.summary_ttl_s = summary_ttl_s
         self.retry_after_s = retry_after_s
-        self._clock = clock
-        self._down_until = 0.0
+        self._backoff = FailureBackoff(retry_after_s, clock)
         self._stale: set[ConversationKey] = set()
 
     @property
@@ -110,12 +110,12 @@ class ConversationCache:
     def _check(self) -> Redis:
         if self.redis is None:
             raise CacheUnavailableError("cache disabled")
-        if self._clock() < self._down_until:
+        if not self._backoff.ready():
             raise CacheUnavailableError("redis skipped after a recent failure")
         return self.redis
 
     def _failed(self, exc: BaseException, what: str) -> None:
-        self._down_until = self._clock() + self.retry_after_s
+        self._backoff.failed()
         log.warning("redis %s failed: %s: %s", what, type(exc).__name__, exc)
 
     @property
