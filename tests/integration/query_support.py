@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -20,6 +23,7 @@ from streams.publish import header
 from streams.query.headers import CORRELATION_ID, request_headers
 from tests.integration.conftest import Stack
 from tests.support.services import KAFKA_BOOTSTRAP
+from tests.support.worker import ROOT, eventually
 
 # answers come from the Session part only: cheap, so the figures measure delivery
 QUERY_ENV = {"MEMSTREAM_CONSOLIDATION__DEFAULT_LONG_MEMORY": "false"}
@@ -101,14 +105,14 @@ class QueryTraffic:
         return cid
 
     async def steady(self, partitions: Iterable[int], seconds: float, per_s: float,
-                     until: asyncio.Event | None = None) -> None:
+                     until: asyncio.Event | None = None, body: bytes | None = None) -> None:
         """One request to each partition every ``1 / per_s`` seconds, for ``seconds`` (or
         until ``until`` is set)."""
         parts = list(partitions)
         begin = time.monotonic()
         i = 0
         while time.monotonic() - begin < seconds and not (until and until.is_set()):
-            await asyncio.gather(*(self.send(p) for p in parts))
+            await asyncio.gather(*(self.send(p, body=body) for p in parts))
             i += 1
             await asyncio.sleep(max(0.0, begin + i / per_s - time.monotonic()))
 
@@ -122,6 +126,23 @@ class QueryTraffic:
         wanted = set(partitions)
         return max((s.latency or float("inf") for s in self.sent.values()
                     if s.partition in wanted and s.at >= since), default=0.0)
+
+
+def route_to_memos(worker: Any, agent_id: str) -> None:
+    """Configure the agent's long memory on MemOS, through the agent-config topic."""
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "agent-config", "set", "--tenant", "t1",
+         "--agent", agent_id, "--provider", "MEMOS", "--open-long-memory", "on",
+         "--model", "m"], env={**os.environ, **worker.env}, cwd=ROOT,
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+async def routed_to_memos(traffic: QueryTraffic, agent_id: str) -> bool:
+    """A reply for the agent came from MemOS (the worker has seen its configuration)."""
+    cid = await traffic.send(0, body=query_body(5000, agent_id=agent_id))
+    await eventually(lambda: bool(traffic.sent[cid].replies), 20, "a reply")
+    return bool(traffic.sent[cid].bodies[0]["long_term"]["provider"] == "memos")
 
 
 def health(worker: Any, which: str) -> tuple[int, dict[str, Any]]:

@@ -10,9 +10,6 @@ worker not live while ingest flows, and a stuck ingest stage while queries flow.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,9 +18,16 @@ import pymysql
 
 from tests.fakes.memos import FakeMemOS
 from tests.integration.conftest import Stack, chat_event
-from tests.integration.query_support import QUERY_ENV, QueryTraffic, health, query_body
+from tests.integration.query_support import (
+    QUERY_ENV,
+    QueryTraffic,
+    health,
+    query_body,
+    route_to_memos,
+    routed_to_memos,
+)
 from tests.support.services import MYSQL_PASSWORD, MYSQL_PORT, MYSQL_USER
-from tests.support.worker import ROOT, eventually
+from tests.support.worker import eventually
 
 STALL_TIMEOUT_S = 3.0
 HEALTH_ENV = {
@@ -64,18 +68,10 @@ async def test_a_stuck_query_stage_is_not_live_while_ingest_flows(stack: Stack) 
         worker = await asyncio.to_thread(stack.worker(
             **HEALTH_ENV, MEMSTREAM_MEMOS__BASE_URL=memos.url, MEMSTREAM_MEMOS__TIMEOUT_S="60",
             MEMSTREAM_CONSOLIDATION__PROVIDER_ATTEMPTS="1").start)
-        out = subprocess.run(
-            [sys.executable, "-m", "streams.cli", "agent-config", "set", "--tenant", "t1",
-             "--agent", "slow", "--provider", "MEMOS", "--open-long-memory", "on",
-             "--model", "m"], env={**os.environ, **worker.env}, cwd=ROOT,
-            capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
+        route_to_memos(worker, "slow")
         async with QueryTraffic(stack) as traffic:
-            async def routed() -> bool:
-                cid = await traffic.send(0, body=query_body(5000, agent_id="slow"))
-                await eventually(lambda: bool(traffic.sent[cid].replies), 20, "a reply")
-                return bool(traffic.sent[cid].bodies[0]["long_term"]["provider"] == "memos")
-            await eventually(routed, 30, "the agent routed to MemOS")
+            await eventually(lambda: routed_to_memos(traffic, "slow"), 30,
+                             "the agent routed to MemOS")
             await eventually(lambda: health(worker, "live")[0] == 200, 30, "live")
 
             stored = 0
