@@ -30,17 +30,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from streams.admin import bootstrap_servers
 from streams.kafka_metrics import publish_progress, publish_started
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
 from streams.progress import ProgressTracker, TPKey
 from streams.publish import SourceRecord
+from streams.query.consumer_config import QueryConsumerConfig, kafka_consumer, source_record
 from streams.query.positions import CommitPositions
 
 log = logging.getLogger(__name__)
@@ -50,40 +49,6 @@ POLL_MS = 200
 RETRY_S = 1.0
 
 Answerer = Callable[[SourceRecord], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class QueryConsumerConfig:
-    broker: str
-    topic: str
-    group_id: str
-    client_id: str
-    session_timeout_s: float = 10.0
-    heartbeat_interval_s: float = 1.0
-    instance_id: str | None = None
-    concurrency: int = 16
-    drain_timeout_s: float = 3.0
-
-
-def kafka_consumer(c: QueryConsumerConfig) -> Any:
-    """The aiokafka consumer (not started). Rebalance timeout: the session timeout plus
-    the drain, so a member that drains is never dropped from the group for it."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers(c.broker), group_id=c.group_id,
-        client_id=c.client_id, group_instance_id=c.instance_id, enable_auto_commit=False,
-        auto_offset_reset="earliest", session_timeout_ms=int(c.session_timeout_s * 1000),
-        heartbeat_interval_ms=int(c.heartbeat_interval_s * 1000),
-        rebalance_timeout_ms=int((c.session_timeout_s + c.drain_timeout_s) * 1000),
-        max_poll_records=c.concurrency,
-    )
-
-
-def source_record(r: Any) -> SourceRecord:
-    """An aiokafka ``ConsumerRecord`` (timestamp in milliseconds)."""
-    ts = r.timestamp
-    return SourceRecord(topic=r.topic, partition=r.partition, offset=r.offset, key=r.key,
-                        value=r.value, headers=[(str(k), bytes(v or b"")) for k, v in r.headers],
-                        timestamp=ts / 1000 if ts is not None and ts >= 0 else None)
 
 
 # aiokafka is untyped: its listener base class is Any to mypy
@@ -182,7 +147,7 @@ class QueryConsumer:
             return
         try:
             batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=free)
-        except KafkaError as exc:
+        except Exception as exc:  # the loop must go on: its end would stop all queries
             log.warning("query fetch failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(RETRY_S)
             return

@@ -20,7 +20,7 @@ from streams.agent_configs import AgentConfigs
 from streams.publish import Outgoing, Publisher
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
-from streams.query.consumer import QueryConsumerConfig
+from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.processor import QueryProcessor
 from streams.runtime import Runtime

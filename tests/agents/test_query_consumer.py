@@ -12,7 +12,8 @@ from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 
 from streams.publish import SourceRecord
-from streams.query.consumer import QueryConsumer, QueryConsumerConfig
+from streams.query.consumer import QueryConsumer
+from streams.query.consumer_config import QueryConsumerConfig
 from tests.support.worker import eventually
 
 TOPIC = "q"
