@@ -1,19 +1,33 @@
-"""Query: memory lookups on memory.queries, one reply per request."""
+"""Query: memory lookups on memory.queries, one reply per request.
+
+Not a Faust agent: the requests are read by the worker's query consumer
+(``streams/query/consumer.py``), in a consumer group of its own, so Faust's
+rebalances never hold them up. It starts with the app, after table recovery
+(the agent-config table routes the lookups), and "Worker ready" waits for its
+first partition assignment. The shutdown hook in ``streams/worker.py`` stops
+it before the runtime closes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+
+from mode import Service
 
 from streams.app import app, settings
-from streams.faust_glue import source_record
-from streams.topics import memory_queries
-from streams.worker import acknowledge, deliver_answer, query_processor
+from streams.worker import queries, query_answering
+
+log = logging.getLogger(__name__)
 
 
-@app.agent(memory_queries, name="query", concurrency=settings.query.concurrency)
-async def answer(stream: Any) -> None:
-    processor = await query_processor()
-    # no table writes here, so concurrency > 1 is safe; handle() never raises
-    async for event in stream.noack().events():
-        await deliver_answer(await processor.handle(source_record(event)))
-        await acknowledge(stream, [event])
+@app.service
+class QueryConsumerService(Service):
+    async def on_start(self) -> None:
+        queries.start(await query_answering())
+        wait_s = 3 * settings.query.session_timeout_s
+        if not await queries.wait_assigned(wait_s):
+            log.warning("the query consumer has no partitions after %.0fs; it keeps trying",
+                        wait_s)
+
+    async def on_stop(self) -> None:
+        await queries.stop()

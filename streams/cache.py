@@ -32,6 +32,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, RedisError, WatchError
 
 from streams.cache_scripts import APPEND_SCRIPT, APPEND_SCRIPT_SHA
+from streams.failure_backoff import FailureBackoff
 from streams.metrics import CACHE_BACKFILLS, CACHE_UNINDEXED_DROPS
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,7 @@ class ConversationCache:
         self.history_ttl_s = history_ttl_s
         self.summary_ttl_s = summary_ttl_s
         self.retry_after_s = retry_after_s
-        self._clock = clock
-        self._down_until = 0.0
+        self._backoff = FailureBackoff(retry_after_s, clock)
 
     @property
     def enabled(self) -> bool:
@@ -111,12 +111,12 @@ class ConversationCache:
     def _check(self) -> Redis:
         if self.redis is None:
             raise CacheUnavailableError("cache disabled")
-        if self._clock() < self._down_until:
+        if not self._backoff.ready():
             raise CacheUnavailableError("redis skipped after a recent failure")
         return self.redis
 
     def _failed(self, exc: BaseException, what: str) -> None:
-        self._down_until = self._clock() + self.retry_after_s
+        self._backoff.failed()
         log.warning("redis %s failed: %s: %s", what, type(exc).__name__, exc)
 
     # ---------------------------------------------------------------- write

@@ -172,7 +172,9 @@ class MemoryClient:
         **options: Any,
     ) -> MemoryReply:
         """Ask for memory. ``options``: top_k, just_keyword_search, include_short_term,
-        last_n, long_memory_token_budget, timeout_ms."""
+        last_n, long_memory_token_budget, timeout_ms. A request still waiting in the
+        topic ``timeout_ms`` (default 1 s) after it was sent is not answered: the
+        worker takes the caller to have given up; pass the wait you mean."""
         request = MemoryQuery(
             request_id=request_id, tenant_id=tenant_id, user_id=user_id, agent_id=agent_id,
             conversation_id=conversation_id, message=message, context=context,

@@ -6,8 +6,12 @@
   every ``MEMSTREAM_HEALTH__LAG_INTERVAL_S`` by :class:`LagSampler`; series of
   partitions the worker lost are removed at once.
 * ``memstream_consumer_last_progress_timestamp_seconds``: set to the start time
-  when the worker starts, advanced whenever a committed offset advances.
-* ``memstream_rebalances_total``: rebalances this worker took part in.
+  when the worker starts, advanced whenever a committed offset of a stage
+  advances; ``memstream_stage_last_progress_timestamp_seconds{stage}`` and
+  ``memstream_stage_lag{stage}`` per stage (:mod:`streams.progress`). The query
+  consumer feeds the same figures (``streams/query/consumer.py``).
+* ``memstream_rebalances_total``: rebalances of Faust's group this worker took
+  part in.
 * ``memstream_commit_seconds``: offset commits that committed something.
 
 :class:`KafkaMonitor` is Faust's Prometheus monitor (the ``faust_*`` metrics)
@@ -31,90 +35,42 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, MutableMapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Protocol
 
 from faust.sensors.monitor import Monitor
 from faust.sensors.prometheus import PrometheusMonitor
 from faust.types import TP
 
-from streams.metrics import COMMIT_LATENCY, CONSUMER_LAG, CONSUMER_PROGRESS, REBALANCES
+from streams.metrics import (
+    COMMIT_LATENCY,
+    CONSUMER_LAG,
+    CONSUMER_PROGRESS,
+    REBALANCES,
+    STAGE_LAG,
+    STAGE_PROGRESS,
+)
+from streams.progress import ProgressTracker, TPKey, partition_lag
 
 log = logging.getLogger(__name__)
 
-TPKey = tuple[str, int]
+
+def publish_started(tracker: ProgressTracker) -> None:
+    """The progress gauges of a consumer that starts: its start time, per stage."""
+    now = time.time()
+    CONSUMER_PROGRESS.set(now)
+    for stage in tracker.stages:
+        STAGE_PROGRESS.labels(stage).set(now)
 
 
-def partition_lag(end: int | None, committed: int | None, earliest: int | None) -> int | None:
-    """Messages of one partition not yet committed; None when the end is unknown.
-
-    With no committed offset the group starts at the log start (the consumer
-    reads from the earliest offset), so that is the base when it is known.
-    """
-    if end is None:
-        return None
-    base = committed if committed is not None else (earliest or 0)
-    return max(0, end - base)
-
-
-@dataclass
-class ProgressTracker:
-    """Progress, lag and rebalances, on the monotonic clock of the caller."""
-
-    started_at: float
-    last_progress_at: float = field(init=False)
-    rebalancing_since: float | None = None
-    last_assignment_at: float | None = None
-    assignments: int = 0
-    lag: dict[TPKey, int] = field(default_factory=dict)
-    unknown: set[TPKey] = field(default_factory=set)
-    lag_since: float | None = None
-    committed: dict[TPKey, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.last_progress_at = self.started_at
-
-    def on_commit(self, offsets: Mapping[TPKey, int], now: float) -> bool:
-        """Record committed offsets; True when any of them moved forward."""
-        advanced = False
-        for tp, offset in offsets.items():
-            if offset > self.committed.get(tp, -1):
-                advanced = True
-                self.committed[tp] = offset
-        if advanced:
-            self.last_progress_at = now
-        return advanced
-
-    def on_rebalance_start(self, now: float) -> None:
-        if self.rebalancing_since is None:
-            self.rebalancing_since = now
-
-    def on_rebalance_end(self, now: float) -> None:
-        self.rebalancing_since = None
-        self.last_assignment_at = now
-        self.assignments += 1
-
-    def forget(self, tps: Iterable[TPKey]) -> None:
-        for tp in tps:
-            self.committed.pop(tp, None)
-            self.lag.pop(tp, None)
-            self.unknown.discard(tp)
-
-    def on_lag(self, lag: Mapping[TPKey, int | None], exempt: frozenset[str],
-               now: float) -> None:
-        """A new lag sample of every owned partition (None: end offset unknown)."""
-        self.lag = {tp: n for tp, n in lag.items() if n is not None}
-        self.unknown = {tp for tp, n in lag.items() if n is None}
-        if self.stall_lag(exempt) > 0:
-            if self.lag_since is None:
-                self.lag_since = now
-        else:
-            self.lag_since = None
-
-    def stall_lag(self, exempt: frozenset[str]) -> int:
-        """Lag of the partitions whose lag means work waits (not the exempt topics)."""
-        return sum(n for (topic, _), n in self.lag.items() if topic not in exempt)
+def publish_progress(stages: Iterable[str]) -> None:
+    """Committed offsets of these stages advanced just now."""
+    advanced = list(stages)
+    if advanced:
+        now = time.time()
+        CONSUMER_PROGRESS.set(now)
+        for stage in advanced:
+            STAGE_PROGRESS.labels(stage).set(now)
 
 
 class KafkaMonitor(PrometheusMonitor):
@@ -125,7 +81,7 @@ class KafkaMonitor(PrometheusMonitor):
         self.tracker = tracker
         self._tp_commits = 0
         self._commits: dict[float, int] = {}
-        CONSUMER_PROGRESS.set(time.time())
+        publish_started(tracker)
 
     # per record: nothing (see the module docstring)
     def on_message_in(self, tp: TP, offset: int, message: Any) -> None:
@@ -178,8 +134,7 @@ class KafkaMonitor(PrometheusMonitor):
         super().on_tp_commit(tp_offsets)
         self._tp_commits += 1
         offsets = {(tp.topic, int(tp.partition)): int(o) for tp, o in tp_offsets.items()}
-        if self.tracker.on_commit(offsets, time.monotonic()):
-            CONSUMER_PROGRESS.set(time.time())
+        publish_progress(self.tracker.on_commit(offsets, time.monotonic()))
 
     def on_rebalance_start(self, app: Any) -> Any:
         state = super().on_rebalance_start(app)
@@ -249,6 +204,19 @@ class ConsumerProbe:
                 {tp: int(o) for tp, o in starts.items() if o is not None})
 
 
+class LagProbe(Protocol):
+    """A consumer's view of its partitions: :class:`ConsumerProbe` for Faust's, the query
+    consumer for its own."""
+
+    def assigned(self) -> set[Any]: ...
+
+    def highwater(self, tp: Any) -> int | None: ...
+
+    def committed(self, tp: Any) -> int | None: ...
+
+    async def end_offsets(self, tps: list[Any]) -> tuple[dict[Any, int], dict[Any, int]]: ...
+
+
 class LagSampler:
     """Computes the lag of every owned partition and publishes it.
 
@@ -258,11 +226,10 @@ class LagSampler:
     waits on the network, also while Kafka is down.
     """
 
-    def __init__(self, probe: ConsumerProbe, tracker: ProgressTracker, *,
-                 exempt: Iterable[str] = (), end_offsets_interval_s: float = 30.0) -> None:
+    def __init__(self, probe: LagProbe, tracker: ProgressTracker, *,
+                 end_offsets_interval_s: float = 30.0) -> None:
         self.probe = probe
         self.tracker = tracker
-        self.exempt = frozenset(exempt)
         self.end_offsets_interval_s = end_offsets_interval_s
         self._series: set[TPKey] = set()
         self._ends: dict[TPKey, int] = {}
@@ -311,7 +278,9 @@ class LagSampler:
             CONSUMER_LAG.labels(key[0], str(key[1])).set(lag[key] or 0)
         self._drop_series(self._series - published)
         self._series = published
-        self.tracker.on_lag(lag, self.exempt, now)
+        self.tracker.on_lag(lag, now)
+        for stage in self.tracker.stages:
+            STAGE_LAG.labels(stage).set(self.tracker.stage_lag(stage))
         return lag
 
     def _drop_series(self, keys: set[TPKey]) -> None:

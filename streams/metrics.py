@@ -159,6 +159,23 @@ QUERY_MEMORIES = Histogram(
     "Long-term memories returned per reply.",
     buckets=(0, 1, 2, 5, 10, 20, 50),
 )
+QUERY_EXPIRED = Counter(
+    "memstream_query_expired_total",
+    "Requests not answered because their caller had given up (older than their timeout_ms).",
+)
+QUERY_DUPLICATES = Counter(
+    "memstream_query_duplicates_total",
+    "Redelivered requests not answered again: their reply had already been sent.",
+)
+QUERY_ABANDONED = Counter(
+    "memstream_query_abandoned_total",
+    "Requests let go unanswered at a rebalance or shutdown (uncommitted: the next owner "
+    "answers them).",
+)
+QUERY_REBALANCES = Counter(
+    "memstream_query_rebalances_total",
+    "Rebalances of the query consumer group seen by this worker.",
+)
 QUERY_BUDGET_TOKENS = Histogram(
     "memstream_query_budget_tokens", "Tokens of the long-memory budget used per reply.",
     buckets=(0, 100, 250, 500, 1000, 2000, 3000, 4000, 8000),
@@ -172,7 +189,18 @@ CONSUMER_LAG = Gauge(
 )
 CONSUMER_PROGRESS = Gauge(
     "memstream_consumer_last_progress_timestamp_seconds",
-    "Unix time this worker last advanced a committed offset.",
+    "Unix time this worker last advanced a committed offset of any stage.",
+)
+STAGE_PROGRESS = Gauge(
+    "memstream_stage_last_progress_timestamp_seconds",
+    "Unix time this worker last advanced a committed offset of the stage "
+    "(ingest, consolidation, query); its start time before that.",
+    ["stage"],
+)
+STAGE_LAG = Gauge(
+    "memstream_stage_lag",
+    "Messages waiting in the stage's partitions owned by this worker (retry topic excluded).",
+    ["stage"],
 )
 REBALANCES = Counter("memstream_rebalances_total", "Consumer group rebalances seen by this worker.")
 COMMIT_LATENCY = Histogram(

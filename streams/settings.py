@@ -170,10 +170,11 @@ class HealthSettings(BaseModel):
     """/health/live, /health/ready and the consumer lag behind them."""
 
     stall_timeout_s: float = Field(
-        300.0,
+        120.0,
         gt=0,
-        description="/health/live fails when the consumer has lag and no committed offset advanced "
-        "for this long (a stuck consumer); must exceed the longest batch.",
+        description="/health/live fails when one stage (ingest, consolidation, query) has lag and "
+        "none of its committed offsets advanced for this long (a stuck stage); must exceed the "
+        "longest batch.",
     )
     max_rebalance_s: float = Field(
         900.0,
@@ -378,6 +379,32 @@ class QuerySettings(BaseModel):
     pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."
+    )
+    group_id: str | None = Field(
+        None,
+        description="Consumer group of the query consumer, apart from Faust's; unset: "
+        "`{app_id}-query`.",
+    )
+    session_timeout_s: float = Field(
+        10.0, gt=0,
+        description="Session timeout of the query consumer: a worker that dies holds its "
+        "query partitions this long before another worker takes them over.",
+    )
+    heartbeat_interval_s: float = Field(
+        1.0, gt=0,
+        description="Heartbeat interval of the query consumer (at most a third of its session "
+        "timeout); a rebalance is noticed within one.",
+    )
+    instance_id: str | None = Field(
+        None,
+        description="Static membership of the query consumer (`group.instance.id`): a stable "
+        "id per worker, such as a StatefulSet pod name, never the same on two live workers. "
+        "A worker restarted within the session timeout keeps its partitions with no rebalance.",
+    )
+    drain_timeout_s: float = Field(
+        3.0, gt=0,
+        description="At a rebalance or shutdown, requests in flight on the partitions let go "
+        "get this long to be answered; the rest are left uncommitted for the next owner.",
     )
 
 

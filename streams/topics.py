@@ -41,7 +41,4 @@ agent_config = app.topic(
     _k.agent_config_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
     value_serializer="raw", partitions=1, compacting=True, internal=True,
 )
-memory_queries = app.topic(
-    _k.queries_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
-    value_serializer="raw",
-)
+# memory.queries is not declared here: the query consumer reads it outside Faust

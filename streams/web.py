@@ -2,12 +2,13 @@
 
 * ``/metrics`` — memstream's metrics (:mod:`streams.metrics`) and Faust's own
   sensor (prefixed ``faust_``, without its per-record series), one registry;
-* ``/health/live`` and ``/health/ready`` (:mod:`streams.health`);
+* ``/health/live`` and ``/health/ready`` (:mod:`streams.health`), over Faust's
+  consumer and the query consumer;
 * ``/stats/*``, the read-only stats API (:mod:`streams.stats`).
 
 :func:`install` also replaces Faust's monitor with :class:`KafkaMonitor`
-(commit latency, progress, rebalances), samples consumer lag on a timer, and
-purges old search records on the leader.
+(commit latency, progress, rebalances), samples the lag of both consumers on a
+timer, and purges old search records on the leader.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.faust_glue import timer
 from streams.health import HealthChecks, install_health
-from streams.kafka_metrics import ConsumerProbe, KafkaMonitor, LagSampler, ProgressTracker
+from streams.kafka_metrics import ConsumerProbe, KafkaMonitor, LagSampler
+from streams.progress import ProgressTracker
+from streams.query.consumer import QueryConsumer
 from streams.runtime import Runtime
 from streams.settings import Settings
 from streams.stats.http import install_stats
@@ -39,14 +42,23 @@ SEARCH_LOG_PURGE_INTERVAL_S = 3600.0
 @dataclass(frozen=True)
 class Observability:
     tracker: ProgressTracker
-    sampler: LagSampler
+    samplers: tuple[LagSampler, ...]
     health: HealthChecks
     stats: StatsService
 
 
-def install(app: Any, runtime: Runtime, settings: Settings) -> Observability:
+def faust_stages(settings: Settings) -> dict[str, str]:
+    """The stages of Faust's consumer, by topic (the retry topic is exempt)."""
+    k = settings.kafka
+    return {k.chat_topic: "ingest", k.subagent_topic: "ingest", k.idle_topic: "ingest",
+            k.session_closed_topic: "consolidation"}
+
+
+def install(app: Any, runtime: Runtime, settings: Settings,
+            queries: QueryConsumer) -> Observability:
     """Install the monitor, the timers and every page on ``app``'s web server."""
-    tracker = ProgressTracker(started_at=time.monotonic())
+    tracker = ProgressTracker(started_at=time.monotonic(), stage_of=faust_stages(settings),
+                              exempt=frozenset({settings.kafka.retry_topic}))
     app.monitor = KafkaMonitor(tracker, metrics=FaustMetrics.create(REGISTRY, "faust"))
 
     async def metrics(self: Any, request: Any) -> Any:
@@ -57,16 +69,17 @@ def install(app: Any, runtime: Runtime, settings: Settings) -> Observability:
 
     probe = ConsumerProbe(app)
     h = settings.health
-    exempt = frozenset({settings.kafka.retry_topic})
-    sampler = LagSampler(probe, tracker, exempt=exempt,
-                         end_offsets_interval_s=h.end_offsets_interval_s)
+    sampler = LagSampler(probe, tracker, end_offsets_interval_s=h.end_offsets_interval_s)
+    query_sampler = LagSampler(queries, queries.tracker,
+                               end_offsets_interval_s=h.end_offsets_interval_s)
 
     @timer(app, h.lag_interval_s, name="consumer-lag")
     async def sample_lag() -> None:
-        try:
-            sampler.sample()
-        except Exception as exc:  # the next sample tries again
-            log.warning("consumer lag sample failed: %s: %s", type(exc).__name__, exc)
+        for s in (sampler, query_sampler):
+            try:
+                s.sample()
+            except Exception as exc:  # the next sample tries again
+                log.warning("consumer lag sample failed: %s: %s", type(exc).__name__, exc)
 
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         sampler.on_revoked(revoked)
@@ -75,10 +88,11 @@ def install(app: Any, runtime: Runtime, settings: Settings) -> Observability:
 
     async def close_sampler(sender: Any, /, *args: Any, **kwargs: Any) -> None:
         await sampler.close()
+        await query_sampler.close()
 
     app.on_before_shutdown.connect(close_sampler)
 
-    checks = HealthChecks(app, probe, tracker, exempt=exempt, stall_timeout_s=h.stall_timeout_s,
+    checks = HealthChecks(app, probe, tracker, query=queries, stall_timeout_s=h.stall_timeout_s,
                           max_rebalance_s=h.max_rebalance_s)
     install_health(app, checks)
 
@@ -102,4 +116,4 @@ def install(app: Any, runtime: Runtime, settings: Settings) -> Observability:
         except Exception as exc:  # the next run tries again
             log.warning("search log purge failed: %s: %s", type(exc).__name__, exc)
 
-    return Observability(tracker, sampler, checks, stats)
+    return Observability(tracker, (sampler, query_sampler), checks, stats)

@@ -26,8 +26,9 @@ from streams.faust_glue import (
 from streams.idle import IdleScanner
 from streams.ingest import IngestConfig, IngestProcessor
 from streams.publish import ProducerPublisher
-from streams.query.processor import Answer, QueryProcessor
-from streams.query.service import ReplyPublisher, build_query_processor
+from streams.query.answering import QueryAnswering
+from streams.query.consumer import QueryConsumer
+from streams.query.service import ReplyPublisher, build_query_answering, query_consumer_config
 from streams.retry import retry_forever
 from streams.runtime import Runtime
 from streams.stats.search_log import SearchLog, SearchLogWriter
@@ -36,14 +37,16 @@ from streams.web import install as install_web
 
 seek_uncommitted_to_start()
 commit_guard = CommitGuard()
-install_commit_guard(commit_guard, out_of_order_topics=[settings.kafka.retry_topic,
-                                                       settings.kafka.queries_topic],
+install_commit_guard(commit_guard, out_of_order_topics=[settings.kafka.retry_topic],
                      recover_after_s=settings.kafka.redeliver_after_s)
 runtime = Runtime(settings)
-install_web(app, runtime, settings)
+# memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
+queries = QueryConsumer(query_consumer_config(settings))
+install_web(app, runtime, settings, queries)
 
 
 async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+    await queries.stop()  # drains and commits while replies and Redis still work
     if _replies is not None:
         await _replies.stop()
     if _search_log is not None:
@@ -133,34 +136,24 @@ def idle_scanner() -> IdleScanner:
                        retention_s=c.closed_session_retention_s)
 
 
-_query_processor: QueryProcessor | None = None
+_query_answering: QueryAnswering | None = None
 _replies: ReplyPublisher | None = None
 _search_log: SearchLogWriter | None = None
 _query_lock = asyncio.Lock()
 
 
-async def query_processor() -> QueryProcessor:
-    """One processor and one reply producer, shared by all concurrent query actors."""
-    global _query_processor, _replies, _search_log
+async def query_answering() -> QueryAnswering:
+    """What the query consumer runs for each request, with one reply producer."""
+    global _query_answering, _replies, _search_log
     async with _query_lock:
-        if _query_processor is None:
+        if _query_answering is None:
             await runtime.start()
             replies = ReplyPublisher(settings.kafka.broker)
             await replies.start()
             _replies = replies
             _search_log = SearchLogWriter(SearchLog(runtime.engine))
             await _search_log.start()
-            _query_processor = build_query_processor(
-                runtime, TableAgentConfigs(agent_configs), search_log=_search_log)
-        return _query_processor
-
-
-async def deliver_answer(answer: Answer) -> None:
-    """The reply on its own no-linger producer; a dead letter durably."""
-    if answer.reply is not None and _replies is not None:
-        await _replies.publish([answer.reply])
-    if answer.dead_letter is not None:
-        dead = [answer.dead_letter]
-        await retry_forever(lambda: publisher().publish(dead), what="dlq",
-                            initial_s=settings.ingest.retry_initial_s,
-                            max_s=settings.ingest.retry_max_s)
+            _query_answering = build_query_answering(
+                runtime, TableAgentConfigs(agent_configs), replies, publisher(),
+                search_log=_search_log)
+        return _query_answering

@@ -1,8 +1,10 @@
 """QueryProcessor: one request record in, one reply (or one dead letter) out.
 
 Every request that names a reply topic gets a reply — also a malformed one,
-with ``error`` set. A request that names no usable reply topic cannot be
-answered; it goes to the dead-letter topic with the reason, never silence.
+with ``error`` set — unless its caller has given up: a request older than its
+``options.timeout_ms`` (:mod:`streams.query.expiry`) is counted and not
+answered. A request that names no usable reply topic cannot be answered; it
+goes to the dead-letter topic with the reason, never silence.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from streams.metrics import DEAD_LETTERS, QUERY_LATENCY, QUERY_REPLIES
+from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
 from streams.publish import Outgoing, SourceRecord, dead_letter
 from streams.query.engine import QueryEngine
+from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.headers import BadReplyHeaders, ReplyAddress, reply_address
 from streams.query.records import MemoryQuery, MemoryReply, ReplyError
 
@@ -25,10 +29,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Answer:
-    """What to send: a reply to the caller, or a dead letter when no reply is possible."""
+    """What to send: a reply to the caller, or a dead letter when no reply is possible;
+    nothing when the caller has given up (``expired``)."""
 
     reply: Outgoing | None = None
     dead_letter: Outgoing | None = None
+    expired: bool = False
 
 
 def _short_errors(exc: ValidationError) -> str:
@@ -40,9 +46,18 @@ def _short_errors(exc: ValidationError) -> str:
 
 
 class QueryProcessor:
-    def __init__(self, engine: QueryEngine, dlq_topic: str) -> None:
+    def __init__(self, engine: QueryEngine, dlq_topic: str, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
         self.dlq_topic = dlq_topic
+        self.clock = clock
+
+    def outdated(self, rec: SourceRecord) -> bool:
+        """Older than any caller waits: skipped (and counted) without reading it."""
+        if beyond_any_timeout(rec.timestamp, self.clock()):
+            QUERY_EXPIRED.inc()
+            return True
+        return False
 
     def _dead(self, rec: SourceRecord, reason: str, message: str) -> Answer:
         DEAD_LETTERS.labels("query", reason).inc()
@@ -69,6 +84,9 @@ class QueryProcessor:
             if not isinstance(doc, dict):
                 raise ValueError("the request is not a JSON object")
             query = MemoryQuery.model_validate(doc)
+            if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
+                QUERY_EXPIRED.inc()
+                return Answer(expired=True)
         except ValidationError as exc:
             return self._error(rec, addr, doc, _short_errors(exc), start)
         except (ValueError, UnicodeDecodeError) as exc:

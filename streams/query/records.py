@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streams.records import Ident, TenantId
 
+# the longest a caller may wait (``options.timeout_ms``); an older request is never answered
+MAX_TIMEOUT_MS = 60_000
+
 
 class QueryOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -28,7 +31,10 @@ class QueryOptions(BaseModel):
         4000, ge=0, le=32000, description="Tokens for `user_profile` + `agent_memory`."
     )
     timeout_ms: int = Field(
-        1000, ge=10, le=60000, description="Deadline of each part (short-term, long-term)."
+        1000, ge=10, le=MAX_TIMEOUT_MS,
+        description="Deadline of each part (short-term, long-term), and how long the caller "
+        "waits: a request older than this (by its record timestamp) when the worker takes it "
+        "is not answered.",
     )
 
 

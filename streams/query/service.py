@@ -1,4 +1,5 @@
-"""Builds the worker's query processor and the producer its replies go out on.
+"""Builds the worker's query path: the processor, the producer its replies go out
+on, the answering of one request and the query consumer's configuration.
 
 Replies use a producer of their own with no linger: the shared Faust producer
 lingers a few milliseconds to batch changelog writes, which a caller waiting
@@ -9,16 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import os
+import socket
 
 from aiokafka import AIOKafkaProducer
 
 from streams.admin import bootstrap_servers
 from streams.agent_configs import AgentConfigs
-from streams.publish import Outgoing
+from streams.publish import Outgoing, Publisher
+from streams.query.answered import AnsweredRequests
+from streams.query.answering import QueryAnswering
+from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.processor import QueryProcessor
 from streams.runtime import Runtime
+from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +42,28 @@ def build_query_processor(runtime: Runtime, agent_configs: AgentConfigs,
         runtime.reader, agent_configs, runtime.providers, runtime.tokens, search_log=search_log,
     )
     return QueryProcessor(engine, s.kafka.dlq_topic)
+
+
+def query_consumer_config(s: Settings) -> QueryConsumerConfig:
+    q = s.query
+    group = q.group_id or f"{s.kafka.app_id}-query"
+    return QueryConsumerConfig(
+        broker=s.kafka.broker, topic=s.kafka.queries_topic, group_id=group,
+        client_id=f"{group}.{q.instance_id or socket.gethostname()}.{os.getpid()}",
+        session_timeout_s=q.session_timeout_s, heartbeat_interval_s=q.heartbeat_interval_s,
+        instance_id=q.instance_id, concurrency=q.concurrency, drain_timeout_s=q.drain_timeout_s,
+    )
+
+
+def build_query_answering(runtime: Runtime, agent_configs: AgentConfigs, replies: ReplyPublisher,
+                          dead_letters: Publisher,
+                          search_log: SearchRecorder | None = None) -> QueryAnswering:
+    s = runtime.settings
+    answered = AnsweredRequests(runtime.redis, prefix=s.redis.key_prefix,
+                                retry_after_s=s.redis.retry_after_s)
+    return QueryAnswering(
+        build_query_processor(runtime, agent_configs, search_log), replies.deliver, dead_letters,
+        answered, retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s)
 
 
 class ReplyPublisher:
@@ -60,17 +88,17 @@ class ReplyPublisher:
             await self._producer.stop()
             self._started = False
 
-    async def publish(self, records: Sequence[Outgoing]) -> None:
+    async def deliver(self, r: Outgoing) -> bool:
+        """Send one reply; True once the broker acknowledged it."""
         await self.start()
-        for r in records:
-            for attempt in range(1, self.attempts + 1):
-                try:
-                    await self._producer.send_and_wait(
-                        r.topic, r.value, key=r.key, partition=r.partition,
-                        headers=r.headers or None)
-                    break
-                except Exception as exc:
-                    if attempt == self.attempts:
-                        log.error("reply to %s lost after %d attempts: %s", r.topic, attempt, exc)
-                    else:
-                        await asyncio.sleep(0.05 * attempt)
+        for attempt in range(1, self.attempts + 1):
+            try:
+                await self._producer.send_and_wait(
+                    r.topic, r.value, key=r.key, partition=r.partition, headers=r.headers or None)
+                return True
+            except Exception as exc:
+                if attempt == self.attempts:
+                    log.error("reply to %s lost after %d attempts: %s", r.topic, attempt, exc)
+                else:
+                    await asyncio.sleep(0.05 * attempt)
+        return False

@@ -9,7 +9,8 @@ from faust.sensors.prometheus import FaustMetrics
 from faust.types import TP
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from streams.kafka_metrics import KafkaMonitor, LagSampler, ProgressTracker
+from streams.kafka_metrics import KafkaMonitor, LagSampler
+from streams.progress import ProgressTracker
 
 TOPIC = "it-lag.chat"
 
@@ -58,9 +59,10 @@ async def settle() -> None:
 
 
 async def test_lag_per_partition_and_series_of_lost_partitions_go() -> None:
-    probe, tracker = FakeProbe(), ProgressTracker(started_at=0.0)
-    sampler = LagSampler(probe, tracker, exempt={"memory.retry"},  # type: ignore[arg-type]
-                         end_offsets_interval_s=1000.0)
+    probe = FakeProbe()
+    tracker = ProgressTracker(started_at=0.0, stage_of={TOPIC: "ingest"},
+                              exempt=frozenset({"memory.retry"}))
+    sampler = LagSampler(probe, tracker, end_offsets_interval_s=1000.0)
     p0, p1, p2 = TP(TOPIC, 0), TP(TOPIC, 1), TP(TOPIC, 2)
     probe.tps = {p0, p1, p2}
     probe.fetched = {p0: 100, p1: 10, p2: 7}
@@ -71,7 +73,8 @@ async def test_lag_per_partition_and_series_of_lost_partitions_go() -> None:
     lag = sampler.sample(now=2.0)
     assert lag == {(TOPIC, 0): 60, (TOPIC, 1): 0, (TOPIC, 2): 5}  # p2: from its log start
     assert (lag_of(0), lag_of(1), lag_of(2)) == (60.0, 0.0, 5.0)
-    assert tracker.stall_lag(frozenset()) == 65 and tracker.lag_since == 1.0
+    assert tracker.stall_lag() == 65 and tracker.stages["ingest"].lag_since == 1.0
+    assert REGISTRY.get_sample_value("memstream_stage_lag", {"stage": "ingest"}) == 65.0
 
     probe.tps = {p0, p1}  # p2 went to another worker
     sampler.sample(now=3.0)
@@ -85,7 +88,7 @@ async def test_lag_per_partition_and_series_of_lost_partitions_go() -> None:
 
 async def test_a_partition_never_fetched_gets_its_end_offset_from_the_broker() -> None:
     probe, tracker = FakeProbe(), ProgressTracker(started_at=0.0)
-    sampler = LagSampler(probe, tracker, end_offsets_interval_s=5.0)  # type: ignore[arg-type]
+    sampler = LagSampler(probe, tracker, end_offsets_interval_s=5.0)
     tp = TP(TOPIC, 3)
     probe.tps = {tp}
     probe.broker_ends = {tp: 42}
@@ -121,7 +124,8 @@ class FakeApp:
 
 
 def monitor() -> tuple[KafkaMonitor, ProgressTracker]:
-    tracker = ProgressTracker(started_at=0.0)
+    tracker = ProgressTracker(started_at=0.0, stage_of={TOPIC: "ingest",
+                                                        "it-lag.closed": "consolidation"})
     return KafkaMonitor(tracker, metrics=FaustMetrics.create(CollectorRegistry(), "t")), tracker
 
 
@@ -130,12 +134,20 @@ def test_progress_is_set_at_start_and_advanced_by_commits() -> None:
     mon, tracker = monitor()
     at_start = value("memstream_consumer_last_progress_timestamp_seconds")
     assert at_start >= started and at_start > 0
+    stage_at_start = stage_progress("ingest")
+    assert stage_at_start >= started and stage_progress("consolidation") >= started
     mon.on_tp_commit({TP(TOPIC, 0): 10})
     first = value("memstream_consumer_last_progress_timestamp_seconds")
     assert first >= at_start and tracker.committed == {(TOPIC, 0): 10}
+    assert stage_progress("ingest") >= stage_at_start
     before = tracker.last_progress_at
     mon.on_tp_commit({TP(TOPIC, 0): 10})  # no advance
     assert tracker.last_progress_at == before
+
+
+def stage_progress(stage: str) -> float:
+    return REGISTRY.get_sample_value("memstream_stage_last_progress_timestamp_seconds",
+                                     {"stage": stage}) or 0.0
 
 
 def test_commit_latency_counts_commits_that_committed_something() -> None:

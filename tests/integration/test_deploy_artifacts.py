@@ -50,7 +50,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from referencing import Registry, Resource
 
 from streams import metrics as metric_catalog
-from streams.settings import KafkaSettings, Settings, WebSettings
+from streams.settings import HealthSettings, KafkaSettings, Settings, WebSettings
 from tests.support.services import free_port
 
 pytestmark = pytest.mark.integration
@@ -940,7 +940,11 @@ def test_scaling_is_bounded_by_the_partition_count() -> None:
         assert trigger["type"] == "kafka"
         meta = trigger["metadata"]
         assert meta["bootstrapServers"] == broker.netloc
-        assert meta["consumerGroup"] == config["MEMSTREAM_KAFKA__APP_ID"]
+        # the query consumer has a group of its own (MEMSTREAM_QUERY__GROUP_ID unset)
+        group = config["MEMSTREAM_KAFKA__APP_ID"]
+        if meta["topic"] == defaults.queries_topic:
+            group += "-query"
+        assert meta["consumerGroup"] == group
         assert meta["topic"] in consumed
         assert meta["allowIdleConsumers"] == "false"
         assert int(meta["lagThreshold"]) > 0
@@ -1033,9 +1037,11 @@ def test_alert_rules_state_their_objectives() -> None:
     assert re.search(r">\s*0\.05\s*$", ratio.strip())
     stuck = rules["MemstreamConsumerStuck"]["expr"]
     assert (
-        "memstream_consumer_last_progress_timestamp_seconds" in stuck
-        and "memstream_consumer_lag" in stuck
+        "memstream_stage_last_progress_timestamp_seconds" in stuck
+        and "memstream_stage_lag" in stuck
     )
+    assert re.search(r"\)\s*>\s*(\d+)", stuck).group(1) == str(  # type: ignore[union-attr]
+        int(HealthSettings().stall_timeout_s))
     assert "memstream_dead_letters_total" in rules["MemstreamDeadLettersIncreasing"]["expr"]
     assert rules["MemstreamWorkerDown"]["expr"].replace(" ", "") == 'up{job="memstream"}==0'
     for r in rules.values():

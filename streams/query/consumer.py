@@ -1,0 +1,288 @@
+"""The query consumer: ``memory.queries`` read by a plain aiokafka consumer in a
+consumer group of its own (``{app_id}-query``), inside the worker process.
+
+Answering is stateless, so it needs none of Faust's machinery, and it must not
+wait for it: in Faust's group every membership change revokes every partition
+and recovers tables, and a killed member holds the group for Faust's session
+timeout. This group has a short session timeout of its own, optional static
+membership, and rebalances that only drain a few requests.
+
+Delivery rules:
+
+* up to ``concurrency`` requests in flight; the loop fetches only as many as
+  there are free slots, so every fetched record is in flight at once;
+* offsets are committed per partition up to the first request not answered yet
+  (:class:`~streams.query.positions.CommitPositions`), right after answers
+  complete — one commit at a time, covering whatever completed meanwhile;
+* on revocation (a graceful rebalance or shutdown) the requests in flight on the
+  partitions let go get ``drain_timeout_s`` to be answered, the rest are
+  cancelled and left uncommitted, then what was answered is committed: the next
+  owner starts exactly after the last answered request.
+
+The consumer is also the lag probe of the query stage (``streams/kafka_metrics.py``)
+and feeds its :class:`~streams.progress.ProgressTracker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from aiokafka import ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from streams.kafka_metrics import publish_progress, publish_started
+from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
+from streams.progress import ProgressTracker, TPKey
+from streams.publish import SourceRecord
+from streams.query.consumer_config import QueryConsumerConfig, kafka_consumer, source_record
+from streams.query.positions import CommitPositions
+
+log = logging.getLogger(__name__)
+
+STAGE = "query"
+POLL_MS = 200
+RETRY_S = 1.0
+
+Answerer = Callable[[SourceRecord], Awaitable[None]]
+
+
+# aiokafka is untyped: its listener base class is Any to mypy
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, owner: QueryConsumer) -> None:
+        self.owner = owner
+
+    async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
+        await self.owner._revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
+        await self.owner._assigned(assigned)
+
+
+class QueryConsumer:
+    def __init__(self, config: QueryConsumerConfig, *,
+                 connect: Callable[[QueryConsumerConfig], Any] = kafka_consumer,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.tracker = ProgressTracker(started_at=clock(), stage_of={config.topic: STAGE})
+        self.positions = CommitPositions()
+        self._connect = connect
+        self._consumer: Any = None
+        self._answer: Answerer | None = None
+        self._tasks: dict[asyncio.Task[None], TPKey] = {}
+        self._baseline: dict[TPKey, int | None] = {}
+        self._wake = asyncio.Event()
+        self._dirty = asyncio.Event()
+        self._commit_lock = asyncio.Lock()
+        self._assigned_once = asyncio.Event()
+        self._stopping = False
+        self._running: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self, answer: Answerer) -> None:
+        """Consume in the background until :meth:`stop`; ``answer`` never raises."""
+        if self._running is None:
+            self._answer = answer
+            self._running = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_assigned(self, timeout_s: float) -> bool:
+        """Wait for the first partition assignment; False when it took longer."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._assigned_once.wait(), timeout_s)
+        return self._assigned_once.is_set()
+
+    async def stop(self) -> None:
+        """Stop fetching, drain and commit, leave the group (idempotent)."""
+        self._stopping = True
+        self._wake.set()
+        if self._running is not None:
+            await asyncio.gather(self._running, return_exceptions=True)
+
+    async def _run(self) -> None:
+        consumer = await self._start_consumer()
+        if consumer is None:
+            return
+        publish_started(self.tracker)
+        committer = asyncio.get_running_loop().create_task(self._commit_loop())
+        try:
+            while not self._stopping:
+                await self._fetch(consumer)
+        finally:
+            await self._drain(set(self._tasks.values()))
+            await self._commit()
+            committer.cancel()
+            await asyncio.gather(committer, return_exceptions=True)
+            await consumer.stop()  # leaves the group (not with an instance id)
+            self._consumer = None
+            log.info("query consumer stopped")
+
+    async def _start_consumer(self) -> Any:
+        while not self._stopping:
+            consumer = self._connect(self.config)
+            try:
+                await consumer.start()
+                consumer.subscribe([self.config.topic], listener=_Rebalance(self))
+            except KafkaError as exc:
+                log.warning("query consumer cannot start, retrying: %s: %s",
+                            type(exc).__name__, exc)
+                await consumer.stop()
+                await asyncio.sleep(RETRY_S)
+                continue
+            self._consumer = consumer
+            return consumer
+        return None
+
+    # ---------------------------------------------------------------- fetch
+    async def _fetch(self, consumer: Any) -> None:
+        free = self.config.concurrency - len(self._tasks)
+        if free <= 0:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_MS / 1000)
+            return
+        try:
+            batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=free)
+        except Exception as exc:  # the loop must go on: its end would stop all queries
+            log.warning("query fetch failed: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(RETRY_S)
+            return
+        # no await from here on: every record returned is in flight before a
+        # rebalance can look at what is in flight
+        for records in batch.values():
+            for r in records:
+                self._begin(r)
+
+    def _begin(self, r: Any) -> None:
+        assert self._answer is not None
+        tp = (r.topic, int(r.partition))
+        self.positions.begin(tp, r.offset)
+        task = asyncio.get_running_loop().create_task(self._one(tp, r, self._answer))
+        self._tasks[task] = tp
+        task.add_done_callback(self._done)
+
+    async def _one(self, tp: TPKey, r: Any, answer: Answerer) -> None:
+        try:
+            await answer(source_record(r))
+        except asyncio.CancelledError:
+            raise  # abandoned: neither finished nor committed
+        except Exception:
+            log.exception("query request %s[%d]@%d failed", tp[0], tp[1], r.offset)
+        self.positions.finish(tp, r.offset)
+        self._dirty.set()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
+        self._wake.set()
+
+    # --------------------------------------------------------------- commit
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            if not await self._commit():
+                await asyncio.sleep(RETRY_S)
+                self._dirty.set()
+
+    async def _commit(self, tps: Iterable[TPKey] | None = None) -> bool:
+        """Commit the answered positions (of ``tps``, or all); False when it failed."""
+        async with self._commit_lock:
+            offsets = self.positions.committable(tps)
+            if not offsets or self._consumer is None:
+                return True
+            try:
+                # aiokafka retries while the coordinator is unknown: bounded here, so
+                # that a rebalance or a shutdown during a Kafka outage still ends
+                await asyncio.wait_for(self._consumer.commit(
+                    {TopicPartition(t, p): o for (t, p), o in offsets.items()}),
+                    self.config.session_timeout_s)
+            except (KafkaError, TimeoutError) as exc:
+                log.info("query offsets not committed yet: %s: %s", type(exc).__name__, exc)
+                return False
+            self.positions.committed(offsets)
+            publish_progress(self.tracker.on_commit(offsets, self.clock()))
+            return True
+
+    # ------------------------------------------------------------ rebalance
+    async def _drain(self, tps: set[TPKey]) -> None:
+        tasks = [t for t, tp in self._tasks.items() if tp in tps]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=self.config.drain_timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+            QUERY_ABANDONED.inc(len(pending))
+            log.warning("%d query requests not answered within %.1fs were let go "
+                        "uncommitted", len(pending), self.config.drain_timeout_s)
+
+    async def _revoked(self, revoked: Iterable[Any]) -> None:
+        QUERY_REBALANCES.inc()
+        self.tracker.on_rebalance_start(self.clock())
+        tps = {(tp.topic, int(tp.partition)) for tp in revoked}
+        await self._drain(tps)
+        await self._commit(tps)
+        self.positions.forget(tps)
+        self.tracker.forget(tps)
+        for tp in tps:
+            self._baseline.pop(tp, None)
+
+    async def _assigned(self, assigned: Iterable[Any]) -> None:
+        tps = list(assigned)
+        consumer = self._consumer
+        if consumer is not None and tps:
+            try:
+                found = await asyncio.gather(*(consumer.committed(tp) for tp in tps))
+            except KafkaError as exc:  # lag stays unknown until the first commit
+                log.info("committed query offsets unknown: %s", exc)
+            else:
+                for tp, offset in zip(tps, found, strict=True):
+                    self._baseline[(tp.topic, int(tp.partition))] = offset
+        self.tracker.on_rebalance_end(self.clock())
+        self._assigned_once.set()
+        log.info("query partitions assigned: %s",
+                 ", ".join(str(p) for p in sorted(int(tp.partition) for tp in tps)) or "none")
+
+    # ------------------------------------------------ probe (health, metrics)
+    def started(self) -> bool:
+        return self._consumer is not None and not self._stopping
+
+    def _assignment(self) -> set[Any]:
+        if self._consumer is None:
+            return set()
+        try:
+            return set(self._consumer.assignment())
+        except Exception:
+            return set()
+
+    def partitions(self) -> list[int]:
+        return sorted(int(tp.partition) for tp in self._assignment())
+
+    def assigned(self) -> set[Any]:
+        """Owned partitions whose committed offset is known (their lag is)."""
+        return {tp for tp in self._assignment() if (tp.topic, int(tp.partition)) in
+                self._baseline or self.positions.committed_offset(
+                    (tp.topic, int(tp.partition))) is not None}
+
+    def highwater(self, tp: Any) -> int | None:
+        try:
+            value = self._consumer.highwater(tp)
+        except Exception:
+            return None
+        return int(value) if value is not None else None
+
+    def committed(self, tp: Any) -> int | None:
+        key = (tp.topic, int(tp.partition))
+        own = self.positions.committed_offset(key)
+        return own if own is not None else self._baseline.get(key)
+
+    async def end_offsets(self, tps: list[Any]) -> tuple[dict[Any, int], dict[Any, int]]:
+        ends = await self._consumer.end_offsets(tps)
+        starts = await self._consumer.beginning_offsets(tps)
+        return ({tp: int(o) for tp, o in ends.items() if o is not None},
+                {tp: int(o) for tp, o in starts.items() if o is not None})

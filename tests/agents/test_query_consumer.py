@@ -1,0 +1,225 @@
+"""The query consumer's delivery rules against a fake aiokafka consumer: bounded
+concurrency, commits never past an unanswered request, revocation drains, commits
+and lets go of what did not finish."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import TopicPartition
+from prometheus_client import REGISTRY
+
+from streams.publish import SourceRecord
+from streams.query.consumer import QueryConsumer
+from streams.query.consumer_config import QueryConsumerConfig
+from tests.support.worker import eventually
+
+TOPIC = "q"
+P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None = b"k"
+    value: bytes | None = b"{}"
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp: int = 1_800_000_000_000
+
+
+@dataclass
+class FakeKafka:
+    """What the query consumer uses of aiokafka's consumer."""
+
+    queued: dict[TopicPartition, list[Record]] = field(default_factory=dict)
+    assigned: set[TopicPartition] = field(default_factory=set)
+    commits: list[dict[TopicPartition, int]] = field(default_factory=list)
+    group_committed: dict[TopicPartition, int] = field(default_factory=dict)
+    listener: Any = None
+    stopped: bool = False
+    largest_fetch: int = 0
+
+    async def start(self) -> None:
+        return None
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        self.listener = listener
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def feed(self, tp: TopicPartition, *offsets: int) -> None:
+        self.queued.setdefault(tp, []).extend(Record(tp.topic, tp.partition, o) for o in offsets)
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
+        out: dict[TopicPartition, list[Any]] = {}
+        room = max_records
+        for tp in sorted(self.assigned):
+            take = self.queued.get(tp, [])[:room]
+            if take:
+                out[tp] = take
+                self.queued[tp] = self.queued[tp][len(take):]
+                room -= len(take)
+        self.largest_fetch = max(self.largest_fetch, max_records - room)
+        if not out:
+            await asyncio.sleep(0.01)
+        return out
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.commits.append(dict(offsets))
+        self.group_committed.update(offsets)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        return self.group_committed.get(tp)
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return None
+
+    async def rebalance(self, new: set[TopicPartition]) -> None:
+        await self.listener.on_partitions_revoked(set(self.assigned))
+        self.assigned = set(new)
+        await self.listener.on_partitions_assigned(set(new))
+
+
+class Gates:
+    """An answer per offset, released by the test."""
+
+    def __init__(self) -> None:
+        self.gates: dict[tuple[int, int], asyncio.Event] = {}
+        self.started: list[tuple[int, int]] = []
+        self.answered: list[tuple[int, int]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def gate(self, partition: int, offset: int) -> asyncio.Event:
+        return self.gates.setdefault((partition, offset), asyncio.Event())
+
+    def release(self, partition: int, *offsets: int) -> None:
+        for o in offsets:
+            self.gate(partition, o).set()
+
+    async def __call__(self, rec: SourceRecord) -> None:
+        key = (rec.partition, rec.offset)
+        self.started.append(key)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.gate(*key).wait()
+            self.answered.append(key)
+        finally:
+            self.in_flight -= 1
+
+
+def consumer(kafka: FakeKafka, concurrency: int = 4,
+             drain_timeout_s: float = 0.3) -> QueryConsumer:
+    config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
+                                 concurrency=concurrency, drain_timeout_s=drain_timeout_s)
+    return QueryConsumer(config, connect=lambda c: kafka)
+
+
+def last_commit(kafka: FakeKafka, tp: TopicPartition) -> int | None:
+    for c in reversed(kafka.commits):
+        if tp in c:
+            return c[tp]
+    return None
+
+
+async def started(kafka: FakeKafka, gates: Gates) -> QueryConsumer:
+    q = consumer(kafka)
+    q.start(gates)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    await kafka.rebalance({P0, P1})
+    assert await q.wait_assigned(1.0)
+    return q
+
+
+async def test_commits_follow_the_first_unanswered_request_of_each_partition() -> None:
+    kafka, gates = FakeKafka(), Gates()
+    q = await started(kafka, gates)
+    kafka.feed(P0, 0, 1, 2)
+    kafka.feed(P1, 7)
+    await eventually(lambda: len(gates.started) == 4, 5, "four requests in flight")
+    gates.release(0, 2, 1)  # later ones first
+    gates.release(1, 7)
+    await eventually(lambda: last_commit(kafka, P1) == 8, 5, "partition 1 committed")
+    assert last_commit(kafka, P0) is None  # offset 0 still waits: nothing past it
+    assert q.committed(P0) == 0 and q.committed(P1) == 8  # where it started; committed
+    gates.release(0, 0)
+    await eventually(lambda: last_commit(kafka, P0) == 3, 5, "partition 0 committed")
+    assert q.tracker.committed == {(TOPIC, 0): 3, (TOPIC, 1): 8}
+    await q.stop()
+    assert kafka.stopped
+
+
+async def test_never_more_than_concurrency_requests_in_flight() -> None:
+    kafka, gates = FakeKafka(), Gates()
+    q = await started(kafka, gates)
+    kafka.feed(P0, *range(10))
+    await eventually(lambda: len(gates.started) == 4, 5, "the first four")
+    await asyncio.sleep(0.1)
+    assert len(gates.started) == 4 and kafka.largest_fetch == 4
+    gates.release(0, 0)
+    await eventually(lambda: len(gates.started) == 5, 5, "one more, once a slot is free")
+    gates.release(0, *range(1, 10))
+    await eventually(lambda: last_commit(kafka, P0) == 10, 5, "all committed")
+    assert gates.most_in_flight == 4
+    await q.stop()
+
+
+async def test_revocation_drains_commits_and_lets_go_of_what_did_not_finish() -> None:
+    kafka, gates = FakeKafka(), Gates()
+    q = await started(kafka, gates)
+    abandoned = REGISTRY.get_sample_value("memstream_query_abandoned_total") or 0.0
+    kafka.feed(P0, 0, 1, 2)
+    kafka.feed(P1, 0)
+    await eventually(lambda: len(gates.started) == 4, 5, "four requests in flight")
+
+    async def answer_soon() -> None:
+        await asyncio.sleep(0.05)
+        gates.release(0, 0, 2)  # 1 hangs past the drain timeout
+        gates.release(1, 0)
+
+    releasing = asyncio.create_task(answer_soon())
+    await kafka.rebalance({P1})
+    await releasing
+    # answered during the drain and committed before the partitions went: 0 (and 2,
+    # which must not be committed past the unanswered 1)
+    assert last_commit(kafka, P0) == 1 and last_commit(kafka, P1) == 1
+    assert (0, 1) not in gates.answered
+    assert (REGISTRY.get_sample_value("memstream_query_abandoned_total") or 0.0) == abandoned + 1
+    assert q.tracker.assignments == 2 and q.tracker.rebalancing_since is None
+    # the next owner of partition 0 starts at 1; this worker goes on with partition 1
+    kafka.feed(P1, 1)
+    await eventually(lambda: (1, 1) in gates.started, 5, "partition 1 goes on")
+    gates.release(1, 1)
+    await eventually(lambda: last_commit(kafka, P1) == 2, 5, "committed")
+    assert q.partitions() == [1]
+    await q.stop()
+
+
+async def test_stop_answers_what_is_in_flight_commits_and_leaves() -> None:
+    kafka, gates = FakeKafka(), Gates()
+    q = await started(kafka, gates)
+    kafka.feed(P0, 5, 6)
+    await eventually(lambda: len(gates.started) == 2, 5, "two in flight")
+    stopping = asyncio.create_task(q.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done()
+    gates.release(0, 5, 6)
+    await stopping
+    assert last_commit(kafka, P0) == 7 and kafka.stopped and not q.started()
+
+
+async def test_the_lag_probe_knows_the_committed_offsets_from_the_assignment_on() -> None:
+    kafka, gates = FakeKafka(group_committed={P0: 40}), Gates()
+    q = await started(kafka, gates)
+    assert q.assigned() == {P0, P1}  # P1: never committed by the group, lag from the start
+    assert q.committed(P0) == 40 and q.committed(P1) is None
+    await q.stop()
