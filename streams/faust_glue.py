@@ -264,8 +264,8 @@ class FaustTable:
         self._table = table
 
     def get(self, key: str) -> dict[str, Any] | None:
-        value = self._table.get(key)
-        return None if value is None else dict(value)
+        """The stored value itself (callers only read it)."""
+        return cast(dict[str, Any] | None, self._table.get(key))
 
     def set(self, key: str, value: dict[str, Any]) -> None:
         self._table[key] = value

@@ -262,9 +262,14 @@ class IngestProcessor:
         """The batch's session transitions, over the states as the table holds
         them; conversations it does not hold are looked up in the database (a
         state dropped after the retention left its last session number there)."""
+        current = {}
+        for i in items:
+            key = table_key(i.event.tenant_id, i.event.conversation_id)
+            if key not in current:
+                current[key] = self.states.get(key)
         unknown = {(i.event.tenant_id, i.event.conversation_id) for i in items
-                   if not isinstance(i.event, IdleCheck)}
-        unknown = {k for k in unknown if self.states.get(table_key(*k)) is None}
+                   if not isinstance(i.event, IdleCheck)
+                   and current[table_key(i.event.tenant_id, i.event.conversation_id)] is None}
 
         async def lookup() -> dict[tuple[str, str], int]:
             return await self.store.last_closed_sessions(sorted(unknown))
@@ -273,7 +278,7 @@ class IngestProcessor:
                                    max_s=self.config.retry_max_s) if unknown else {}
         events = [SourcedEvent(i.record.topic, i.record.offset, i.event) for i in items]
         rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s)
-        return plan_sessions(events, self.states.get,
+        return plan_sessions(events, current.__getitem__,
                              {table_key(*k): seq for k, seq in last.items()}, self.clock(), rules)
 
     def _apply(

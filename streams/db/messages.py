@@ -50,6 +50,13 @@ def message_row(
     }
 
 
+def _utc_text(ts: datetime) -> str:
+    """RFC 3339 in UTC with ``Z``, for naive UTC (as stored) and aware times alike."""
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(UTC).replace(tzinfo=None)
+    return ts.isoformat() + "Z"
+
+
 def row_to_doc(row: Any) -> MessageDoc:
     """The message as the cache and the Session window carry it."""
     m = row._mapping if hasattr(row, "_mapping") else row
@@ -57,7 +64,7 @@ def row_to_doc(row: Any) -> MessageDoc:
         "event_id": m["event_id"],
         "role": m["role"],
         "content": m["content"],
-        "created_at": m["created_at"].replace(tzinfo=UTC).isoformat().replace("+00:00", "Z"),
+        "created_at": _utc_text(m["created_at"]),
     }
     if m.get("name"):
         doc["name"] = m["name"]
