@@ -4,8 +4,11 @@ Order per batch, and why:
 
 1. decode; bad input is dead-lettered (delivered before anything is acknowledged);
 2. sub-agent chat is re-keyed to the parent conversation's topic partition;
-3. the database stores the messages (idempotent on event id), retried with
-   backoff until it succeeds: the batch is never acknowledged before that;
+3. the database stores the messages (idempotent on event id); a transient
+   error is retried with backoff until it passes, so the batch is never
+   acknowledged before that; a row the database refuses for good is isolated
+   (the batch is split, its batch-mates stored) and dead-lettered
+   (:mod:`streams.sinks.isolation`);
 4. the session table counts the stored messages (idempotent on source offset)
    and closes sessions on ``session_end``, and on an idle check from the session
    scan when the state (re-checked here: a message may have arrived since the
@@ -32,7 +35,7 @@ from typing import Any, Protocol
 
 from streams.cache import CacheUnavailableError, ConversationCache
 from streams.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
-from streams.domain.events import Rejected, decode_chat_event
+from streams.domain.events import SCHEMA, UNSTORABLE, Rejected, decode_chat_event, decode_record
 from streams.domain.session_state import SessionState, table_key
 from streams.domain.subagent import Disposition, as_parent_message, disposition
 from streams.metrics import (
@@ -47,8 +50,14 @@ from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 from streams.retry import retry_forever
 from streams.session_buffer import SessionStateBuffer
+from streams.sinks.isolation import IsolatedWrite, IsolatingWriter
 
 log = logging.getLogger(__name__)
+
+NOT_REROUTED = Rejected(
+    SCHEMA, "NotSubagentChat",
+    "the sub-agent topic carries only sub-agent chat for a parent conversation",
+)
 
 
 class SessionTable(Protocol):
@@ -147,22 +156,24 @@ class IngestProcessor:
         reroute: list[Outgoing] = []
         for rec in records:
             if cfg.idle_topic is not None and rec.topic == cfg.idle_topic:
-                self._classify_idle(rec, items, dlq, tally)
+                check = decode_record(rec.value, IdleCheck)
+                if isinstance(check, Rejected):
+                    dlq.append(self._dead_letter(rec, check, tally))
+                else:
+                    items.append(_Item(rec, check))
                 continue
             decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
             if isinstance(decoded, Rejected):
-                dlq.append(dead_letter(
-                    rec, dlq_topic=cfg.dlq_topic, stage="ingest", reason=decoded.reason,
-                    error_class=decoded.error_class, message=decoded.message,
-                ))
-                DEAD_LETTERS.labels("ingest", decoded.reason).inc()
-                tally.add(rec.topic, "dead_lettered")
-                continue
-            if rec.topic == cfg.subagent_topic:
-                assert isinstance(decoded, ChatMessage)
-                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+                dlq.append(self._dead_letter(rec, decoded, tally))
                 continue
             what = disposition(decoded)
+            if rec.topic == cfg.subagent_topic:
+                # only what this processor re-routed belongs here
+                if what is not Disposition.REROUTE or not isinstance(decoded, ChatMessage):
+                    dlq.append(self._dead_letter(rec, NOT_REROUTED, tally))
+                    continue
+                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+                continue
             if what is Disposition.KEEP:
                 items.append(_Item(rec, decoded))
             elif what is Disposition.REROUTE:
@@ -179,20 +190,13 @@ class IngestProcessor:
         result.rerouted = len(reroute)
         return items, dlq, reroute
 
-    def _classify_idle(
-        self, rec: SourceRecord, items: list[_Item], dlq: list[Outgoing], tally: _Tally
-    ) -> None:
-        try:
-            check = IdleCheck.model_validate_json(rec.value or b"")
-        except ValueError as exc:
-            dlq.append(dead_letter(
-                rec, dlq_topic=self.config.dlq_topic, stage="ingest", reason="schema",
-                error_class=type(exc).__name__, message=str(exc),
-            ))
-            DEAD_LETTERS.labels("ingest", "schema").inc()
-            tally.add(rec.topic, "dead_lettered")
-            return
-        items.append(_Item(rec, check))
+    def _dead_letter(self, rec: SourceRecord, rejected: Rejected, tally: _Tally) -> Outgoing:
+        DEAD_LETTERS.labels("ingest", rejected.reason).inc()
+        tally.add(rec.topic, "dead_lettered")
+        return dead_letter(
+            rec, dlq_topic=self.config.dlq_topic, stage="ingest", reason=rejected.reason,
+            error_class=rejected.error_class, message=rejected.message,
+        )
 
     async def process(self, records: Sequence[SourceRecord]) -> IngestResult:
         """Both stages of one batch; returns when everything is stored."""
@@ -217,27 +221,54 @@ class IngestProcessor:
         await self._deliver(dlq, "dlq")
         await self._deliver(reroute, "reroute")
 
-        now = datetime.now(UTC)
-        rows = [
-            message_row(i.event, now, i.origin) for i in items if isinstance(i.event, ChatMessage)
-        ]
-
-        async def store() -> set[tuple[str, str]]:
-            with SINK_LATENCY.labels("mysql").time():
-                return await self.store.store(rows)
-
-        new_keys = await retry_forever(
-            store,
-            what="mysql",
-            initial_s=self.config.retry_initial_s,
-            max_s=self.config.retry_max_s,
-        )
+        items, rows, new_keys = await self._store(items, result, tally)
         result.stored = len(new_keys)
         result.duplicates = len(rows) - len(new_keys)
 
         appended, fresh, invalidate = self._apply_state(items, rows, new_keys, result, tally)
         tally.flush()
         return result, self._finish(appended, fresh, invalidate, result)
+
+    async def _store(
+        self, items: list[_Item], result: IngestResult, tally: _Tally
+    ) -> tuple[list[_Item], list[dict[str, Any]], set[tuple[str, str]]]:
+        """Store the batch's messages: transient database errors are retried until
+        they pass; a row the database refuses for good is dead-lettered (its
+        batch-mates are stored). Returns the items and rows left, and the new keys."""
+        now = datetime.now(UTC)
+        messages: list[_Item] = []
+        rows: list[dict[str, Any]] = []
+        for it in items:
+            if isinstance(it.event, ChatMessage):
+                messages.append(it)
+                rows.append(message_row(it.event, now, it.origin))
+        writer = IsolatingWriter(self.store.store, rows, probe=self.store.probe,
+                                 backoff_s=self.config.retry_initial_s)
+
+        async def store() -> IsolatedWrite[tuple[str, str]]:
+            with SINK_LATENCY.labels("mysql").time():
+                return await writer.run()
+
+        written = await retry_forever(
+            store,
+            what="mysql",
+            initial_s=self.config.retry_initial_s,
+            max_s=self.config.retry_max_s,
+        )
+        if not written.rejected:
+            return items, rows, written.stored
+        dead = []
+        for r in written.rejected:
+            SINK_FAILURES.labels("mysql", r.error.error_class).inc()
+            dead.append(self._dead_letter(messages[r.index].record, Rejected(
+                UNSTORABLE, r.error.error_class,
+                f"the database refused the row: {r.error.describe()}"), tally))
+        await self._deliver(dead, "dlq")
+        result.dead_lettered += len(dead)
+        refused = {r.index for r in written.rejected}
+        gone = {id(messages[n]) for n in refused}
+        kept = [row for n, row in enumerate(rows) if n not in refused]
+        return [i for i in items if id(i) not in gone], kept, written.stored
 
     async def _finish(
         self,
