@@ -50,13 +50,18 @@ class _Held:
 class RetryScheduler:
     def __init__(self, processor: ConsolidationProcessor, publisher: Publisher, *,
                  retry_topic: str, should_release: Callable[[], bool] = lambda: False,
-                 poll_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
+                 poll_s: float = 0.5, clock: Callable[[], float] = time.time,
+                 longest_wait_s: float | None = None) -> None:
         self.processor = processor
         self.publisher = publisher
         self.retry_topic = retry_topic
         self.should_release = should_release
         self.poll_s = poll_s
         self.clock = clock
+        # nothing memstream schedules waits longer than the longest backoff: a record
+        # due later (written by something else) would hold its offset for ever
+        self.longest_wait_s = (processor.router.max_s if longest_wait_s is None
+                               else longest_wait_s)
         self._heap: list[_Held] = []
         self._seq = itertools.count()
         self._wake = asyncio.Event()
@@ -71,8 +76,10 @@ class RetryScheduler:
         return len(self._running)
 
     def admit(self, record: SourceRecord, ack: Ack) -> None:
-        """Hold ``record`` until it is due; ``ack`` acknowledges it afterwards."""
-        heapq.heappush(self._heap, _Held(due_at(record), next(self._seq), record, ack))
+        """Hold ``record`` until it is due (at most ``longest_wait_s`` from now);
+        ``ack`` acknowledges it afterwards."""
+        due = min(due_at(record), self.clock() + self.longest_wait_s)
+        heapq.heappush(self._heap, _Held(due, next(self._seq), record, ack))
         self._wake.set()
 
     @asynccontextmanager
