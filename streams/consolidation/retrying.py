@@ -132,12 +132,13 @@ class RetryRouter:
         return base / 2 + self.rng() * base / 2
 
     def _origin(self, record: SourceRecord) -> SourceRecord:
-        """The record as it was on the session-closed topic (without retry headers)."""
+        """The record as it was on the session-closed topic (without retry headers);
+        a retry record that names no origin (memstream did not write it) as it was read."""
         kept = [(k, v) for k, v in record.headers if k not in _OWN]
-        if record.topic == self.source_topic:
+        part, off = header(record.headers, ORIGIN_PARTITION), header(record.headers, ORIGIN_OFFSET)
+        if record.topic == self.source_topic or part is None or off is None:
             return SourceRecord(record.topic, record.partition, record.offset, record.key,
                                 record.value, kept, record.timestamp, record.handle)
-        part, off = header(record.headers, ORIGIN_PARTITION), header(record.headers, ORIGIN_OFFSET)
         return SourceRecord(self.source_topic, _int(part), _int(off), record.key,
                             record.value, kept, record.timestamp, record.handle)
 

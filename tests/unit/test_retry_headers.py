@@ -96,3 +96,13 @@ def test_an_unusable_retry_record_is_dead_lettered_as_the_closing_event() -> Non
     assert header(out.headers, "memstream.source.offset") == b"41"
     assert header(out.headers, "memstream.error.reason") == b"undecodable"
     assert header(out.headers, "trace") == b"t" and header(out.headers, ATTEMPT) is None
+
+
+def test_a_retry_record_naming_no_origin_is_dead_lettered_as_it_was_read() -> None:
+    router = RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+                         max_attempts=3, initial_s=1.0, max_s=2.0)
+    r = SourceRecord("retry", 2, 17, b"k", b"garbage", [(ATTEMPT, b"x")])
+    out = router.reject(r, "undecodable", "JSONDecodeError", "value is not JSON")
+    assert header(out.headers, "memstream.source.topic") == b"retry"
+    assert header(out.headers, "memstream.source.partition") == b"2"
+    assert header(out.headers, "memstream.source.offset") == b"17"
