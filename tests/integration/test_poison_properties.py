@@ -32,7 +32,7 @@ from tests.support.services import drop_database, migrated_database, unique
 
 CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
                    session_closed_topic="closed", retry_initial_s=0.05, retry_max_s=0.2)
-EXAMPLES = max(10, settings.default.max_examples // 5)
+EXAMPLES = max(10, settings.default.max_examples // 2)
 
 
 @pytest.fixture(scope="module")
