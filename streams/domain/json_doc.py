@@ -50,6 +50,9 @@ def _finite(text: str) -> float:
     return value
 
 
+_decoder = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+
+
 def load_object(raw: bytes | None, *, max_depth: int = MAX_DEPTH) -> dict[str, Any] | Rejected:
     """The JSON object ``raw`` holds, or why it was refused (see the module docstring)."""
     if raw is None:
@@ -60,7 +63,7 @@ def load_object(raw: bytes | None, *, max_depth: int = MAX_DEPTH) -> dict[str, A
         return Rejected(UNDECODABLE, "UnicodeDecodeError",
                         f"value is not UTF-8: {exc.reason} at byte {exc.start}")
     try:
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        doc = _decoder.decode(text)
     except RecursionError:
         return _too_deep(max_depth)
     except ValueError as exc:
@@ -69,7 +72,10 @@ def load_object(raw: bytes | None, *, max_depth: int = MAX_DEPTH) -> dict[str, A
         return Rejected(
             UNDECODABLE, "NotAnObject", f"value is JSON {type(doc).__name__}, not an object"
         )
-    return _check_tree(doc, max_depth, surrogates=_SURROGATE_ESCAPE.search(raw) is not None)
+    surrogates = _SURROGATE_ESCAPE.search(raw) is not None
+    if not surrogates and raw.count(b"[") + raw.count(b"{") <= max_depth:
+        return doc  # too few brackets to nest too deep: no walk needed
+    return _check_tree(doc, max_depth, surrogates=surrogates)
 
 
 def _too_deep(max_depth: int) -> Rejected:
