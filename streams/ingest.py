@@ -11,8 +11,11 @@ Order per batch, and why:
    idle for ``idle_timeout_s``, states closed and quiet for
    ``closed_retention_s`` are dropped;
 4. the database stores the messages with their stamps (idempotent on event
-   id), retried with backoff until it succeeds: the batch is never
-   acknowledged before that; only then are the planned states staged;
+   id); a transient error is retried with backoff until it passes, so the
+   batch is never acknowledged before that; a row the database refuses for
+   good is isolated (the batch is split, its batch-mates stored) and
+   dead-lettered (:mod:`streams.sinks.isolation`); only then are the planned
+   states staged;
 5. Redis gets one pipeline (an event twice in the batch is appended once); its
    failure is logged and counted and changes nothing above: the touched
    conversations are marked stale in the database (:mod:`streams.stale`) before
@@ -39,7 +42,7 @@ from typing import Any, Protocol
 
 from streams.cache import CacheUnavailableError, ConversationCache
 from streams.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
-from streams.domain.events import Rejected, decode_chat_event
+from streams.domain.events import SCHEMA, UNSTORABLE, Rejected, decode_chat_event, decode_record
 from streams.domain.session_batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
 from streams.domain.session_state import SessionState, split_table_key, table_key
 from streams.domain.subagent import Disposition, as_parent_message, disposition
@@ -56,9 +59,15 @@ from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 from streams.retry import retry_forever
 from streams.session_buffer import SessionStateBuffer
+from streams.sinks.isolation import IsolatedWrite, IsolatingWriter
 from streams.stale import StaleHistories
 
 log = logging.getLogger(__name__)
+
+NOT_REROUTED = Rejected(
+    SCHEMA, "NotSubagentChat",
+    "the sub-agent topic carries only sub-agent chat for a parent conversation",
+)
 
 
 class SessionTable(Protocol):
@@ -162,22 +171,24 @@ class IngestProcessor:
         reroute: list[Outgoing] = []
         for rec in records:
             if cfg.idle_topic is not None and rec.topic == cfg.idle_topic:
-                self._classify_idle(rec, items, dlq, tally)
+                check = decode_record(rec.value, IdleCheck)
+                if isinstance(check, Rejected):
+                    dlq.append(self._dead_letter(rec, check, tally))
+                else:
+                    items.append(_Item(rec, check))
                 continue
             decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
             if isinstance(decoded, Rejected):
-                dlq.append(dead_letter(
-                    rec, dlq_topic=cfg.dlq_topic, stage="ingest", reason=decoded.reason,
-                    error_class=decoded.error_class, message=decoded.message,
-                ))
-                DEAD_LETTERS.labels("ingest", decoded.reason).inc()
-                tally.add(rec.topic, "dead_lettered")
-                continue
-            if rec.topic == cfg.subagent_topic:
-                assert isinstance(decoded, ChatMessage)
-                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+                dlq.append(self._dead_letter(rec, decoded, tally))
                 continue
             what = disposition(decoded)
+            if rec.topic == cfg.subagent_topic:
+                # only what this processor re-routed belongs here
+                if what is not Disposition.REROUTE or not isinstance(decoded, ChatMessage):
+                    dlq.append(self._dead_letter(rec, NOT_REROUTED, tally))
+                    continue
+                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+                continue
             if what is Disposition.KEEP:
                 items.append(_Item(rec, decoded))
             elif what is Disposition.REROUTE:
@@ -194,20 +205,13 @@ class IngestProcessor:
         result.rerouted = len(reroute)
         return items, dlq, reroute
 
-    def _classify_idle(
-        self, rec: SourceRecord, items: list[_Item], dlq: list[Outgoing], tally: _Tally
-    ) -> None:
-        try:
-            check = IdleCheck.model_validate_json(rec.value or b"")
-        except ValueError as exc:
-            dlq.append(dead_letter(
-                rec, dlq_topic=self.config.dlq_topic, stage="ingest", reason="schema",
-                error_class=type(exc).__name__, message=str(exc),
-            ))
-            DEAD_LETTERS.labels("ingest", "schema").inc()
-            tally.add(rec.topic, "dead_lettered")
-            return
-        items.append(_Item(rec, check))
+    def _dead_letter(self, rec: SourceRecord, rejected: Rejected, tally: _Tally) -> Outgoing:
+        DEAD_LETTERS.labels("ingest", rejected.reason).inc()
+        tally.add(rec.topic, "dead_lettered")
+        return dead_letter(
+            rec, dlq_topic=self.config.dlq_topic, stage="ingest", reason=rejected.reason,
+            error_class=rejected.error_class, message=rejected.message,
+        )
 
     async def process(self, records: Sequence[SourceRecord]) -> IngestResult:
         """Both stages of one batch; returns when everything is stored."""
@@ -233,30 +237,61 @@ class IngestProcessor:
         await self._deliver(reroute, "reroute")
 
         plan = await self._plan(items)
-        now = datetime.now(UTC)
-        rows = [message_row(it.event, now, it.origin, plan.stamps[i])
-                for i, it in enumerate(items) if isinstance(it.event, ChatMessage)]
-        expired = {split_table_key(k): seq for k, seq in plan.expired.items()}
+        new_keys, rows, refused = await self._store(items, plan, result, tally)
+        result.stored = len(new_keys)
+        result.duplicates = len(rows) - len(new_keys)
 
-        async def store() -> set[tuple[str, str]]:
+        appended, invalidate, last = self._apply(items, plan, rows, new_keys, refused, result,
+                                                 tally)
+        tally.flush()
+        return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
+                                    result)
+
+    async def _store(
+        self, items: Sequence[_Item], plan: SessionPlan, result: IngestResult, tally: _Tally
+    ) -> tuple[set[tuple[str, str]], list[dict[str, Any]], set[int]]:
+        """Store the batch's messages, stamped with their sessions: transient
+        database errors are retried until they pass; a row the database refuses
+        for good is dead-lettered (its batch-mates are stored). Returns the new
+        keys, the rows stored (or there already), and the indexes of the items
+        refused. The plan is kept as it is: a refused message is counted in its
+        session, but no stamp of the others changes."""
+        now = datetime.now(UTC)
+        indexes: list[int] = []
+        rows: list[dict[str, Any]] = []
+        for i, it in enumerate(items):
+            if isinstance(it.event, ChatMessage):
+                indexes.append(i)
+                rows.append(message_row(it.event, now, it.origin, plan.stamps[i]))
+        expired = {split_table_key(k): seq for k, seq in plan.expired.items()}
+        writer = IsolatingWriter(self.store.store, rows, probe=self.store.probe,
+                                 backoff_s=self.config.retry_initial_s)
+
+        async def store() -> IsolatedWrite[tuple[str, str]]:
             with SINK_LATENCY.labels("mysql").time():
                 # remembered before the states are dropped (see SessionState.expired)
                 await self.store.remember_closed_sessions(expired, now)
-                return await self.store.store(rows)
+                return await writer.run()
 
-        new_keys = await retry_forever(
+        written = await retry_forever(
             store,
             what="mysql",
             initial_s=self.config.retry_initial_s,
             max_s=self.config.retry_max_s,
         )
-        result.stored = len(new_keys)
-        result.duplicates = len(rows) - len(new_keys)
-
-        appended, invalidate, last = self._apply(items, plan, rows, new_keys, result, tally)
-        tally.flush()
-        return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
-                                    result)
+        if not written.rejected:
+            return written.stored, rows, set()
+        dead = []
+        for r in written.rejected:
+            SINK_FAILURES.labels("mysql", r.error.error_class).inc()
+            dead.append(self._dead_letter(items[indexes[r.index]].record, Rejected(
+                UNSTORABLE, r.error.error_class,
+                f"the database refused the row: {r.error.describe()}"), tally))
+        await self._deliver(dead, "dlq")
+        result.dead_lettered += len(dead)
+        refused_rows = {r.index for r in written.rejected}
+        kept = [row for n, row in enumerate(rows) if n not in refused_rows]
+        return written.stored, kept, {indexes[n] for n in refused_rows}
 
     async def _plan(self, items: Sequence[_Item]) -> SessionPlan:
         """The batch's session transitions, over the states as the table holds
@@ -287,6 +322,7 @@ class IngestProcessor:
         plan: SessionPlan,
         rows: Sequence[dict[str, Any]],
         new_keys: set[tuple[str, str]],
+        refused: set[int],
         result: IngestResult,
         tally: _Tally,
     ) -> tuple[dict[tuple[str, str], list[MessageDoc]], set[tuple[str, str]],
@@ -301,6 +337,8 @@ class IngestProcessor:
         invalidate: set[tuple[str, str]] = set()
         for i, it in enumerate(items):
             ev, rec = it.event, it.record
+            if i in refused:  # dead-lettered, counted there
+                continue
             if isinstance(ev, ChatMessage):
                 conv = (ev.tenant_id, ev.conversation_id)
                 ek = (ev.tenant_id, ev.event_id)

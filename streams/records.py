@@ -7,11 +7,13 @@ producers in any language can follow the same contract.
 
 from __future__ import annotations
 
+import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -20,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 RFC3339_PATTERN = (
@@ -34,6 +37,30 @@ Ident = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Role = Literal["user", "assistant", "system", "tool"]
 
+# What the stores hold: MySQL DATETIME (and SQLite's text dates) from year 1000
+# to 9999, and MySQL TEXT (the tool_calls column) up to 65,535 bytes.
+DATETIME_MIN = datetime(1000, 1, 1, tzinfo=UTC)
+DATETIME_MAX = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+TOOL_CALLS_MAX_BYTES = 65_535
+
+
+def _storable_time(value: datetime) -> datetime:
+    """A date-time the database can hold: convertible to UTC (a naive one is UTC)
+    and inside DATETIME_MIN..DATETIME_MAX. The error type names the rejection reason."""
+    try:
+        utc = value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "out_of_range", "the date-time cannot be represented in UTC") from None
+    if not DATETIME_MIN <= utc <= DATETIME_MAX:
+        raise PydanticCustomError(
+            "out_of_range", "the date-time is outside 1000-01-01 to 9999-12-31 UTC")
+    return value
+
+
+StorableTime = Annotated[datetime, AfterValidator(_storable_time)]
+StorableAwareTime = Annotated[AwareDatetime, AfterValidator(_storable_time)]
+
 
 class _Event(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -47,8 +74,8 @@ class _Event(BaseModel):
             "Conversation; ids starting with `agent:` are a sub-agent's virtual conversation."
         )
     )
-    created_at: AwareDatetime = Field(
-        description="RFC 3339 time the event happened, with offset.",
+    created_at: StorableAwareTime = Field(
+        description="RFC 3339 time the event happened, with offset (UTC years 1000 to 9999).",
         json_schema_extra={"pattern": RFC3339_PATTERN},
     )
 
@@ -82,7 +109,8 @@ class ChatMessage(_Event):
     content: str = Field(description="Message text (may be empty for a pure tool call).")
     name: Ident | None = Field(None, description="Speaker name.")
     tool_calls: list[dict[str, Any]] | None = Field(
-        None, description="OpenAI-style tool calls made by an assistant message."
+        None, description="OpenAI-style tool calls made by an assistant message "
+        "(at most 65,535 bytes as JSON)."
     )
     tool_call_id: Ident | None = Field(None, description="The call a `tool` message answers.")
     parent_conversation_id: Ident | None = Field(
@@ -100,6 +128,21 @@ class ChatMessage(_Event):
                 "a sub-agent conversation (agent: prefix) needs parent_conversation_id"
             )
         return self
+
+    @model_validator(mode="after")
+    def _tool_calls_fit(self) -> ChatMessage:
+        stored = self.tool_calls_json()
+        if stored is not None:
+            size = len(stored.encode("utf-8", "surrogatepass"))
+            if size > TOOL_CALLS_MAX_BYTES:
+                raise PydanticCustomError(
+                    "too_large", "tool_calls are {size} bytes as JSON, the limit is {limit}",
+                    {"size": size, "limit": TOOL_CALLS_MAX_BYTES})
+        return self
+
+    def tool_calls_json(self) -> str | None:
+        """``tool_calls`` as the database stores them (JSON text); None without calls."""
+        return json.dumps(self.tool_calls, ensure_ascii=False) if self.tool_calls else None
 
 
 class SessionEnd(_Event):
@@ -128,8 +171,8 @@ class SessionClosed(BaseModel):
     conversation_id: Ident
     trigger: Literal["explicit", "idle"]
     session_seq: int = Field(ge=1, description="1 for the first session of the conversation.")
-    closed_at: datetime
-    last_activity: datetime
+    closed_at: StorableTime
+    last_activity: StorableTime
     message_count: int = Field(ge=0, description="Messages the session state had seen at close.")
     last_event_id: str | None = Field(
         None, description="Event id of the session's last message: consolidation takes the "
@@ -146,8 +189,10 @@ class IdleCheck(BaseModel):
     tenant_id: TenantId
     conversation_id: Ident
     session_seq: int = Field(ge=1, description="The session the scan saw idle.")
-    idle_for_s: float = Field(ge=0, description="How long the scan saw it idle.")
-    checked_at: datetime
+    idle_for_s: float = Field(
+        ge=0, allow_inf_nan=False, description="How long the scan saw it idle."
+    )
+    checked_at: StorableTime
 
 
 class AgentConfigValue(BaseModel):

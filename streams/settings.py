@@ -107,7 +107,9 @@ class IngestSettings(BaseModel):
     batch_size: int = Field(1000, ge=1, description="Events taken per batch.")
     batch_within_s: float = Field(0.05, gt=0, description="Longest wait to fill a batch.")
     max_content_bytes: int = Field(
-        65_536, ge=1, description="Larger message content is dead-lettered."
+        65_536, ge=1, le=16_777_215,
+        description="Larger message content is dead-lettered (at most 16,777,215, what the "
+        "MEDIUMTEXT column holds).",
     )
     retry_initial_s: float = Field(0.2, gt=0, description="First backoff after a database failure.")
     retry_max_s: float = Field(10.0, gt=0, description="Longest backoff between database retries.")

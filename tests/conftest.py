@@ -4,11 +4,24 @@ in-memory fakes), integration (real Kafka, Redis and MariaDB from
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).parent
+
+# Property tests: no per-example deadline (the machine is shared and the
+# integration properties write to MariaDB); tests that need fewer examples say
+# so. HYPOTHESIS_PROFILE=thorough runs ten times as many.
+settings.register_profile(
+    "memstream", max_examples=200, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("thorough", parent=settings.get_profile("memstream"),
+                          max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "memstream"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

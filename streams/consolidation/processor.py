@@ -24,14 +24,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from pydantic import ValidationError
-
 from streams.consolidation.cube_lock import KeyedLocks
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.consolidation.retrying import RetryRouter, attempt_of, classify
+from streams.domain.events import Rejected, decode_record
 from streams.domain.routing import route
 from streams.metrics import CONSOLIDATION_LATENCY, CONSOLIDATIONS, DEAD_LETTERS
-from streams.publish import Outgoing, Publisher, SourceRecord, dead_letter
+from streams.publish import Outgoing, Publisher, SourceRecord
 from streams.records import SessionClosed
 from streams.retry import retry_forever
 
@@ -76,14 +75,11 @@ class ConsolidationProcessor:
         return done
 
     async def handle(self, record: SourceRecord, *, deliver: bool = True) -> Handled:
-        try:
-            closed = SessionClosed.model_validate_json(record.value or b"")
-        except (ValidationError, ValueError) as exc:
-            DEAD_LETTERS.labels("consolidation", "undecodable").inc()
+        closed = decode_record(record.value, SessionClosed)
+        if isinstance(closed, Rejected):
+            DEAD_LETTERS.labels("consolidation", closed.reason).inc()
             CONSOLIDATIONS.labels("unknown", "dead_lettered").inc()
-            out = dead_letter(record, dlq_topic=self.router.dlq_topic, stage="consolidation",
-                              reason="undecodable", error_class=type(exc).__name__,
-                              message=str(exc))
+            out = self.router.reject(record, closed.reason, closed.error_class, closed.message)
             if deliver:
                 await self._deliver([out])
             return Handled("dead_lettered", "unknown", out)

@@ -3,14 +3,15 @@
 :func:`classify` sorts a failure into one of three kinds:
 
 ``infrastructure``
-    the database (or the network to it) is down, or a cube's lock was not got
-    in time or was lost with its connection (:mod:`.cube_lock`). Nothing can
-    progress, and the retry topic would not help: the processor retries in
-    place, with backoff, and does not acknowledge the event meanwhile (as the
-    ingest agent does);
+    the database (or the network to it) is down — a *transient* database error
+    (:mod:`streams.db.errors`) — or a cube's lock was not got in time or was lost
+    with its connection (:mod:`.cube_lock`). Nothing can progress, and the retry
+    topic would not help: the processor retries in place, with backoff, and does
+    not acknowledge the event meanwhile (as the ingest agent does);
 ``retry``
     a provider timed out, was rate limited or failed with 5xx after the
-    client's own retries, or something unexpected went wrong: the event goes
+    client's own retries, or something unexpected went wrong (a database error
+    the data itself causes included, so it is never waited out for ever): the event goes
     to ``memory.retry`` with ``memstream.attempt`` and
     ``memstream.next_attempt_at``, until ``max_attempts`` (the first attempt
     included) are used up; then to ``memory.dlq``;
@@ -22,6 +23,11 @@
 Dead letters carry the closing event's original key and bytes and name the
 session-closed topic as their source, whether they failed there or on the
 retry topic, so ``memstream replay`` re-drives them to the consolidation agent.
+
+The retry headers are read leniently and never raise: an unreadable
+``memstream.attempt`` counts as attempt 1, an unreadable
+``memstream.next_attempt_at`` as due now (the scheduler also waits no longer
+than the longest backoff, whatever the header says).
 """
 
 from __future__ import annotations
@@ -33,10 +39,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
 from streams.consolidation.cube_lock import CubeLockError, CubeLockTimeout
+from streams.db.errors import DbErrorKind, classify_db_error
 from streams.providers.base import PermanentProviderError, RetryableProviderError
 from streams.providers.registry import ProviderNotConfigured
 from streams.publish import Headers, Outgoing, SourceRecord, dead_letter, header
@@ -64,12 +68,14 @@ def _snake(name: str) -> str:
 
 
 def classify(exc: BaseException) -> Failure:
+    """A database error is ``infrastructure`` only when it is transient
+    (:mod:`streams.db.errors`): an error the data will always get goes through the
+    retry topic, whose attempts are bounded, instead of being waited out for ever."""
     name, text = type(exc).__name__, str(exc)
     if isinstance(exc, CubeLockError):
         reason = "cube_lock_timeout" if isinstance(exc, CubeLockTimeout) else "cube_lock_lost"
         return Failure("infrastructure", reason, name, text)
-    if isinstance(exc, OperationalError | InterfaceError | DisconnectionError
-                  | PoolTimeoutError | ConnectionError | OSError):
+    if classify_db_error(exc).kind is DbErrorKind.TRANSIENT:
         return Failure("infrastructure", "database_unavailable", name, text)
     if isinstance(exc, ProviderNotConfigured):
         return Failure("dead", "provider_not_configured", name, text)
@@ -88,22 +94,24 @@ def _int(raw: bytes | None) -> int:
 
 
 def attempt_of(record: SourceRecord) -> int:
-    """The attempt this record is (1 when it carries no attempt header)."""
+    """The attempt this record is (1 when it carries no readable attempt header)."""
     raw = header(record.headers, ATTEMPT)
     try:
         return max(1, int(raw)) if raw else 1
-    except ValueError:
+    except ValueError:  # not a number, or more than 4,300 digits
         return 1
 
 
 def due_at(record: SourceRecord) -> float:
-    """Unix time the record's next attempt is due (0: now)."""
+    """Unix time the record's next attempt is due (0: now, also when the header is
+    unreadable; a time without offset is UTC). Never raises."""
     raw = header(record.headers, NEXT_ATTEMPT_AT)
     if not raw:
         return 0.0
     try:
-        return datetime.fromisoformat(raw.decode()).timestamp()
-    except ValueError:
+        when = datetime.fromisoformat(raw.decode())
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    except (ValueError, OverflowError, OSError):
         return 0.0
 
 
@@ -129,14 +137,21 @@ class RetryRouter:
         return base / 2 + self.rng() * base / 2
 
     def _origin(self, record: SourceRecord) -> SourceRecord:
-        """The record as it was on the session-closed topic (without retry headers)."""
+        """The record as it was on the session-closed topic (without retry headers);
+        a retry record that names no origin (memstream did not write it) as it was read."""
         kept = [(k, v) for k, v in record.headers if k not in _OWN]
-        if record.topic == self.source_topic:
+        part, off = header(record.headers, ORIGIN_PARTITION), header(record.headers, ORIGIN_OFFSET)
+        if record.topic == self.source_topic or part is None or off is None:
             return SourceRecord(record.topic, record.partition, record.offset, record.key,
                                 record.value, kept, record.timestamp, record.handle)
-        part, off = header(record.headers, ORIGIN_PARTITION), header(record.headers, ORIGIN_OFFSET)
         return SourceRecord(self.source_topic, _int(part), _int(off), record.key,
                             record.value, kept, record.timestamp, record.handle)
+
+    def reject(self, record: SourceRecord, reason: str, error_class: str,
+               message: str) -> Outgoing:
+        """The dead letter of a record that cannot be used at all (it does not decode)."""
+        return dead_letter(self._origin(record), dlq_topic=self.dlq_topic, stage="consolidation",
+                           reason=reason, error_class=error_class, message=message)
 
     def route(self, record: SourceRecord, failure: Failure) -> Outgoing:
         attempt = attempt_of(record)

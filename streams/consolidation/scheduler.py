@@ -56,13 +56,18 @@ class RetryScheduler:
     def __init__(self, processor: ConsolidationProcessor, publisher: Publisher, *,
                  retry_topic: str, should_release: Callable[[], bool] = lambda: False,
                  poll_s: float = 0.5, max_held: int = 10_000,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 longest_wait_s: float | None = None) -> None:
         self.processor = processor
         self.publisher = publisher
         self.retry_topic = retry_topic
         self.should_release = should_release
         self.poll_s = poll_s
         self.clock = clock
+        # nothing memstream schedules waits longer than the longest backoff: a record
+        # due later (written by something else) would hold its offset for ever
+        self.longest_wait_s = (processor.router.max_s if longest_wait_s is None
+                               else longest_wait_s)
         self._heap: list[_Held] = []
         self._seq = itertools.count()
         self.max_held = max_held
@@ -83,12 +88,13 @@ class RetryScheduler:
         return len(self._heap) + len(self._running)
 
     async def admit(self, record: SourceRecord, ack: Ack) -> None:
-        """Hold ``record`` until it is due; ``ack`` acknowledges it afterwards.
-        Waits while ``max_held`` records are held."""
+        """Hold ``record`` until it is due (at most ``longest_wait_s`` from now);
+        ``ack`` acknowledges it afterwards. Waits while ``max_held`` records are held."""
         while self.held >= self.max_held:
             self._room.clear()
             await self._room.wait()
-        heapq.heappush(self._heap, _Held(due_at(record), next(self._seq), record, ack))
+        due = min(due_at(record), self.clock() + self.longest_wait_s)
+        heapq.heappush(self._heap, _Held(due, next(self._seq), record, ack))
         self._wake.set()
 
     def _freed(self, task: asyncio.Task[None]) -> None:

@@ -41,7 +41,7 @@ def message_row(
         "role": msg.role,
         "name": msg.name,
         "content": msg.content,
-        "tool_calls": json.dumps(msg.tool_calls, ensure_ascii=False) if msg.tool_calls else None,
+        "tool_calls": msg.tool_calls_json(),
         "tool_call_id": msg.tool_call_id,
         "origin_conversation_id": origin_conversation_id,
         "created_at": naive_utc(msg.created_at),
@@ -156,6 +156,24 @@ class MessageStore:
             async with self.engine.begin() as conn:
                 await conn.execute(self._insert, fresh)
         return {(r["tenant_id"], r["event_id"]) for r in fresh}
+
+    async def probe(self) -> None:
+        """Write a valid row in a transaction that is rolled back: raises what any
+        write would raise now, and leaves nothing behind. Tells a database that
+        refuses one row from one that refuses every row."""
+        row = {
+            "tenant_id": "memstream", "event_id": "memstream-write-probe",
+            "conversation_id": "memstream-write-probe", "user_id": "memstream",
+            "agent_id": "memstream", "role": "system", "name": None, "content": "",
+            "tool_calls": None, "tool_call_id": None, "origin_conversation_id": None,
+            "created_at": naive_utc(datetime.now(UTC)), "ingested_at": naive_utc(datetime.now(UTC)),
+        }
+        async with self.engine.connect() as conn:
+            transaction = await conn.begin()
+            try:
+                await conn.execute(self._insert, [row])
+            finally:
+                await transaction.rollback()
 
     async def recent(self, tenant_id: str, conversation_id: str, limit: int) -> list[MessageDoc]:
         """The newest ``limit`` messages, oldest first."""

@@ -1,65 +1,74 @@
-"""Decoding chat events from raw Kafka values, with a reason for every rejection.
+"""Decoding records from raw Kafka values, with a reason for every rejection.
 
-Bad input is never dropped silently: :func:`decode_chat_event` returns either a
+Bad input is never dropped silently: :func:`decode_chat_event` (and
+:func:`decode_record` for memstream's internal topics) returns either a
 validated record or a :class:`Rejected` naming one of a small, fixed set of
-reasons (used as a metric label and a dead-letter header).
+reasons (used as a metric label and a dead-letter header; see
+:mod:`streams.domain.rejections`). Neither raises, whatever the bytes.
+
+What is accepted is what the sinks can take: every string is Unicode text
+(no lone surrogates), the nesting is bounded, every date-time converts to UTC
+inside what MySQL DATETIME holds, ``content`` and ``tool_calls`` fit their
+columns, and every id fits its column (the lengths in ``streams/records.py``
+are those of ``conversation_message`` in ``streams/db/schema.py``).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Final
+from typing import Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from streams.domain.json_doc import MAX_DEPTH, load_object
+from streams.domain.rejections import (
+    INVALID_TEXT,
+    MISSING_TENANT,
+    OUT_OF_RANGE,
+    REASONS,
+    SCHEMA,
+    TOO_DEEP,
+    TOO_LARGE,
+    UNDECODABLE,
+    UNKNOWN_TYPE,
+    UNSTORABLE,
+    Rejected,
+)
 from streams.records import EVENT_TYPES, ChatEvent, ChatMessage, SessionEnd
 
-UNDECODABLE: Final = "undecodable"
-MISSING_TENANT: Final = "missing_tenant"
-UNKNOWN_TYPE: Final = "unknown_type"
-TOO_LARGE: Final = "too_large"
-SCHEMA: Final = "schema"
-REASONS: Final = (UNDECODABLE, MISSING_TENANT, UNKNOWN_TYPE, TOO_LARGE, SCHEMA)
+__all__ = [
+    "INVALID_TEXT", "MAX_DEPTH", "MISSING_TENANT", "OUT_OF_RANGE", "REASONS", "SCHEMA",
+    "TOO_DEEP", "TOO_LARGE", "UNDECODABLE", "UNKNOWN_TYPE", "UNSTORABLE", "Rejected",
+    "decode_chat_event", "decode_record",
+]
+
+M = TypeVar("M", bound=BaseModel)
 
 _adapter: TypeAdapter[ChatMessage | SessionEnd] = TypeAdapter(ChatEvent)
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    reason: str
-    error_class: str
-    message: str
+# validation errors whose type is itself a reason (raised by the models' own rules)
+_REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE})
 
 
 def decode_chat_event(
-    raw: bytes | None, max_content_bytes: int
+    raw: bytes | None, max_content_bytes: int, *, max_depth: int = MAX_DEPTH
 ) -> ChatMessage | SessionEnd | Rejected:
     """Decode one ``chat.messages`` value.
 
     Checks run in a fixed order so each input gets exactly one reason:
-    undecodable (not UTF-8 JSON of an object) → missing_tenant → unknown_type →
-    too_large (``content`` over ``max_content_bytes`` UTF-8 bytes) → schema.
+    undecodable → too_deep → invalid_text (:func:`~streams.domain.json_doc.load_object`)
+    → missing_tenant → unknown_type → too_large (``content`` over
+    ``max_content_bytes`` UTF-8 bytes) → the model: out_of_range (``created_at``),
+    too_large (``tool_calls`` over 65,535 bytes as JSON), schema (anything else).
     """
-    if raw is None:
-        return Rejected(UNDECODABLE, "EmptyValue", "the record has no value")
-    try:
-        doc = json.loads(raw)
-    except UnicodeDecodeError as exc:
-        return Rejected(UNDECODABLE, type(exc).__name__, f"value is not UTF-8: {exc.reason}")
-    except ValueError as exc:
-        return Rejected(UNDECODABLE, type(exc).__name__, f"value is not JSON: {exc}")
-    if not isinstance(doc, dict):
-        return Rejected(
-            UNDECODABLE, "NotAnObject", f"value is JSON {type(doc).__name__}, not an object"
-        )
+    doc = load_object(raw, max_depth=max_depth)
+    if isinstance(doc, Rejected):
+        return doc
     tenant = doc.get("tenant_id")
     if tenant is None or tenant == "":
         return Rejected(MISSING_TENANT, "MissingTenant", "tenant_id is missing or empty")
     kind = doc.get("type")
-    if kind not in EVENT_TYPES:
+    if not isinstance(kind, str) or kind not in EVENT_TYPES:
         return Rejected(
-            UNKNOWN_TYPE, "UnknownType", f"type {kind!r} is not one of {list(EVENT_TYPES)}"
+            UNKNOWN_TYPE, "UnknownType", f"type {_short(kind)} is not one of {list(EVENT_TYPES)}"
         )
     content = doc.get("content")
     if isinstance(content, str) and len(content) * 4 > max_content_bytes:
@@ -73,13 +82,38 @@ def decode_chat_event(
     try:
         return _adapter.validate_python(doc)
     except ValidationError as exc:
-        return Rejected(SCHEMA, "ValidationError", _short_errors(exc))
+        return invalid(exc, skip=1)  # the first location is the union's tag
 
 
-def _short_errors(exc: ValidationError, limit: int = 3) -> str:
+def decode_record(raw: bytes | None, model: type[M], *, max_depth: int = MAX_DEPTH) -> M | Rejected:
+    """One record of an internal topic (an idle check, a session end to consolidate):
+    the same document checks as a chat event, then ``model``'s validation."""
+    doc = load_object(raw, max_depth=max_depth)
+    if isinstance(doc, Rejected):
+        return doc
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        return invalid(exc)
+
+
+def invalid(exc: ValidationError, *, skip: int = 0) -> Rejected:
+    """The rejection for a failed validation: out_of_range or too_large when every
+    error is of that kind, schema otherwise."""
+    kinds = {str(err["type"]) for err in exc.errors()}
+    reason = next(iter(kinds)) if len(kinds) == 1 and kinds <= _REASON_ERRORS else SCHEMA
+    return Rejected(reason, "ValidationError", _short_errors(exc, skip))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = ascii(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _short_errors(exc: ValidationError, skip: int, limit: int = 3) -> str:
     parts = []
     for err in exc.errors()[:limit]:
-        loc = ".".join(str(p) for p in err["loc"][1:] or err["loc"])
+        loc = ".".join(str(p) for p in err["loc"][skip:] or err["loc"])
         parts.append(f"{loc}: {err['msg']}")
     more = exc.error_count() - limit
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

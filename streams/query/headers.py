@@ -9,6 +9,7 @@ matches it with no adapter.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ CORRELATION_ID = "kafka_correlationId"
 REPLY_PARTITION = "kafka_replyPartition"
 
 Headers = Sequence[tuple[str, bytes]]
+# Kafka's own rule for topic names
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 class BadReplyHeaders(ValueError):
@@ -44,7 +47,8 @@ def reply_address(headers: Headers) -> ReplyAddress | None:
     """Where to reply; None when the request names no reply topic.
 
     Raises :class:`BadReplyHeaders` when a reply topic is named but unusable
-    (not UTF-8, empty) or the partition is not a 4-byte big-endian int.
+    (not UTF-8, empty, not a legal topic name) or the partition is not a 4-byte
+    big-endian int.
     """
     raw_topic = _first(headers, REPLY_TOPIC)
     if raw_topic is None:
@@ -55,6 +59,8 @@ def reply_address(headers: Headers) -> ReplyAddress | None:
         raise BadReplyHeaders("kafka_replyTopic is not UTF-8") from exc
     if not topic:
         raise BadReplyHeaders("kafka_replyTopic is empty")
+    if not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+        raise BadReplyHeaders("kafka_replyTopic is not a legal Kafka topic name")
     raw_partition = _first(headers, REPLY_PARTITION)
     partition = None
     if raw_partition is not None:

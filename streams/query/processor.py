@@ -9,7 +9,6 @@ goes to the dead-letter topic with the reason, never silence.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from streams.domain.json_doc import load_object
+from streams.domain.rejections import Rejected
 from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
 from streams.publish import Outgoing, SourceRecord, dead_letter
 from streams.query.engine import QueryEngine
@@ -79,18 +80,18 @@ class QueryProcessor:
             return self._dead(rec, "bad_reply_headers", str(exc))
         if addr is None:
             return self._dead(rec, "no_reply_topic", "the request has no kafka_replyTopic header")
+        doc = load_object(rec.value)
+        if isinstance(doc, Rejected):
+            return self._error(rec, addr, None,
+                               f"not a JSON object memstream can read ({doc.reason}): "
+                               f"{doc.message}", start)
         try:
-            doc = json.loads(rec.value or b"")
-            if not isinstance(doc, dict):
-                raise ValueError("the request is not a JSON object")
             query = MemoryQuery.model_validate(doc)
             if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
                 QUERY_EXPIRED.inc()
                 return Answer(expired=True)
         except ValidationError as exc:
             return self._error(rec, addr, doc, _short_errors(exc), start)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return self._error(rec, addr, None, f"not a JSON object: {exc}", start)
         try:
             reply = await self.engine.answer(query)
         except Exception as exc:  # a reply always comes back
@@ -115,5 +116,6 @@ class QueryProcessor:
         return self._reply(rec, addr, reply)
 
 
-def _str(v: object) -> str | None:
-    return v if isinstance(v, str) else None
+def _str(v: object, limit: int = 255) -> str | None:
+    """An id to echo in an error reply: only a string of id length."""
+    return v if isinstance(v, str) and len(v) <= limit else None

@@ -22,18 +22,23 @@ class FlakyError(Exception):
     pass
 
 
+class DatabaseDown(ConnectionError):
+    """What the driver raises when the database is unreachable (a transient error)."""
+
+
 class FakeMessageStore:
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
         self.fail_next = 0
         self.calls = 0
         self.closed_sessions: dict[tuple[str, str], int] = {}
+        self.probes = 0
 
     async def store(self, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
         self.calls += 1
         if self.fail_next:
             self.fail_next -= 1
-            raise FlakyError("database unavailable")
+            raise DatabaseDown("database unavailable")
         have = {(r["tenant_id"], r["event_id"]) for r in self.rows}
         new = set()
         for r in rows:
@@ -55,8 +60,11 @@ class FakeMessageStore:
             return
         if self.fail_next:
             self.fail_next -= 1
-            raise FlakyError("database unavailable")
+            raise DatabaseDown("database unavailable")
         self.closed_sessions.update(marks)
+
+    async def probe(self) -> None:
+        self.probes += 1
 
 
 class FakeCache:

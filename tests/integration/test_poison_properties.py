@@ -1,0 +1,112 @@
+"""Poison through the real IngestProcessor and the real MessageStore on MariaDB
+(fakes for the cache, the publisher and the sessions table): whatever a batch
+holds, processing returns, every record is stored or dead-lettered exactly once
+(or is a session end), and its good batch-mates are stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import SecretStr
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.db.engine import create_engine
+from streams.db.messages import MessageStore
+from streams.db.schema import conversation_message
+from streams.db.stale_marks import StaleMarkStore
+from streams.domain.events import Rejected, decode_chat_event
+from streams.domain.subagent import Disposition, disposition
+from streams.ingest import IngestConfig, IngestProcessor
+from streams.publish import SourceRecord, header
+from streams.records import ChatMessage
+from streams.settings import DatabaseSettings
+from streams.stale import StaleHistories
+from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
+from tests.support.poison import ID, poison_records, valid_events
+from tests.support.services import drop_database, migrated_database, unique
+
+CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
+                   session_closed_topic="closed", retry_initial_s=0.05, retry_max_s=0.2)
+EXAMPLES = max(10, settings.default.max_examples // 2)
+
+
+@pytest.fixture(scope="module")
+def db() -> Iterator[tuple[asyncio.Runner, AsyncEngine]]:
+    name = f"ms_{unique('prop')}"
+    with asyncio.Runner() as runner:
+        url = runner.run(migrated_database(name))
+        engine = create_engine(DatabaseSettings(url=SecretStr(url)))
+        try:
+            yield runner, engine
+        finally:
+            runner.run(engine.dispose())
+            drop_database(name)
+
+
+def batch_of(goods: list[dict[str, Any]], poisons: list[bytes],
+             order: list[int]) -> list[SourceRecord]:
+    values = [json.dumps(g).replace(ID, f"good-{n}").encode() for n, g in enumerate(goods)]
+    values += [p.replace(ID.encode(), f"poison-{n}".encode()) for n, p in enumerate(poisons)]
+    key = b"c"
+    return [SourceRecord("chat", 0, offset, key, values[i]) for offset, i in enumerate(order)]
+
+
+async def stored_keys(engine: AsyncEngine) -> set[tuple[str, str]]:
+    t = conversation_message.c
+    async with engine.connect() as conn:
+        return {(r.tenant_id, r.event_id) for r in await conn.execute(
+            select(t.tenant_id, t.event_id))}
+
+
+async def run_batch(engine: AsyncEngine, records: list[SourceRecord]) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(delete(conversation_message))
+    pub = FakePublisher()
+    cache = FakeCache()
+    stale = StaleHistories(cache, StaleMarkStore(engine))  # type: ignore[arg-type]
+    proc = IngestProcessor(CFG, MessageStore(engine), cache, pub, FakeTable(),  # type: ignore[arg-type]
+                           stale=stale)
+    await asyncio.wait_for(proc.process(records), 60)  # it must return: nothing waits for ever
+    stored = await stored_keys(engine)
+    dead = [int(header(d.headers, "memstream.source.offset") or -1) for d in pub.on("dlq")]
+    assert len(dead) == len(set(dead)), "a record was dead-lettered twice"
+    for d in pub.on("dlq"):
+        assert d.value == records[int(header(d.headers, "memstream.source.offset") or -1)].value
+    rerouted = {int(header(r.headers, "memstream.origin.offset") or -1) for r in pub.on("sub")}
+    for rec in records:
+        decoded = decode_chat_event(rec.value, CFG.max_content_bytes)
+        outcomes = [rec.offset in dead, rec.offset in rerouted]
+        if isinstance(decoded, ChatMessage) and disposition(decoded) is Disposition.KEEP:
+            outcomes.append((decoded.tenant_id, decoded.event_id) in stored)
+        elif not isinstance(decoded, Rejected):  # a session end or dropped sub-agent chat
+            outcomes.append(True)
+        assert outcomes.count(True) == 1, (rec.value, decoded, outcomes)
+        if isinstance(decoded, Rejected):
+            assert rec.offset in dead
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    goods=st.lists(valid_events, min_size=1, max_size=4),
+    poisons=st.lists(poison_records, min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_poison_never_stops_a_batch(db: tuple[asyncio.Runner, AsyncEngine],
+                                    goods: list[dict[str, Any]], poisons: list[bytes],
+                                    data: st.DataObject) -> None:
+    runner, engine = db
+    order = data.draw(st.permutations(range(len(goods) + len(poisons))))
+    records = batch_of(goods, poisons, list(order))
+    runner.run(run_batch(engine, records))
+    # the good batch-mates are all stored (or, for session ends, applied)
+    stored = runner.run(stored_keys(engine))
+    for n, g in enumerate(goods):
+        if g["type"] == "message":
+            assert ("t1", f"good-{n}") in stored
