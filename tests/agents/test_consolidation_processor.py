@@ -125,12 +125,14 @@ async def test_the_in_flight_gauge_counts_running_consolidations(engine: AsyncEn
     from streams.metrics import CONSOLIDATIONS_IN_FLIGHT
 
     h = Harness(engine)
-    release = asyncio.Event()
+    release, both = asyncio.Event(), asyncio.Event()
     started = 0
 
     async def blocked_run(closed: object) -> object:
         nonlocal started
         started += 1
+        if started == 2:
+            both.set()
         await release.wait()
         if closed.closed_id == "t1/b#1":  # type: ignore[attr-defined]
             raise RuntimeError("a failure still leaves the gauge")
@@ -142,8 +144,7 @@ async def test_the_in_flight_gauge_counts_running_consolidations(engine: AsyncEn
     before = in_flight()
     h.pipeline.run = blocked_run  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(h.processor.process([h.record(h.closed(c)) for c in "ab"]))
-    while started < 2:
-        await asyncio.sleep(0.001)
+    await asyncio.wait_for(both.wait(), 5)
     assert in_flight() == before + 2
     release.set()
     await task

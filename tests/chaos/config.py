@@ -3,7 +3,8 @@
 The defaults are the CI run (both phases in about eight minutes on two cores);
 a soak is the same test with bigger numbers, e.g.
 
-    CHAOS_SEED=7 CHAOS_CONVERSATIONS=2000 CHAOS_RATE=250 CHAOS_KILLS=10 make test-chaos
+    CHAOS_SEED=7 CHAOS_CONVERSATIONS=2000 CHAOS_USERS=700 CHAOS_RATE=250 CHAOS_KILLS=10 \
+        make test-chaos
 
 Everything random (the workload, the queries, the fault schedule) follows from
 ``CHAOS_SEED``: a failing run is repeated by running it again with its seed,

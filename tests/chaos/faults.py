@@ -7,11 +7,12 @@ the workload has been published, one after the other; killed workers come back
 after their pause while the next faults go on.
 
 The SIGKILL in the middle of a consolidation is aimed from the outside: the
-workers' ``memstream_consolidations_in_flight`` gauge is polled until one of
-them is consolidating, that one is killed at once, and the database tells
-whether it left a run unfinished (a run not ``done`` right after the kill and
-still not a moment later, while the survivors finish theirs within
-milliseconds and nobody has taken over the dead worker's partitions yet).
+workers' ``memstream_consolidations_in_flight`` gauge is polled until exactly
+one of them is consolidating while the database holds a run that is not
+``done`` and was touched within the last second — that worker's run — and that
+worker is killed at once. The kill counts as aimed when the run is still not
+done a moment later (survivors finish theirs within milliseconds, and nobody
+has taken over the dead worker's partitions yet); otherwise it aims again.
 """
 
 from __future__ import annotations
