@@ -65,6 +65,7 @@ class Message:
     role: str
     content: str
     session: int
+    position: int = 0  # index in the published stream
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,7 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         records.append(Record("chat", c.id.encode(),
                               json.dumps(_chat_doc(e, when), separators=(",", ":")).encode()))
         if e.role:
-            messages.append(Message(c, e.event_id, e.role, e.content, e.session))
+            messages.append(Message(c, e.event_id, e.role, e.content, e.session, pos))
             session_ids.setdefault((c.id, e.session), []).append(e.event_id)
     sessions = [Session(c, s, tuple(session_ids[(c.id, s)]))
                 for c in conversations for s in range(1, len(planned[c.id]) + 1)]

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.chaos.checks import check_phase, memory_identity
+from tests.chaos.checks import check_phase, memory_identity, stretches
 from tests.chaos.config import WorkloadSpec
 from tests.chaos.snapshot import DeadLetter, Lag, MemoryRow, Snapshot, StoredMessage
 from tests.chaos.workload import Workload, build_workload
@@ -195,3 +195,9 @@ def test_a_failure_names_counts_and_examples(workload: Workload) -> None:
     text = found.render("B")
     assert text.startswith(f"FAIL [B] {ONCE}: {len(workload.messages)} produced")
     assert "8 missing" in text and "(+3 more)" in text
+    assert "missing, where in the stream: 0.0%-" in text
+
+
+def test_stretches_group_nearby_positions() -> None:
+    assert stretches([5, 1, 90, 500, 520, 900], 1000) == [
+        "0.1%-9.0% (3)", "50.0%-52.0% (2)", "90.0%-90.0% (1)"]

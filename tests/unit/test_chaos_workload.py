@@ -94,6 +94,8 @@ def test_every_good_event_is_valid_and_every_session_ends_after_its_messages(
     assert sum(len(s.event_ids) for s in w.sessions) == len(w.messages)
     assert len({(m.conversation.tenant, m.event_id) for m in w.messages}) == len(w.messages)
     assert len(seen) == spec.conversations
+    for m in w.messages:
+        assert json.loads(w.records[m.position].value)["event_id"] == m.event_id
 
 
 @pytest.mark.parametrize("spec", SPECS)
