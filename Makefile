@@ -7,8 +7,8 @@ STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
-        test-integration lint typecheck demo bench-ingest bench-consolidation bench-query \
-        bench-locomo bench-retrieval bench-memory docs schemas clean
+        test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
+        bench-query bench-locomo bench-retrieval bench-memory docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -33,7 +33,7 @@ services-down:  ## stop the services started by `make services`
 services-status:  ## show which services are running
 	$(PYTHON) scripts/services.py status
 
-test: $(STAMP) services  ## the whole suite against the real services
+test: $(STAMP) services  ## the whole suite against the real services, the chaos test last
 	$(PY) -m pytest
 
 test-unit: $(STAMP)  ## pure logic only (no services)
@@ -44,6 +44,9 @@ test-agents: $(STAMP)  ## processors against in-memory fakes (no services)
 
 test-integration: $(STAMP) services  ## against real Kafka, Redis and MariaDB
 	$(PY) -m pytest tests/integration
+
+test-chaos: $(STAMP) services  ## faults under load vs an undisturbed run (CHAOS_* settings)
+	$(PY) -m pytest tests/chaos
 
 lint: $(STAMP)  ## ruff
 	$(VENV)/bin/ruff check streams agents tests bench

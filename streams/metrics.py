@@ -84,6 +84,10 @@ CONSOLIDATIONS = Counter(
     "Session consolidations, by provider and outcome (done, retried, dead_lettered, skipped).",
     ["provider", "outcome"],
 )
+CONSOLIDATIONS_IN_FLIGHT = Gauge(
+    "memstream_consolidations_in_flight",
+    "Session ends this worker is consolidating right now (claimed, judged or writing).",
+)
 CONSOLIDATION_LATENCY = Histogram(
     "memstream_consolidation_seconds", "Time to consolidate one session end, by provider.",
     ["provider"], buckets=LATENCY_BUCKETS,

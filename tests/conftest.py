@@ -1,6 +1,7 @@
 """Test tiers by folder: unit (pure, no event loop), agents (processors with
 in-memory fakes), integration (real Kafka, Redis and MariaDB from
-``make services``)."""
+``make services``), chaos (the whole system under faults; it runs after the
+rest of the suite, so a plain ``pytest`` ends with it)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,14 @@ settings.register_profile("thorough", parent=settings.get_profile("memstream"),
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "memstream"))
 
 
+def _tier(item: pytest.Item) -> str | None:
+    rel = Path(str(item.fspath)).relative_to(ROOT)
+    return rel.parts[0] if len(rel.parts) > 1 else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        rel = Path(str(item.fspath)).relative_to(ROOT)
-        tier = rel.parts[0] if len(rel.parts) > 1 else None
-        if tier in {"unit", "agents", "integration"}:
+        tier = _tier(item)
+        if tier in {"unit", "agents", "integration", "chaos"}:
             item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=lambda item: _tier(item) == "chaos")  # stable: the rest keeps its order

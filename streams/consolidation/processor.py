@@ -29,7 +29,12 @@ from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.consolidation.retrying import RetryRouter, attempt_of, classify
 from streams.domain.events import Rejected, decode_record
 from streams.domain.routing import route
-from streams.metrics import CONSOLIDATION_LATENCY, CONSOLIDATIONS, DEAD_LETTERS
+from streams.metrics import (
+    CONSOLIDATION_LATENCY,
+    CONSOLIDATIONS,
+    CONSOLIDATIONS_IN_FLIGHT,
+    DEAD_LETTERS,
+)
 from streams.publish import Outgoing, Publisher, SourceRecord
 from streams.records import SessionClosed
 from streams.retry import retry_forever
@@ -85,7 +90,8 @@ class ConsolidationProcessor:
             return Handled("dead_lettered", "unknown", out)
         key = f"{closed.tenant_id}/{closed.conversation_id}"
         async with self.locks.hold(key), self.concurrency:
-            handled = await self._run(record, closed)
+            with CONSOLIDATIONS_IN_FLIGHT.track_inprogress():
+                handled = await self._run(record, closed)
         CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()
         if deliver and handled.forward is not None:
             await self._deliver([handled.forward])

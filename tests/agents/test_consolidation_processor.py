@@ -120,6 +120,37 @@ async def test_one_conversation_in_order_others_concurrently(engine: AsyncEngine
     assert peak == 3
 
 
+async def test_the_in_flight_gauge_counts_running_consolidations(engine: AsyncEngine) -> None:
+    from streams.consolidation.pipeline import Outcome
+    from streams.metrics import CONSOLIDATIONS_IN_FLIGHT
+
+    h = Harness(engine)
+    release, both = asyncio.Event(), asyncio.Event()
+    started = 0
+
+    async def blocked_run(closed: object) -> object:
+        nonlocal started
+        started += 1
+        if started == 2:
+            both.set()
+        await release.wait()
+        if closed.closed_id == "t1/b#1":  # type: ignore[attr-defined]
+            raise RuntimeError("a failure still leaves the gauge")
+        return Outcome("done", "mysql")
+
+    def in_flight() -> float:
+        return CONSOLIDATIONS_IN_FLIGHT._value.get()
+
+    before = in_flight()
+    h.pipeline.run = blocked_run  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(h.processor.process([h.record(h.closed(c)) for c in "ab"]))
+    await asyncio.wait_for(both.wait(), 5)
+    assert in_flight() == before + 2
+    release.set()
+    await task
+    assert in_flight() == before
+
+
 async def test_the_scheduler_runs_records_when_due_and_acks_after(engine: AsyncEngine) -> None:
     h = Harness(engine)
     await h.say("c1", [("user", "I live in Rome.")])

@@ -1,0 +1,230 @@
+"""The chaos checks: what one phase's outside state must be, given the workload.
+
+Pure: a :class:`~tests.chaos.snapshot.Snapshot` (read from SQL, topics and
+Redis after the phase settled) and the :class:`~tests.chaos.workload.Workload`
+in, one :class:`Finding` per check out, each exact — a count that must be
+equal, never roughly. A failing finding says what differs, with counts and a
+few examples.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tests.chaos.snapshot import MemoryRow, Snapshot
+from tests.chaos.workload import Workload
+
+EXAMPLES = 5
+REDIS_HISTORY_MAX = 200  # MEMSTREAM_REDIS__HISTORY_MAX
+
+
+@dataclass
+class Finding:
+    check: str
+    ok: bool
+    summary: str
+    details: list[str] = field(default_factory=list)
+
+    def render(self, phase: str) -> str:
+        head = f"{'ok  ' if self.ok else 'FAIL'} [{phase}] {self.check}: {self.summary}"
+        return "\n".join([head, *(f"       {d}" for d in self.details)])
+
+
+def _examples(label: str, items: Iterable[object]) -> list[str]:
+    got = list(items)
+    if not got:
+        return []
+    shown = ", ".join(str(x) for x in got[:EXAMPLES])
+    more = f" (+{len(got) - EXAMPLES} more)" if len(got) > EXAMPLES else ""
+    return [f"{label}: {shown}{more}"]
+
+
+def _finding(check: str, problems: dict[str, Sequence[object]], summary: str) -> Finding:
+    details = [line for label, items in problems.items() for line in _examples(label, items)]
+    return Finding(check, not any(problems.values()), summary, details)
+
+
+def stretches(positions: Iterable[int], total: int, gap: int = 100) -> list[str]:
+    """Positions in the stream as stretches of its published share, to set beside the
+    timeline: ``"38.1%-40.2% (120)"``."""
+    runs: list[list[int]] = []
+    for p in sorted(positions):
+        if runs and p - runs[-1][-1] <= gap:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return [f"{r[0] / total:.1%}-{r[-1] / total:.1%} ({len(r)})" for r in runs]
+
+
+def messages_once(w: Workload, s: Snapshot) -> Finding:
+    expected = {(m.conversation.tenant, m.event_id) for m in w.messages}
+    stored = Counter((m.tenant, m.event_id) for m in s.messages)
+    missing = sorted(expected - set(stored))
+    unexpected = sorted(set(stored) - expected)
+    twice = sorted(k for k, n in stored.items() if n > 1)
+    where = {(m.conversation.tenant, m.event_id): m.position for m in w.messages}
+    return _finding("every chat message stored exactly once", {
+        "missing": [f"{t}/{e}" for t, e in missing],
+        "missing, where in the stream": stretches((where[k] for k in missing), len(w.records)),
+        "not in the workload": [f"{t}/{e}" for t, e in unexpected],
+        "stored twice": [f"{t}/{e}" for t, e in twice],
+    }, f"{len(expected)} produced, {len(stored)} stored, {len(missing)} missing, "
+       f"{len(unexpected)} not in the workload, {len(twice)} twice")
+
+
+def messages_in_order(w: Workload, s: Snapshot) -> Finding:
+    stored: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for m in sorted(s.messages, key=lambda m: m.id):
+        stored[(m.tenant, m.conversation)].append(m.event_id)
+    wrong = []
+    for key, produced in w.by_conversation().items():
+        rank = {e: i for i, e in enumerate(produced)}
+        got = [e for e in stored.get(key, []) if e in rank]
+        first = next((i for i in range(1, len(got)) if rank[got[i]] < rank[got[i - 1]]), None)
+        if first is not None:
+            wrong.append(f"{key[0]}/{key[1]} ({got[first]} stored after {got[first - 1]})")
+    return _finding("messages in produce order per conversation (row id order)",
+                    {"out of order": wrong},
+                    f"{len(wrong)} of {len(w.by_conversation())} conversations out of order")
+
+
+def sessions_consolidated(w: Workload, s: Snapshot) -> Finding:
+    expected = {x.closed_id for x in w.sessions}
+    missing = sorted(expected - set(s.runs))
+    unfinished = sorted(f"{c} ({st})" for c, st in s.runs.items()
+                        if c in expected and st != "done")
+    unexpected = sorted(f"{c} ({st})" for c, st in s.runs.items() if c not in expected)
+    done = sum(1 for c, st in s.runs.items() if c in expected and st == "done")
+    return _finding("one done consolidation run per session end", {
+        "no run": missing, "not done": unfinished, "runs of no session end": unexpected,
+    }, f"{len(expected)} session ends, {done} done, {len(missing)} without a run, "
+       f"{len(unfinished)} not done, {len(unexpected)} unexpected runs")
+
+
+def ledger_exact(w: Workload, s: Snapshot) -> Finding:
+    wrong, lost, foreign = [], 0, 0
+    for x in w.sessions:
+        if x.closed_id not in s.runs:
+            continue  # reported by sessions_consolidated
+        got, want = set(s.ledger.get(x.closed_id, [])), set(x.event_ids)
+        if got != want:
+            lost += len(want - got)
+            foreign += len(got - want)
+            some = [f"-{e}" for e in sorted(want - got)][:2] + [f"+{e}" for e in
+                                                                 sorted(got - want)][:2]
+            wrong.append(f"{x.closed_id} ({' '.join(some)})")
+    expected = {x.closed_id for x in w.sessions}
+    strays = sorted(c for c in s.ledger if c not in expected)
+    return _finding("each run's ledger is exactly its session's messages", {
+        "runs with other messages (-missing +foreign, first ones)": wrong,
+        "ledger rows of no session end": strays,
+    }, f"{len(wrong)} runs differ: {lost} of their messages missing, {foreign} foreign")
+
+
+def memory_identity(m: MemoryRow) -> tuple[str, ...]:
+    """What must be equal between two correct runs: not ids or times, and the source
+    events only for episodes (a fact stated twice keeps whichever came first)."""
+    sources = ",".join(m.source_event_ids) if m.kind == "episode" else ""
+    return (m.tenant, m.cube, m.owner, m.kind, m.type, m.content, sources)
+
+
+def _show(identity: tuple[str, ...]) -> str:
+    tenant, cube, owner, kind, type_, content, _ = identity
+    return f"{tenant}/{cube}/{owner or '-'} {kind}:{type_} {content!r}"
+
+
+def memories_unique(s: Snapshot) -> Finding:
+    counts = Counter(memory_identity(m) for m in s.memories)
+    twice = sorted((k for k, n in counts.items() if n > 1), key=_show)
+    facts = sum(1 for m in s.memories if m.kind == "fact")
+    return _finding("no valid memory twice", {
+        "valid more than once": [f"{_show(k)} x{counts[k]}" for k in twice],
+    }, f"{len(s.memories)} valid ({facts} facts), {len(twice)} held more than once "
+       f"({sum(counts[k] - 1 for k in twice)} extra)")
+
+
+def memories_as_reference(s: Snapshot, reference: Snapshot) -> Finding:
+    ours = {memory_identity(m) for m in s.memories}
+    theirs = {memory_identity(m) for m in reference.memories}
+    missing = sorted(theirs - ours, key=_show)
+    extra = sorted(ours - theirs, key=_show)
+    return _finding("valid memories identical to the undisturbed phase", {
+        "missing": [_show(k) for k in missing], "extra": [_show(k) for k in extra],
+    }, f"reference {len(theirs)} distinct, here {len(ours)}: {len(missing)} missing, "
+       f"{len(extra)} extra")
+
+
+def poison_dead_lettered_once(w: Workload, s: Snapshot) -> Finding:
+    counts = Counter(d.value for d in s.dead_letters)
+    missing = [p.name for p in w.poison if counts[p.value] == 0]
+    twice = [f"{p.name} x{counts[p.value]}" for p in w.poison if counts[p.value] > 1]
+    return _finding("every poison record in the dead-letter topic exactly once", {
+        "not dead-lettered": missing, "dead-lettered more than once": twice,
+    }, f"{len(w.poison)} poison records, {len(missing)} missing, {len(twice)} more than once")
+
+
+def no_other_dead_letters(w: Workload, s: Snapshot) -> Finding:
+    poison = {p.value for p in w.poison}
+    other = [d for d in s.dead_letters if d.value not in poison]
+    kinds = Counter(f"{d.stage}/{d.reason} from {d.source_topic}" for d in other)
+    return _finding("nothing else dead-lettered", {
+        "dead letters": [f"{k} x{n}" for k, n in kinds.most_common()],
+    }, f"{len(other)} other dead letters")
+
+
+def queries_answered_once(s: Snapshot) -> Finding:
+    counts = Counter(s.replies)
+    unanswered = [c.decode() for c in s.queries_sent if counts[c] == 0]
+    twice = [f"{c.decode()} x{counts[c]}" for c in s.queries_sent if counts[c] > 1]
+    sent = set(s.queries_sent)
+    strangers = [c.decode(errors="replace") for c in counts if c not in sent]
+    errors = Counter(s.reply_errors)
+    return _finding("every query answered exactly once", {
+        "unanswered": unanswered, "answered more than once": twice,
+        "replies to no query": strangers,
+    }, f"{len(sent)} queries, {len(s.replies)} replies, {len(unanswered)} unanswered, "
+       f"{len(twice)} more than once; reply errors: {dict(errors) or 'none'}")
+
+
+def redis_lists(s: Snapshot) -> Finding:
+    """A list is a cache of the database: when it exists it holds the conversation's
+    newest stored messages, newest first, each once (lost messages are another check)."""
+    stored: dict[str, list[str]] = defaultdict(list)
+    for m in sorted(s.messages, key=lambda m: m.id):
+        stored[f"{m.tenant}:{m.conversation}"].append(m.event_id)
+    twice, partial = [], []
+    for key, ids in sorted(s.redis_lists.items()):
+        if len(set(ids)) != len(ids):
+            dup = [e for e, n in Counter(ids).items() if n > 1]
+            twice.append(f"{key} ({', '.join(dup[:3])})")
+        want = list(reversed(stored.get(key, [])))[:REDIS_HISTORY_MAX]
+        if ids != want:
+            partial.append(f"{key} ({len(ids)} held, {len(want)} stored)")
+    return _finding("Redis lists: no event twice, each the newest stored messages in order", {
+        "an event twice": twice, "not the conversation's newest stored messages": partial,
+    }, f"{len(s.redis_lists)} lists, {len(twice)} with an event twice, "
+       f"{len(partial)} differ from the database")
+
+
+def lag_zero(s: Snapshot) -> Finding:
+    behind = [f"{r.group} {r.topic}[{r.partition}] {r.committed}/{r.end}"
+              for r in s.lag if r.committed < r.end]
+    uncovered = [f"{t}[{p}] end {e}" for t, p, e in s.uncovered]
+    groups = sorted({r.group for r in s.lag})
+    return _finding("final lag 0 on every input partition, for every consumer group", {
+        "behind": behind, "consumed to the end by no group": uncovered,
+    }, f"groups {groups}: {len(behind)} partitions behind, {len(uncovered)} uncovered")
+
+
+def check_phase(w: Workload, s: Snapshot, reference: Snapshot | None = None) -> list[Finding]:
+    out = [messages_once(w, s), messages_in_order(w, s), sessions_consolidated(w, s),
+           ledger_exact(w, s), memories_unique(s)]
+    if reference is not None:
+        out.append(memories_as_reference(s, reference))
+    out += [poison_dead_lettered_once(w, s), no_other_dead_letters(w, s)]
+    if s.queries_sent:
+        out.append(queries_answered_once(s))
+    out += [redis_lists(s), lag_zero(s)]
+    return out

@@ -1,0 +1,204 @@
+"""The two chaos phases, each in a namespace of its own (topics, consumer group,
+database, Redis prefix).
+
+* **undisturbed** — one worker on the shared services; the workload published
+  at once; wait until it settled; a snapshot from the outside.
+* **disturbed** — a private Redis and MariaDB (they are restarted), two or
+  more workers in one group, the workload at a steady rate with queries
+  alongside, and the fault schedule; wait until it settled; a snapshot.
+
+"Settled" is exact for a correct run — every message stored, every session
+end consolidated, every poison record dead-lettered, every query answered,
+every input partition consumed to its end by every group — and otherwise the
+moment nothing has moved for ``stall_s`` (or ``settle_max_s`` passed): the
+checks then say what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.chaos.config import ChaosConfig
+from tests.chaos.faults import Cluster, FaultDriver
+from tests.chaos.observe import Observer, Progress
+from tests.chaos.schedule import fault_schedule
+from tests.chaos.snapshot import Snapshot
+from tests.chaos.traffic import QuerySender, Timeline, create_topic, publish
+from tests.chaos.workload import Workload
+from tests.integration.conftest import Stack
+from tests.support.services import (
+    REDIS_PORT,
+    PrivateMariaDB,
+    PrivateRedis,
+    create_database,
+    delete_topics_containing,
+    drop_database,
+    free_port,
+    mysql_url,
+    unique,
+)
+
+WORKER_ENV = {
+    # sessions end only by their explicit session_end: the outcome must not depend on timing
+    "MEMSTREAM_CONSOLIDATION__IDLE_TIMEOUT_S": "86400",
+    "MEMSTREAM_CONSOLIDATION__BATCH_WITHIN_S": "0.2",
+    # a consolidation sent to the retry topic comes back within the run
+    "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
+    "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",
+}
+PARTITIONS = 8
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    snapshot: Snapshot
+    timeline: Timeline
+    settled: str  # complete, stalled or timed out
+    seconds: float
+    detail: str = ""
+
+
+def _stack(name: str, tmp: Path, database: str, db_url: str, redis_url: str) -> Stack:
+    return Stack(name=name, tmp=tmp, partitions=PARTITIONS, database=database,
+                 redis_url=redis_url,
+                 extra_env={**WORKER_ENV, "MEMSTREAM_DATABASE__URL": db_url})
+
+
+def _topics(stack: Stack) -> dict[str, str]:
+    t = stack.topics
+    return {role: t[role] for role in ("chat", "idle", "closed", "retry", "subagent")}
+
+
+def _observer(stack: Stack, db_url: str, redis_url: str) -> Observer:
+    t = stack.topics
+    return Observer(db_url=db_url, redis_url=redis_url, redis_prefix=stack.name,
+                    input_topics=[t[k] for k in ("chat", "subagent", "idle", "closed", "retry",
+                                                 "queries")],
+                    dlq_topic=t["dlq"], reply_topic=f"{stack.name}.replies")
+
+
+def _complete(p: Progress, w: Workload, queries: int) -> bool:
+    return (p.messages >= len(w.messages) and p.done_runs >= len(w.sessions)
+            and p.open_runs == 0 and p.dead_letters >= len(w.poison)
+            and p.replies >= queries and p.behind == 0)
+
+
+async def settle(observer: Observer, w: Workload, cfg: ChaosConfig, timeline: Timeline,
+                 queries: Callable[[], int] = lambda: 0) -> str:
+    loop = asyncio.get_running_loop()
+    began = last_move = loop.time()
+    last: Progress | None = None
+    while True:
+        try:
+            p: Progress | None = await observer.progress()
+        except Exception as exc:  # a database still coming back: no progress seen
+            timeline.note(f"progress unreadable: {type(exc).__name__}: {exc}")
+            p = None
+        now = loop.time()
+        if p is not None and _complete(p, w, queries()):
+            timeline.note(f"settled: {p}")
+            return "complete"
+        if p != last:
+            last, last_move = p, now
+        elif now - last_move > cfg.stall_s:
+            timeline.note(f"no progress for {cfg.stall_s:.0f}s: {p}")
+            return f"stalled ({p})"
+        if now - began > cfg.settle_max_s:
+            timeline.note(f"still moving after {cfg.settle_max_s:.0f}s: {p}")
+            return f"timed out ({p})"
+        await asyncio.sleep(1.0)
+
+
+async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
+    started = time.monotonic()
+    name = unique("chaosa")
+    database = f"ms_{name}"
+    redis_url = f"redis://127.0.0.1:{REDIS_PORT}/0"
+    db_url = create_database(database)
+    stack = _stack(name, tmp, database, db_url, redis_url)
+    timeline = Timeline()
+    cluster = Cluster(stack, timeline)
+    observer = _observer(stack, db_url, redis_url)
+    try:
+        await cluster.start(must=True)
+        await create_topic(observer.reply_topic, 1)
+        await publish(w, _topics(stack), timeline)
+        timeline.note(f"published {len(w.records)} records")
+        settled = await settle(observer, w, cfg, timeline)
+        snap = await observer.snapshot([])
+    finally:
+        cluster.kill_all()
+        await observer.close()
+        await observer.forget_redis()
+        drop_database(database)
+        await delete_topics_containing(name)
+    return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
+
+
+async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
+    started = time.monotonic()
+    name = unique("chaosb")
+    database = f"ms_{name}"
+    redis = PrivateRedis(free_port(), tmp / "redis")
+    mariadb = PrivateMariaDB(free_port(), tmp / "mariadb")
+    timeline = Timeline()
+    schedule = fault_schedule(w.spec.seed, kills=cfg.kills, redis_down_s=cfg.redis_down_s,
+                              mariadb_down_s=cfg.mariadb_down_s)
+    try:
+        await asyncio.gather(asyncio.to_thread(redis.start), asyncio.to_thread(mariadb.start))
+        db_url = create_database(database, mariadb.port)
+        assert db_url == mysql_url(database, mariadb.port)
+        stack = _stack(name, tmp, database, db_url, redis.url)
+        cluster = Cluster(stack, timeline, redis=redis, mariadb=mariadb)
+        observer = _observer(stack, db_url, redis.url)
+        try:
+            await cluster.start(must=True)  # creates the topics and migrates the schema
+            await asyncio.gather(*(cluster.start(must=True) for _ in range(cfg.workers - 1)))
+            await create_topic(observer.reply_topic, 1)
+            timeline.started = time.monotonic()
+            timeline.note(f"{len(cluster.live())} workers; schedule: "
+                          + "; ".join(f.describe() for f in schedule))
+            queries = QuerySender(w, stack.topics["queries"], observer.reply_topic,
+                                  cfg.query_rate)
+            driver = FaultDriver(cluster, schedule, observer)
+            tasks = [asyncio.create_task(queries.run(timeline.note))]
+            try:
+                sending = asyncio.create_task(publish(w, _topics(stack), timeline, cfg.rate))
+                tasks.append(sending)
+                faults = asyncio.create_task(driver.run())
+                tasks.append(faults)
+                await sending
+                timeline.note(f"published {len(w.records)} records")
+                await faults
+                timeline.note(f"faults done: {driver.kills} SIGKILLs, "
+                              f"{len(cluster.live())} workers live")
+                queries.stop()
+                await tasks[0]
+                timeline.note(f"{len(queries.sent)} queries sent")
+            finally:
+                for t in tasks:
+                    t.cancel()
+                for t in tasks:
+                    with contextlib.suppress(BaseException):
+                        await t
+                await driver.cancel()
+            settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent))
+            snap = await observer.snapshot(queries.sent)
+        finally:
+            cluster.kill_all()
+            await observer.close()
+            await delete_topics_containing(name)
+    finally:
+        redis.stop()
+        mariadb.remove()
+    detail = (f"{driver.kills} SIGKILLs; the aimed one left "
+              f"{', '.join(driver.aimed) or 'no run'} unfinished"
+              + (f"; faults not done: {', '.join(driver.skipped)}" if driver.skipped else ""))
+    return PhaseResult("B disturbed", snap, timeline, settled, time.monotonic() - started,
+                       detail)

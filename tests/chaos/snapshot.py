@@ -1,0 +1,61 @@
+"""What a chaos phase left behind, as read from the outside (see :mod:`.observe`).
+
+Plain data, so the checks (:mod:`.checks`) are pure and tested without services.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    tenant: str
+    event_id: str
+    conversation: str
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """A valid memory (``valid_to`` unset) of the built-in provider."""
+
+    tenant: str
+    cube: str
+    owner: str  # the user of a user_profile cube, "" for an agent cube
+    kind: str
+    type: str
+    content: str
+    source_event_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    value: bytes
+    stage: str
+    reason: str
+    source_topic: str
+
+
+@dataclass(frozen=True)
+class Lag:
+    group: str
+    topic: str
+    partition: int
+    committed: int  # 0 when the group committed nothing there
+    end: int
+
+
+@dataclass
+class Snapshot:
+    messages: list[StoredMessage] = field(default_factory=list)
+    runs: dict[str, str] = field(default_factory=dict)  # closed_id -> status
+    ledger: dict[str, list[str]] = field(default_factory=dict)  # closed_id -> event ids
+    memories: list[MemoryRow] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    queries_sent: list[bytes] = field(default_factory=list)  # correlation ids
+    replies: list[bytes] = field(default_factory=list)  # correlation id of each reply
+    reply_errors: list[str] = field(default_factory=list)  # error codes of replies
+    redis_lists: dict[str, list[str]] = field(default_factory=dict)  # "tenant:conv" -> ids
+    lag: list[Lag] = field(default_factory=list)
+    uncovered: list[tuple[str, int, int]] = field(default_factory=list)  # topic, partition, end

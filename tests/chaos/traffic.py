@@ -1,0 +1,142 @@
+"""Load for a chaos phase: the workload published at a steady rate, and memory
+queries over the public request/reply contract (Spring Kafka's headers), with
+their replies left on a reply topic for the checks to count."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import Callable
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from streams.query.headers import request_headers
+from tests.chaos import vocabulary as V
+from tests.chaos.workload import Workload
+from tests.support.services import KAFKA_BOOTSTRAP
+
+TICK_S = 0.05
+
+
+class Timeline:
+    """What happened when, for the report: seconds since the phase began and how
+    much of the workload was published."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.published = 0.0
+        self.lines: list[str] = []
+        self._waiting: list[tuple[float, asyncio.Future[None]]] = []
+
+    def advance(self, share: float) -> None:
+        self.published = share
+        for _, fut in [w for w in self._waiting if w[0] <= share]:
+            if not fut.done():
+                fut.set_result(None)
+        self._waiting = [w for w in self._waiting if w[0] > share]
+
+    async def reached(self, share: float) -> None:
+        """Returns once ``share`` of the workload has been published."""
+        if self.published >= share:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((share, fut))
+        await fut
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def note(self, what: str) -> None:
+        self.lines.append(f"{self.elapsed():7.1f}s {self.published:6.1%}  {what}")
+
+
+async def create_topic(name: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        if name not in await admin.list_topics():
+            await admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+def _producer() -> AIOKafkaProducer:
+    # idempotent: a retried send never puts a record on the topic twice, so what the
+    # checks expect is exactly what was produced
+    return AIOKafkaProducer(bootstrap_servers=KAFKA_BOOTSTRAP, acks="all",
+                            enable_idempotence=True, linger_ms=5)
+
+
+async def publish(workload: Workload, topics: dict[str, str], timeline: Timeline,
+                  rate: float | None = None) -> None:
+    """Every record of the workload, in order, at ``rate`` records/s (None: at once);
+    ``timeline.published`` follows the share sent."""
+    producer = _producer()
+    await producer.start()
+    try:
+        sent: list[asyncio.Future[object]] = []
+        total = len(workload.records)
+        began = time.monotonic()
+        for i, r in enumerate(workload.records):
+            if rate is not None and i % max(1, int(rate * TICK_S)) == 0:
+                due = began + i / rate
+                if (wait := due - time.monotonic()) > 0:
+                    await asyncio.sleep(wait)
+            sent.append(await producer.send(topics[r.topic], r.value, key=r.key))
+            timeline.advance((i + 1) / total)
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+def query_request(workload: Workload, n: int) -> tuple[bytes, bytes]:
+    """Query ``n`` (key, value): a user of the workload asks, in one of their conversations."""
+    rng = random.Random(f"query-{workload.spec.seed}-{n}")
+    c = rng.choice(workload.conversations)
+    doc = {"request_id": f"q{n}", "tenant_id": c.tenant, "user_id": c.user, "agent_id": c.agent,
+           "conversation_id": c.id, "message": rng.choice(V.QUESTIONS),
+           "options": {"timeout_ms": 30_000, "top_k": 5}}
+    return f"{c.tenant}/{c.user}".encode(), json.dumps(doc).encode()
+
+
+class QuerySender:
+    """Sends query after query at ``rate``/s until stopped; remembers the correlation ids."""
+
+    def __init__(self, workload: Workload, queries_topic: str, reply_topic: str,
+                 rate: float) -> None:
+        self.workload = workload
+        self.queries_topic = queries_topic
+        self.reply_topic = reply_topic
+        self.rate = rate
+        self.sent: list[bytes] = []
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self, on_error: Callable[[str], None]) -> None:
+        producer = _producer()
+        await producer.start()
+        try:
+            began = time.monotonic()
+            n = 0
+            while not self._stop.is_set():
+                key, value = query_request(self.workload, n)
+                cid = f"chaos-q{n}".encode()
+                try:
+                    await producer.send_and_wait(self.queries_topic, value, key=key,
+                                                 headers=request_headers(self.reply_topic, cid))
+                    self.sent.append(cid)
+                except Exception as exc:  # the broker is not disturbed; say so if it fails
+                    on_error(f"query {n} not sent: {type(exc).__name__}: {exc}")
+                n += 1
+                due = began + n / self.rate
+                if (wait := due - time.monotonic()) > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), wait)
+        finally:
+            await producer.stop()
