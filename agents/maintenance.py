@@ -1,12 +1,14 @@
-"""Periodic upkeep on the leader: retry failed expiries, purge the old ledger."""
+"""Periodic upkeep on the leader: retry failed expiries, purge the old ledgers."""
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 
 from streams.app import app, settings
+from streams.db.dead_letter_ledger import DeadLetterLedger
 from streams.faust_glue import timer
-from streams.worker import consolidation
+from streams.worker import consolidation, runtime
 
 log = logging.getLogger(__name__)
 PURGE_INTERVAL_S = 3600.0
@@ -26,9 +28,12 @@ async def sweep_expiries() -> None:
 @timer(app, PURGE_INTERVAL_S, on_leader=True, name="ledger-purge")
 async def purge_ledger() -> None:
     try:
-        rows, runs = await (await consolidation()).purge(
-            settings.consolidation.ledger_retention_days)
-        if rows or runs:
-            log.info("purged %d ledger rows and %d finished runs", rows, runs)
+        days = settings.consolidation.ledger_retention_days
+        rows, runs = await (await consolidation()).purge(days)
+        letters = await DeadLetterLedger(runtime.engine).purge(
+            datetime.now(UTC) - timedelta(days=days))
+        if rows or runs or letters:
+            log.info("purged %d ledger rows, %d finished runs and %d dead-letter records",
+                     rows, runs, letters)
     except Exception as exc:
         log.warning("ledger purge failed: %s: %s", type(exc).__name__, exc)

@@ -23,6 +23,11 @@ DEAD_LETTERS = Counter(
     "Events sent to the dead-letter topic, by stage and reason.",
     ["stage", "reason"],
 )
+DEAD_LETTERS_DEDUPLICATED = Counter(
+    "memstream_dead_letters_deduplicated_total",
+    "Dead letters not published again: their record was delivered again after its "
+    "dead letter had gone out.",
+)
 INGEST_BATCH = Histogram(
     "memstream_ingest_batch_size", "Events per ingest batch.", buckets=BATCH_BUCKETS
 )

@@ -17,6 +17,8 @@ from streams.consolidation.factory import (
     build_retry_scheduler,
 )
 from streams.consolidation.scheduler import RetryScheduler
+from streams.db.dead_letter_ledger import DeadLetterLedger
+from streams.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.faust_glue import (
     FaustTable,
     finish,
@@ -66,8 +68,12 @@ async def acknowledge(stream: Any, events: Iterable[Any]) -> None:
 
 
 @cache
-def publisher() -> ProducerPublisher:
-    return ProducerPublisher(app.producer.send)
+def publisher() -> ExactlyOnceDeadLetters:
+    """The worker's publisher: through Faust's producer, dead letters exactly once."""
+    return ExactlyOnceDeadLetters(
+        ProducerPublisher(app.producer.send), dlq_topic=settings.kafka.dlq_topic,
+        ledger=lambda: DeadLetterLedger(runtime.engine),
+        finder=DeadLetterFinder(settings.kafka))
 
 
 async def ingest_processor() -> IngestProcessor:

@@ -101,3 +101,18 @@ stale_history_mark = Table(
     Column("mark_id", BigInteger, nullable=False),
     Column("marked_at", Timestamp, nullable=False),
 )
+
+# Dead letters published, by the record they stand for: a redelivered record is
+# not dead-lettered twice (see streams.dead_letters).
+dead_letter_ledger = Table(
+    "dead_letter_ledger",
+    metadata,
+    Column("source_topic", BinaryKey(249), primary_key=True),
+    Column("source_partition", Integer, primary_key=True, autoincrement=False),
+    Column("source_offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("dlq_partition", Integer, nullable=False),
+    Column("sent", Integer, nullable=False),
+    Column("recorded_at", Timestamp, nullable=False),
+    Column("recorded_by", String(32), nullable=False),  # the attempt that recorded it
+    Index(None, "recorded_at"),
+)
