@@ -391,13 +391,18 @@ class IngestProcessor:
             self._sent(plan, last)
 
     def _sent(self, plan: SessionPlan, last: dict[str, SourceRecord]) -> None:
-        """Empty the outboxes of what was published (staged, on the newest state;
-        the next flush writes it)."""
+        """Empty the outboxes of what was published, on the newest state of each,
+        and write them at once (the session scan reads the table: a state left
+        saying "unpublished" would be sent an idle check for nothing)."""
         ids = {c.closed_id for c in plan.publish}
+        changed = False
         for key in plan.states:
             state = SessionState.from_table(self.states.get(key))
             if state is not None and state.sent(ids):
                 self.states.stage(key, state.to_table(), last[key])
+                changed = True
+        if changed:
+            self.states.flush()
 
     async def _write_cache(
         self,
