@@ -204,7 +204,8 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
     with open(log_path, "wb") as log:
         argv = [sys.executable, "-m", "streams.cli", "worker"]
         if os.environ.get("BENCH_PROFILE"):
-            argv = ["py-spy", "record", "-r", os.environ.get("BENCH_PROFILE_RATE", "200"), "-f", "raw", "-o",
+            rate = os.environ.get("BENCH_PROFILE_RATE", "200")
+            argv = ["py-spy", "record", "-r", rate, "-f", "raw", "-o",
                     str(ROOT / ".bench" / "ingest-profile.txt"), "--", *argv]
         proc = subprocess.Popen(argv, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)

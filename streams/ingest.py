@@ -353,6 +353,7 @@ class IngestProcessor:
                     tally.add(rec.topic, "duplicate")
             elif i in plan.outcomes:
                 tally.add(rec.topic, plan.outcomes[i])
+        self._late(items, plan, new_keys)
         for closed in plan.closed:
             result.closed.append(closed)
             SESSIONS_CLOSED.labels(closed.trigger).inc()
@@ -366,6 +367,26 @@ class IngestProcessor:
             else:
                 self.states.stage(key, state.to_table(), last[key])
         return appended, invalidate, last
+
+    def _late(self, items: Sequence[_Item], plan: SessionPlan,
+              new_keys: set[tuple[str, str]]) -> None:
+        """A message of a closed session stored only now (it was passed over and
+        delivered again) gets its session a late closing event, in the outbox."""
+        for key, sessions in plan.late.items():
+            state = plan.states[key]
+            for seq in sorted(sessions):
+                stored = [i for i, it in enumerate(items)
+                          if plan.stamps.get(i) == seq and isinstance(it.event, ChatMessage)
+                          and (it.event.tenant_id, it.event.event_id) in new_keys
+                          and table_key(it.event.tenant_id, it.event.conversation_id) == key]
+                if not stored:
+                    continue  # a redelivery of what was stored: its session took it
+                first = items[stored[0]]
+                assert isinstance(first.event, ChatMessage)
+                closed = state.late(seq, first.record.topic, first.record.offset,
+                                    self.clock(), first.event)
+                plan.closed.append(closed)
+                plan.publish.append(closed)
 
     async def _finish(
         self,

@@ -169,7 +169,10 @@ class SessionClosed(BaseModel):
     user_id: Ident
     agent_id: Ident
     conversation_id: Ident
-    trigger: Literal["explicit", "idle"]
+    trigger: Literal["explicit", "idle", "late"] = Field(description=(
+        "`explicit` (a session_end), `idle` (inactivity), or `late`: messages of a session "
+        "closed before they arrived (delivered again after records were passed over); "
+        "its consolidation takes the session's messages no earlier run took."))
     session_seq: int = Field(ge=1, description="1 for the first session of the conversation.")
     closed_at: StorableTime
     last_activity: StorableTime

@@ -37,6 +37,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("session_seq", sa.Integer, nullable=True))
     op.create_index("ix_conversation_message_tenant_id_conversation_id_session_seq",
                     "conversation_message", ["tenant_id", "conversation_id", "session_seq"])
+    op.create_index("ix_consolidation_ledger_tenant_id_conversation_id_message_id",
+                    "consolidation_ledger", ["tenant_id", "conversation_id", "message_id"])
     with op.batch_alter_table("consolidation_progress") as batch:
         batch.add_column(sa.Column("claimed_session_seq", sa.Integer, nullable=False,
                                    server_default="0"))
@@ -55,6 +57,8 @@ def downgrade() -> None:
     op.drop_table("conversation_session")
     with op.batch_alter_table("consolidation_progress") as batch:
         batch.drop_column("claimed_session_seq")
+    op.drop_index("ix_consolidation_ledger_tenant_id_conversation_id_message_id",
+                  table_name="consolidation_ledger")
     op.drop_index("ix_conversation_message_tenant_id_conversation_id_session_seq",
                   table_name="conversation_message")
     with op.batch_alter_table("conversation_message") as batch:

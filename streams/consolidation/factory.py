@@ -62,7 +62,8 @@ def build_consolidation(runtime: Runtime, configs: AgentConfigs,
             default_long_memory=c.default_long_memory, max_messages=c.max_messages,
             close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
             dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
-            dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars))
+            dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
+            late_window_days=c.ledger_retention_days))
     router = RetryRouter(
         source_topic=k.session_closed_topic, retry_topic=k.retry_topic, dlq_topic=k.dlq_topic,
         max_attempts=c.retry_attempts, initial_s=c.retry_backoff_initial_s,

@@ -90,12 +90,15 @@ class LedgerStore:
 
     async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
                     closed_id: str, session_seq: int, bound: datetime, limit: int,
-                    now: datetime, until_event_id: str | None = None) -> int:
+                    now: datetime, until_event_id: str | None = None,
+                    late_since: datetime | None = None) -> int:
         """Claim the messages of session ``session_seq`` (stamped with it at ingest,
         whenever they were stored) for ``closed_id``; returns how many were claimed
         now. Runs in ``conn``'s transaction, which the caller commits. A session
         at or below the conversation's highest claimed session claims nothing
-        (its end was consolidated before, and its ledger rows may be purged).
+        (its end was consolidated before, and its ledger rows may be purged),
+        unless ``late_since`` is given: a late closing event claims the
+        session's messages stored since then that no run claimed.
 
         Messages stored before sessions were stamped (``session_seq`` NULL) are
         claimed as they were then: those above the conversation's mark, up to
@@ -110,14 +113,18 @@ class LedgerStore:
             select(p.claimed_until_id, p.claimed_session_seq).where(*where)
             .with_for_update())).one()
         conv = (_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
-        stamped = [] if session_seq <= claimed_seq else (await conn.execute(
-            select(*_MESSAGE_COLUMNS).where(*conv, _m.session_seq == session_seq)
-            .order_by(_m.id))).all()
-        legacy = await self._legacy(conn, conv, mark, bound, limit, until_event_id)
+        if late_since is not None:
+            stamped = await self._late(conn, tenant_id, conversation_id, session_seq, late_since)
+            legacy = []
+        else:
+            stamped = [] if session_seq <= claimed_seq else list((await conn.execute(
+                select(*_MESSAGE_COLUMNS).where(*conv, _m.session_seq == session_seq)
+                .order_by(_m.id))).all())
+            legacy = await self._legacy(conn, conv, mark, bound, limit, until_event_id)
         moved: dict[str, Any] = {}
         if legacy:
             moved["claimed_until_id"] = int(legacy[-1].id)
-        if session_seq > claimed_seq:
+        if session_seq > claimed_seq and late_since is None:
             moved["claimed_session_seq"] = session_seq
         if moved:
             await conn.execute(update(consolidation_progress).where(*where).values(
@@ -138,6 +145,20 @@ class LedgerStore:
         if fresh:
             await conn.execute(self._ledger_row, fresh)
         return len(fresh)
+
+    async def _late(self, conn: AsyncConnection, tenant_id: str, conversation_id: str,
+                    session_seq: int, since: datetime) -> list[Any]:
+        """Messages of session ``session_seq`` stored since ``since`` that no run
+        claimed (a late closing event's share)."""
+        l = consolidation_ledger.c  # noqa: E741
+        taken = select(l.message_id).where(l.tenant_id == tenant_id,
+                                            l.conversation_id == conversation_id)
+        return list((await conn.execute(
+            select(*_MESSAGE_COLUMNS).where(
+                _m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
+                _m.session_seq == session_seq, _m.ingested_at >= since,
+                _m.id.not_in(taken))
+            .order_by(_m.id))).all())
 
     async def _legacy(self, conn: AsyncConnection, conv: tuple[Any, ...], mark: int,
                       bound: datetime, limit: int, until_event_id: str | None) -> list[Any]:

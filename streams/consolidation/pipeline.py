@@ -56,6 +56,7 @@ class PipelineConfig:
     dedup_levenshtein: float = 0.8
     dedup_short_len: int = 50
     episode_max_chars: int = 2000
+    late_window_days: float = 7.0  # a late session end takes messages stored this recently
 
 
 @dataclass
@@ -139,6 +140,8 @@ class ConsolidationPipeline:
                 conn, tenant_id=closed.tenant_id, conversation_id=closed.conversation_id,
                 closed_id=closed.closed_id, session_seq=closed.session_seq, bound=bound,
                 limit=self.config.max_messages,
+                late_since=(naive(now) - timedelta(days=self.config.late_window_days)
+                            if closed.trigger == "late" else None),
                 now=naive(now), until_event_id=closed.last_event_id)
             await self.runs.create(conn, Run(
                 closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,

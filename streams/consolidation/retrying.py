@@ -50,7 +50,20 @@ NEXT_ATTEMPT_AT = "memstream.next_attempt_at"
 RETRY_REASON = "memstream.retry.reason"
 ORIGIN_PARTITION = "memstream.origin.partition"
 ORIGIN_OFFSET = "memstream.origin.offset"
-_OWN = {ATTEMPT, NEXT_ATTEMPT_AT, RETRY_REASON, ORIGIN_PARTITION, ORIGIN_OFFSET}
+# set only when the origin is not on the session-closed topic: a record of the
+# retry topic that names no origin, copied back to it by a rebalance, names itself
+ORIGIN_TOPIC = "memstream.origin.topic"
+_OWN = {ATTEMPT, NEXT_ATTEMPT_AT, RETRY_REASON, ORIGIN_PARTITION, ORIGIN_OFFSET, ORIGIN_TOPIC}
+
+
+def keep_origin(record: SourceRecord) -> Headers:
+    """``record``'s headers, naming its origin: as they are when they name one,
+    else its own place (so that a copy is dead-lettered as the record it copies)."""
+    if header(record.headers, ORIGIN_PARTITION) is not None:
+        return list(record.headers)
+    return [*record.headers, (ORIGIN_TOPIC, record.topic.encode()),
+            (ORIGIN_PARTITION, str(record.partition).encode()),
+            (ORIGIN_OFFSET, str(record.offset).encode())]
 
 Kind = Literal["infrastructure", "retry", "dead"]
 
@@ -144,8 +157,10 @@ class RetryRouter:
         if record.topic == self.source_topic or part is None or off is None:
             return SourceRecord(record.topic, record.partition, record.offset, record.key,
                                 record.value, kept, record.timestamp, record.handle)
-        return SourceRecord(self.source_topic, _int(part), _int(off), record.key,
-                            record.value, kept, record.timestamp, record.handle)
+        named = header(record.headers, ORIGIN_TOPIC)
+        topic = self.source_topic if named is None else named.decode("utf-8", "replace")
+        return SourceRecord(topic, _int(part), _int(off), record.key, record.value, kept,
+                            record.timestamp, record.handle)
 
     def reject(self, record: SourceRecord, reason: str, error_class: str,
                message: str) -> Outgoing:

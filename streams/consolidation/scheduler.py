@@ -36,7 +36,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from streams.consolidation.processor import ConsolidationProcessor
-from streams.consolidation.retrying import due_at
+from streams.consolidation.retrying import due_at, keep_origin
 from streams.publish import Outgoing, Publisher, SourceRecord
 from streams.retry import retry_forever
 
@@ -148,7 +148,7 @@ class RetryScheduler:
         if not held:
             return 0
         self._room.set()
-        copies = [Outgoing(self.retry_topic, h.record.key, h.record.value, list(h.record.headers))
+        copies = [Outgoing(self.retry_topic, h.record.key, h.record.value, keep_origin(h.record))
                   for h in held]
         await retry_forever(lambda: self.publisher.publish(copies), what="retry-release",
                             initial_s=0.2, max_s=5.0)

@@ -58,6 +58,7 @@ consolidation_ledger = Table(
     Column("claimed_at", Timestamp, nullable=False),
     Index(None, "closed_id"),
     Index(None, "claimed_at"),
+    Index(None, "tenant_id", "conversation_id", "message_id"),
 )
 
 consolidation_progress = Table(

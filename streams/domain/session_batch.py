@@ -5,7 +5,10 @@ states and returns, without touching any store:
 
 * the session number each chat message belongs to (its **stamp**, stored with
   the message, so a session's consolidation takes exactly its own messages,
-  whenever they were stored);
+  whenever they were stored) — for a message at an offset the state passed,
+  the session current there; those of a closed session are *late candidates*
+  (the processor sends a late closing event for the ones that were not stored
+  before);
 * the new states, to be written to the sessions table once the messages are
   stored;
 * the closing events to publish: sessions closed by this batch, and any event
@@ -47,6 +50,9 @@ class SessionPlan:
     publish: list[SessionClosed] = field(default_factory=list)  # everything to (re)publish
     expired: dict[str, int] = field(default_factory=dict)  # key -> last closed session
     outcomes: dict[int, str] = field(default_factory=dict)  # item index -> tally outcome
+    # key -> closed session -> first item of it: messages of a session closed before
+    # they came (passed over, delivered again), or redeliveries of stored ones
+    late: dict[str, dict[int, int]] = field(default_factory=dict)
     # conversations with no history before this batch, as (tenant, conversation)
     fresh: set[tuple[str, str]] = field(default_factory=set)
 
@@ -88,7 +94,12 @@ def plan_sessions(
         if not isinstance(ev, IdleCheck):
             plan.expired.pop(key, None)  # active again after all
         if isinstance(ev, ChatMessage):
-            plan.stamps[i] = state.session_seq
+            if state.seen(item.topic, item.offset):  # passed over before, or a redelivery
+                plan.stamps[i] = state.session_of(item.topic, item.offset)
+                if plan.stamps[i] < state.session_seq:
+                    plan.late.setdefault(key, {}).setdefault(plan.stamps[i], i)
+            else:
+                plan.stamps[i] = state.session_seq
             state.apply_message(ev, item.topic, item.offset, now)
         elif isinstance(ev, SessionEnd):
             plan.outcomes[i] = "session_end"

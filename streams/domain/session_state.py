@@ -14,14 +14,21 @@ Two rules make session ends durable and sessions exact:
   that announces it are therefore one table record: whenever the state is
   written, a crash before the publish leaves the event to be published the
   next time the state is touched (a redelivered event, or an idle check).
-* **Stamp.** Every message belongs to the session that is current when it is
-  applied: :attr:`SessionState.session_seq` (a closed session already moved it
-  on). The ingest processor stores that number with the message, and a
-  session's consolidation takes exactly the messages stamped with it.
+* **Stamp.** Every message belongs to the session that is current at its
+  place in the partition: :attr:`SessionState.session_seq` for a message
+  applied now (a closed session already moved it on); for a message at an
+  offset the state has passed — delivered again after records were passed
+  over — the session that was current there (:meth:`SessionState.session_of`,
+  from the offsets each close left in ``bounds``). The ingest processor stores
+  that number with the message, and a session's consolidation takes exactly
+  the messages stamped with it. A message whose session was closed already
+  is *late*: :meth:`SessionState.late` puts a closing event for it in the
+  outbox, and its consolidation takes the session's messages no run took.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -29,6 +36,7 @@ from typing import Any, Literal
 from streams.records import ChatMessage, SessionClosed, SessionEnd
 
 TABLE_KEY_SEP = "/"
+BOUNDS_KEPT = 4  # session starts remembered per source topic
 
 
 def table_key(tenant_id: str, conversation_id: str) -> str:
@@ -64,6 +72,18 @@ class SessionState:
     offsets: dict[str, int] = field(default_factory=dict)
     last_event_id: str | None = None
     outbox: list[str] = field(default_factory=list)  # SessionClosed JSON, not yet published
+    # per source topic, [first offset, session] of the newest sessions' starts
+    bounds: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def session_of(self, source: str, offset: int) -> int:
+        """The session current at ``offset`` of ``source``."""
+        starts = self.bounds.get(source)
+        if not starts:
+            return self.session_seq
+        for first, seq in reversed(starts):
+            if offset >= first:
+                return seq
+        return starts[0][1] - 1
 
     def seen(self, source: str, offset: int) -> bool:
         return offset <= self.offsets.get(source, -1)
@@ -116,6 +136,26 @@ class SessionState:
         self.session_seq += 1
         self.session_message_count = 0
         self.open = False
+        for source, last in self.offsets.items():
+            starts = self.bounds.setdefault(source, [])
+            starts.append([last + 1, self.session_seq])
+            del starts[:-BOUNDS_KEPT]
+        self.outbox.append(closed.model_dump_json())
+        return closed
+
+    def late(self, session_seq: int, source: str, offset: int, now: float,
+             message: ChatMessage) -> SessionClosed:
+        """A closing event for messages of the closed session ``session_seq``
+        delivered after it closed (the first of them at ``source``/``offset``);
+        put in the outbox like any closing event."""
+        mark = hashlib.sha1(f"{source}:{offset}".encode()).hexdigest()[:12]
+        closed = SessionClosed(
+            closed_id=f"{self.tenant_id}/{self.conversation_id}#{session_seq}~{mark}",
+            tenant_id=self.tenant_id, user_id=message.user_id, agent_id=message.agent_id,
+            conversation_id=self.conversation_id, trigger="late", session_seq=session_seq,
+            closed_at=datetime.fromtimestamp(now, UTC),
+            last_activity=message.created_at.astimezone(UTC), message_count=0,
+        )
         self.outbox.append(closed.model_dump_json())
         return closed
 
@@ -158,6 +198,7 @@ class SessionState:
             "offsets": dict(self.offsets),
             "last_event_id": self.last_event_id,
             "outbox": list(self.outbox),
+            "bounds": {k: [list(b) for b in v] for k, v in self.bounds.items()},
         }
 
     @classmethod
@@ -180,6 +221,8 @@ class SessionState:
             offsets={str(k): int(v) for k, v in (value.get("offsets") or {}).items()},
             last_event_id=value.get("last_event_id"),
             outbox=[str(doc) for doc in value.get("outbox") or ()],
+            bounds={str(k): [[int(b[0]), int(b[1])] for b in v]
+                    for k, v in (value.get("bounds") or {}).items()},
         )
 
     @classmethod

@@ -11,8 +11,17 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.consolidation.retrying import ATTEMPT, NEXT_ATTEMPT_AT, attempt_of, due_at
+from streams.consolidation.retrying import (
+    ATTEMPT,
+    NEXT_ATTEMPT_AT,
+    ORIGIN_OFFSET,
+    ORIGIN_PARTITION,
+    ORIGIN_TOPIC,
+    attempt_of,
+    due_at,
+)
 from streams.consolidation.scheduler import RetryScheduler
+from streams.dead_letters import source_of
 from streams.publish import SourceRecord, header
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 
@@ -191,8 +200,15 @@ async def test_held_retries_are_released_when_a_rebalance_starts(engine: AsyncEn
     await sched.step()
     assert acked == ["x"] and sched.waiting == 0
     (copy,) = h.publisher.on("retry")
-    assert (copy.key, copy.value, copy.headers) == (rec.key, rec.value, headers)
+    # a record that names no origin names itself in the copy: dead-lettered later, the
+    # copy is the same dead letter as the record it copies
+    assert (copy.key, copy.value) == (rec.key, rec.value)
+    assert copy.headers == [*headers, (ORIGIN_TOPIC, b"retry"), (ORIGIN_PARTITION, b"1"),
+                            (ORIGIN_OFFSET, b"5")]
     assert attempt_of(SourceRecord("retry", 0, 0, None, None, copy.headers)) == 3
+    copied = SourceRecord("retry", 0, 99, copy.key, copy.value, copy.headers)
+    assert source_of(h.processor.router.reject(copied, "undecodable", "X", "bad")) == (
+        source_of(h.processor.router.reject(rec, "undecodable", "X", "bad")))
 
 
 async def test_the_scheduler_loop_runs_in_the_background(engine: AsyncEngine) -> None:

@@ -148,3 +148,26 @@ async def test_the_mark_is_written_before_the_state_is_dropped(clocked: Any) -> 
     await proc.process([idle_rec(0)])
     await proc.states.barrier()
     assert store.closed_sessions == {("t1", "c1"): 1} and "t1/c1" not in table.data
+
+
+async def test_a_redelivery_of_stored_messages_sends_no_late_end() -> None:
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = processor(store, FakeTable(), pub)
+    batch = recs([ev(0), ev(1), end(0), ev(2)])
+    await proc.process(batch)
+    await proc.process(batch)  # the state is ahead of the commit: all of it seen
+    assert closed_ids(pub) == ["t1/c1#1"]
+
+
+async def test_a_message_passed_over_gets_a_late_end_for_its_own_session() -> None:
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = processor(store, FakeTable(), pub)
+    batch = recs([ev(0), ev(1), end(0), ev(2)])
+    await proc.process([r for r in batch if r.offset != 1])
+    await proc.process(batch[1:])
+    ids = closed_ids(pub)
+    assert ids[0] == "t1/c1#1" and ids[1].startswith("t1/c1#1~") and len(ids) == 2
+    assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [
+        ("c1-0", 1), ("c1-2", 2), ("c1-1", 1)]
+    await proc.process(batch[1:])  # once more: stored now, nothing late
+    assert len(closed_ids(pub)) == 2

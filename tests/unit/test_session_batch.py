@@ -148,3 +148,40 @@ def test_a_message_after_an_expiry_check_keeps_the_state() -> None:
     events = [SourcedEvent("idle", 0, idle()), SourcedEvent("chat", 5, msg(5))]
     plan = plan_sessions(events, table(t_c=state).get, {}, now=100.0 + 4000, rules=RULES)
     assert plan.expired == {} and plan.stamps[1] == 2
+
+
+# offsets of the chat topic, the session each belongs to after three closes
+BOUNDS = [(0, 1), (4, 1), (5, 2), (9, 2), (10, 3), (12, 4)]
+
+
+def test_each_offset_belongs_to_the_session_current_there() -> None:
+    state = SessionState.new(msg(0))
+    for close_at in (4, 9, 11):  # a session_end at these offsets
+        state.apply_message(msg(close_at - 1), "chat", close_at - 1, now=1.0)
+        state.mark("chat", close_at)
+        state.close("explicit", now=2.0, end=end(close_at))
+    assert [(o, state.session_of("chat", o)) for o, _ in BOUNDS] == BOUNDS
+    assert state.session_of("sub", 3) == state.session_seq  # no close seen there
+
+
+def test_only_the_newest_session_starts_are_kept() -> None:
+    state = SessionState.new(msg(0))
+    for n in range(10):
+        state.apply_message(msg(2 * n), "chat", 2 * n, now=1.0)
+        state.mark("chat", 2 * n + 1)
+        state.close("explicit", now=2.0, end=end(n))
+    assert len(state.bounds["chat"]) == 4
+    assert state.session_of("chat", 19) == 10 and state.session_of("chat", 17) == 9
+
+
+def test_a_message_passed_over_is_stamped_with_its_session_and_is_a_late_candidate() -> None:
+    # offset 1 was passed over; the state went on to close session 1 at offset 3
+    events = src(msg(0), msg(1), msg(2), end(3), msg(4))
+    first = plan_sessions([e for e in events if e.offset != 1], {}.get, {}, now=10.0,
+                          rules=RULES)
+    state = first.states[KEY]
+    again = plan_sessions(events[1:], table(t_c=state).get, {}, now=11.0, rules=RULES)
+    assert again.stamps[0] == 1  # offset 1: session 1, closed already
+    assert again.late == {KEY: {1: 0}}
+    assert again.stamps[3] == 2  # offset 4 (seen too): session 2, still open
+    assert again.closed == []
