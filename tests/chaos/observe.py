@@ -7,13 +7,16 @@ asks every second (:meth:`Observer.progress`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -108,7 +111,7 @@ class Observer:
             groups = [g[0] for g in await admin.list_consumer_groups()]
             committed: dict[str, dict[TopicPartition, int]] = {}
             for group in groups:
-                offsets = await admin.list_consumer_group_offsets(group)
+                offsets = await _group_offsets(admin, group)
                 mine = {tp: o.offset for tp, o in offsets.items()
                         if tp.topic in self.input_topics and o.offset >= 0}
                 if mine:
@@ -216,3 +219,16 @@ class Observer:
             q = q.where(r.updated_at >= since)
         async with self.engine().connect() as conn:
             return {x.closed_id for x in await conn.execute(q)}
+
+
+async def _group_offsets(admin: AIOKafkaAdminClient, group: str) -> Any:
+    """A group's committed offsets; a coordinator not known yet (a retriable error,
+    as on a broker that just created its offsets topic) is asked again."""
+    for attempt in range(20):
+        try:
+            return await admin.list_consumer_group_offsets(group)
+        except KafkaError as exc:
+            if not exc.retriable or attempt == 19:
+                raise
+            await asyncio.sleep(0.25)
+    raise AssertionError("unreachable")

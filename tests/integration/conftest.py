@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -182,7 +183,12 @@ class Stack:
         await admin.start()
         await c.start()
         try:
-            committed = await admin.list_consumer_group_offsets(group)
+            try:
+                committed = await admin.list_consumer_group_offsets(group)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                return False  # the coordinator is not known yet (a fresh broker)
             tps = [TopicPartition(t, p) for t in topics for p in await partitions(t)]
             if not tps:
                 return False

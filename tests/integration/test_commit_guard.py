@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
 
 from tests.support.services import KAFKA_BOOTSTRAP, KAFKA_BROKER, unique
 from tests.support.worker import ROOT, eventually
@@ -26,10 +27,15 @@ PAUSE_AT = 50
 
 
 async def _committed(group: str, topic: str) -> int:
+    """The group's committed offset (-1: none yet, or the coordinator not known yet)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
     await admin.start()
     try:
         offsets = await admin.list_consumer_group_offsets(group)
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        return -1  # a fresh broker creates its offsets topic on the first lookup
     finally:
         await admin.close()
     meta = offsets.get(TopicPartition(topic, 0))
