@@ -7,14 +7,15 @@ from typing import Any
 from streams.app import app, settings
 from streams.faust_glue import source_record
 from streams.topics import session_closed
-from streams.worker import acknowledge, consolidation
+from streams.worker import acknowledge, admitted, consolidation
 
 
 @app.agent(session_closed, name="consolidate")
 async def consolidate(stream: Any) -> None:
     processor = (await consolidation()).processor
     c = settings.consolidation
-    async for events in stream.noack_take(c.batch_size, within=c.batch_within_s):
+    async for taken in stream.noack_take(c.batch_size, within=c.batch_within_s):
+        events = await admitted(stream, taken)
         # process() returns once every event was consolidated, or handed to
         # memory.retry / memory.dlq; it raises nothing but cancellation
         await processor.process([source_record(e) for e in events])

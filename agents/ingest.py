@@ -8,7 +8,7 @@ from streams.app import app, settings
 from streams.faust_glue import source_record
 from streams.sinks.batching import BatchSink
 from streams.topics import chat_sources
-from streams.worker import acknowledge, ingest_processor
+from streams.worker import acknowledge, admitted, ingest_processor
 
 
 @app.agent(chat_sources, name="ingest")
@@ -28,8 +28,9 @@ async def ingest(stream: Any) -> None:
     merged = max(settings.ingest.batch_size, settings.ingest.max_merged_batch)
     sink = BatchSink(write, ack, max_batch=merged, max_pending=2 * merged, name="ingest")
     try:
-        async for events in stream.noack_take(settings.ingest.batch_size,
-                                              within=settings.ingest.batch_within_s):
+        async for taken in stream.noack_take(settings.ingest.batch_size,
+                                             within=settings.ingest.batch_within_s):
+            events = await admitted(stream, taken)
             await sink.add([source_record(e) for e in events], events)
     finally:
         await sink.close()

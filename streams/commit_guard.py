@@ -17,6 +17,11 @@ The guard keeps what memstream itself knows, and the commit never passes it:
   every lowering is a *refused gap*: a record Faust counted as handled that
   memstream had not finished. It is reported, never committed. A partition
   with nothing received since its reset is left out (nothing is safe yet).
+* ``admit(tp, offset)`` — the record reaches memstream in order: every record
+  received before it on its partition has reached memstream too. A record
+  Faust delivers after passing over an earlier one is not admitted: the stage
+  leaves it alone (its state never moves past a record it has not seen), and
+  the partition is delivered again from the guarded commit (``holes``).
 * ``skipped(tp)`` — for partitions whose records are finished in order (every
   stage but the retry scheduler): an unfinished record below a finished one
   was passed over, not merely in flight; the worker then has the partition
@@ -55,18 +60,34 @@ class Refusal:
 class _Partition:
     pending: deque[int] = field(default_factory=deque)  # received, in order
     unfinished: set[int] = field(default_factory=set)
+    undelivered: deque[int] = field(default_factory=deque)  # received, not admitted yet
     last_received: int | None = None
     last_finished: int = -1
+    hole: int | None = None  # a received record passed over at delivery
 
     def received(self, offsets: Iterable[int]) -> None:
         for offset in offsets:
             if self.last_received is not None and offset <= self.last_received:
                 self.pending.clear()  # a seek back: what follows is delivered again
                 self.unfinished.clear()
+                self.undelivered.clear()
                 self.last_finished = -1
+                self.hole = None
             self.pending.append(offset)
             self.unfinished.add(offset)
+            self.undelivered.append(offset)
             self.last_received = offset
+
+    def admit(self, offset: int) -> bool:
+        undelivered = self.undelivered
+        if not undelivered or offset < undelivered[0]:
+            return True  # delivered before (a redelivery), or not tracked
+        if offset == undelivered[0]:
+            undelivered.popleft()
+            return True
+        if self.hole is None:
+            self.hole = undelivered[0]
+        return False
 
     def finished(self, offset: int) -> None:
         if offset not in self.unfinished:
@@ -153,6 +174,18 @@ class CommitGuard:
         with self._lock:
             found = {tp: part.skipped() for tp, part in self._parts.items()}
         return {tp: offset for tp, offset in found.items() if offset is not None}
+
+    def admit(self, tp: TPKey, offset: int) -> bool:
+        """Whether the record at ``offset`` reaches memstream in order (see the
+        module docstring); a record of a partition the guard does not track is."""
+        with self._lock:
+            part = self._parts.get(tp)
+            return True if part is None else part.admit(offset)
+
+    def holes(self) -> dict[TPKey, int]:
+        """Partitions on which Faust passed over a record at delivery: its offset."""
+        with self._lock:
+            return {tp: p.hole for tp, p in self._parts.items() if p.hole is not None}
 
     def pending(self, tp: TPKey) -> int:
         """Records of ``tp`` received and not finished."""

@@ -28,7 +28,9 @@
   what it allows. A partition on which a record was passed over (a later one
   finished, it did not) is delivered again: after ``recover_after_s`` the
   worker asks the group to rebalance, and the new assignment starts from the
-  guarded commit. Agents acknowledge through :func:`acknowledge`.
+  guarded commit; a record delivered after one passed over is not admitted
+  (:func:`admit`) and has the partition delivered again within a second or
+  two. Agents acknowledge through ``streams.worker.acknowledge``.
 * ``QuietWorker``: at log levels warn and above, Faust's worker spins a
   terminal spinner on every log record and, to feed it, sets the root logger to
   DEBUG: every debug line of Faust and aiokafka then builds a record (about a
@@ -118,26 +120,31 @@ def _keys(tps: Iterable[TP]) -> list[tuple[str, int]]:
 
 
 class _Recovery:
-    """Asks for a rebalance when a partition had a record passed over for
-    ``after_s`` (at most once per ``after_s``)."""
+    """Asks for a rebalance when a partition had a record passed over: at
+    delivery (a hole: certain, after ``hole_after_s``) or seen in what was
+    finished (after ``after_s``); at most one rebalance per ``after_s``."""
 
-    def __init__(self, guard: CommitGuard, out_of_order: frozenset[str], after_s: float) -> None:
+    def __init__(self, guard: CommitGuard, out_of_order: frozenset[str], after_s: float,
+                 hole_after_s: float = 1.0) -> None:
         self.guard = guard
         self.out_of_order = out_of_order
         self.after_s = after_s
+        self.hole_after_s = min(hole_after_s, after_s)
         self.since: dict[tuple[str, int], float] = {}
         self.last_rejoin = float("-inf")
         self._task: asyncio.Future[None] | None = None
 
     def check(self, consumer: Any) -> None:
         now = time.monotonic()
-        skipped = {k for k in self.guard.all_skipped() if k[0] not in self.out_of_order}
+        holes = set(self.guard.holes())
+        suspects = holes | {k for k in self.guard.all_skipped() if k[0] not in self.out_of_order}
         for k in list(self.since):
-            if k not in skipped:
+            if k not in suspects:
                 del self.since[k]
-        for k in skipped:
+        for k in suspects:
             self.since.setdefault(k, now)
-        overdue = sorted(k for k, t in self.since.items() if now - t >= self.after_s)
+        overdue = sorted(k for k, t in self.since.items()
+                         if now - t >= (self.hole_after_s if k in holes else self.after_s))
         if overdue and now - self.last_rejoin >= self.after_s:
             self.last_rejoin = now
             log.error("records were passed over on %s; asking the group to rebalance so "
@@ -207,6 +214,12 @@ def finish(guard: CommitGuard, event: Any) -> None:
     """Tell ``guard`` that ``event``'s record is stored or dead-lettered."""
     m = event.message
     guard.finished((m.topic, m.partition), m.offset)
+
+
+def admit(guard: CommitGuard, event: Any) -> bool:
+    """Whether ``event``'s record reaches memstream in order (``CommitGuard.admit``)."""
+    m = event.message
+    return guard.admit((m.topic, m.partition), m.offset)
 
 
 class DeliverySettings(TypedDict):

@@ -21,6 +21,7 @@ from streams.db.dead_letter_ledger import DeadLetterLedger
 from streams.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.faust_glue import (
     FaustTable,
+    admit,
     finish,
     install_commit_guard,
     seek_uncommitted_to_start,
@@ -57,6 +58,21 @@ async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any)
 
 
 app.on_before_shutdown.connect(_close_runtime)
+
+
+async def admitted(stream: Any, events: Iterable[Any]) -> list[Any]:
+    """The events that reach memstream in order. One delivered after Faust passed
+    over an earlier record of its partition is left alone: acknowledged to Faust
+    only (the commit guard holds the commit at the record passed over, and the
+    partition is delivered again from there), so no state moves past a record
+    memstream has not seen."""
+    kept = []
+    for event in events:
+        if admit(commit_guard, event):
+            kept.append(event)
+        else:
+            await stream.ack(event)
+    return kept
 
 
 async def acknowledge(stream: Any, events: Iterable[Any]) -> None:

@@ -80,8 +80,12 @@ def run_app(tmp_path: Path) -> Iterator[object]:
         p.wait(10)
 
 
+def _processed(out: Path) -> list[int]:
+    return [int(line) for line in out.read_text().split()]
+
+
 def _delivered(out: Path) -> set[int]:
-    return {int(line) for line in out.read_text().split()}
+    return set(_processed(out))
 
 
 async def test_dropped_records_are_not_committed_and_are_delivered_again(run_app: object) -> None:
@@ -94,6 +98,9 @@ async def test_dropped_records_are_not_committed_and_are_delivered_again(run_app
 
     await eventually(done, 90, "every record committed")
     assert _delivered(out) == set(range(N))
+    # and in order: no record was processed before one that came before it
+    firsts = list(dict.fromkeys(_processed(out)))
+    assert firsts == sorted(firsts)
 
 
 async def test_without_the_guard_faust_commits_records_it_never_delivered(

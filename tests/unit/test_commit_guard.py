@@ -94,3 +94,35 @@ def test_partitions_are_independent() -> None:
     g.finished(a, 0)
     g.finished(a, 1)
     assert g.clamp({a: 2, b: 2}) == ({a: 2, b: 0}, [Refusal(b, 2, 0)])
+
+
+# received batches, offsets offered in order, expected admitted, expected hole
+ADMIT = [
+    ([[0, 1, 2]], [0, 1, 2], [True, True, True], None),
+    # transaction markers are not records: 5, 6, 8 follow each other
+    ([[5, 6, 8]], [5, 6, 8], [True, True, True], None),
+    # 1 passed over: 2 and everything after it waits for the partition to come again
+    ([[0, 1, 2, 3]], [0, 2, 3], [True, False, False], 1),
+    # a redelivery of what was admitted is admitted again
+    ([[0, 1, 2]], [0, 1, 0, 1, 2], [True, True, True, True, True], None),
+    # a seek back (the partition delivered again) starts afresh, the hole gone
+    ([[0, 1, 2], [1, 2]], [0, 1, 2], [True, True, True], None),
+]
+
+
+@pytest.mark.parametrize(("batches", "offered", "admitted", "hole"), ADMIT)
+def test_admit_lets_records_through_in_order_only(batches: list[list[int]], offered: list[int],
+                                                  admitted: list[bool], hole: int | None) -> None:
+    g = CommitGuard()
+    for b in batches:
+        g.received(TP, b)
+    assert [g.admit(TP, o) for o in offered] == admitted
+    assert g.holes() == ({} if hole is None else {TP: hole})
+
+
+def test_a_partition_delivered_again_after_a_hole_is_admitted_from_the_start() -> None:
+    g = CommitGuard()
+    g.received(TP, [0, 1, 2, 3])
+    assert g.admit(TP, 0) and not g.admit(TP, 2)
+    g.received(TP, [1, 2, 3])  # the partition read again from the held commit
+    assert [g.admit(TP, o) for o in (1, 2, 3)] == [True, True, True] and g.holes() == {}

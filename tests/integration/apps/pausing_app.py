@@ -5,7 +5,9 @@ partition stops being active while the batch is delivered, and counts the jump
 to the next record it delivers as acknowledged. This app provokes exactly that
 (``Consumer.pause_partitions`` while records of the batch wait) and acknowledges
 every record it sees; with ``GUARD=1`` it runs memstream's commit guard as the
-worker does. It appends every delivered offset to ``OUT``.
+worker does, and like the worker's stages processes only the records the guard
+admits (in order; the others are acknowledged to Faust only). It appends every
+offset it processes to ``OUT``.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import faust
 from faust.types import TP
 
 from streams.commit_guard import CommitGuard
-from streams.faust_glue import delivery_settings, finish, install_commit_guard
+from streams.faust_glue import admit, delivery_settings, finish, install_commit_guard
 
 TOPIC = os.environ["TOPIC"]
 PAUSE_AT = int(os.environ["PAUSE_AT"])
 OUT = os.environ["OUT"]
 
 guard = CommitGuard()
-if os.environ.get("GUARD") == "1":
+GUARDED = os.environ.get("GUARD") == "1"
+if GUARDED:
     install_commit_guard(guard, recover_after_s=2.0)
 
 app = faust.App(os.environ["APP_ID"], broker=os.environ["BROKER"], store="memory://",
@@ -47,6 +50,9 @@ async def drain(stream: Any) -> None:
     global paused
     async for event in stream.noack().events():
         m = event.message
+        if GUARDED and not admit(guard, event):
+            await stream.ack(event)
+            continue
         with open(OUT, "a") as out:
             out.write(f"{m.offset}\n")
         if m.offset == PAUSE_AT and not paused:
