@@ -1,4 +1,7 @@
-"""Alembic environment: runs migrations on the async engine memstream uses."""
+"""Alembic environment: runs migrations on the async engine memstream uses.
+
+``target_metadata`` is the project's whole schema (every table module), so
+autogenerate compares the database with all of it."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from streams.db.all_tables import metadata
+from streams.db.autogenerate import COMPARE_OPTIONS
 from streams.db.engine import create_engine
-from streams.db.schema import metadata
 from streams.settings import get_settings
 
 config = context.config
@@ -20,7 +24,7 @@ def _run(connection: Connection) -> None:
         connection=connection,
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
-        compare_type=True,
+        **COMPARE_OPTIONS,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -37,7 +41,7 @@ async def _online() -> None:
 if context.is_offline_mode():
     context.configure(
         url=get_settings().database.url.get_secret_value(),
-        target_metadata=metadata,
+        target_metadata=target_metadata,
         literal_binds=True,
     )
     with context.begin_transaction():

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from streams import __version__
+from streams.commands._common import fail
+from streams.env_check import UnknownSettingsError, check_environment
 
 # each module defines ``register(subparsers)``; its parser sets ``func``
 COMMANDS = [
@@ -51,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    try:  # a mistyped setting would otherwise be ignored without a word
+        check_environment(os.environ)
+    except UnknownSettingsError as exc:
+        return fail(str(exc), 2)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -45,7 +45,9 @@ def create_redis(settings: Settings) -> Redis | None:
 
 
 class Runtime:
-    def __init__(self, settings: Settings, *, migrate: bool = True) -> None:
+    def __init__(self, settings: Settings, *, migrate: bool) -> None:
+        """``migrate``: upgrade the schema when started; the worker's runtime does
+        not (``memstream worker`` has migrated, or checked, before Faust starts)."""
         self.settings = settings
         self.migrate = migrate
         self._lock = asyncio.Lock()

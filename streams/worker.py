@@ -42,7 +42,8 @@ seek_uncommitted_to_start()
 commit_guard = CommitGuard()
 install_commit_guard(commit_guard, out_of_order_topics=[settings.kafka.retry_topic],
                      recover_after_s=settings.kafka.redeliver_after_s)
-runtime = Runtime(settings)
+# the worker command migrated the schema, or checked it (--no-migrate), before Faust started
+runtime = Runtime(settings, migrate=False)
 # memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
 queries = QueryConsumer(query_consumer_config(settings))
 install_web(app, runtime, settings, queries)

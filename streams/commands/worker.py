@@ -1,4 +1,6 @@
-"""``memstream worker``: create topics, migrate the schema, run the Faust worker."""
+"""``memstream worker``: migrate the schema (or, with ``--no-migrate``, check
+it), create topics, run the Faust worker. This command is the one place that
+decides whether the worker migrates: its runtime never does."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 from streams.admin import TopicLayoutError, ensure_topics
 from streams.commands._common import fail
 from streams.db.engine import create_engine
-from streams.db.migrate import upgrade
+from streams.db.migrate import SchemaNotCurrentError, require_current, upgrade
 from streams.heap import tune_gc
 from streams.settings import get_settings
 
@@ -20,27 +22,31 @@ from streams.settings import get_settings
 def register(sub: Any) -> None:
     p = sub.add_parser("worker", help="run a memstream worker (add workers to scale out)")
     p.add_argument("--no-create-topics", action="store_true", help="do not create missing topics")
-    p.add_argument("--no-migrate", action="store_true", help="do not upgrade the database schema")
+    p.add_argument("--no-migrate", action="store_true",
+                   help="do not upgrade the database schema; refuse to start unless it is current")
     p.set_defaults(func=run)
 
 
 async def _prepare(create_topics: bool, migrate: bool) -> None:
     settings = get_settings()
+    # the schema first: a worker refused for its schema has created nothing
+    engine = create_engine(settings.database)
+    try:
+        if migrate:
+            await upgrade(engine)
+        else:
+            await require_current(engine)
+    finally:
+        await engine.dispose()
     if create_topics:
         await ensure_topics(settings.kafka)
-    if migrate:
-        engine = create_engine(settings.database)
-        try:
-            await upgrade(engine)
-        finally:
-            await engine.dispose()
 
 
 def run(args: argparse.Namespace) -> int:
     settings = get_settings()
     try:
         asyncio.run(_prepare(not args.no_create_topics, not args.no_migrate))
-    except TopicLayoutError as exc:
+    except (TopicLayoutError, SchemaNotCurrentError) as exc:
         return fail(str(exc))
     from streams.app import app
 

@@ -1,7 +1,9 @@
-"""Bring the database schema to the newest Alembic revision.
+"""Bring the database schema to the newest Alembic revision, or check that it is.
 
 Several workers may start at once: on MySQL the upgrade runs under a named
-lock (``GET_LOCK``), so exactly one of them migrates and the others wait.
+lock (``GET_LOCK``), so exactly one of them migrates and the others wait. A
+worker that must not migrate (``memstream worker --no-migrate``) checks with
+:func:`require_current` instead.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -20,6 +23,10 @@ LOCK_NAME = "memstream_schema_migration"
 
 class MigrationsNotFoundError(RuntimeError):
     pass
+
+
+class SchemaNotCurrentError(RuntimeError):
+    """The database has no memstream schema, or an older one than this code needs."""
 
 
 def migrations_dir() -> Path:
@@ -71,3 +78,27 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
 async def current_revision(engine: AsyncEngine) -> str | None:
     async with engine.connect() as conn:
         return await conn.run_sync(_current)
+
+
+def _scripts() -> ScriptDirectory:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    return ScriptDirectory.from_config(cfg)
+
+
+async def require_current(engine: AsyncEngine) -> str:
+    """The database's revision, when it is this code's newest or one this code
+    does not know (a newer release migrated it: migrations only add); otherwise
+    :class:`SchemaNotCurrentError`, saying how to upgrade. Changes nothing."""
+    scripts = _scripts()
+    head = scripts.get_current_head()
+    current = await current_revision(engine)
+    fix = "run `memstream db upgrade` first, or start the worker without --no-migrate"
+    if current is None:
+        raise SchemaNotCurrentError(
+            f"the database has no memstream schema (this version needs revision {head}); {fix}")
+    if current != head and current in {s.revision for s in scripts.walk_revisions()}:
+        raise SchemaNotCurrentError(
+            f"the database schema is at revision {current}, older than the revision {head} "
+            f"this version needs; {fix}")
+    return current

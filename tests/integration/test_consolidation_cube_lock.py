@@ -68,7 +68,7 @@ async def two_workers(stack: Stack) -> AsyncIterator[tuple[Worker, Worker]]:
     started: list[Worker] = []
     try:
         for _ in range(2):
-            runtime = await Runtime(settings).start()
+            runtime = await Runtime(settings, migrate=True).start()
             started.append(Worker(runtime, build_consolidation(
                 runtime, StaticAgentConfigs({}), FakePublisher())))
         yield started[0], started[1]

@@ -50,7 +50,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from referencing import Registry, Resource
 
 from streams import metrics as metric_catalog
-from streams.settings import HealthSettings, KafkaSettings, Settings, WebSettings
+from streams.env_check import setting_variables, unknown_variables
+from streams.settings import HealthSettings, KafkaSettings, WebSettings
 from tests.support.services import free_port
 
 pytestmark = pytest.mark.integration
@@ -69,9 +70,6 @@ OPERATIONS_DOC = ROOT / "docs" / "operations.md"
 # Kubernetes versions the manifests are checked against: an older one still
 # widely run, and the newest kubernetes-validate knows.
 K8S_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
-
-# MEMSTREAM_* variables read outside the Settings class
-ENV_OUTSIDE_SETTINGS = {"MEMSTREAM_MIGRATIONS_DIR"}  # streams/db/migrate.py
 
 STATS_ENDPOINTS = (
     "/stats/overview",
@@ -187,21 +185,9 @@ def test_compose_services_are_healthchecked_and_ordered(compose_model: dict[str,
     assert Path(services["worker"]["build"]["dockerfile"]).name == "Dockerfile"
 
 
-def _settings_field(name: str) -> bool:
-    """Whether ``MEMSTREAM_GROUP__FIELD`` (or ``MEMSTREAM_FIELD``) is a field of Settings."""
-    rest = name.removeprefix("MEMSTREAM_").lower()
-    if "__" not in rest:
-        return rest in Settings.model_fields
-    group, field = rest.split("__", 1)
-    info = Settings.model_fields.get(group)
-    if info is None or info.annotation is None:
-        return False
-    return field in info.annotation.model_fields
-
-
 def _check_setting_names(names: set[str], where: str) -> None:
-    unknown = {n for n in names if n.startswith("MEMSTREAM_")} - ENV_OUTSIDE_SETTINGS
-    bad = sorted(n for n in unknown if not _settings_field(n))
+    """Every ``MEMSTREAM_*`` name is one the worker accepts (streams/env_check.py)."""
+    bad = [u.name for u in unknown_variables(names, setting_variables())]
     assert not bad, f"{where} sets variables that are no memstream setting: {bad}"
 
 

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,9 +15,10 @@ MEMSTREAM = [sys.executable, "-m", "streams.cli"]
 
 
 class WorkerProcess:
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, args: Sequence[str] = ()) -> None:
         self.env = env
         self.log_path = log_path
+        self.args = list(args)  # of `memstream worker`
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
@@ -26,7 +27,7 @@ class WorkerProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [*MEMSTREAM, "worker"],
+            [*MEMSTREAM, "worker", *self.args],
             env={**os.environ, **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,
