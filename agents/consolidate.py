@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.app import app, settings
-from streams.faust_glue import source_record
-from streams.topics import session_closed
-from streams.worker import acknowledge, admitted, consolidation
+from streams.worker.app import app, settings
+from streams.worker.context import acknowledge, admitted, consolidation
+from streams.worker.faust_glue import source_record
+from streams.worker.topics import session_closed
 
 
 @app.agent(session_closed, name="consolidate")

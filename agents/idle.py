@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 
-from streams.app import app, settings
-from streams.faust_glue import FaustTable, timer
-from streams.idle import idle_check_record
 from streams.metrics import SESSIONS_OPEN
-from streams.tables import sessions
-from streams.worker import idle_scanner, publisher
+from streams.session.idle import idle_check_record
+from streams.worker.app import app, settings
+from streams.worker.context import idle_scanner, publisher
+from streams.worker.faust_glue import FaustTable, timer
+from streams.worker.tables import sessions
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.app import app, settings
-from streams.faust_glue import source_record
-from streams.sinks.batching import BatchSink
-from streams.topics import chat_sources
-from streams.worker import acknowledge, admitted, ingest_processor
+from streams.worker.app import app, settings
+from streams.worker.batch_sink import BatchSink
+from streams.worker.context import acknowledge, admitted, ingest_processor
+from streams.worker.faust_glue import source_record
+from streams.worker.topics import chat_sources
 
 
 @app.agent(chat_sources, name="ingest")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from streams.app import app, settings
-from streams.db.dead_letter_ledger import DeadLetterLedger
-from streams.faust_glue import timer
-from streams.worker import consolidation, runtime
+from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
+from streams.worker.app import app, settings
+from streams.worker.context import consolidation, runtime
+from streams.worker.faust_glue import timer
 
 log = logging.getLogger(__name__)
 PURGE_INTERVAL_S = 3600.0

@@ -4,7 +4,7 @@ Not a Faust agent: the requests are read by the worker's query consumer
 (``streams/query/consumer.py``), in a consumer group of its own, so Faust's
 rebalances never hold them up. It starts with the app, after table recovery
 (the agent-config table routes the lookups), and "Worker ready" waits for its
-first partition assignment. The shutdown hook in ``streams/worker.py`` stops
+first partition assignment. The shutdown hook in ``streams/worker/context.py`` stops
 it before the runtime closes.
 """
 
@@ -14,8 +14,8 @@ import logging
 
 from mode import Service
 
-from streams.app import app, settings
-from streams.worker import queries, query_answering
+from streams.worker.app import app, settings
+from streams.worker.context import queries, query_answering
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from streams.app import app
-from streams.faust_glue import source_record
-from streams.topics import retry
-from streams.worker import acknowledge, retry_scheduler
+from streams.worker.app import app
+from streams.worker.context import acknowledge, retry_scheduler
+from streams.worker.faust_glue import source_record
+from streams.worker.topics import retry
 
 
 @app.agent(retry, name="consolidation-retry")

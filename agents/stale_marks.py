@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
-from streams.app import app, settings
-from streams.faust_glue import timer
-from streams.worker import runtime
+from streams.worker.app import app, settings
+from streams.worker.context import runtime
+from streams.worker.faust_glue import timer
 
 log = logging.getLogger(__name__)
 SYNC_INTERVAL_S = 10.0

@@ -40,13 +40,13 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from streams.agent_configs import StaticAgentConfigs  # noqa: E402
-from streams.consolidation.factory import build_consolidation  # noqa: E402
-from streams.db.messages import MessageStore, message_row  # noqa: E402
-from streams.publish import Outgoing, SourceRecord  # noqa: E402
-from streams.records import ChatMessage, SessionClosed  # noqa: E402
-from streams.runtime import Runtime  # noqa: E402
+from streams.adapters.db.messages import MessageStore, message_row  # noqa: E402
+from streams.adapters.kafka.publish import Outgoing, SourceRecord  # noqa: E402
+from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import DatabaseSettings, LLMSettings, RedisSettings, Settings  # noqa: E402
+from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
+from streams.worker.consolidation_parts import build_consolidation  # noqa: E402
+from streams.worker.runtime import Runtime  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
 from tests.support.services import REDIS_PORT, drop_database, migrated_database  # noqa: E402
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import faust
 
-from streams.faust_glue import delivery_settings
+from streams.worker.faust_glue import delivery_settings
 
 TOPIC = os.environ["NOOP_TOPIC"]
 N = int(os.environ["NOOP_N"])
@@ -23,7 +23,7 @@ BATCH = 1000
 
 app = faust.App(f"noop-{TOPIC}", broker=os.environ["NOOP_BROKER"], store="memory://",
                 consumer_auto_offset_reset="earliest", web_enabled=False,
-                datadir=os.environ["NOOP_DATADIR"], Worker="streams.faust_glue:QuietWorker",
+                datadir=os.environ["NOOP_DATADIR"], Worker="streams.worker.faust_glue:QuietWorker",
                 **delivery_settings(BATCH))
 source = app.topic(TOPIC, value_serializer="raw")
 seen: dict[str, Any] = {"n": 0, "t0": None}

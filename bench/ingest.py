@@ -40,12 +40,10 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from streams.admin import ensure_topics  # noqa: E402
-from streams.cache import ConversationCache  # noqa: E402
-from streams.db.engine import create_engine  # noqa: E402
-from streams.db.messages import MessageStore, message_row, row_to_doc  # noqa: E402
-from streams.domain.events import decode_chat_event  # noqa: E402
-from streams.records import ChatMessage  # noqa: E402
+from streams.adapters.db.engine import create_engine  # noqa: E402
+from streams.adapters.db.messages import MessageStore, message_row, row_to_doc  # noqa: E402
+from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
+from streams.adapters.redis.conversation_cache import ConversationCache  # noqa: E402
 from streams.settings import (  # noqa: E402
     DatabaseSettings,
     KafkaSettings,
@@ -54,6 +52,8 @@ from streams.settings import (  # noqa: E402
     WebSettings,
     settings_env,
 )
+from streams.wire.decode import decode_chat_event  # noqa: E402
+from streams.wire.records import ChatMessage  # noqa: E402
 from tests.support.services import (  # noqa: E402
     KAFKA_BOOTSTRAP,
     KAFKA_BROKER,
@@ -96,7 +96,7 @@ async def reference_path(events: list[dict[str, Any]], db: str) -> float:
     redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/2")
     now = datetime.now(UTC)
     rows = [message_row(ChatMessage.model_validate(e), now) for e in events]
-    from streams.db.schema import conversation_message
+    from streams.adapters.db.schema.conversation import conversation_message
 
     t = time.perf_counter()
     for r in rows:
@@ -202,7 +202,7 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
     log_path = ROOT / ".bench" / "ingest-worker.log"
     log_path.parent.mkdir(exist_ok=True)
     with open(log_path, "wb") as log:
-        argv = [sys.executable, "-m", "streams.cli", "worker"]
+        argv = [sys.executable, "-m", "streams.cli.main", "worker"]
         if os.environ.get("BENCH_PROFILE"):
             rate = os.environ.get("BENCH_PROFILE_RATE", "200")
             argv = ["py-spy", "record", "-r", rate, "-f", "raw", "-o",

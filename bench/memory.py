@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.ingest import produce  # noqa: E402
-from streams.admin import ensure_topics  # noqa: E402
-from streams.db.engine import create_engine  # noqa: E402
+from streams.adapters.db.engine import create_engine  # noqa: E402
+from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
 from streams.settings import (  # noqa: E402
     DatabaseSettings,
     KafkaSettings,
@@ -116,7 +116,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await ensure_topics(settings.kafka)
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "streams.cli", "worker"], env=env,
+            proc = subprocess.Popen([sys.executable, "-m", "streams.cli.main", "worker"], env=env,
                                     stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
             await asyncio.sleep(args.settle)  # started, assigned, idle

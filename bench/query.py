@@ -31,16 +31,16 @@ from pydantic import SecretStr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from streams.admin import ensure_topics  # noqa: E402
+from streams.adapters.db.engine import create_engine  # noqa: E402
+from streams.adapters.db.migrate import upgrade  # noqa: E402
+from streams.adapters.embeddings.embedders import LocalEmbedder  # noqa: E402
+from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
 from streams.client import MemoryClient  # noqa: E402
-from streams.db.engine import create_engine  # noqa: E402
-from streams.db.migrate import upgrade  # noqa: E402
-from streams.domain.memory import MemoryCandidate, agent_cube  # noqa: E402
-from streams.embeddings import LocalEmbedder  # noqa: E402
-from streams.local_worker import LocalWorker  # noqa: E402
-from streams.locomo.scoring import percentile  # noqa: E402
-from streams.providers.base import Scope  # noqa: E402
-from streams.providers.builtin import BuiltinProvider  # noqa: E402
+from streams.devtools.local_worker import LocalWorker  # noqa: E402
+from streams.devtools.locomo.scoring import percentile  # noqa: E402
+from streams.memory.model import MemoryCandidate, agent_cube  # noqa: E402
+from streams.memory.provider import Scope  # noqa: E402
+from streams.memory.providers.builtin.provider import BuiltinProvider  # noqa: E402
 from streams.settings import (  # noqa: E402
     DatabaseSettings,
     EmbeddingSettings,

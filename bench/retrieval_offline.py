@@ -33,13 +33,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from streams.domain.budget import filter_and_trim, pack_budget  # noqa: E402
-from streams.domain.fusion import FusionWeights, Position, fuse, speaker_of  # noqa: E402
-from streams.domain.lexical import bm25, query_terms, term_counts, tokenize  # noqa: E402
-from streams.domain.memory import USER_CUBE, StoredMemory, agent_cube  # noqa: E402
-from streams.domain.mmr import Scored, mmr  # noqa: E402
-from streams.domain.tokens import TokenCounter  # noqa: E402
-from streams.locomo.dataset import CATEGORIES, parse_date, parse_evidence  # noqa: E402
+from streams.devtools.locomo.dataset import CATEGORIES, parse_date, parse_evidence  # noqa: E402
+from streams.memory.model import USER_CUBE, StoredMemory, agent_cube  # noqa: E402
+from streams.memory.rules.fusion import FusionWeights, Position, fuse, speaker_of  # noqa: E402
+from streams.memory.rules.lexical import bm25, query_terms, term_counts, tokenize  # noqa: E402
+from streams.memory.rules.mmr import Scored, mmr  # noqa: E402
+from streams.query.rules.budget import filter_and_trim, pack_budget  # noqa: E402
+from streams.tokens import TokenCounter  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo-dev.json"
 MODES = ("lexical", "dense", "hybrid")
@@ -163,7 +163,7 @@ def evaluate(convs: list[Conversation], questions: list[dict[str, Any]], qvecs: 
 
 def embed_all(convs: Sequence[Conversation], questions: Sequence[dict[str, Any]],
               model_dir: str | None) -> tuple[np.ndarray, dict[str, float]]:
-    from streams.embeddings import LocalEmbedder
+    from streams.adapters.embeddings.embedders import LocalEmbedder
 
     emb = LocalEmbedder(model_dir)
     t0 = time.perf_counter()

@@ -29,7 +29,7 @@ STATE = Path(os.environ.get("MEMSTREAM_SERVICES_DIR", ROOT / ".services"))
 
 # the Kafka parts are shared with `memstream demo` (standard library only)
 sys.path.insert(0, str(ROOT))
-from streams import embedded_broker as broker  # noqa: E402
+from streams.devtools import embedded_broker as broker  # noqa: E402
 
 CACHE, KAFKA_VERSION = broker.CACHE, broker.KAFKA_VERSION
 

@@ -26,8 +26,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from streams.query.headers import CORRELATION_ID, request_headers
-from streams.query.records import MemoryQuery, MemoryReply, QueryOptions
+from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
+from streams.wire.spring_reply import CORRELATION_ID, request_headers
 
 
 class QueryTimeoutError(TimeoutError):

@@ -26,7 +26,7 @@ def BinaryKey(length: int) -> sa.types.TypeEngine[str]:
     )
 
 
-# name, table, columns: the same as streams/db/stats_schema.py
+# name, table, columns: the same as streams/adapters/db/schema/stats.py
 INDEXES = [
     ("ix_conversation_message_tenant_id_created_at_conversation_id", "conversation_message",
      ["tenant_id", "created_at", "conversation_id"]),

@@ -2,7 +2,7 @@
 
 Written when a Redis write fails after the batch was stored in the database,
 deleted once the list was dropped or rebuilt; a restarted worker and every
-reader honour them (streams/stale.py).
+reader honour them (streams/session/stale.py).
 
 Revision ID: 0007
 Revises: 0006

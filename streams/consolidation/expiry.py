@@ -20,13 +20,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.consolidation.runs import CandidateRow, Run, RunStore, naive
-from streams.db.consolidation_schema import pending_expiry
-from streams.db.engine import insert_ignoring_duplicates
+from streams.adapters.db.engine import insert_ignoring_duplicates
+from streams.adapters.db.runs import CandidateRow, Run, RunStore, naive
+from streams.adapters.db.schema.consolidation import pending_expiry
+from streams.memory.provider import ProviderError
+from streams.memory.provider import Scope as ProviderScope
+from streams.memory.registry import ProviderRegistry
 from streams.metrics import MEMORIES_EXPIRED
-from streams.providers.base import ProviderError
-from streams.providers.base import Scope as ProviderScope
-from streams.providers.registry import ProviderRegistry
 
 log = logging.getLogger(__name__)
 

@@ -27,19 +27,19 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.agent_configs import AgentConfigs
-from streams.consolidation.judging import ChatCompleter, MemoryJudge
-from streams.consolidation.ledger import LedgerStore, SessionMessage
-from streams.consolidation.runs import PlannedCandidate, Run, RunStore, naive
+from streams.adapters.db.ledger import LedgerStore, SessionMessage
+from streams.adapters.db.runs import PlannedCandidate, Run, RunStore, naive
+from streams.consolidation.judge import ChatCompleter, MemoryJudge
+from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
+from streams.consolidation.rules.llm_judge import clip_text
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter, WriteStats
-from streams.domain.dedup import dedup_candidates, drop_covered_by_episodes
-from streams.domain.judge import clip_text
-from streams.domain.memory import USER_CUBE, MemoryCandidate, cube_for
-from streams.domain.routing import long_memory_enabled, route
+from streams.memory.agent_configs import AgentConfigs
+from streams.memory.model import USER_CUBE, MemoryCandidate, cube_for
+from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.memory.rules.routing import long_memory_enabled, route
 from streams.metrics import DEDUP_DROPPED
-from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
-from streams.records import SessionClosed
+from streams.wire.records import SessionClosed
 
 log = logging.getLogger(__name__)
 CHAT_ROLES = ("user", "assistant")

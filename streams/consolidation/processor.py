@@ -24,20 +24,20 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from streams.consolidation.cube_lock import KeyedLocks
+from streams.adapters.db.cube_lock import KeyedLocks
+from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
+from streams.backoff import retry_forever
+from streams.consolidation.failures import RetryRouter, attempt_of, classify
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
-from streams.consolidation.retrying import RetryRouter, attempt_of, classify
-from streams.domain.events import Rejected, decode_record
-from streams.domain.routing import route
+from streams.memory.rules.routing import route
 from streams.metrics import (
     CONSOLIDATION_LATENCY,
     CONSOLIDATIONS,
     CONSOLIDATIONS_IN_FLIGHT,
     DEAD_LETTERS,
 )
-from streams.publish import Outgoing, Publisher, SourceRecord
-from streams.records import SessionClosed
-from streams.retry import retry_forever
+from streams.wire.decode import Rejected, decode_record
+from streams.wire.records import SessionClosed
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ A summary is due when at least ``threshold`` messages of the conversation lie
 above ``conversation_summary.covered_until_id``. It is built from the newest
 ``max_messages`` messages: by the model when one is configured (the previous
 summary plus the messages it does not cover), else by
-:func:`~streams.domain.summary.extractive_summary`; a failing model falls back
+:func:`~streams.consolidation.rules.summary.extractive_summary`; a failing model falls back
 to the extractive summary. The text is kept within ``budget_tokens``.
 
 The summary is upserted in the database (never moving ``covered_until_id``
@@ -24,15 +24,19 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.cache import CacheUnavailableError, ConversationCache
-from streams.consolidation.judging import ChatCompleter
-from streams.consolidation.ledger import SessionMessage
-from streams.consolidation.runs import naive
-from streams.db.engine import upsert
-from streams.db.schema import conversation_message, conversation_summary
-from streams.domain.summary import build_summary_messages, extractive_summary, needs_summary
+from streams.adapters.db.engine import upsert
+from streams.adapters.db.ledger import SessionMessage
+from streams.adapters.db.runs import naive
+from streams.adapters.db.schema.conversation import conversation_message, conversation_summary
+from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.consolidation.judge import ChatCompleter
+from streams.consolidation.rules.summary import (
+    build_summary_messages,
+    extractive_summary,
+    needs_summary,
+)
+from streams.memory.provider import ProviderError
 from streams.metrics import SUMMARIES
-from streams.providers.base import ProviderError
 
 log = logging.getLogger(__name__)
 _m, _s = conversation_message.c, conversation_summary.c

@@ -7,7 +7,7 @@ again inside it:
 
 1. **decide** the candidates not decided yet: the provider's own search for each
    (facts only: episodes never count as saying the same or the opposite), then
-   one :class:`~streams.consolidation.judging.ConflictDecider` call for the
+   one :class:`~streams.consolidation.judge.ConflictDecider` call for the
    cube's batch; the decisions are persisted before anything is written, so a
    retry never decides again (nor asks the model again). A decision persisted
    in an earlier hold of the lock and not written yet (the attempt stopped) is
@@ -46,16 +46,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from streams.consolidation.cube_lock import CubeLocks, HeldCube
+from streams.adapters.db.cube_lock import CubeLocks, HeldCube
+from streams.adapters.db.runs import CandidateRow, Run, RunStore
 from streams.consolidation.expiry import ExpiryStore
-from streams.consolidation.judging import ChatCompleter, ConflictDecider, decider_of
-from streams.consolidation.runs import CandidateRow, Run, RunStore
-from streams.domain.conflicts import own_copy, stored_meanwhile
-from streams.domain.memory import StoredMemory, cube_key
+from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
+from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
+from streams.memory.model import StoredMemory, cube_key
+from streams.memory.provider import PermanentProviderError, ProviderError, SearchRequest
+from streams.memory.provider import Scope as ProviderScope
+from streams.memory.registry import ProviderHandle
 from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
-from streams.providers.base import PermanentProviderError, ProviderError, SearchRequest
-from streams.providers.base import Scope as ProviderScope
-from streams.providers.registry import ProviderHandle
 
 log = logging.getLogger(__name__)
 RECHECK_DECIDER = "recheck"

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from streams.failure_backoff import FailureBackoff
-from streams.query.records import MAX_TIMEOUT_MS
+from streams.backoff import FailureBackoff
+from streams.wire.query import MAX_TIMEOUT_MS
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
+from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES
-from streams.publish import Outgoing, Publisher, SourceRecord
 from streams.query.answered import AnsweredRequests
-from streams.query.headers import BadReplyHeaders, ReplyAddress, reply_address
 from streams.query.processor import QueryProcessor
-from streams.retry import retry_forever
+from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 DeliverReply = Callable[[Outgoing], Awaitable[bool]]
 

@@ -19,8 +19,8 @@ Delivery rules:
   cancelled and left uncommitted, then what was answered is committed: the next
   owner starts exactly after the last answered request.
 
-The consumer is also the lag probe of the query stage (``streams/kafka_metrics.py``)
-and feeds its :class:`~streams.progress.ProgressTracker`.
+The consumer is also the lag probe of the query stage (``streams/worker/kafka_monitor.py``)
+and feeds its :class:`~streams.adapters.kafka.progress.ProgressTracker`.
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ from typing import Any
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
-from streams.kafka_metrics import publish_progress, publish_started
+from streams.adapters.kafka.progress import (
+    ProgressTracker,
+    TPKey,
+    publish_progress,
+    publish_started,
+)
+from streams.adapters.kafka.publish import SourceRecord
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
-from streams.progress import ProgressTracker, TPKey
-from streams.publish import SourceRecord
 from streams.query.consumer_config import QueryConsumerConfig, kafka_consumer, source_record
 from streams.query.positions import CommitPositions
 

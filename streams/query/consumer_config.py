@@ -1,5 +1,5 @@
 """The query consumer's configuration, the aiokafka consumer it describes, and
-that consumer's records as :class:`~streams.publish.SourceRecord`."""
+that consumer's records as :class:`~streams.adapters.kafka.publish.SourceRecord`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from streams.admin import bootstrap_servers
-from streams.publish import SourceRecord
+from streams.adapters.kafka.admin import bootstrap_servers
+from streams.adapters.kafka.publish import SourceRecord
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from streams.agent_configs import AgentConfigs
-from streams.domain.budget import filter_and_trim, pack_budget
-from streams.domain.memory import StoredMemory, readable_cubes
-from streams.domain.query_text import build_query_text
-from streams.domain.routing import AgentConfig, long_memory_enabled, route
-from streams.history import SessionReader
+from streams.memory.agent_configs import AgentConfigs
+from streams.memory.model import StoredMemory, readable_cubes
+from streams.memory.provider import ProviderError, Scope, SearchRequest
+from streams.memory.registry import ProviderRegistry
+from streams.memory.rules.routing import AgentConfig, long_memory_enabled, route
 from streams.metrics import (
     QUERY_BUDGET_TOKENS,
     QUERY_LATENCY,
@@ -38,9 +37,10 @@ from streams.metrics import (
     QUERY_REPLIES,
     QUERY_STAGE_LATENCY,
 )
-from streams.providers.base import ProviderError, Scope, SearchRequest
-from streams.providers.registry import ProviderRegistry
-from streams.query.records import (
+from streams.query.rules.budget import filter_and_trim, pack_budget
+from streams.query.rules.query_text import build_query_text
+from streams.session.reader import SessionReader
+from streams.wire.query import (
     BudgetInfo,
     LongTermInfo,
     MemoryQuery,

@@ -1,6 +1,6 @@
 """When a request's caller has given up: the request is then not answered.
 
-A caller waits ``options.timeout_ms`` for its reply (``streams/query/records.py``).
+A caller waits ``options.timeout_ms`` for its reply (``streams/wire/query.py``).
 A request taken by a worker later than that after it was produced — the record's
 timestamp, set by the producer (``CreateTime``) or the broker
 (``LogAppendTime``) — would be answered into the void, or worse, after the
@@ -11,7 +11,7 @@ agree (NTP); a skew adds to or takes from every caller's wait.
 
 from __future__ import annotations
 
-from streams.query.records import MAX_TIMEOUT_MS
+from streams.wire.query import MAX_TIMEOUT_MS
 
 
 def caller_gave_up(produced_at_s: float | None, now_s: float, timeout_ms: int) -> bool:

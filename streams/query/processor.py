@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from streams.domain.json_doc import load_object
-from streams.domain.rejections import Rejected
+from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
-from streams.publish import Outgoing, SourceRecord, dead_letter
 from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
-from streams.query.headers import BadReplyHeaders, ReplyAddress, reply_address
-from streams.query.records import MemoryQuery, MemoryReply, ReplyError
+from streams.wire.json_doc import load_object
+from streams.wire.query import MemoryQuery, MemoryReply, ReplyError
+from streams.wire.rejections import Rejected
+from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The read-only stats API on the worker's web port (``/stats/*``).
 
 Every answer is computed from MySQL (or the embedded SQLite) with queries that
-read only the asking tenant's index ranges; see :mod:`streams.db.stats_schema`
+read only the asking tenant's index ranges; see :mod:`streams.adapters.db.schema.stats`
 for the indexes and ``docs/stats-api.yaml`` for the HTTP contract.
 
 * :mod:`streams.stats.params` — query parameters: parsing and the 4xx errors;

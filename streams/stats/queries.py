@@ -2,7 +2,7 @@
 
 Each function takes an open connection and the tenant, and every statement
 filters on ``tenant_id`` first, so it reads only that tenant's range of one of
-the indexes in :mod:`streams.db.stats_schema` (or the tables' own).
+the indexes in :mod:`streams.adapters.db.schema.stats` (or the tables' own).
 
 ``conversation_message.tenant_id`` has the database's default collation, which
 on MySQL ignores case; :func:`tenant_is` adds a byte-exact comparison there so
@@ -24,10 +24,10 @@ from sqlalchemy import Integer, and_, case, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from streams.db.consolidation_schema import consolidation_progress
-from streams.db.memory_schema import memory
-from streams.db.schema import conversation_message
-from streams.db.stats_schema import memory_search_log
+from streams.adapters.db.schema.consolidation import consolidation_progress
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.memory import memory
+from streams.adapters.db.schema.stats import memory_search_log
 from streams.stats.buckets import iso
 
 CONTENT_PREVIEW_CHARS = 200

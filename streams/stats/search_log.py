@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.db.stats_schema import memory_search_log
+from streams.adapters.db.schema.stats import memory_search_log
 
 log = logging.getLogger(__name__)
 

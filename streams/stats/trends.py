@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import Integer, case, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from streams.db.memory_schema import memory
-from streams.db.schema import conversation_message
-from streams.db.stats_schema import memory_search_log
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.memory import memory
+from streams.adapters.db.schema.stats import memory_search_log
 from streams.stats.buckets import EpochBucket, TimeRange, bucket_start, iso
 from streams.stats.queries import tenant_is
 

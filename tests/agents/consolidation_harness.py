@@ -11,24 +11,28 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.agent_configs import StaticAgentConfigs
-from streams.consolidation.cube_lock import CubeLocks
+from streams.adapters.db.cube_lock import CubeLocks
+from streams.adapters.db.ledger import LedgerStore
+from streams.adapters.db.messages import MessageStore, message_row
+from streams.adapters.db.runs import RunStore
+from streams.adapters.db.schema import consolidation as cs
+from streams.adapters.db.schema.conversation import (
+    conversation_message,
+    conversation_summary,
+    metadata,
+)
+from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
-from streams.consolidation.judging import ConflictDecider, MemoryJudge
-from streams.consolidation.ledger import LedgerStore
+from streams.consolidation.failures import RetryRouter
+from streams.consolidation.judge import ConflictDecider, MemoryJudge
 from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
 from streams.consolidation.processor import ConsolidationProcessor
-from streams.consolidation.retrying import RetryRouter
-from streams.consolidation.runs import RunStore
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter
-from streams.db import consolidation_schema as cs
-from streams.db.messages import MessageStore, message_row
-from streams.db.schema import conversation_message, conversation_summary, metadata
-from streams.domain.tokens import TokenCounter
-from streams.providers.registry import ModelFactory, ProviderHandle, ProviderRegistry
-from streams.publish import SourceRecord
-from streams.records import ChatMessage, SessionClosed
+from streams.memory.agent_configs import StaticAgentConfigs
+from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.tokens import TokenCounter
+from streams.wire.records import ChatMessage, SessionClosed
 from tests.agents.fakes import FakeCache, FakeChatModel, FakeMemoryProvider, FakePublisher
 
 TABLES = [conversation_message, conversation_summary, cs.consolidation_ledger,

@@ -8,13 +8,17 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from streams.cache import CacheUnavailableError
-from streams.db.stale_marks import StaleMark
-from streams.domain.memory import StoredMemory
-from streams.providers.base import WriteResult
-from streams.providers.http import ProviderRequestRejected, ProviderTimeout, ProviderUnavailable
-from streams.providers.openai_compat import ChatResult
-from streams.publish import Outgoing, SourceRecord
+from streams.adapters.db.stale_marks import StaleMark
+from streams.adapters.http.client import (
+    ProviderRequestRejected,
+    ProviderTimeout,
+    ProviderUnavailable,
+)
+from streams.adapters.http.openai_compat import ChatResult
+from streams.adapters.kafka.publish import Outgoing, SourceRecord
+from streams.adapters.redis.conversation_cache import CacheUnavailableError
+from streams.memory.model import StoredMemory
+from streams.memory.provider import WriteResult
 from tests.fakes.server import overlap_score
 
 

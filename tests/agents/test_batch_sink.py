@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from streams.sinks.batching import BatchSink, SinkFailedError
+from streams.worker.batch_sink import BatchSink, SinkFailedError
 
 
 class Recorder:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.consolidation.cube_lock import CubeLocks, HeldCube
-from streams.domain.memory import USER_CUBE, CubeKey
+from streams.adapters.db.cube_lock import CubeLocks, HeldCube
+from streams.memory.model import USER_CUBE, CubeKey
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 from tests.agents.fakes import FakeMemoryProvider
 from tests.support.worker import eventually

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.db import consolidation_schema as cs
-from streams.db.schema import conversation_summary
+from streams.adapters.db.schema import consolidation as cs
+from streams.adapters.db.schema.conversation import conversation_summary
+from streams.adapters.http.client import ProviderTimeout, ProviderUnavailable
+from streams.memory.registry import ProviderNotConfigured
 from streams.metrics import JUDGE_FALLBACKS
-from streams.providers.http import ProviderTimeout, ProviderUnavailable
-from streams.providers.registry import ProviderNotConfigured
 from tests.agents.consolidation_harness import T0, Harness, sqlite_engine
 from tests.agents.fakes import FakeChatModel, FakeMemoryProvider
 

@@ -11,7 +11,9 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.consolidation.retrying import (
+from streams.adapters.kafka.dead_letters import source_of
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
     ORIGIN_OFFSET,
@@ -20,9 +22,7 @@ from streams.consolidation.retrying import (
     attempt_of,
     due_at,
 )
-from streams.consolidation.scheduler import RetryScheduler
-from streams.dead_letters import source_of
-from streams.publish import SourceRecord, header
+from streams.consolidation.retry_scheduler import RetryScheduler
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 
 

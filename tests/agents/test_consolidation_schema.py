@@ -10,8 +10,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from streams.db import consolidation_schema as cs
-from streams.db.migrate import current_revision, upgrade
+from streams.adapters.db.migrate import current_revision, upgrade
+from streams.adapters.db.schema import consolidation as cs
 
 MINE = [cs.consolidation_ledger, cs.consolidation_progress, cs.consolidation_run,
         cs.consolidation_candidate, cs.pending_expiry]

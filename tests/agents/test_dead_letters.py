@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from streams.db.dead_letter_ledger import LedgerEntry, SourceKey
-from streams.dead_letters import ExactlyOnceDeadLetters, source_of
-from streams.publish import Outgoing, SourceRecord, dead_letter
+from streams.adapters.db.dead_letter_ledger import LedgerEntry, SourceKey
+from streams.adapters.kafka.dead_letters import ExactlyOnceDeadLetters, source_of
+from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from tests.agents.fakes import FakePublisher
 
 

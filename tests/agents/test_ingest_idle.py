@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from streams.idle import IdleScanner, idle_check_record
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord, header
-from streams.records import IdleCheck
-from streams.stale import StaleHistories
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.session.idle import IdleScanner, idle_check_record
+from streams.session.stale import StaleHistories
+from streams.wire.records import IdleCheck
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord, header
-from streams.stale import StaleHistories
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.session.stale import StaleHistories
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import Outgoing
-from streams.stale import StaleHistories
+from streams.adapters.kafka.publish import Outgoing
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.session.stale import StaleHistories
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,

@@ -9,8 +9,8 @@ import pymysql.err as my
 import pytest
 from sqlalchemy import exc as sa
 
-from streams.db.errors import DbErrorKind
-from streams.sinks.isolation import IsolatingWriter
+from streams.adapters.db.errors import DbErrorKind
+from streams.adapters.db.isolation import IsolatingWriter
 
 
 def refused() -> Exception:

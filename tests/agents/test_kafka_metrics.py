@@ -9,8 +9,8 @@ from faust.sensors.prometheus import FaustMetrics
 from faust.types import TP
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from streams.kafka_metrics import KafkaMonitor, LagSampler
-from streams.progress import ProgressTracker
+from streams.adapters.kafka.progress import ProgressTracker
+from streams.worker.kafka_monitor import KafkaMonitor, LagSampler
 
 TOPIC = "it-lag.chat"
 

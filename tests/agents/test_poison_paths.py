@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import exc as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.consolidation.retrying import NEXT_ATTEMPT_AT
-from streams.consolidation.scheduler import RetryScheduler
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord, header
-from streams.query.headers import request_headers
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.consolidation.failures import NEXT_ATTEMPT_AT
+from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.query.processor import QueryProcessor
-from streams.stale import StaleHistories
+from streams.session.stale import StaleHistories
+from streams.wire.spring_reply import request_headers
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 from tests.agents.fakes import (
     FakeCache,

@@ -9,12 +9,12 @@ from typing import Any
 from prometheus_client import REGISTRY
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from streams.publish import Outgoing, SourceRecord, header
+from streams.adapters.kafka.publish import Outgoing, SourceRecord, header
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
-from streams.query.headers import request_headers
 from streams.query.processor import QueryProcessor
-from streams.query.records import MemoryQuery, MemoryReply
+from streams.wire.query import MemoryQuery, MemoryReply
+from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher
 
 NOW = 1_800_000_000.0

@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 
-from streams.publish import SourceRecord
+from streams.adapters.kafka.publish import SourceRecord
 from streams.query.consumer import QueryConsumer
 from streams.query.consumer_config import QueryConsumerConfig
 from tests.support.worker import eventually

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from streams.cache import CacheUnavailableError
-from streams.domain.stale import UNKNOWN_MARK
-from streams.ingest import IngestProcessor
-from streams.stale import HEAL_PER_WRITE, StaleHistories
+from streams.adapters.redis.conversation_cache import CacheUnavailableError
+from streams.ingest.processor import IngestProcessor
+from streams.session.rules.stale import UNKNOWN_MARK
+from streams.session.stale import HEAL_PER_WRITE, StaleHistories
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,

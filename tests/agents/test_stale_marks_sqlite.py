@@ -14,9 +14,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.db.migrate import upgrade
-from streams.db.schema import stale_history_mark
-from streams.db.stale_marks import StaleMark, StaleMarkStore
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema.conversation import stale_history_mark
+from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
 
 NOW = datetime(2026, 12, 4, 9, tzinfo=UTC)
 

@@ -16,8 +16,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.db import stats_schema
-from streams.db.migrate import upgrade
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema import stats as stats_schema
 from streams.stats.search_log import SearchLog, SearchLogWriter, SearchRecord
 from streams.stats.service import StatsService
 from tests.support import stats_api

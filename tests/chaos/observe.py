@@ -21,12 +21,12 @@ from redis.asyncio import Redis
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.db.consolidation_schema import consolidation_ledger, consolidation_run
-from streams.db.memory_schema import memory, memory_scope_stats
-from streams.db.schema import conversation_message
-from streams.kafka_io import partitions
-from streams.query.headers import CORRELATION_ID
+from streams.adapters.db.schema.consolidation import consolidation_ledger, consolidation_run
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.memory import memory, memory_scope_stats
+from streams.adapters.kafka.clients import partitions
 from streams.settings import KafkaSettings
+from streams.wire.spring_reply import CORRELATION_ID
 from tests.chaos.snapshot import DeadLetter, Lag, MemoryRow, Snapshot, StoredMessage
 from tests.support.services import KAFKA_BOOTSTRAP, KAFKA_BROKER
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from streams.query.headers import request_headers
+from streams.wire.spring_reply import request_headers
 from tests.chaos import vocabulary as V
 from tests.chaos.workload import Workload
 from tests.support.services import KAFKA_BOOTSTRAP

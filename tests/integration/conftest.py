@@ -21,14 +21,14 @@ from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.cache import ConversationCache
-from streams.db.messages import MessageStore
-from streams.db.stale_marks import StaleMarkStore
-from streams.domain.tokens import TokenCounter
-from streams.history import SessionReader
-from streams.kafka_io import partitions as kafka_partitions
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.stale_marks import StaleMarkStore
+from streams.adapters.kafka.clients import partitions as kafka_partitions
+from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.session.reader import SessionReader
+from streams.session.stale import StaleHistories
 from streams.settings import KafkaSettings
-from streams.stale import StaleHistories
+from streams.tokens import TokenCounter
 from tests.support.services import (
     KAFKA_BOOTSTRAP,
     KAFKA_BROKER,

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.publish import header
-from streams.query.headers import CORRELATION_ID, request_headers
+from streams.adapters.kafka.publish import header
+from streams.wire.spring_reply import CORRELATION_ID, request_headers
 from tests.integration.conftest import Stack
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import ROOT, eventually
@@ -131,7 +131,7 @@ class QueryTraffic:
 def route_to_memos(worker: Any, agent_id: str) -> None:
     """Configure the agent's long memory on MemOS, through the agent-config topic."""
     out = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "agent-config", "set", "--tenant", "t1",
+        [sys.executable, "-m", "streams.cli.main", "agent-config", "set", "--tenant", "t1",
          "--agent", agent_id, "--provider", "MEMOS", "--open-long-memory", "on",
          "--model", "m"], env={**os.environ, **worker.env}, cwd=ROOT,
         capture_output=True, text=True, timeout=60)

@@ -16,16 +16,16 @@ from prometheus_client import REGISTRY
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.db.memory_schema import memory_scope_stats, memory_term
-from streams.db.migrate import upgrade
-from streams.domain.memory import USER_CUBE, MemoryCandidate, agent_cube
-from streams.providers.base import (
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema.memory import memory_scope_stats, memory_term
+from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
+from streams.memory.provider import (
     PermanentProviderError,
     RetryableProviderError,
     Scope,
     SearchRequest,
 )
-from streams.providers.builtin import BuiltinProvider
+from streams.memory.providers.builtin.provider import BuiltinProvider
 from tests.support.services import create_database, drop_database, free_port, mysql_url, unique
 
 ALICE = Scope("acme", "alice", "helper")

@@ -14,13 +14,13 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.cache import ConversationCache
-from streams.db.messages import MessageStore
-from streams.db.migrate import upgrade
-from streams.db.stale_marks import StaleMarkStore
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord
-from streams.stale import StaleHistories
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.stale_marks import StaleMarkStore
+from streams.adapters.kafka.publish import SourceRecord
+from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.session.stale import StaleHistories
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 

@@ -22,19 +22,19 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.agent_configs import StaticAgentConfigs
-from streams.consolidation.cube_lock import lock_name
-from streams.consolidation.factory import Consolidation, build_consolidation
+from streams.adapters.db.cube_lock import lock_name
+from streams.adapters.db.messages import message_row
+from streams.adapters.http.client import ProviderUnavailable
+from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.pipeline import Outcome
-from streams.db.messages import message_row
-from streams.domain.memory import USER_CUBE, agent_cube, cube_key
-from streams.providers.base import Scope, SearchRequest
-from streams.providers.builtin import BuiltinProvider
-from streams.providers.http import ProviderUnavailable
-from streams.publish import SourceRecord
-from streams.records import ChatMessage, SessionClosed
-from streams.runtime import Runtime
+from streams.memory.agent_configs import StaticAgentConfigs
+from streams.memory.model import USER_CUBE, agent_cube, cube_key
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.settings import DatabaseSettings, IngestSettings, Settings
+from streams.wire.records import ChatMessage, SessionClosed
+from streams.worker.consolidation_parts import Consolidation, build_consolidation
+from streams.worker.runtime import Runtime
 from tests.agents.fakes import FakePublisher
 from tests.integration.conftest import Stack
 from tests.integration.consolidation_support import contents

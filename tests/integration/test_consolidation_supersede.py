@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from streams.db.engine import create_engine
-from streams.domain.memory import USER_CUBE
-from streams.providers.base import Scope, SearchRequest
-from streams.providers.builtin import BuiltinProvider
+from streams.adapters.db.engine import create_engine
+from streams.memory.model import USER_CUBE
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.settings import DatabaseSettings
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import FAST, contents, memstream, run_status

@@ -12,10 +12,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pydantic import SecretStr
 
-from streams.db.dead_letter_ledger import DeadLetterLedger
-from streams.db.engine import create_engine
-from streams.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters, source_of
-from streams.publish import Outgoing, ProducerPublisher, SourceRecord, dead_letter
+from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
+from streams.adapters.db.engine import create_engine
+from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters, source_of
+from streams.adapters.kafka.publish import Outgoing, ProducerPublisher, SourceRecord, dead_letter
 from streams.settings import DatabaseSettings, KafkaSettings
 from tests.integration.conftest import Stack
 from tests.support.services import KAFKA_BOOTSTRAP, KAFKA_BROKER, drop_database, migrated_database

@@ -50,7 +50,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from referencing import Registry, Resource
 
 from streams import metrics as metric_catalog
-from streams.env_check import setting_variables, unknown_variables
+from streams.cli.env_check import setting_variables, unknown_variables
 from streams.settings import HealthSettings, KafkaSettings, WebSettings
 from tests.support.services import free_port
 
@@ -186,7 +186,7 @@ def test_compose_services_are_healthchecked_and_ordered(compose_model: dict[str,
 
 
 def _check_setting_names(names: set[str], where: str) -> None:
-    """Every ``MEMSTREAM_*`` name is one the worker accepts (streams/env_check.py)."""
+    """Every ``MEMSTREAM_*`` name is one the worker accepts (streams/cli/env_check.py)."""
     bad = [u.name for u in unknown_variables(names, setting_variables())]
     assert not bad, f"{where} sets variables that are no memstream setting: {bad}"
 
@@ -584,7 +584,7 @@ def test_dockerignore_matcher_follows_docker_rules() -> None:
     assert not in_build_context(".venv/bin/python")
     assert not in_build_context("tests/unit/__init__.py")
     assert not in_build_context("streams/__pycache__/cli.cpython-311.pyc")
-    assert in_build_context("streams/cli.py")
+    assert in_build_context("streams/cli/main.py")
 
 
 def test_docker_build_context_builds_the_package(tmp_path: Path) -> None:
@@ -622,7 +622,7 @@ def test_docker_build_context_builds_the_package(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         entry_points = next(z.read(n).decode() for n in names if n.endswith("entry_points.txt"))
-    assert {"streams/cli.py", "streams/commands/worker.py", "agents/__init__.py"} <= names
+    assert {"streams/cli/main.py", "streams/cli/worker.py", "agents/__init__.py"} <= names
     assert re.search(r"^memstream\s*=\s*streams\.cli:main$", entry_points, re.M)
 
 

@@ -16,17 +16,17 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from streams.domain.memory import MemoryCandidate, readable_cubes
-from streams.providers.base import (
+from streams.adapters.http.client import ProviderBadAnswer, RetryPolicy, send_json, with_retries
+from streams.adapters.http.openai_compat import ChatModel, EmptyModelAnswer, OpenAIEmbedder
+from streams.memory.model import MemoryCandidate, readable_cubes
+from streams.memory.provider import (
     PermanentProviderError,
     RetryableProviderError,
     Scope,
     SearchRequest,
 )
-from streams.providers.http import ProviderBadAnswer, RetryPolicy, send_json, with_retries
-from streams.providers.mem0 import Mem0Provider, mem0_entity
-from streams.providers.memos import MemOSProvider, memos_ids
-from streams.providers.openai_compat import ChatModel, EmptyModelAnswer, OpenAIEmbedder
+from streams.memory.providers.mem0 import Mem0Provider, mem0_entity
+from streams.memory.providers.memos import MemOSProvider, memos_ids
 from tests.fakes.mem0 import FakeMem0
 from tests.fakes.memos import FakeMemOS
 from tests.fakes.openai import NO_CHOICES, FakeOpenAI, embed_text

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from streams.cache import ConversationCache
-from streams.publish import header
+from streams.adapters.kafka.publish import header
+from streams.adapters.redis.conversation_cache import ConversationCache
 from tests.integration.conftest import Stack, chat_event, session_end_event, session_reader
 from tests.support.worker import ROOT, eventually
 
@@ -134,7 +134,7 @@ async def test_session_end_is_handed_on(running: Stack) -> None:
 
 def run_history(stack: Stack, *args: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "history", *args],
+        [sys.executable, "-m", "streams.cli.main", "history", *args],
         env={**os.environ, **stack.env()}, cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 0, out.stderr
@@ -154,7 +154,7 @@ async def test_history_command_returns_the_window(running: Stack) -> None:
 
 async def test_history_command_rejects_bad_arguments(running: Stack) -> None:
     for args in (["c", "--tenant", "bad/tenant"], ["c", "--tenant", "t", "--last-n", "0"]):
-        out = subprocess.run([sys.executable, "-m", "streams.cli", "history", *args],
+        out = subprocess.run([sys.executable, "-m", "streams.cli.main", "history", *args],
                              env={**os.environ, **running.env()}, cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and "error" in out.stderr

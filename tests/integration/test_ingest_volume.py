@@ -7,7 +7,7 @@ import random
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.cache import ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from tests.integration.conftest import Stack, chat_event, partitions
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually

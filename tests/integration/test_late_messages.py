@@ -8,13 +8,13 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from streams.db.engine import create_engine
-from streams.db.messages import MessageStore
-from streams.db.stale_marks import StaleMarkStore
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord
+from streams.adapters.db.engine import create_engine
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.stale_marks import StaleMarkStore
+from streams.adapters.kafka.publish import SourceRecord
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
-from streams.stale import StaleHistories
 from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import run_status

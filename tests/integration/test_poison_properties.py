@@ -17,17 +17,17 @@ from pydantic import SecretStr
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.db.engine import create_engine
-from streams.db.messages import MessageStore
-from streams.db.schema import conversation_message
-from streams.db.stale_marks import StaleMarkStore
-from streams.domain.events import Rejected, decode_chat_event
-from streams.domain.subagent import Disposition, disposition
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord, header
-from streams.records import ChatMessage
+from streams.adapters.db.engine import create_engine
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.stale_marks import StaleMarkStore
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.rules.subagent import Disposition, disposition
+from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
-from streams.stale import StaleHistories
+from streams.wire.decode import Rejected, decode_chat_event
+from streams.wire.records import ChatMessage
 from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.support.poison import ID, poison_records, valid_events
 from tests.support.services import drop_database, migrated_database, unique

@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 import streams.metrics as catalog
-from streams.cache import ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.client import MemoryClient
 from tests.fakes.memos import FakeMemOS
 from tests.fakes.openai import FakeOpenAI

@@ -17,11 +17,11 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from streams.adapters.kafka.publish import header
 from streams.client import MemoryClient
-from streams.domain.memory import MemoryCandidate, agent_cube
-from streams.providers.base import Scope
-from streams.providers.builtin import BuiltinProvider
-from streams.publish import header
+from streams.memory.model import MemoryCandidate, agent_cube
+from streams.memory.provider import Scope
+from streams.memory.providers.builtin.provider import BuiltinProvider
 from tests.fakes.memos import FakeMemOS
 from tests.fakes.openai import FakeOpenAI
 from tests.integration.conftest import Stack, chat_event
@@ -41,7 +41,7 @@ def fact(
 
 
 def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args],
+    return subprocess.run([sys.executable, "-m", "streams.cli.main", *args],
                           env={**os.environ, **stack.env()}, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
@@ -64,7 +64,7 @@ async def running(shared_stack: Stack) -> AsyncIterator[tuple[Stack, FakeMemOS, 
         try:
             import httpx
 
-            from streams.providers.openai_compat import OpenAIEmbedder
+            from streams.adapters.http.openai_compat import OpenAIEmbedder
 
             async with httpx.AsyncClient() as http:
                 provider = BuiltinProvider(engine, embedder=OpenAIEmbedder(

@@ -23,9 +23,9 @@ from sqlalchemy import Column, Index, Table
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.db.all_tables import metadata
-from streams.db.engine import create_engine
-from streams.db.migrate import migrations_dir, upgrade
+from streams.adapters.db.engine import create_engine
+from streams.adapters.db.migrate import migrations_dir, upgrade
+from streams.adapters.db.schema.all_tables import metadata
 from streams.settings import DatabaseSettings
 from tests.support.services import drop_database, migrated_database, mysql_cli, unique
 from tests.support.worker import ROOT

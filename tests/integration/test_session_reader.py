@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from streams.db.messages import MessageStore, message_row
-from streams.db.migrate import upgrade
-from streams.db.schema import conversation_summary
-from streams.records import ChatMessage
+from streams.adapters.db.messages import MessageStore, message_row
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema.conversation import conversation_summary
+from streams.wire.records import ChatMessage
 from tests.integration.conftest import Stack, session_reader
 
 T0 = datetime(2026, 11, 30, 8, tzinfo=UTC)

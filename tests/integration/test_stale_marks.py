@@ -16,14 +16,14 @@ from redis.asyncio import Redis
 from sqlalchemy import MetaData
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.cache import CacheUnavailableError, ConversationCache
-from streams.db.messages import MessageStore
-from streams.db.migrate import upgrade
-from streams.db.schema import stale_history_mark
-from streams.db.stale_marks import StaleMark, StaleMarkStore
-from streams.ingest import IngestConfig, IngestProcessor
-from streams.publish import SourceRecord
-from streams.stale import StaleHistories
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema.conversation import stale_history_mark
+from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
+from streams.adapters.kafka.publish import SourceRecord
+from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.session.stale import StaleHistories
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.services import free_port

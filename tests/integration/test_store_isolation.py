@@ -13,14 +13,14 @@ from pydantic import SecretStr
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.db.engine import create_engine
-from streams.db.errors import DbErrorKind
-from streams.db.messages import MessageStore, message_row
-from streams.db.schema import conversation_message
-from streams.records import ChatMessage
-from streams.retry import retry_forever
+from streams.adapters.db.engine import create_engine
+from streams.adapters.db.errors import DbErrorKind
+from streams.adapters.db.isolation import IsolatingWriter
+from streams.adapters.db.messages import MessageStore, message_row
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.backoff import retry_forever
 from streams.settings import DatabaseSettings
-from streams.sinks.isolation import IsolatingWriter
+from streams.wire.records import ChatMessage
 from tests.support.services import drop_database, migrated_database, unique
 
 T0 = datetime(2026, 11, 30, 8, tzinfo=UTC)

@@ -13,7 +13,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
-from streams.db.migrate import (
+from streams.adapters.db.migrate import (
     SchemaNotCurrentError,
     current_revision,
     migrations_dir,

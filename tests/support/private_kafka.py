@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streams.embedded_broker import free_port, kafka_command, kafka_ready
+from streams.devtools.embedded_broker import free_port, kafka_command, kafka_ready
 
 
 class _ExitedError(RuntimeError):

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import yaml
 
-from streams.processes import stop_process
+from streams.devtools.processes import stop_process
 from tests.support.services import free_port
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.embedded_broker import free_port as free_port
+from streams.devtools.embedded_broker import free_port as free_port
 
 KAFKA_PORT = int(os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092"))
 REDIS_PORT = int(os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379"))
@@ -72,8 +72,8 @@ async def migrated_database(name: str, port: int = MYSQL_PORT) -> str:
     """:func:`create_database` with the schema at the newest migration; its URL."""
     from pydantic import SecretStr
 
-    from streams.db.engine import create_engine
-    from streams.db.migrate import upgrade
+    from streams.adapters.db.engine import create_engine
+    from streams.adapters.db.migrate import upgrade
     from streams.settings import DatabaseSettings
 
     url = create_database(name, port)

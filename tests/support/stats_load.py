@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.db.consolidation_schema import consolidation_progress
-from streams.db.memory_schema import memory
-from streams.db.schema import conversation_message
+from streams.adapters.db.schema.consolidation import consolidation_progress
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.memory import memory
 from streams.stats.search_log import SearchLog, SearchRecord
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MEMSTREAM = [sys.executable, "-m", "streams.cli"]
+MEMSTREAM = [sys.executable, "-m", "streams.cli.main"]
 
 
 class WorkerProcess:

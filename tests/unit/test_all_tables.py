@@ -1,4 +1,4 @@
-"""``streams.db.all_tables`` imports every module that declares tables or indexes,
+"""``streams.adapters.db.schema.all_tables`` imports every module that declares tables or indexes,
 so the schema Alembic compares with is the whole schema."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from streams.db.all_tables import TABLE_MODULES
+from streams.adapters.db.schema.all_tables import TABLE_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 # a SQLAlchemy Table("name", ...) or Index(...): not Faust's app.Table or GlobalTable
@@ -19,5 +19,6 @@ def test_every_module_declaring_tables_is_imported() -> None:
         for p in (ROOT / "streams").rglob("*.py")
         if DECLARES.search(p.read_text())
     }
-    assert {"streams.db.schema", "streams.db.stats_schema"} <= declaring
+    schema = "streams.adapters.db.schema"
+    assert {f"{schema}.conversation", f"{schema}.stats"} <= declaring
     assert declaring == {m.__name__ for m in TABLE_MODULES}

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from streams.domain.budget import filter_and_trim, pack_budget
-from streams.domain.memory import USER_CUBE, StoredMemory, agent_cube
-from streams.domain.tokens import TokenCounter
+from streams.memory.model import USER_CUBE, StoredMemory, agent_cube
+from streams.query.rules.budget import filter_and_trim, pack_budget
+from streams.tokens import TokenCounter
 
 AGENT = agent_cube("helper")
 DAY = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)

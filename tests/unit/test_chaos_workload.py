@@ -10,12 +10,12 @@ from datetime import datetime
 
 import pytest
 
-from streams.domain.conflicts import subject_slot
-from streams.domain.events import Rejected, decode_chat_event
-from streams.domain.lexical import query_terms, tokenize
-from streams.domain.memory import MemoryCandidate, SourceMessage
-from streams.domain.rule_judge import rule_judge
-from streams.records import ChatMessage, SessionEnd
+from streams.consolidation.rules.conflicts import subject_slot
+from streams.consolidation.rules.rule_judge import rule_judge
+from streams.memory.model import MemoryCandidate, SourceMessage
+from streams.memory.rules.lexical import query_terms, tokenize
+from streams.wire.decode import Rejected, decode_chat_event
+from streams.wire.records import ChatMessage, SessionEnd
 from tests.chaos import vocabulary as V
 from tests.chaos.config import ChaosConfig, WorkloadSpec
 from tests.chaos.poison import CHAT, INTERNAL

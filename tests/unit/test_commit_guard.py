@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.commit_guard import CommitGuard, Refusal
+from streams.worker.commit_guard import CommitGuard, Refusal
 
 TP = ("chat", 0)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streams.config_docs import render
+from streams.cli.config_docs import render
 from streams.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.domain.conflicts import (
+from streams.consolidation.rules.conflicts import (
     ConflictOutputError,
     Slot,
     build_conflict_messages,
@@ -17,8 +17,8 @@ from streams.domain.conflicts import (
     stored_meanwhile,
     subject_slot,
 )
-from streams.domain.dedup import similarity
-from streams.domain.memory import MemoryCandidate, StoredMemory
+from streams.consolidation.rules.dedup import similarity
+from streams.memory.model import MemoryCandidate, StoredMemory
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

@@ -8,12 +8,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from streams.agent_configs import StaticAgentConfigs, TableAgentConfigs
-from streams.consolidation.cube_lock import CubeLockLost, CubeLockTimeout
-from streams.consolidation.judging import MemoryJudge
-from streams.consolidation.ledger import SessionMessage, message_hash
-from streams.consolidation.pipeline import episodes_of
-from streams.consolidation.retrying import (
+from streams.adapters.db.cube_lock import CubeLockLost, CubeLockTimeout
+from streams.adapters.db.ledger import SessionMessage, message_hash
+from streams.adapters.db.runs import CandidateRow, candidate_hash
+from streams.adapters.http.client import (
+    ProviderRateLimited,
+    ProviderRequestRejected,
+    ProviderTimeout,
+)
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.adapters.kafka.replay import ReplayFilter, redrive_headers, replay_group, skip_reason
+from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
     RetryRouter,
@@ -21,14 +26,13 @@ from streams.consolidation.retrying import (
     classify,
     due_at,
 )
-from streams.consolidation.runs import CandidateRow, candidate_hash
+from streams.consolidation.judge import MemoryJudge
+from streams.consolidation.pipeline import episodes_of
 from streams.consolidation.summarizer import clip_lines
 from streams.consolidation.writer import same_memory
-from streams.domain.memory import MemoryCandidate, SourceMessage, StoredMemory
-from streams.providers.http import ProviderRateLimited, ProviderRequestRejected, ProviderTimeout
-from streams.providers.registry import ModelFactory, ProviderNotConfigured, ProviderRegistry
-from streams.publish import SourceRecord, header
-from streams.replay import ReplayFilter, redrive_headers, replay_group, skip_reason
+from streams.memory.agent_configs import StaticAgentConfigs, TableAgentConfigs
+from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
+from streams.memory.registry import ModelFactory, ProviderNotConfigured, ProviderRegistry
 
 T = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.consolidation.cube_lock import NAME_PREFIX, lock_name
-from streams.domain.memory import USER_CUBE, CubeKey, agent_cube, cube_key
+from streams.adapters.db.cube_lock import NAME_PREFIX, lock_name
+from streams.memory.model import USER_CUBE, CubeKey, agent_cube, cube_key
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pymysql.err as my
 import pytest
 from sqlalchemy import exc as sa
 
-from streams.db.errors import DbErrorKind, classify_db_error
+from streams.adapters.db.errors import DbErrorKind, classify_db_error
 
 T, R, U = DbErrorKind.TRANSIENT, DbErrorKind.ROW, DbErrorKind.UNKNOWN
 

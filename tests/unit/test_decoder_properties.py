@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Column
 from sqlalchemy.dialects import mysql
 
-from streams.db.messages import message_row, row_to_doc
-from streams.db.schema import conversation_message
-from streams.domain.events import REASONS, Rejected, decode_chat_event, decode_record
-from streams.domain.session_state import table_key
-from streams.records import DATETIME_MAX, DATETIME_MIN, ChatMessage, IdleCheck, SessionClosed
+from streams.adapters.db.messages import message_row, row_to_doc
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.session.model import table_key
+from streams.wire.decode import REASONS, Rejected, decode_chat_event, decode_record
+from streams.wire.records import DATETIME_MAX, DATETIME_MIN, ChatMessage, IdleCheck, SessionClosed
 from tests.support.poison import ID, poison_records, valid_events
 
 MEDIUMTEXT_BYTES, TEXT_BYTES = 16_777_215, 65_535  # what MySQL's text columns hold

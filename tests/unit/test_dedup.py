@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.domain.dedup import (
+from streams.consolidation.rules.dedup import (
     bigrams,
     contains,
     dedup_candidates,
@@ -19,7 +19,7 @@ from streams.domain.dedup import (
     similarity,
     split_speaker,
 )
-from streams.domain.memory import MemoryCandidate
+from streams.memory.model import MemoryCandidate
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

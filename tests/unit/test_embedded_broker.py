@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from streams.embedded_broker import new_cluster_id
+from streams.devtools.embedded_broker import new_cluster_id
 
 
 def test_a_cluster_id_is_a_base64_uuid_never_read_as_an_option(

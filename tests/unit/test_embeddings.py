@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from streams.embeddings import (
+from streams.adapters.embeddings.embedders import (
     LocalEmbedder,
     Matrix,
     ModelThread,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.env_check import (
+from streams.cli.env_check import (
     NOT_SETTINGS,
     UnknownSettingsError,
     UnknownVariable,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from streams.domain.events import (
+from streams.wire.decode import (
     INVALID_TEXT,
     MISSING_TENANT,
     OUT_OF_RANGE,
@@ -18,7 +18,7 @@ from streams.domain.events import (
     decode_chat_event,
     decode_record,
 )
-from streams.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
+from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
 BASE = {
     "event_id": "e1",

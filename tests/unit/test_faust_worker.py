@@ -6,7 +6,7 @@ import logging
 
 from faust.utils.terminal import Spinner
 
-from streams.faust_glue import QuietWorker
+from streams.worker.faust_glue import QuietWorker
 
 
 def test_the_root_logger_keeps_its_level_at_warn_and_above() -> None:

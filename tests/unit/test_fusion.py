@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.domain.fusion import (
+from streams.memory.rules.fusion import (
     FusionWeights,
     Position,
     fuse,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.health import GroupState, KafkaState, liveness, readiness, stage_verdicts
-from streams.progress import ProgressTracker, partition_lag
+from streams.adapters.kafka.progress import ProgressTracker, partition_lag
+from streams.worker.health import GroupState, KafkaState, liveness, readiness, stage_verdicts
 
 EXEMPT = frozenset({"memory.retry"})
 STAGES = {"chat": "ingest", "idle": "ingest", "closed": "consolidation"}

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.heap import YOUNG_THRESHOLD, tune_gc
+from streams.worker.gc_tuning import YOUNG_THRESHOLD, tune_gc
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.domain.judge import (
+from streams.consolidation.rules.llm_judge import (
     JudgeOutputError,
     build_judge_messages,
     clip_text,
@@ -15,7 +15,7 @@ from streams.domain.judge import (
     importance_of,
     parse_judge_output,
 )
-from streams.domain.memory import SourceMessage
+from streams.memory.model import SourceMessage
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

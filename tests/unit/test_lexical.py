@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from streams.domain.lexical import (
+from streams.memory.rules.lexical import (
     PostingArrays,
     bm25,
     bm25_arrays,

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from streams.locomo.dataset import Question, parse_date, parse_evidence, parse_samples
-from streams.locomo.scoring import percentile, render_table, score, summarize
+from streams.devtools.locomo.dataset import Question, parse_date, parse_evidence, parse_samples
+from streams.devtools.locomo.scoring import percentile, render_table, score, summarize
 
 SAMPLE = {
     "sample_id": "conv-1",

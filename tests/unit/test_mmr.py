@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from streams.domain.mmr import (
+from streams.memory.rules.mmr import (
     Scored,
     WordIds,
     jaccard,

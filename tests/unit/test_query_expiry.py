@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
-from streams.query.records import MAX_TIMEOUT_MS, QueryOptions
+from streams.wire.query import MAX_TIMEOUT_MS, QueryOptions
 
 NOW = 1_800_000_000.0
 

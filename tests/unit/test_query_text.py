@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.domain.query_text import build_query_text
+from streams.query.rules.query_text import build_query_text
 
 
 def test_the_message_alone() -> None:

@@ -9,7 +9,8 @@ import pymysql.err as my
 import pytest
 from sqlalchemy import exc as sa
 
-from streams.consolidation.retrying import (
+from streams.adapters.kafka.publish import SourceRecord, header
+from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
     RetryRouter,
@@ -17,7 +18,6 @@ from streams.consolidation.retrying import (
     classify,
     due_at,
 )
-from streams.publish import SourceRecord, header
 
 
 def rec(*headers: tuple[str, bytes]) -> SourceRecord:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from streams.domain.routing import (
+from streams.memory.rules.routing import (
     AgentConfig,
     agent_config_key,
     long_memory_enabled,

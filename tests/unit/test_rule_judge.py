@@ -6,8 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.domain.memory import SourceMessage
-from streams.domain.rule_judge import IMPORTANCE, is_question, rule_judge, split_sentences
+from streams.consolidation.rules.rule_judge import (
+    IMPORTANCE,
+    is_question,
+    rule_judge,
+    split_sentences,
+)
+from streams.memory.model import SourceMessage
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from streams.domain.session_batch import SessionRules, SourcedEvent, plan_sessions
-from streams.domain.session_state import SessionState
-from streams.records import ChatMessage, IdleCheck, SessionEnd
+from streams.session.model import SessionState
+from streams.session.rules.batch import SessionRules, SourcedEvent, plan_sessions
+from streams.wire.records import ChatMessage, IdleCheck, SessionEnd
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 RULES = SessionRules(idle_timeout_s=60.0, retention_s=3600.0)

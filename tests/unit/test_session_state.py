@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.domain.session_state import SessionState, split_table_key, table_key
-from streams.records import ChatMessage, SessionEnd
+from streams.session.model import SessionState, split_table_key, table_key
+from streams.wire.records import ChatMessage, SessionEnd
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streams.domain.stale import Entry, StaleSet
+from streams.session.rules.stale import Entry, StaleSet
 
 A, B, C = ("t", "a"), ("t", "b"), ("t", "c")
 

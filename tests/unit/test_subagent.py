@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from streams.domain.subagent import Disposition, as_parent_message, disposition
-from streams.records import ChatMessage, SessionEnd
+from streams.ingest.rules.subagent import Disposition, as_parent_message, disposition
+from streams.wire.records import ChatMessage, SessionEnd
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 

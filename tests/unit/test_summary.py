@@ -6,8 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.domain.memory import SourceMessage
-from streams.domain.summary import build_summary_messages, extractive_summary, needs_summary
+from streams.consolidation.rules.summary import (
+    build_summary_messages,
+    extractive_summary,
+    needs_summary,
+)
+from streams.memory.model import SourceMessage
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

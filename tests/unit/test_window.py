@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from streams.domain.window import (
+from streams.session.rules.window import (
     MESSAGE_OVERHEAD_TOKENS,
     build_window,
     fit_tokens,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from streams.domain.events import Rejected, decode_chat_event
-from streams.wire_schemas import all_schemas
+from streams.wire.decode import Rejected, decode_chat_event
+from streams.wire.schemas import all_schemas
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 BASE: dict[str, Any] = {

@@ -19,8 +19,8 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from streams.commit_guard import CommitGuard
-from streams.faust_glue import admit, delivery_settings, finish, install_commit_guard
+from streams.worker.commit_guard import CommitGuard
+from streams.worker.faust_glue import admit, delivery_settings, finish, install_commit_guard
 
 TOPIC = os.environ["TOPIC"]
 PAUSE_AT = int(os.environ["PAUSE_AT"])
@@ -35,7 +35,7 @@ app = faust.App(os.environ["APP_ID"], broker=os.environ["BROKER"], store="memory
                 consumer_auto_offset_reset="earliest", web_enabled=False,
                 broker_commit_interval=0.5, broker_session_timeout=6,
                 broker_heartbeat_interval=1, datadir=os.environ["DATADIR"],
-                Worker="streams.faust_glue:QuietWorker", **delivery_settings(100))
+                Worker="streams.worker.faust_glue:QuietWorker", **delivery_settings(100))
 source = app.topic(TOPIC, value_serializer="raw")
 paused = False
 

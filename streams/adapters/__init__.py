@@ -1,0 +1,1 @@
+"""Technology adapters, one package per technology, with no business rules."""

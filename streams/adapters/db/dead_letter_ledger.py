@@ -1,0 +1,89 @@
+"""DeadLetterLedger: which records were dead-lettered, and whether it went out.
+
+One row per source record (topic, partition, offset). A row is recorded
+*before* its dead letter is published (``sent`` 0) and marked once the broker
+acknowledged it (``sent`` 1); see :mod:`streams.adapters.kafka.dead_letters` for how the two
+steps make a dead letter exactly once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.elements import ColumnElement
+
+from streams.adapters.db.engine import insert_ignoring_duplicates
+from streams.adapters.db.schema.conversation import dead_letter_ledger
+
+SourceKey = tuple[str, int, int]  # topic, partition, offset
+_CHUNK = 200
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    dlq_partition: int
+    sent: bool
+    recorded_at: datetime  # aware, UTC
+    mine: bool  # recorded by this call (not by an earlier attempt)
+
+
+def _naive(ts: datetime) -> datetime:
+    return ts.astimezone(UTC).replace(tzinfo=None)
+
+
+class DeadLetterLedger:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._insert = insert_ignoring_duplicates(
+            engine, dead_letter_ledger, ["source_topic", "source_partition", "source_offset"])
+
+    def _where(self, keys: Sequence[SourceKey]) -> ColumnElement[bool]:
+        c = dead_letter_ledger.c
+        return or_(*(and_(c.source_topic == t, c.source_partition == p, c.source_offset == o)
+                     for t, p, o in keys))
+
+    async def record(self, wanted: dict[SourceKey, int],
+                     now: datetime) -> dict[SourceKey, LedgerEntry]:
+        """Record ``wanted`` (source -> dead-letter partition) where not recorded
+        yet; returns every entry as it now stands (an earlier one kept as it was)."""
+        if not wanted:
+            return {}
+        token = uuid.uuid4().hex
+        rows = [{"source_topic": t, "source_partition": p, "source_offset": o,
+                 "dlq_partition": part, "sent": 0, "recorded_at": _naive(now),
+                 "recorded_by": token}
+                for (t, p, o), part in wanted.items()]
+        c = dead_letter_ledger.c
+        found: dict[SourceKey, LedgerEntry] = {}
+        keys = list(wanted)
+        async with self.engine.begin() as conn:
+            await conn.execute(self._insert, rows)
+            for i in range(0, len(keys), _CHUNK):
+                result = await conn.execute(
+                    select(c.source_topic, c.source_partition, c.source_offset,
+                           c.dlq_partition, c.sent, c.recorded_at, c.recorded_by)
+                    .where(self._where(keys[i:i + _CHUNK])))
+                for r in result:
+                    found[(r.source_topic, int(r.source_partition), int(r.source_offset))] = (
+                        LedgerEntry(int(r.dlq_partition), bool(r.sent),
+                                    r.recorded_at.replace(tzinfo=UTC), r.recorded_by == token))
+        return found
+
+    async def mark_sent(self, keys: Sequence[SourceKey]) -> None:
+        async with self.engine.begin() as conn:
+            for i in range(0, len(keys), _CHUNK):
+                await conn.execute(update(dead_letter_ledger)
+                                   .where(self._where(keys[i:i + _CHUNK]))
+                                   .values(sent=1))
+
+    async def purge(self, cutoff: datetime) -> int:
+        """Forget dead letters recorded before ``cutoff``; returns how many."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(dead_letter_ledger).where(
+                dead_letter_ledger.c.recorded_at < _naive(cutoff)))
+        return int(result.rowcount or 0)

@@ -1,0 +1,221 @@
+"""The durable ledger of processed messages (MySQL, not Redis).
+
+A message is identified by a content hash: tenant, conversation, role, speaker,
+``created_at`` and text (:func:`message_hash`). The same message published
+twice under two event ids is one message; a user saying "yes" twice is two.
+
+:meth:`LedgerStore.claim` runs inside the caller's transaction, before the
+judge. It locks the conversation's progress row (``SELECT ... FOR UPDATE``, so
+two claims of one conversation never interleave, even across workers), reads
+the messages stamped with the closing session's number (every message is
+stamped at ingest with the session it belongs to, so a session takes exactly
+its own messages, whenever they were stored), and records the hashes not yet
+in the ledger under the claiming ``closed_id``. Messages stored before
+sessions were stamped are claimed by the earlier rule: those above the
+conversation's ``claimed_until_id`` mark up to the session's last message
+(``until_event_id``) or stored no later than ``bound``; the mark moves past
+them.
+
+What a closing event owns is then exactly the ledger rows with its
+``closed_id`` (:meth:`LedgerStore.claimed_messages`): a redelivered or retried
+event finds them again; any other closing event (a repeated session end, the
+topic replayed from offset 0) finds them taken. Ledger rows are purged after
+the retention, except those of unfinished runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from streams.adapters.db.engine import insert_ignoring_duplicates
+from streams.adapters.db.schema.consolidation import (
+    consolidation_ledger,
+    consolidation_progress,
+    consolidation_run,
+)
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.memory.model import SourceMessage
+
+_IN_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class SessionMessage:
+    """A stored chat message as consolidation reads it."""
+
+    id: int
+    event_id: str
+    role: str
+    content: str
+    created_at: datetime  # aware, UTC
+    name: str | None = None
+
+    def source(self, *, new: bool) -> SourceMessage:
+        return SourceMessage(self.event_id, self.role, self.content, self.created_at,
+                             self.name, new)
+
+
+def message_hash(tenant_id: str, conversation_id: str, role: str, name: str | None,
+                 content: str, created_at: datetime) -> str:
+    when = created_at.astimezone(UTC).replace(tzinfo=None) if created_at.tzinfo else created_at
+    parts = (tenant_id, conversation_id, role, name or "", when.isoformat(), content)
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def _message(row: Any) -> SessionMessage:
+    created = row.created_at
+    return SessionMessage(int(row.id), row.event_id, row.role, row.content,
+                          created.replace(tzinfo=UTC) if created.tzinfo is None else created,
+                          row.name)
+
+
+_m = conversation_message.c
+_MESSAGE_COLUMNS = (_m.id, _m.event_id, _m.role, _m.name, _m.content, _m.created_at)
+
+
+class LedgerStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._progress_row = insert_ignoring_duplicates(
+            engine, consolidation_progress, ["tenant_id", "conversation_id"])
+        self._ledger_row = insert_ignoring_duplicates(
+            engine, consolidation_ledger, ["tenant_id", "message_hash"])
+
+    async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
+                    closed_id: str, session_seq: int, bound: datetime, limit: int,
+                    now: datetime, until_event_id: str | None = None,
+                    late_since: datetime | None = None) -> int:
+        """Claim the messages of session ``session_seq`` (stamped with it at ingest,
+        whenever they were stored) for ``closed_id``; returns how many were claimed
+        now. Runs in ``conn``'s transaction, which the caller commits. A session
+        at or below the conversation's highest claimed session claims nothing
+        (its end was consolidated before, and its ledger rows may be purged),
+        unless ``late_since`` is given: a late closing event claims the
+        session's messages stored since then that no run claimed.
+
+        Messages stored before sessions were stamped (``session_seq`` NULL) are
+        claimed as they were then: those above the conversation's mark, up to
+        the one with ``until_event_id`` or else stored up to ``bound`` (naive
+        UTC), at most ``limit``; the mark moves past them."""
+        p = consolidation_progress.c
+        where = (p.tenant_id == tenant_id, p.conversation_id == conversation_id)
+        await conn.execute(self._progress_row, {
+            "tenant_id": tenant_id, "conversation_id": conversation_id,
+            "claimed_until_id": 0, "claimed_session_seq": 0, "updated_at": now})
+        mark, claimed_seq = (await conn.execute(
+            select(p.claimed_until_id, p.claimed_session_seq).where(*where)
+            .with_for_update())).one()
+        conv = (_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
+        if late_since is not None:
+            stamped = await self._late(conn, tenant_id, conversation_id, session_seq, late_since)
+            legacy = []
+        else:
+            stamped = [] if session_seq <= claimed_seq else list((await conn.execute(
+                select(*_MESSAGE_COLUMNS).where(*conv, _m.session_seq == session_seq)
+                .order_by(_m.id))).all())
+            legacy = await self._legacy(conn, conv, mark, bound, limit, until_event_id)
+        moved: dict[str, Any] = {}
+        if legacy:
+            moved["claimed_until_id"] = int(legacy[-1].id)
+        if session_seq > claimed_seq and late_since is None:
+            moved["claimed_session_seq"] = session_seq
+        if moved:
+            await conn.execute(update(consolidation_progress).where(*where).values(
+                **moved, updated_at=now))
+        by_hash: dict[str, Any] = {}
+        for r in sorted([*stamped, *legacy], key=lambda r: int(r.id)):
+            h = message_hash(tenant_id, conversation_id, r.role, r.name, r.content, r.created_at)
+            by_hash.setdefault(h, r)
+        if not by_hash:
+            return 0
+        taken = await self._existing(conn, tenant_id, list(by_hash))
+        fresh = [
+            {"tenant_id": tenant_id, "message_hash": h, "conversation_id": conversation_id,
+             "event_id": r.event_id, "message_id": r.id, "closed_id": closed_id,
+             "claimed_at": now}
+            for h, r in by_hash.items() if h not in taken
+        ]
+        if fresh:
+            await conn.execute(self._ledger_row, fresh)
+        return len(fresh)
+
+    async def _late(self, conn: AsyncConnection, tenant_id: str, conversation_id: str,
+                    session_seq: int, since: datetime) -> list[Any]:
+        """Messages of session ``session_seq`` stored since ``since`` that no run
+        claimed (a late closing event's share)."""
+        l = consolidation_ledger.c  # noqa: E741
+        taken = select(l.message_id).where(l.tenant_id == tenant_id,
+                                            l.conversation_id == conversation_id)
+        return list((await conn.execute(
+            select(*_MESSAGE_COLUMNS).where(
+                _m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
+                _m.session_seq == session_seq, _m.ingested_at >= since,
+                _m.id.not_in(taken))
+            .order_by(_m.id))).all())
+
+    async def _legacy(self, conn: AsyncConnection, conv: tuple[Any, ...], mark: int,
+                      bound: datetime, limit: int, until_event_id: str | None) -> list[Any]:
+        """Unstamped messages above ``mark`` that a claim takes (see :meth:`claim`)."""
+        last = None if until_event_id is None else (await conn.execute(
+            select(_m.id).where(*conv, _m.event_id == until_event_id))).scalar()
+        rows = (await conn.execute(
+            select(*_MESSAGE_COLUMNS, _m.ingested_at)
+            .where(*conv, _m.session_seq.is_(None), _m.id > mark,
+                   *(() if last is None else (_m.id <= last,)))
+            .order_by(_m.id).limit(limit))).all()
+        prefix = []
+        for r in rows:  # a prefix by id, so everything up to the new mark is claimed
+            if last is None and r.ingested_at > bound:
+                break
+            prefix.append(r)
+        return prefix
+
+    async def _existing(self, conn: AsyncConnection, tenant_id: str,
+                        hashes: Sequence[str]) -> set[str]:
+        l = consolidation_ledger.c  # noqa: E741
+        found: set[str] = set()
+        for i in range(0, len(hashes), _IN_CHUNK):
+            chunk = hashes[i:i + _IN_CHUNK]
+            rows = await conn.execute(select(l.message_hash).where(
+                l.tenant_id == tenant_id, l.message_hash.in_(chunk)))
+            found.update(r.message_hash for r in rows)
+        return found
+
+    async def claimed_messages(self, tenant_id: str, closed_id: str) -> list[SessionMessage]:
+        """The messages ``closed_id`` claimed, oldest first."""
+        l = consolidation_ledger.c  # noqa: E741
+        ids = select(l.message_id).where(l.tenant_id == tenant_id, l.closed_id == closed_id)
+        q = (select(*_MESSAGE_COLUMNS)
+             .where(_m.tenant_id == tenant_id, _m.id.in_(ids)).order_by(_m.id))
+        async with self.engine.connect() as conn:
+            return [_message(r) for r in (await conn.execute(q)).all()]
+
+    async def context_before(self, tenant_id: str, conversation_id: str, before_id: int,
+                             n: int) -> list[SessionMessage]:
+        """Up to ``n`` messages of the conversation before ``before_id``, oldest first."""
+        if n <= 0:
+            return []
+        q = (select(*_MESSAGE_COLUMNS)
+             .where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
+                    _m.id < before_id)
+             .order_by(_m.id.desc()).limit(n))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [_message(r) for r in reversed(rows)]
+
+    async def purge(self, cutoff: datetime) -> int:
+        """Delete ledger rows claimed before ``cutoff`` (naive UTC), except those of
+        runs that are not done; returns how many were deleted."""
+        l, r = consolidation_ledger.c, consolidation_run.c  # noqa: E741
+        unfinished = select(r.closed_id).where(r.status != "done")
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(consolidation_ledger).where(
+                l.claimed_at < cutoff, l.closed_id.not_in(unfinished)))
+        return int(result.rowcount or 0)

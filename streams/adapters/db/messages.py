@@ -1,0 +1,214 @@
+"""MessageStore: the durable conversation history (MySQL is the truth; Redis only caches it).
+
+Writes are idempotent on ``(tenant_id, event_id)``: storing an event that is
+already there adds no row and changes no row, so a topic can be replayed from
+offset 0. Reads always carry the tenant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.adapters.db.engine import insert_ignoring_duplicates, upsert
+from streams.adapters.db.schema.conversation import (
+    conversation_message,
+    conversation_session,
+    conversation_summary,
+)
+from streams.wire.records import ChatMessage
+
+MessageDoc = dict[str, Any]
+
+
+def naive_utc(ts: datetime) -> datetime:
+    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
+
+
+def message_row(
+    msg: ChatMessage, now: datetime, origin_conversation_id: str | None = None,
+    session_seq: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "tenant_id": msg.tenant_id,
+        "event_id": msg.event_id,
+        "conversation_id": msg.conversation_id,
+        "user_id": msg.user_id,
+        "agent_id": msg.agent_id,
+        "role": msg.role,
+        "name": msg.name,
+        "content": msg.content,
+        "tool_calls": msg.tool_calls_json(),
+        "tool_call_id": msg.tool_call_id,
+        "origin_conversation_id": origin_conversation_id,
+        "created_at": naive_utc(msg.created_at),
+        "ingested_at": naive_utc(now),
+        "session_seq": session_seq,
+    }
+
+
+def _utc_text(ts: datetime) -> str:
+    """RFC 3339 in UTC with ``Z``, for naive UTC (as stored) and aware times alike."""
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(UTC).replace(tzinfo=None)
+    return ts.isoformat() + "Z"
+
+
+def row_to_doc(row: Any) -> MessageDoc:
+    """The message as the cache and the Session window carry it."""
+    m = row._mapping if hasattr(row, "_mapping") else row
+    doc: MessageDoc = {
+        "event_id": m["event_id"],
+        "role": m["role"],
+        "content": m["content"],
+        "created_at": _utc_text(m["created_at"]),
+    }
+    if m.get("name"):
+        doc["name"] = m["name"]
+    if m.get("tool_calls"):
+        doc["tool_calls"] = json.loads(m["tool_calls"])
+    if m.get("tool_call_id"):
+        doc["tool_call_id"] = m["tool_call_id"]
+    if m.get("origin_conversation_id"):
+        doc["origin_conversation_id"] = m["origin_conversation_id"]
+    return doc
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    covered_until_id: int
+    covered_count: int
+    token_count: int
+    updated_at: datetime
+
+
+class MessageStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._insert = insert_ignoring_duplicates(
+            engine, conversation_message, ["tenant_id", "event_id"]
+        )
+        self._remember = upsert(engine, conversation_session, ["tenant_id", "conversation_id"],
+                                ["last_closed_seq", "updated_at"])
+
+    async def last_closed_sessions(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        """For ``(tenant_id, conversation_id)`` pairs: the last closed session
+        remembered when the conversation's state left the sessions table."""
+        if not keys:
+            return {}
+        by_tenant: dict[str, list[str]] = defaultdict(list)
+        for tenant, conversation in keys:
+            by_tenant[tenant].append(conversation)
+        t = conversation_session.c
+        cond = or_(*(and_(t.tenant_id == tn, t.conversation_id.in_(convs))
+                     for tn, convs in by_tenant.items()))
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(t.tenant_id, t.conversation_id, t.last_closed_seq).where(cond))
+            return {(r.tenant_id, r.conversation_id): int(r.last_closed_seq) for r in rows}
+
+    async def remember_closed_sessions(
+        self, marks: Mapping[tuple[str, str], int], now: datetime
+    ) -> None:
+        """Record each conversation's last closed session (before its state is dropped)."""
+        if not marks:
+            return
+        rows = [{"tenant_id": tenant, "conversation_id": conversation, "last_closed_seq": seq,
+                 "updated_at": naive_utc(now)} for (tenant, conversation), seq in marks.items()]
+        async with self.engine.begin() as conn:
+            await conn.execute(self._remember, rows)
+
+    async def existing(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which ``(tenant_id, event_id)`` pairs are already stored."""
+        if not keys:
+            return set()
+        by_tenant: dict[str, list[str]] = defaultdict(list)
+        for tenant, event_id in keys:
+            by_tenant[tenant].append(event_id)
+        t = conversation_message.c
+        cond = or_(*(and_(t.tenant_id == tn, t.event_id.in_(ids)) for tn, ids in by_tenant.items()))
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(t.tenant_id, t.event_id).where(cond))
+            return {(r.tenant_id, r.event_id) for r in rows}
+
+    async def store(self, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+        """Insert the rows not stored yet, in order, in one transaction.
+
+        Returns the keys that were new. Raises the driver's error when the
+        database is unreachable; nothing is committed then.
+        """
+        if not rows:
+            return set()
+        keys = [(r["tenant_id"], r["event_id"]) for r in rows]
+        have = await self.existing(keys)
+        fresh, seen = [], set(have)
+        for r, k in zip(rows, keys, strict=True):
+            if k not in seen:
+                seen.add(k)
+                fresh.append(r)
+        if fresh:
+            async with self.engine.begin() as conn:
+                await conn.execute(self._insert, fresh)
+        return {(r["tenant_id"], r["event_id"]) for r in fresh}
+
+    async def probe(self) -> None:
+        """Write a valid row in a transaction that is rolled back: raises what any
+        write would raise now, and leaves nothing behind. Tells a database that
+        refuses one row from one that refuses every row."""
+        row = {
+            "tenant_id": "memstream", "event_id": "memstream-write-probe",
+            "conversation_id": "memstream-write-probe", "user_id": "memstream",
+            "agent_id": "memstream", "role": "system", "name": None, "content": "",
+            "tool_calls": None, "tool_call_id": None, "origin_conversation_id": None,
+            "created_at": naive_utc(datetime.now(UTC)), "ingested_at": naive_utc(datetime.now(UTC)),
+        }
+        async with self.engine.connect() as conn:
+            transaction = await conn.begin()
+            try:
+                await conn.execute(self._insert, [row])
+            finally:
+                await transaction.rollback()
+
+    async def recent(self, tenant_id: str, conversation_id: str, limit: int) -> list[MessageDoc]:
+        """The newest ``limit`` messages, oldest first."""
+        t = conversation_message.c
+        q = (
+            select(conversation_message)
+            .where(t.tenant_id == tenant_id, t.conversation_id == conversation_id)
+            .order_by(t.id.desc())
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [row_to_doc(r) for r in reversed(rows)]
+
+    async def count(self, tenant_id: str, conversation_id: str) -> int:
+        t = conversation_message.c
+        q = select(func.count()).where(
+            t.tenant_id == tenant_id, t.conversation_id == conversation_id
+        )
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(q)).scalar_one())
+
+    async def summary(self, tenant_id: str, conversation_id: str) -> Summary | None:
+        s = conversation_summary.c
+        q = select(conversation_summary).where(
+            s.tenant_id == tenant_id, s.conversation_id == conversation_id
+        )
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(q)).first()
+        if row is None:
+            return None
+        return Summary(
+            row.summary, row.covered_until_id, row.covered_count, row.token_count, row.updated_at
+        )

@@ -1,0 +1,262 @@
+"""RunStore: how far each closing event got, and its persisted candidates.
+
+A run (one per ``closed_id``) moves ``claimed`` -> ``judged`` -> ``done``.
+Its candidates are stored once, when the run becomes ``judged`` (guarded by
+that transition, so two attempts never mix their judgements); after that a
+retry reuses them and never judges again. Per candidate the store then
+records, each in its own small transaction:
+
+* the conflict decision (``action``, ``expire_ids``), for a whole cube at once;
+  a decision not written yet may later become a ``skip`` (decider
+  ``recheck``: another run stored the same memory before this one resumed);
+* the write intent (``write_started_at``) just before the provider call;
+* the provider's id for it (``memory_id``) right after the call returned;
+* ``expired_at`` once the memories it supersedes were expired, or handed to
+  the pending-expiry table.
+
+A candidate with a write intent but no id was being written when the attempt
+stopped: the provider may or may not have stored it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+from sqlalchemy import and_, bindparam, delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from streams.adapters.db.engine import insert_ignoring_duplicates
+from streams.adapters.db.schema.consolidation import consolidation_candidate, consolidation_run
+from streams.memory.model import MemoryCandidate, MemoryType, Scope
+
+Status = Literal["claimed", "judged", "done"]
+Action = Literal["store", "skip", "supersede"]
+EPISODE_DECIDER = "episode"
+
+
+def naive(ts: datetime) -> datetime:
+    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
+
+
+def aware(ts: datetime | None) -> datetime | None:
+    return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
+
+
+@dataclass(frozen=True)
+class Run:
+    closed_id: str
+    tenant_id: str
+    conversation_id: str
+    user_id: str
+    agent_id: str
+    provider: str
+    long_memory: bool
+    status: Status = "claimed"
+    judge: str | None = None
+    message_count: int = 0
+    candidate_count: int = 0
+
+
+@dataclass(frozen=True)
+class PlannedCandidate:
+    """A candidate bound for ``cube``; episodes come pre-decided (``store``)."""
+
+    cube: str
+    candidate: MemoryCandidate
+    episode: bool = False
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    seq: int
+    cube: str
+    candidate: MemoryCandidate
+    action: Action | None = None
+    expire_ids: tuple[str, ...] = ()
+    decider: str | None = None
+    write_started: bool = False
+    memory_id: str | None = None
+    expired: bool = False
+
+
+def candidate_hash(cube: str, cand: MemoryCandidate) -> str:
+    text = "\x1f".join((cube, cand.kind, cand.content, ",".join(cand.source_event_ids)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _row_to_candidate(r: Any) -> CandidateRow:
+    cand = MemoryCandidate(
+        content=r.content, type=cast(MemoryType, r.type), scope=cast(Scope, r.scope),
+        importance=float(r.importance),
+        source_event_ids=tuple(json.loads(r.source_event_ids)),
+        event_time=aware(r.event_time), kind="episode" if r.kind == "episode" else "fact",
+    )
+    return CandidateRow(
+        seq=int(r.seq), cube=r.cube, candidate=cand, action=r.action,
+        expire_ids=tuple(json.loads(r.expire_ids or "[]")), decider=r.decider,
+        write_started=r.write_started_at is not None, memory_id=r.memory_id,
+        expired=r.expired_at is not None,
+    )
+
+
+class RunStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._insert_run = insert_ignoring_duplicates(engine, consolidation_run, ["closed_id"])
+
+    async def get(self, closed_id: str) -> Run | None:
+        r = consolidation_run.c
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(
+                select(consolidation_run).where(r.closed_id == closed_id))).first()
+        if row is None:
+            return None
+        return Run(row.closed_id, row.tenant_id, row.conversation_id, row.user_id, row.agent_id,
+                   row.provider, bool(row.long_memory), row.status, row.judge,
+                   int(row.message_count), int(row.candidate_count))
+
+    async def create(self, conn: AsyncConnection, run: Run, now: datetime) -> None:
+        """Insert the run (in the claim's transaction); an existing run is kept."""
+        await conn.execute(self._insert_run, {
+            "closed_id": run.closed_id, "tenant_id": run.tenant_id,
+            "conversation_id": run.conversation_id, "user_id": run.user_id,
+            "agent_id": run.agent_id, "provider": run.provider, "long_memory": run.long_memory,
+            "status": "claimed", "judge": None, "message_count": run.message_count,
+            "candidate_count": 0, "created_at": naive(now), "updated_at": naive(now)})
+
+    async def save_judgement(self, closed_id: str, judge: str,
+                             planned: Sequence[PlannedCandidate], now: datetime) -> bool:
+        """Persist the candidates and move the run to ``judged``; False (and nothing
+        written) when another attempt already did."""
+        r = consolidation_run.c
+        rows = [{
+            "closed_id": closed_id, "seq": i, "cand_hash": candidate_hash(p.cube, p.candidate),
+            "cube": p.cube, "kind": p.candidate.kind, "type": p.candidate.type,
+            "scope": p.candidate.scope, "importance": p.candidate.importance,
+            "content": p.candidate.content,
+            "source_event_ids": json.dumps(list(p.candidate.source_event_ids)),
+            "event_time": naive(p.candidate.event_time) if p.candidate.event_time else None,
+            "action": "store" if p.episode else None,
+            "decider": EPISODE_DECIDER if p.episode else None,
+            "expire_ids": None, "reason": None, "write_started_at": None, "memory_id": None,
+            "written_at": None, "expired_at": None,
+        } for i, p in enumerate(planned)]
+        async with self.engine.begin() as conn:
+            status = (await conn.execute(select(r.status).where(r.closed_id == closed_id)
+                                         .with_for_update())).scalar_one_or_none()
+            if status != "claimed":
+                return False
+            if rows:
+                await conn.execute(consolidation_candidate.insert(), rows)
+            await conn.execute(update(consolidation_run).where(r.closed_id == closed_id).values(
+                status="judged", judge=judge, candidate_count=len(rows), updated_at=naive(now)))
+        return True
+
+    async def candidates(self, closed_id: str, cube: str | None = None) -> list[CandidateRow]:
+        """The run's candidates (of ``cube`` only, when given), by ``seq``."""
+        c = consolidation_candidate.c
+        q = select(consolidation_candidate).where(
+            c.closed_id == closed_id, *(() if cube is None else (c.cube == cube,)))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q.order_by(c.seq))).all()
+        return [_row_to_candidate(r) for r in rows]
+
+    async def save_decisions(self, closed_id: str,
+                             decisions: Sequence[tuple[int, str, Sequence[str], str, str]]) -> int:
+        """``(seq, action, expire_ids, decider, reason)`` for still undecided candidates;
+        returns how many were recorded (fewer: another attempt decided first)."""
+        c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
+            c.action.is_(None)).values(action=bindparam("b_action"),
+                                       expire_ids=bindparam("b_expire"),
+                                       decider=bindparam("b_decider"), reason=bindparam("b_reason"))
+        params = [{"b_closed": closed_id, "b_seq": seq, "b_action": action,
+                   "b_expire": json.dumps(list(expire_ids)), "b_decider": decider,
+                   "b_reason": reason[:2000]}
+                  for seq, action, expire_ids, decider, reason in decisions]
+        if not params:
+            return 0
+        async with self.engine.begin() as conn:
+            result = await conn.execute(stmt, params)
+        return int(result.rowcount or 0)
+
+    async def skip_unwritten(self, closed_id: str, skips: Sequence[tuple[int, str]],
+                             decider: str) -> int:
+        """Turn decided, not yet written candidates ``(seq, reason)`` into skips;
+        returns how many were changed (none that got a memory id meanwhile)."""
+        c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
+            c.memory_id.is_(None)).values(action="skip", expire_ids="[]", decider=decider,
+                                          reason=bindparam("b_reason"))
+        params = [{"b_closed": closed_id, "b_seq": seq, "b_reason": reason[:2000]}
+                  for seq, reason in skips]
+        if not params:
+            return 0
+        async with self.engine.begin() as conn:
+            result = await conn.execute(stmt, params)
+        return int(result.rowcount or 0)
+
+    async def mark_write_started(self, closed_id: str, seqs: Sequence[int], now: datetime) -> None:
+        c = consolidation_candidate.c
+        async with self.engine.begin() as conn:
+            await conn.execute(update(consolidation_candidate).where(
+                c.closed_id == closed_id, c.seq.in_(list(seqs)), c.write_started_at.is_(None))
+                .values(write_started_at=naive(now)))
+
+    async def mark_written(self, closed_id: str, written: Sequence[tuple[int, str]],
+                           now: datetime) -> int:
+        """Record the provider's ids; returns how many were recorded now."""
+        c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
+            c.memory_id.is_(None)).values(memory_id=bindparam("b_memory"),
+                                          written_at=bindparam("b_at"))
+        params = [{"b_closed": closed_id, "b_seq": seq, "b_memory": memory_id,
+                   "b_at": naive(now)} for seq, memory_id in written]
+        if not params:
+            return 0
+        async with self.engine.begin() as conn:
+            result = await conn.execute(stmt, params)
+        return int(result.rowcount or 0)
+
+    async def mark_expired(self, closed_id: str, seq: int, now: datetime,
+                           conn: AsyncConnection | None = None) -> None:
+        c = consolidation_candidate.c
+        stmt = update(consolidation_candidate).where(
+            c.closed_id == closed_id, c.seq == seq).values(expired_at=naive(now))
+        if conn is not None:
+            await conn.execute(stmt)
+            return
+        async with self.engine.begin() as own:
+            await own.execute(stmt)
+
+    async def finish(self, closed_id: str, now: datetime) -> None:
+        r = consolidation_run.c
+        async with self.engine.begin() as conn:
+            await conn.execute(update(consolidation_run).where(r.closed_id == closed_id).values(
+                status="done", last_error=None, updated_at=naive(now), finished_at=naive(now)))
+
+    async def record_error(self, closed_id: str, error: str, now: datetime) -> None:
+        r = consolidation_run.c
+        async with self.engine.begin() as conn:
+            await conn.execute(update(consolidation_run).where(r.closed_id == closed_id).values(
+                last_error=error[:4000], updated_at=naive(now)))
+
+    async def purge(self, cutoff: datetime) -> int:
+        """Delete runs finished before ``cutoff`` (naive UTC) and their candidates."""
+        r, c = consolidation_run.c, consolidation_candidate.c
+        old = select(r.closed_id).where(and_(r.status == "done", r.finished_at < cutoff))
+        async with self.engine.begin() as conn:
+            ids = [row.closed_id for row in (await conn.execute(old)).all()]
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                await conn.execute(delete(consolidation_candidate).where(c.closed_id.in_(chunk)))
+                await conn.execute(delete(consolidation_run).where(r.closed_id.in_(chunk)))
+        return len(ids)

@@ -1,0 +1,1 @@
+"""Database tables (SQLAlchemy Core), shared by MySQL and the embedded SQLite."""

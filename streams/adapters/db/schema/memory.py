@@ -1,0 +1,107 @@
+"""Tables of the built-in long-term memory provider (SQLAlchemy Core).
+
+A *memory scope* is one searchable collection: the ``user_profile`` cube of
+one user (``owner_id`` = the user id) or the ``agent_{id}`` cube of one agent,
+shared by all its users (``owner_id`` = ``""``; the cube name carries the
+agent). ``memory_scope_stats`` gives each scope a numeric id, the counts BM25
+needs (valid documents, their total length) and a version bumped by every
+write and expiry, which tells a worker when its cached vectors are stale.
+
+``memory_term`` is the inverted index: one posting per (scope, term, memory)
+with the term frequency and the document length, so a query reads only the
+postings of its own terms (a primary-key range scan per term), never the
+scope's other rows. Expired memories keep their ``memory`` row (``valid_to``
+and ``superseded_by`` set, history stays auditable) but lose their postings
+and vectors, so searches never see them.
+
+On MySQL the identity columns compare byte for byte (``utf8mb4_bin``): tenant
+``A`` and tenant ``a`` are different tenants, and ``café`` is not ``cafe``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from streams.adapters.db.schema.conversation import BigId, BinaryKey, LongText, Timestamp, metadata
+
+TERM_MAX_CHARS = 64
+
+
+memory_scope_stats = Table(
+    "memory_scope_stats",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("tenant_id", BinaryKey(64), nullable=False),
+    Column("cube", BinaryKey(255), nullable=False),
+    Column("owner_id", BinaryKey(255), nullable=False),
+    Column("doc_count", BigInteger, nullable=False, default=0),
+    Column("total_len", BigInteger, nullable=False, default=0),
+    Column("version", BigInteger, nullable=False, default=0),
+    Column("updated_at", Timestamp, nullable=False),
+    UniqueConstraint("tenant_id", "cube", "owner_id"),
+    mysql_charset="utf8mb4",
+)
+
+memory = Table(
+    "memory",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("scope_id", BigInteger, nullable=False),
+    Column("tenant_id", BinaryKey(64), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("agent_id", String(255), nullable=False),
+    Column("cube", BinaryKey(255), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("scope", String(8), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("importance", Float, nullable=False),
+    Column("content", LongText, nullable=False),
+    Column("source_event_ids", Text, nullable=False),
+    Column("session_key", String(255)),
+    Column("seq", Integer, nullable=False, default=0),
+    Column("doc_len", Integer, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("event_time", Timestamp),
+    Column("valid_from", Timestamp, nullable=False),
+    Column("valid_to", Timestamp),
+    Column("superseded_by", String(64)),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    UniqueConstraint("scope_id", "content_hash"),
+    Index(None, "scope_id", "session_key", "seq"),
+    mysql_charset="utf8mb4",
+)
+
+memory_term = Table(
+    "memory_term",
+    metadata,
+    Column("scope_id", BigInteger, primary_key=True),
+    Column("term", BinaryKey(TERM_MAX_CHARS), primary_key=True),
+    Column("memory_id", BigInteger, primary_key=True),
+    Column("tf", Integer, nullable=False),
+    Column("doc_len", Integer, nullable=False),
+    Index(None, "memory_id"),
+    mysql_charset="utf8mb4",
+)
+
+memory_embedding = Table(
+    "memory_embedding",
+    metadata,
+    Column("scope_id", BigInteger, primary_key=True),
+    Column("model", String(128), primary_key=True),
+    Column("memory_id", BigInteger, primary_key=True),
+    Column("dim", Integer, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+    mysql_charset="utf8mb4",
+)

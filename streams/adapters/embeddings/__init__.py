@@ -1,0 +1,1 @@
+"""Text embedders for dense retrieval."""

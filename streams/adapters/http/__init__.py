@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by the external clients, and the OpenAI-compatible model."""

@@ -1,0 +1,1 @@
+"""Redis: the hot copy of each conversation and its Lua scripts."""

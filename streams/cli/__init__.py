@@ -1,0 +1,1 @@
+"""The ``memstream`` command line and its subcommands."""

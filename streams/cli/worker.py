@@ -1,0 +1,67 @@
+"""``memstream worker``: migrate the schema (or, with ``--no-migrate``, check
+it), create topics, run the Faust worker. This command is the one place that
+decides whether the worker migrates: its runtime never does."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import pkgutil
+import sys
+from typing import Any
+
+from streams.adapters.db.engine import create_engine
+from streams.adapters.db.migrate import SchemaNotCurrentError, require_current, upgrade
+from streams.adapters.kafka.admin import TopicLayoutError, ensure_topics
+from streams.cli._common import fail
+from streams.settings import get_settings
+from streams.worker.gc_tuning import tune_gc
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("worker", help="run a memstream worker (add workers to scale out)")
+    p.add_argument("--no-create-topics", action="store_true", help="do not create missing topics")
+    p.add_argument("--no-migrate", action="store_true",
+                   help="do not upgrade the database schema; refuse to start unless it is current")
+    p.set_defaults(func=run)
+
+
+async def _prepare(create_topics: bool, migrate: bool) -> None:
+    settings = get_settings()
+    # the schema first: a worker refused for its schema has created nothing
+    engine = create_engine(settings.database)
+    try:
+        if migrate:
+            await upgrade(engine)
+        else:
+            await require_current(engine)
+    finally:
+        await engine.dispose()
+    if create_topics:
+        await ensure_topics(settings.kafka)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = get_settings()
+    try:
+        asyncio.run(_prepare(not args.no_create_topics, not args.no_migrate))
+    except (TopicLayoutError, SchemaNotCurrentError) as exc:
+        return fail(str(exc))
+    from streams.worker.app import app
+
+    # import every agent module now, so a broken one stops the start instead
+    # of leaving a worker that silently consumes nothing
+    agents = importlib.import_module("agents")
+    for mod in pkgutil.iter_modules(agents.__path__, "agents."):
+        importlib.import_module(mod.name)
+
+    sys.argv = [
+        "memstream", "worker",
+        "--loglevel", settings.log_level,
+        "--web-host", settings.web.host,
+        "--web-port", str(settings.web.port),
+    ]
+    tune_gc()
+    app.main()
+    return 0

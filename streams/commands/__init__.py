@@ -1,1 +1,0 @@
-"""Subcommands of the `memstream` command line."""

@@ -1,0 +1,189 @@
+"""What happens to a closing event whose consolidation failed.
+
+:func:`classify` sorts a failure into one of three kinds:
+
+``infrastructure``
+    the database (or the network to it) is down — a *transient* database error
+    (:mod:`streams.adapters.db.errors`) — or a cube's lock was not got in time or was lost
+    with its connection (:mod:`.cube_lock`). Nothing can progress, and the retry
+    topic would not help: the processor retries in place, with backoff, and does
+    not acknowledge the event meanwhile (as the ingest agent does);
+``retry``
+    a provider timed out, was rate limited or failed with 5xx after the
+    client's own retries, or something unexpected went wrong (a database error
+    the data itself causes included, so it is never waited out for ever): the event goes
+    to ``memory.retry`` with ``memstream.attempt`` and
+    ``memstream.next_attempt_at``, until ``max_attempts`` (the first attempt
+    included) are used up; then to ``memory.dlq``;
+``dead``
+    trying again cannot help (the provider rejected the request, no provider
+    is configured under the agent's route, the record cannot be decoded): the
+    event goes straight to ``memory.dlq``.
+
+Dead letters carry the closing event's original key and bytes and name the
+session-closed topic as their source, whether they failed there or on the
+retry topic, so ``memstream replay`` re-drives them to the consolidation agent.
+
+The retry headers are read leniently and never raise: an unreadable
+``memstream.attempt`` counts as attempt 1, an unreadable
+``memstream.next_attempt_at`` as due now (the scheduler also waits no longer
+than the longest backoff, whatever the header says).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from streams.adapters.db.cube_lock import CubeLockError, CubeLockTimeout
+from streams.adapters.db.errors import DbErrorKind, classify_db_error
+from streams.adapters.kafka.publish import Headers, Outgoing, SourceRecord, dead_letter, header
+from streams.memory.provider import PermanentProviderError, RetryableProviderError
+from streams.memory.registry import ProviderNotConfigured
+
+ATTEMPT = "memstream.attempt"
+NEXT_ATTEMPT_AT = "memstream.next_attempt_at"
+RETRY_REASON = "memstream.retry.reason"
+ORIGIN_PARTITION = "memstream.origin.partition"
+ORIGIN_OFFSET = "memstream.origin.offset"
+# set only when the origin is not on the session-closed topic: a record of the
+# retry topic that names no origin, copied back to it by a rebalance, names itself
+ORIGIN_TOPIC = "memstream.origin.topic"
+_OWN = {ATTEMPT, NEXT_ATTEMPT_AT, RETRY_REASON, ORIGIN_PARTITION, ORIGIN_OFFSET, ORIGIN_TOPIC}
+
+
+def keep_origin(record: SourceRecord) -> Headers:
+    """``record``'s headers, naming its origin: as they are when they name one,
+    else its own place (so that a copy is dead-lettered as the record it copies)."""
+    if header(record.headers, ORIGIN_PARTITION) is not None:
+        return list(record.headers)
+    return [*record.headers, (ORIGIN_TOPIC, record.topic.encode()),
+            (ORIGIN_PARTITION, str(record.partition).encode()),
+            (ORIGIN_OFFSET, str(record.offset).encode())]
+
+Kind = Literal["infrastructure", "retry", "dead"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: Kind
+    reason: str
+    error_class: str
+    message: str
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def classify(exc: BaseException) -> Failure:
+    """A database error is ``infrastructure`` only when it is transient
+    (:mod:`streams.adapters.db.errors`): an error the data will always get goes through the
+    retry topic, whose attempts are bounded, instead of being waited out for ever."""
+    name, text = type(exc).__name__, str(exc)
+    if isinstance(exc, CubeLockError):
+        reason = "cube_lock_timeout" if isinstance(exc, CubeLockTimeout) else "cube_lock_lost"
+        return Failure("infrastructure", reason, name, text)
+    if classify_db_error(exc).kind is DbErrorKind.TRANSIENT:
+        return Failure("infrastructure", "database_unavailable", name, text)
+    if isinstance(exc, ProviderNotConfigured):
+        return Failure("dead", "provider_not_configured", name, text)
+    if isinstance(exc, PermanentProviderError):
+        return Failure("dead", "provider_rejected", name, text)
+    if isinstance(exc, RetryableProviderError):
+        return Failure("retry", _snake(name), name, text)
+    return Failure("retry", "internal_error", name, text)
+
+
+def _int(raw: bytes | None) -> int:
+    try:
+        return int(raw) if raw else -1
+    except ValueError:
+        return -1
+
+
+def attempt_of(record: SourceRecord) -> int:
+    """The attempt this record is (1 when it carries no readable attempt header)."""
+    raw = header(record.headers, ATTEMPT)
+    try:
+        return max(1, int(raw)) if raw else 1
+    except ValueError:  # not a number, or more than 4,300 digits
+        return 1
+
+
+def due_at(record: SourceRecord) -> float:
+    """Unix time the record's next attempt is due (0: now, also when the header is
+    unreadable; a time without offset is UTC). Never raises."""
+    raw = header(record.headers, NEXT_ATTEMPT_AT)
+    if not raw:
+        return 0.0
+    try:
+        when = datetime.fromisoformat(raw.decode())
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return 0.0
+
+
+class RetryRouter:
+    """Builds the retry or dead-letter record for a failed closing event."""
+
+    def __init__(self, *, source_topic: str, retry_topic: str, dlq_topic: str,
+                 max_attempts: int, initial_s: float, max_s: float,
+                 clock: Callable[[], float] = time.time,
+                 rng: Callable[[], float] = random.random) -> None:
+        self.source_topic = source_topic
+        self.retry_topic = retry_topic
+        self.dlq_topic = dlq_topic
+        self.max_attempts = max_attempts
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self.clock = clock
+        self.rng = rng
+
+    def delay(self, attempt: int) -> float:
+        """Wait before attempt ``attempt + 1``: exponential, capped, upper-half jitter."""
+        base = min(self.max_s, self.initial_s * 2.0 ** max(0, attempt - 1))
+        return base / 2 + self.rng() * base / 2
+
+    def _origin(self, record: SourceRecord) -> SourceRecord:
+        """The record as it was on the session-closed topic (without retry headers);
+        a retry record that names no origin (memstream did not write it) as it was read."""
+        kept = [(k, v) for k, v in record.headers if k not in _OWN]
+        part, off = header(record.headers, ORIGIN_PARTITION), header(record.headers, ORIGIN_OFFSET)
+        if record.topic == self.source_topic or part is None or off is None:
+            return SourceRecord(record.topic, record.partition, record.offset, record.key,
+                                record.value, kept, record.timestamp, record.handle)
+        named = header(record.headers, ORIGIN_TOPIC)
+        topic = self.source_topic if named is None else named.decode("utf-8", "replace")
+        return SourceRecord(topic, _int(part), _int(off), record.key, record.value, kept,
+                            record.timestamp, record.handle)
+
+    def reject(self, record: SourceRecord, reason: str, error_class: str,
+               message: str) -> Outgoing:
+        """The dead letter of a record that cannot be used at all (it does not decode)."""
+        return dead_letter(self._origin(record), dlq_topic=self.dlq_topic, stage="consolidation",
+                           reason=reason, error_class=error_class, message=message)
+
+    def route(self, record: SourceRecord, failure: Failure) -> Outgoing:
+        attempt = attempt_of(record)
+        if failure.kind == "dead" or attempt >= self.max_attempts:
+            reason = failure.reason if failure.kind == "dead" else "retries_exhausted"
+            return dead_letter(
+                self._origin(record), dlq_topic=self.dlq_topic, stage="consolidation",
+                reason=reason, error_class=failure.error_class, message=failure.message,
+                extra=[(ATTEMPT, str(attempt).encode())])
+        origin = self._origin(record)
+        when = datetime.fromtimestamp(self.clock() + self.delay(attempt), UTC)
+        kept: Headers = [(k, v) for k, v in record.headers if k not in _OWN]
+        return Outgoing(self.retry_topic, record.key, record.value, [
+            *kept,
+            (ATTEMPT, str(attempt + 1).encode()),
+            (NEXT_ATTEMPT_AT, when.isoformat().encode()),
+            (RETRY_REASON, failure.reason.encode()),
+            (ORIGIN_PARTITION, str(origin.partition).encode()),
+            (ORIGIN_OFFSET, str(origin.offset).encode()),
+        ])

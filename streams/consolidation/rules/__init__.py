@@ -1,0 +1,1 @@
+"""Pure rules of consolidation: judges, dedup, conflicts, summaries."""

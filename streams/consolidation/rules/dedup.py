@@ -1,0 +1,255 @@
+"""Duplicate detection for memory texts, and local dedup inside one candidate batch.
+
+Texts are compared after :func:`normalize` (NFKC, casefold, punctuation to
+spaces, whitespace collapsed). Four rules, tried in this order against every
+kept candidate before the next rule is tried:
+
+``exact``        the normalised texts are equal;
+``containment``  one normalised text occurs in the other on word boundaries
+                 (for Chinese, which has none, as a plain substring);
+``jaccard``      Jaccard similarity of the character **bigram** sets ≥ the
+                 threshold. Bigrams, not single characters: the character sets
+                 of two unrelated English sentences overlap heavily (the same
+                 twenty-odd letters), bigrams keep word order and spelling;
+                 spaces are part of the bigrams, so word boundaries count;
+``levenshtein``  ``1 - distance / max(len)`` ≥ the threshold, only when both
+                 normalised texts are at most ``short_len`` characters (on long
+                 texts edit distance is slow and says little).
+
+A duplicate is merged into the candidate that stays: the longer (more
+informative) text wins, on a tie the earlier one; source event ids are united,
+importance is the maximum and the event time the newest. Candidates of
+different scopes are never merged (they belong to different cubes), nor are
+texts spoken by different named speakers (``"Caroline: …"`` vs ``"Melanie: …"``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Literal
+
+from streams.memory.model import MemoryCandidate
+
+Rule = Literal["exact", "containment", "jaccard", "levenshtein"]
+RULES: tuple[Rule, ...] = ("exact", "containment", "jaccard", "levenshtein")
+
+_NAME_WORD = r"(?:[A-Z\u00c0-\u00de][\w.'-]*|[\u4e00-\u9fff]{1,4})"
+_SPEAKER = re.compile(rf"^\s*(?P<name>{_NAME_WORD}(?: {_NAME_WORD}){{0,2}})\s*(?::\s+|：\s*)")
+
+
+def split_speaker(text: str) -> tuple[str | None, str]:
+    """``("Caroline", "I went …")`` for ``"Caroline: I went …"``; ``(None, text)`` otherwise.
+
+    A speaker is one to three capitalised words, or one to four Chinese characters,
+    before a colon.
+    """
+    m = _SPEAKER.match(text)
+    if not m or not text[m.end() :].strip():
+        return None, text
+    return m.group("name"), text[m.end() :]
+
+
+@lru_cache(maxsize=4096)
+def normalize(text: str) -> str:
+    out = []
+    for ch in unicodedata.normalize("NFKC", text).casefold():
+        if ch in "'’":
+            continue
+        out.append(" " if unicodedata.category(ch).startswith("P") else ch)
+    return " ".join("".join(out).split())
+
+
+def bigrams(normalized: str) -> frozenset[str]:
+    if len(normalized) < 2:
+        return frozenset({normalized}) if normalized else frozenset()
+    return frozenset(normalized[i : i + 2] for i in range(len(normalized) - 1))
+
+
+def jaccard_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of the character bigram sets of two texts (normalised first)."""
+    sa, sb = bigrams(normalize(a)), bigrams(normalize(b))
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def levenshtein(a: str, b: str, max_distance: int | None = None) -> int:
+    """Edit distance; stops early and returns ``max_distance + 1`` once it must exceed it."""
+    if a == b:
+        return 0
+    if len(a) < len(b):
+        a, b = b, a
+    limit = len(a) if max_distance is None else max_distance
+    if len(a) - len(b) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return min(previous[-1], limit + 1)
+
+
+def levenshtein_similarity(a: str, b: str, min_similarity: float = 0.0) -> float:
+    """``1 - distance / max_len`` of two normalised texts.
+
+    Exact when the result is ≥ ``min_similarity``; below it, the early exit
+    returns some value under ``min_similarity``.
+    """
+    longest = max(len(a), len(b))
+    if longest == 0:
+        return 1.0
+    allowed = math.floor(longest * (1 - min_similarity) + 1e-9)
+    return (longest - levenshtein(a, b, allowed)) / longest
+
+
+def contains(outer: str, inner: str) -> bool:
+    """Normalised ``inner`` occurs in normalised ``outer`` on word boundaries."""
+    if not inner:
+        return False
+    if f" {inner} " in f" {outer} ":
+        return True
+    return any("\u4e00" <= ch <= "\u9fff" for ch in inner) and inner in outer
+
+
+def similarity(a: str, b: str, *, short_len: int = 50) -> float:
+    """One score in 0..1 for two raw texts: 1.0 when equal after normalising, else the
+    bigram Jaccard or, for short texts, the Levenshtein similarity, whichever is higher."""
+    na, nb = normalize(a), normalize(b)
+    if na == nb:
+        return 1.0
+    score = jaccard_similarity(na, nb)
+    if len(na) <= short_len and len(nb) <= short_len:
+        score = max(score, levenshtein_similarity(na, nb))
+    return score
+
+
+def _speakers_differ(a: str, b: str) -> bool:
+    sa, sb = split_speaker(a)[0], split_speaker(b)[0]
+    return sa is not None and sb is not None and sa.casefold() != sb.casefold()
+
+
+def duplicate_rule(
+    a: str,
+    b: str,
+    rule: Rule,
+    *,
+    jaccard: float = 0.7,
+    levenshtein: float = 0.8,
+    short_len: int = 50,
+) -> bool:
+    """Whether raw texts ``a`` and ``b`` are duplicates under one ``rule``."""
+    if _speakers_differ(a, b):
+        return False
+    na, nb = normalize(a), normalize(b)
+    if rule == "exact":
+        return na == nb
+    if rule == "containment":
+        return contains(na, nb) or contains(nb, na)
+    if rule == "jaccard":
+        return jaccard_similarity(na, nb) >= jaccard
+    if len(na) > short_len or len(nb) > short_len:
+        return False
+    return levenshtein_similarity(na, nb, levenshtein) >= levenshtein
+
+
+@dataclass(frozen=True)
+class Dropped:
+    candidate: MemoryCandidate
+    rule: Rule
+    duplicate_of: MemoryCandidate
+
+
+@dataclass
+class DedupResult:
+    kept: list[MemoryCandidate] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+
+
+def merge(keeper: MemoryCandidate, other: MemoryCandidate) -> MemoryCandidate:
+    """``keeper`` with ``other``'s source ids, the higher importance and the newer event time."""
+    times = [t for t in (keeper.event_time, other.event_time) if t is not None]
+    return replace(
+        keeper,
+        source_event_ids=tuple(dict.fromkeys((*keeper.source_event_ids, *other.source_event_ids))),
+        importance=max(keeper.importance, other.importance),
+        event_time=max(times, default=None),
+    )
+
+
+def dedup_candidates(
+    cands: Sequence[MemoryCandidate],
+    *,
+    jaccard: float = 0.7,
+    levenshtein: float = 0.8,
+    short_len: int = 50,
+) -> DedupResult:
+    """Keep one candidate per group of duplicates; see the module docstring for the rules.
+
+    ``dropped[i].duplicate_of`` is the candidate as finally kept (after merging).
+    """
+    slots: list[MemoryCandidate] = []  # the kept candidates, merged
+    originals: list[MemoryCandidate] = []  # each slot's candidate as it came in
+    drops: list[tuple[MemoryCandidate, Rule, int]] = []
+    for cand in cands:
+        match = _first_duplicate(cand, slots, jaccard, levenshtein, short_len)
+        if match is None:
+            slots.append(cand)
+            originals.append(cand)
+            continue
+        rule, i = match
+        if len(normalize(cand.content)) > len(normalize(slots[i].content)):
+            drops.append((originals[i], rule, i))
+            slots[i], originals[i] = merge(cand, slots[i]), cand
+        else:
+            drops.append((cand, rule, i))
+            slots[i] = merge(slots[i], cand)
+    dropped = [Dropped(candidate=c, rule=r, duplicate_of=slots[i]) for c, r, i in drops]
+    return DedupResult(kept=slots, dropped=dropped)
+
+
+def _first_duplicate(
+    cand: MemoryCandidate,
+    slots: Sequence[MemoryCandidate],
+    jaccard: float,
+    levenshtein: float,
+    short_len: int,
+) -> tuple[Rule, int] | None:
+    for rule in RULES:
+        for i, kept in enumerate(slots):
+            if kept.scope == cand.scope and duplicate_rule(
+                kept.content, cand.content, rule,
+                jaccard=jaccard, levenshtein=levenshtein, short_len=short_len,
+            ):
+                return rule, i
+    return None
+
+
+def drop_covered_by_episodes(
+    cands: Sequence[MemoryCandidate], episodes: Sequence[MemoryCandidate]
+) -> DedupResult:
+    """Drop episodic candidates that restate part of a message already kept whole.
+
+    When a provider stores every chat message as an episode, a judged episode
+    candidate (an event sentence) of the same single message whose text, speaker
+    aside, occurs in that message would only be the same turn twice (rule
+    ``containment``). Facts stay: they are typed, and conflicts are checked on them.
+    """
+    whole = {e.source_event_ids: e for e in episodes}
+    out = DedupResult()
+    for cand in cands:
+        turn = whole.get(cand.source_event_ids) if cand.kind == "episode" else None
+        if turn is not None and contains(normalize(split_speaker(turn.content)[1]),
+                                         normalize(split_speaker(cand.content)[1])):
+            out.dropped.append(Dropped(candidate=cand, rule="containment", duplicate_of=turn))
+        else:
+            out.kept.append(cand)
+    return out

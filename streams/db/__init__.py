@@ -1,1 +1,0 @@
-"""Durable storage: SQLAlchemy Core on MySQL (aiomysql) or the embedded SQLite (aiosqlite)."""

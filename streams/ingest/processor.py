@@ -1,0 +1,441 @@
+"""IngestProcessor: one batch of chat events into MySQL, Redis and the session table.
+
+Order per batch, and why:
+
+1. decode; bad input is dead-lettered (delivered before anything is acknowledged);
+2. sub-agent chat is re-keyed to the parent conversation's topic partition;
+3. the session transitions are planned (:mod:`streams.session.rules.batch`):
+   each message is stamped with the session it belongs to, sessions close on
+   ``session_end`` and on an idle check from the session scan when the state
+   (re-checked: a message may have arrived since the scan) is still open and
+   idle for ``idle_timeout_s``, states closed and quiet for
+   ``closed_retention_s`` are dropped;
+4. the database stores the messages with their stamps (idempotent on event
+   id); a transient error is retried with backoff until it passes, so the
+   batch is never acknowledged before that; a row the database refuses for
+   good is isolated (the batch is split, its batch-mates stored) and
+   dead-lettered (:mod:`streams.adapters.db.isolation`); only then are the planned
+   states staged;
+5. Redis gets one pipeline (an event twice in the batch is appended once); its
+   failure is logged and counted and changes nothing above: the touched
+   conversations are marked stale in the database (:mod:`streams.session.stale`) before
+   the batch is acknowledged; the states are written to the table, closing
+   events in their outbox;
+6. session-closed events are delivered (after the messages they refer to and
+   the states that say closed), then leave the outboxes.
+
+``process`` only returns when all of that is done, and raises nothing but
+cancellation: the caller then acknowledges the whole batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
+from streams.adapters.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
+from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, dead_letter
+from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.backoff import retry_forever
+from streams.ingest.rules.subagent import Disposition, as_parent_message, disposition
+from streams.metrics import (
+    DEAD_LETTERS,
+    INGEST_BATCH,
+    INGEST_EVENTS,
+    SESSION_STATES_DROPPED,
+    SESSIONS_CLOSED,
+    SINK_FAILURES,
+    SINK_LATENCY,
+)
+from streams.session.model import SessionState, split_table_key, table_key
+from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
+from streams.session.stale import StaleHistories
+from streams.session.state_buffer import SessionStateBuffer
+from streams.wire.decode import SCHEMA, UNSTORABLE, Rejected, decode_chat_event, decode_record
+from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
+
+log = logging.getLogger(__name__)
+
+NOT_REROUTED = Rejected(
+    SCHEMA, "NotSubagentChat",
+    "the sub-agent topic carries only sub-agent chat for a parent conversation",
+)
+
+
+class SessionTable(Protocol):
+    """The sessions table as the processor needs it."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def set(self, key: str, value: dict[str, Any]) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def context(self, record: SourceRecord) -> AbstractContextManager[None]:
+        """Writes inside this context belong to ``record``'s partition."""
+        ...
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    chat_topic: str
+    subagent_topic: str
+    dlq_topic: str
+    session_closed_topic: str
+    max_content_bytes: int = 65_536
+    retry_initial_s: float = 0.2
+    retry_max_s: float = 10.0
+    idle_topic: str | None = None
+    idle_timeout_s: float = 1800.0
+    closed_retention_s: float = 7 * 86400.0
+
+
+@dataclass
+class IngestResult:
+    stored: int = 0
+    duplicates: int = 0
+    dead_lettered: int = 0
+    rerouted: int = 0
+    dropped: int = 0
+    closed: list[SessionClosed] = field(default_factory=list)
+    cache_ok: bool = True
+
+
+class _Tally:
+    """Per-batch event counts, added to the metrics once per batch."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = defaultdict(int)
+
+    def add(self, topic: str, outcome: str) -> None:
+        self.counts[(topic, outcome)] += 1
+
+    def flush(self) -> None:
+        for (topic, outcome), n in self.counts.items():
+            INGEST_EVENTS.labels(topic, outcome).inc(n)
+        self.counts.clear()
+
+
+@dataclass
+class _Item:
+    record: SourceRecord
+    event: ChatMessage | SessionEnd | IdleCheck
+    origin: str | None = None
+
+
+class IngestProcessor:
+    def __init__(
+        self,
+        config: IngestConfig,
+        store: MessageStore,
+        cache: ConversationCache,
+        publisher: Publisher,
+        table: SessionTable,
+        clock: Callable[[], float] = time.time,
+        *,
+        stale: StaleHistories,
+        state_flush_interval_s: float = 0.0,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.cache = cache
+        self.stale = stale
+        self.publisher = publisher
+        self.table = table
+        self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
+        self.clock = clock
+
+    async def _deliver(self, records: Sequence[Outgoing], what: str) -> None:
+        if records:
+            await retry_forever(
+                lambda: self.publisher.publish(records), what=what,
+                initial_s=self.config.retry_initial_s, max_s=self.config.retry_max_s,
+            )
+
+    def _classify(
+        self, records: Sequence[SourceRecord], result: IngestResult, tally: _Tally
+    ) -> tuple[
+        list[_Item], list[Outgoing], list[Outgoing]
+    ]:
+        cfg = self.config
+        items: list[_Item] = []
+        dlq: list[Outgoing] = []
+        reroute: list[Outgoing] = []
+        for rec in records:
+            if cfg.idle_topic is not None and rec.topic == cfg.idle_topic:
+                check = decode_record(rec.value, IdleCheck)
+                if isinstance(check, Rejected):
+                    dlq.append(self._dead_letter(rec, check, tally))
+                else:
+                    items.append(_Item(rec, check))
+                continue
+            decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
+            if isinstance(decoded, Rejected):
+                dlq.append(self._dead_letter(rec, decoded, tally))
+                continue
+            what = disposition(decoded)
+            if rec.topic == cfg.subagent_topic:
+                # only what this processor re-routed belongs here
+                if what is not Disposition.REROUTE or not isinstance(decoded, ChatMessage):
+                    dlq.append(self._dead_letter(rec, NOT_REROUTED, tally))
+                    continue
+                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+                continue
+            if what is Disposition.KEEP:
+                items.append(_Item(rec, decoded))
+            elif what is Disposition.REROUTE:
+                assert isinstance(decoded, ChatMessage) and decoded.parent_conversation_id
+                reroute.append(Outgoing(
+                    cfg.subagent_topic, decoded.parent_conversation_id.encode(), rec.value,
+                    [*rec.headers, ("memstream.origin.offset", str(rec.offset).encode())],
+                ))
+                tally.add(rec.topic, "rerouted")
+            else:
+                tally.add(rec.topic, "dropped_subagent")
+                result.dropped += 1
+        result.dead_lettered = len(dlq)
+        result.rerouted = len(reroute)
+        return items, dlq, reroute
+
+    def _dead_letter(self, rec: SourceRecord, rejected: Rejected, tally: _Tally) -> Outgoing:
+        DEAD_LETTERS.labels("ingest", rejected.reason).inc()
+        tally.add(rec.topic, "dead_lettered")
+        return dead_letter(
+            rec, dlq_topic=self.config.dlq_topic, stage="ingest", reason=rejected.reason,
+            error_class=rejected.error_class, message=rejected.message,
+        )
+
+    async def process(self, records: Sequence[SourceRecord]) -> IngestResult:
+        """Both stages of one batch; returns when everything is stored."""
+        result, tail = await self.store_batch(records)
+        await tail
+        return result
+
+    async def store_batch(
+        self, records: Sequence[SourceRecord]
+    ) -> tuple[IngestResult, Coroutine[Any, Any, None]]:
+        """Stage one (dead letters, re-routes, MySQL, session state); returns the
+        result and stage two (Redis, then session-closed events) still to run.
+
+        A :class:`~streams.worker.batch_sink.BatchSink` runs stage two of this batch
+        while stage one of the next batch runs, and acknowledges the batch once
+        stage two is done.
+        """
+        result = IngestResult()
+        tally = _Tally()
+        INGEST_BATCH.observe(len(records))
+        items, dlq, reroute = self._classify(records, result, tally)
+        await self._deliver(dlq, "dlq")
+        await self._deliver(reroute, "reroute")
+
+        plan = await self._plan(items)
+        new_keys, rows, refused = await self._store(items, plan, result, tally)
+        result.stored = len(new_keys)
+        result.duplicates = len(rows) - len(new_keys)
+
+        appended, invalidate, last = self._apply(items, plan, rows, new_keys, refused, result,
+                                                 tally)
+        tally.flush()
+        return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
+                                    result)
+
+    async def _store(
+        self, items: Sequence[_Item], plan: SessionPlan, result: IngestResult, tally: _Tally
+    ) -> tuple[set[tuple[str, str]], list[dict[str, Any]], set[int]]:
+        """Store the batch's messages, stamped with their sessions: transient
+        database errors are retried until they pass; a row the database refuses
+        for good is dead-lettered (its batch-mates are stored). Returns the new
+        keys, the rows stored (or there already), and the indexes of the items
+        refused. The plan is kept as it is: a refused message is counted in its
+        session, but no stamp of the others changes."""
+        now = datetime.now(UTC)
+        indexes: list[int] = []
+        rows: list[dict[str, Any]] = []
+        for i, it in enumerate(items):
+            if isinstance(it.event, ChatMessage):
+                indexes.append(i)
+                rows.append(message_row(it.event, now, it.origin, plan.stamps[i]))
+        expired = {split_table_key(k): seq for k, seq in plan.expired.items()}
+        writer = IsolatingWriter(self.store.store, rows, probe=self.store.probe,
+                                 backoff_s=self.config.retry_initial_s)
+
+        async def store() -> IsolatedWrite[tuple[str, str]]:
+            with SINK_LATENCY.labels("mysql").time():
+                # remembered before the states are dropped (see SessionState.expired)
+                await self.store.remember_closed_sessions(expired, now)
+                return await writer.run()
+
+        written = await retry_forever(
+            store,
+            what="mysql",
+            initial_s=self.config.retry_initial_s,
+            max_s=self.config.retry_max_s,
+        )
+        if not written.rejected:
+            return written.stored, rows, set()
+        dead = []
+        for r in written.rejected:
+            SINK_FAILURES.labels("mysql", r.error.error_class).inc()
+            dead.append(self._dead_letter(items[indexes[r.index]].record, Rejected(
+                UNSTORABLE, r.error.error_class,
+                f"the database refused the row: {r.error.describe()}"), tally))
+        await self._deliver(dead, "dlq")
+        result.dead_lettered += len(dead)
+        refused_rows = {r.index for r in written.rejected}
+        kept = [row for n, row in enumerate(rows) if n not in refused_rows]
+        return written.stored, kept, {indexes[n] for n in refused_rows}
+
+    async def _plan(self, items: Sequence[_Item]) -> SessionPlan:
+        """The batch's session transitions, over the states as the table holds
+        them; conversations it does not hold are looked up in the database (a
+        state dropped after the retention left its last session number there)."""
+        current = {}
+        for i in items:
+            key = table_key(i.event.tenant_id, i.event.conversation_id)
+            if key not in current:
+                current[key] = self.states.get(key)
+        unknown = {(i.event.tenant_id, i.event.conversation_id) for i in items
+                   if not isinstance(i.event, IdleCheck)
+                   and current[table_key(i.event.tenant_id, i.event.conversation_id)] is None}
+
+        async def lookup() -> dict[tuple[str, str], int]:
+            return await self.store.last_closed_sessions(sorted(unknown))
+
+        last = await retry_forever(lookup, what="mysql", initial_s=self.config.retry_initial_s,
+                                   max_s=self.config.retry_max_s) if unknown else {}
+        events = [SourcedEvent(i.record.topic, i.record.offset, i.event) for i in items]
+        rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s)
+        return plan_sessions(events, current.__getitem__,
+                             {table_key(*k): seq for k, seq in last.items()}, self.clock(), rules)
+
+    def _apply(
+        self,
+        items: Sequence[_Item],
+        plan: SessionPlan,
+        rows: Sequence[dict[str, Any]],
+        new_keys: set[tuple[str, str]],
+        refused: set[int],
+        result: IngestResult,
+        tally: _Tally,
+    ) -> tuple[dict[tuple[str, str], list[MessageDoc]], set[tuple[str, str]],
+               dict[str, SourceRecord]]:
+        """Stage the planned states (now that their messages are stored) and sort
+        the stored messages for the cache: appended, or (already stored before: a
+        redelivery) the conversation's list invalidated. Returns those and the
+        last record of each conversation (its table partition)."""
+        docs = {(r["tenant_id"], r["event_id"]): r for r in rows}
+        appended: dict[tuple[str, str], list[MessageDoc]] = defaultdict(list)
+        queued: set[tuple[str, str]] = set()  # (tenant, event) appended in this batch
+        invalidate: set[tuple[str, str]] = set()
+        for i, it in enumerate(items):
+            ev, rec = it.event, it.record
+            if i in refused:  # dead-lettered, counted there
+                continue
+            if isinstance(ev, ChatMessage):
+                conv = (ev.tenant_id, ev.conversation_id)
+                ek = (ev.tenant_id, ev.event_id)
+                if ek in queued:  # the same event earlier in this batch: stored once
+                    tally.add(rec.topic, "duplicate")
+                elif ek in new_keys:
+                    queued.add(ek)
+                    appended[conv].append(row_to_doc(docs[ek]))
+                    tally.add(rec.topic, "stored")
+                else:
+                    invalidate.add(conv)
+                    tally.add(rec.topic, "duplicate")
+            elif i in plan.outcomes:
+                tally.add(rec.topic, plan.outcomes[i])
+        self._late(items, plan, new_keys)
+        for closed in plan.closed:
+            result.closed.append(closed)
+            SESSIONS_CLOSED.labels(closed.trigger).inc()
+        # staged: written to the table (a changelog record) at most once per
+        # conversation and flush interval, before the batch is acknowledged
+        last = {key: items[i].record for key, i in plan.last_item.items()}
+        for key, state in plan.states.items():
+            if key in plan.expired:
+                self.states.stage(key, None, last[key])
+                SESSION_STATES_DROPPED.inc()
+            else:
+                self.states.stage(key, state.to_table(), last[key])
+        return appended, invalidate, last
+
+    def _late(self, items: Sequence[_Item], plan: SessionPlan,
+              new_keys: set[tuple[str, str]]) -> None:
+        """A message of a closed session stored only now (it was passed over and
+        delivered again) gets its session a late closing event, in the outbox."""
+        for key, sessions in plan.late.items():
+            state = plan.states[key]
+            for seq in sorted(sessions):
+                stored = [i for i, it in enumerate(items)
+                          if plan.stamps.get(i) == seq and isinstance(it.event, ChatMessage)
+                          and (it.event.tenant_id, it.event.event_id) in new_keys
+                          and table_key(it.event.tenant_id, it.event.conversation_id) == key]
+                if not stored:
+                    continue  # a redelivery of what was stored: its session took it
+                first = items[stored[0]]
+                assert isinstance(first.event, ChatMessage)
+                closed = state.late(seq, first.record.topic, first.record.offset,
+                                    self.clock(), first.event)
+                plan.closed.append(closed)
+                plan.publish.append(closed)
+
+    async def _finish(
+        self,
+        appended: dict[tuple[str, str], list[MessageDoc]],
+        fresh: set[tuple[str, str]],
+        invalidate: set[tuple[str, str]],
+        plan: SessionPlan,
+        last: dict[str, SourceRecord],
+        result: IngestResult,
+    ) -> None:
+        # the states (with the closing events in their outbox) are in the table
+        # before the events are published, and each event leaves its outbox only
+        # once published: a crash anywhere leaves it to be published again
+        await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
+                             self.states.barrier())
+        if plan.publish:
+            closed = [
+                Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
+                         c.model_dump_json().encode())
+                for c in plan.publish
+            ]
+            await self._deliver(closed, "session-closed")
+            self._sent(plan, last)
+
+    def _sent(self, plan: SessionPlan, last: dict[str, SourceRecord]) -> None:
+        """Empty the outboxes of what was published, on the newest state of each,
+        and write them at once (the session scan reads the table: a state left
+        saying "unpublished" would be sent an idle check for nothing)."""
+        ids = {c.closed_id for c in plan.publish}
+        changed = False
+        for key in plan.states:
+            state = SessionState.from_table(self.states.get(key))
+            if state is not None and state.sent(ids):
+                self.states.stage(key, state.to_table(), last[key])
+                changed = True
+        if changed:
+            self.states.flush()
+
+    async def _write_cache(
+        self,
+        appended: dict[tuple[str, str], list[MessageDoc]],
+        fresh: set[tuple[str, str]],
+        invalidate: set[tuple[str, str]],
+        result: IngestResult,
+    ) -> None:
+        if not self.cache.enabled or not (appended or invalidate):
+            return
+        try:  # returns (or raises) only once a failure is marked durably
+            await self.stale.write(appended, fresh, invalidate)
+        except CacheUnavailableError as exc:
+            result.cache_ok = False
+            SINK_FAILURES.labels("redis", type(exc.__cause__ or exc).__name__).inc()

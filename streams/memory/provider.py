@@ -1,0 +1,84 @@
+"""The long-term memory provider contract and its error tree.
+
+Every provider (built-in MySQL, MemOS, Mem0) implements :class:`MemoryProvider`.
+Errors are mapped to a small tree so callers decide by class, not by library:
+
+    ProviderError
+    ├── RetryableProviderError      timeouts, connection errors, HTTP 429 / 5xx
+    └── PermanentProviderError      bad request, auth, unexpected answers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from streams.memory.model import MemoryCandidate, StoredMemory
+
+
+class ProviderError(Exception):
+    """A provider call failed."""
+
+    def __init__(self, message: str, *, provider: str = "", operation: str = "") -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.operation = operation
+
+
+class RetryableProviderError(ProviderError):
+    """Worth trying again later: timeouts, connection failures, 429 and 5xx."""
+
+
+class PermanentProviderError(ProviderError):
+    """Trying again will not help: the request or the answer is wrong."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who the memories belong to; every provider call carries it."""
+
+    tenant_id: str
+    user_id: str
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    cubes: Sequence[str]
+    top_k: int = 10
+    relativity: float = 0.45
+    keyword_only: bool = False
+    include_preference: bool = True
+    pref_top_k: int = 6
+    dedup: bool = True
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Ids of the written memories, in the order of the candidates."""
+
+    ids: list[str] = field(default_factory=list)
+
+
+class MemoryProvider(Protocol):
+    name: str
+
+    async def add(
+        self, scope: Scope, cube: str, memories: Sequence[MemoryCandidate]
+    ) -> WriteResult:
+        """Store memories in ``cube``; idempotent for the same source events where the provider
+        allows.
+        """
+        ...
+
+    async def search(self, scope: Scope, request: SearchRequest) -> list[StoredMemory]:
+        """Valid memories of ``request.cubes`` for this scope, best first."""
+        ...
+
+    async def expire(
+        self, scope: Scope, cube: str, memory_ids: Sequence[str], superseded_by: str | None
+    ) -> None:
+        """Retire memories: the built-in provider marks them invalid; external ones delete."""
+        ...

@@ -1,0 +1,1 @@
+"""The built-in provider: MySQL (or SQLite) with hybrid retrieval."""

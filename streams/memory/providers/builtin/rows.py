@@ -1,0 +1,75 @@
+"""Shared pieces of the built-in provider: memory identity, row conversion, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.engine import Row
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from streams.memory.model import MemoryCandidate, StoredMemory
+from streams.memory.provider import (
+    PermanentProviderError,
+    ProviderError,
+    RetryableProviderError,
+)
+
+Vector = npt.NDArray[np.float32]
+DbRow = Row[*tuple[Any, ...]]  # a result row of any shape
+_RETRYABLE_MYSQL = {1040, 1205, 1213, 2002, 2003, 2006, 2013, 2055}
+
+
+def now_utc() -> datetime:
+    """The database's clock convention: naive UTC."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def naive(ts: datetime | None) -> datetime | None:
+    return ts.astimezone(UTC).replace(tzinfo=None) if ts and ts.tzinfo else ts
+
+
+def content_hash(c: MemoryCandidate) -> str:
+    """Identity of a memory: its kind, text and source events."""
+    key = "\x1f".join([c.kind, c.content, "\x1e".join(sorted(c.source_event_ids))])
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def stored(r: DbRow, score: float) -> StoredMemory:
+    """A ``memory`` row as the provider contract's record, with ``score``."""
+    return StoredMemory(
+        id=str(r.id), content=r.content, cube=r.cube, type=r.type, scope=r.scope,
+        score=round(min(1.0, max(0.0, score)), 6), importance=float(r.importance),
+        event_time=r.event_time.replace(tzinfo=UTC) if r.event_time else None,
+        source_event_ids=tuple(json.loads(r.source_event_ids or "[]")),
+        kind=cast(Literal["fact", "episode"], r.kind if r.kind == "episode" else "fact"),
+        metadata={
+            "session": r.session_key, "seq": int(r.seq), "user_id": r.user_id,
+            "agent_id": r.agent_id,
+            "valid_from": r.valid_from.replace(tzinfo=UTC).isoformat(),
+            "valid_to": r.valid_to.replace(tzinfo=UTC).isoformat() if r.valid_to else None,
+            "superseded_by": r.superseded_by,
+            "created_at": r.created_at.replace(tzinfo=UTC).isoformat(),
+        },
+    )
+
+
+def classify_db_error(exc: BaseException, *, provider: str, operation: str) -> ProviderError:
+    """Connection loss, timeouts, deadlocks and a busy SQLite are worth retrying; the rest not."""
+    retry = isinstance(exc, (OSError, asyncio.TimeoutError, PoolTimeout))
+    if isinstance(exc, DBAPIError):
+        code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
+        text = str(exc.orig).lower()
+        retry = (exc.connection_invalidated or code in _RETRYABLE_MYSQL
+                 or "database is locked" in text or "disk i/o error" in text
+                 or "lost connection" in text or "can't connect" in text
+                 or isinstance(exc.orig, (OSError, ConnectionError)))
+    kind = RetryableProviderError if retry else PermanentProviderError
+    return kind(f"{operation} failed: {type(exc).__name__}: {exc}"[:500],
+                provider=provider, operation=operation)

@@ -1,0 +1,305 @@
+"""Search of the built-in provider: from a query to ranked memories.
+
+Per search: the readable scopes' statistics rows, their states from the
+scope cache (:mod:`.builtin_cache`; refreshed when a write bumped a version),
+the postings of the query's terms the states do not hold yet, then BM25 and
+cosine as arrays over the scopes. The fusion (:func:`streams.memory.rules.fusion.fuse`)
+only ever looks at each signal's best ``candidates`` and their session
+neighbours, plus each signal's range for the min-max normalisation, so only
+those go into it: the result is the one ``fuse`` gives on the whole signals,
+at a cost that follows the candidates. Finally the rows of the chosen
+memories, from the row cache or by primary key.
+
+No connection is held while waiting for anything but the database: the query
+vector is awaited between the reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from streams.adapters.db.schema.memory import (
+    TERM_MAX_CHARS,
+    memory,
+    memory_scope_stats,
+    memory_term,
+)
+from streams.memory.model import StoredMemory
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.rows import DbRow, Vector
+from streams.memory.providers.builtin.scope_cache import (
+    Cached,
+    Floats,
+    Ids,
+    MemoryCache,
+    Postings,
+    ScopeCache,
+    ScopeState,
+    postings_of,
+)
+from streams.memory.rules.fusion import FusionWeights, Position, fuse
+from streams.memory.rules.lexical import bm25_arrays, query_terms
+from streams.memory.rules.mmr import cosine_matrix, jaccard_of_ids, mmr_order
+
+
+class Signal:
+    """One signal's scores over the searched scopes, in the order ``fuse`` would see them."""
+
+    def __init__(self, ids: Ids, values: Floats,
+                 where: Callable[[str], int | None] | None = None) -> None:
+        self.ids = ids
+        self.values = values
+        self._where = where
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def index(self, key: str) -> int | None:
+        if self._where is None:
+            table = dict(zip(self.ids.tolist(), range(len(self.ids)), strict=True))
+            self._where = lambda k: table.get(int(k))
+        return self._where(key)
+
+    def top(self, n: int) -> list[str]:
+        """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them."""
+        if len(self) <= n:
+            return [str(i) for i in self.ids.tolist()]
+        lo, hi = float(self.values.min()), float(self.values.max())
+        norm = ((self.values - lo) / (hi - lo) if hi - lo > 1e-12
+                else np.ones_like(self.values))
+        best = np.argsort(-norm, kind="stable")[: max(n, 0)]
+        return [str(i) for i in self.ids[best].tolist()]
+
+    def restricted(self, keep: set[str]) -> dict[str, float]:
+        """The entries of ``keep``, plus the lowest and highest (the normalisation range)."""
+        if not len(self):
+            return {}
+        found = {i for k in keep if (i := self.index(k)) is not None}
+        found |= {int(np.argmin(self.values)), int(np.argmax(self.values))}
+        at = sorted(found)
+        return dict(zip(map(str, self.ids[at].tolist()), self.values[at].tolist(), strict=True))
+
+
+class Search:
+    def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: MemoryCache, *,
+                 weights: FusionWeights, candidates: int, mmr_lambda: float) -> None:
+        self.engine = engine
+        self.cache = cache
+        self.memories = rows
+        self.weights = weights
+        self.candidates = candidates
+        self.mmr_lambda = mmr_lambda
+
+    async def run(self, scope: Scope, request: SearchRequest, pairs: set[tuple[str, str]],
+                  qvec: asyncio.Future[Vector] | None) -> list[StoredMemory]:
+        """Lexical only, one connection does it all; with a query vector to wait for, the
+        connection goes back to the pool before the wait. A stale scope is refreshed
+        with no connection held by this search (:meth:`ScopeCache.fresh`)."""
+        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        states: list[ScopeState] = []
+        async with self.engine.connect() as conn:
+            stats = await self._stats(conn, scope, pairs)
+            if not stats:
+                return []
+            for s in stats:
+                if (st := await self.cache.fresh_on(conn, s)) is None:
+                    break  # another search is refreshing it: wait below, connection back
+                states.append(st)
+            if len(states) == len(stats):
+                versions = {int(s.id): int(s.version) for s in stats}
+                postings = await self._terms(conn, states, terms, versions)
+                if qvec is None:
+                    return await self._rank(conn, scope, request, stats, states, postings, None)
+        if len(states) < len(stats):
+            states = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
+            async with self.engine.connect() as conn:
+                postings = await self._terms(conn, states, terms, None)
+                if qvec is None:
+                    return await self._rank(conn, scope, request, stats, states, postings, None)
+        assert qvec is not None
+        return await self._rank(None, scope, request, stats, states, postings, await qvec)
+
+    async def _rank(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
+                    stats: list[DbRow], states: list[ScopeState],
+                    postings: dict[int, dict[str, Postings]], qvec: Vector | None,
+                    ) -> list[StoredMemory]:
+        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        lexical = self._lexical(states, postings, terms)
+        dense = self._dense(states, qvec) if qvec is not None else None
+        best = set(lexical.top(self.candidates))
+        if dense is not None:
+            best |= set(dense.top(self.candidates))
+        positions, types, vectors = self._around(states, best)
+        keep = set(positions)
+        scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
+                      positions, query=request.query, weights=self.weights,
+                      limit=self.candidates)
+        return await self._choose(conn, scope, request, [int(s.id) for s in stats], scores,
+                                  types, vectors)
+
+    @staticmethod
+    async def _stats(conn: AsyncConnection, scope: Scope,
+                     pairs: set[tuple[str, str]]) -> list[DbRow]:
+        s = memory_scope_stats.c
+        q = select(memory_scope_stats).where(
+            s.tenant_id == scope.tenant_id,
+            or_(*(and_(s.cube == c, s.owner_id == o) for c, o in sorted(pairs))))
+        return list((await conn.execute(q)).all())
+
+    async def _terms(self, conn: AsyncConnection, states: list[ScopeState], terms: list[str],
+                     versions: dict[int, int] | None) -> dict[int, dict[str, Postings]]:
+        """Each state's postings of ``terms``: held ones, the others read (and held when
+        read at the state's version)."""
+        out = {st.scope_id: {t: st.terms[t] for t in terms if t in st.terms} for st in states}
+        missing = {st.scope_id: [t for t in terms if t not in st.terms]
+                   for st in states if st.doc_count > 0}
+        missing = {sid: ts for sid, ts in missing.items() if ts}
+        if not missing:
+            return out
+        t = memory_term.c
+        q = select(t.scope_id, t.term, t.memory_id, t.tf, t.doc_len).where(or_(*(
+            and_(t.scope_id == sid, t.term.in_(ts)) for sid, ts in sorted(missing.items()))))
+        rows = (await conn.execute(q)).all()
+        if versions is None or not await self.cache.snapshot_reads(conn):
+            s = memory_scope_stats.c
+            versions = {int(r.id): int(r.version) for r in await conn.execute(
+                select(s.id, s.version).where(s.id.in_(sorted(missing))))}
+        by_scope: dict[int, list[DbRow]] = {sid: [] for sid in missing}
+        for r in rows:
+            by_scope[int(r.scope_id)].append(r)
+        for st in states:
+            if st.scope_id in missing:
+                loaded = postings_of(by_scope[st.scope_id], missing[st.scope_id])
+                out[st.scope_id].update(loaded)
+                self.cache.keep_terms(st, versions.get(st.scope_id, -1), loaded)
+        return out
+
+    @staticmethod
+    def _lexical(states: list[ScopeState], postings: dict[int, dict[str, Postings]],
+                 terms: list[str]) -> Signal:
+        ids: list[Ids] = []
+        parts: list[Floats] = []
+        for st in states:
+            if st.doc_count <= 0:
+                continue
+            got, scores = bm25_arrays(terms, postings.get(st.scope_id, {}), st.doc_count,
+                                      float(st.total_len) / max(st.doc_count, 1))
+            held = all(st.terms.get(t) is postings[st.scope_id].get(t) for t in terms)
+            if not held:  # postings read at another version than the state's
+                known = np.array([str(i) in st.positions for i in got.tolist()], dtype=bool)
+                got, scores = got[known], scores[known]
+            ids.append(got)
+            parts.append(scores)
+        if not ids:
+            return Signal(np.zeros(0, dtype=np.int64), np.zeros(0))
+        return Signal(np.concatenate(ids), np.concatenate(parts))
+
+    @staticmethod
+    def _dense(states: list[ScopeState], qvec: Vector) -> Signal:
+        ids: list[Ids] = []
+        parts: list[Floats] = []
+        offsets: list[tuple[ScopeState, int]] = []
+        size = 0
+        for st in states:
+            if st.vec_keys:
+                offsets.append((st, size))
+                size += len(st.vec_keys)
+                ids.append(st.vec_ids)
+                parts.append((st.matrix @ qvec).astype(np.float64))
+
+        def where(k: str) -> int | None:
+            for st, offset in offsets:
+                if (i := st.vec_index.get(k)) is not None:
+                    return offset + i
+            return None
+
+        if not ids:
+            return Signal(np.zeros(0, dtype=np.int64), np.zeros(0), where)
+        return Signal(np.concatenate(ids), np.concatenate(parts), where)
+
+    @staticmethod
+    def _around(states: list[ScopeState], best: set[str],
+                ) -> tuple[dict[str, Position], dict[str, str], dict[str, Vector]]:
+        """Positions, types and vectors of ``best`` and their session neighbours."""
+        positions: dict[str, Position] = {}
+        types: dict[str, str] = {}
+        vectors: dict[str, Vector] = {}
+        for st in states:
+            keep = {k for k in best if k in st.positions}
+            for k in list(keep):
+                session, seq, _ = st.positions[k]
+                if session is not None:
+                    keep.update(n for d in (-1, 1)
+                                if (n := st.slots.get((session, seq + d))) is not None)
+            for k in keep:
+                positions[k] = Position._make(st.positions[k])
+                types[k] = st.types[k]
+                if (i := st.vec_index.get(k)) is not None:
+                    vectors[k] = st.matrix[i]
+        return positions, types, vectors
+
+    async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
+                      scope_ids: list[int], scores: dict[str, float], types: dict[str, str],
+                      vectors: dict[str, Vector]) -> list[StoredMemory]:
+        """The pools' picks (MMR on the vectors, or on the words when a memory has no
+        vector), as memories with their scores, best first."""
+        pools = pools_of(request, scores, types)
+        chosen: list[str] = []
+        if not request.dedup or all(k in vectors for ids, _ in pools for k in ids):
+            for ids, limit in pools:  # no text needed to choose
+                chosen += self._picks(request, ids, limit, scores, vectors, {})
+            found = await self._memories(conn, scope, scope_ids, chosen)
+        else:
+            found = await self._memories(conn, scope, scope_ids,
+                                         [k for ids, _ in pools for k in ids])
+            for ids, limit in pools:
+                chosen += self._picks(request, [k for k in ids if k in found], limit, scores,
+                                      {}, found)
+        out = [found[k].memory(scores[k]) for k in chosen if k in found]
+        return sorted(out, key=lambda m: m.score, reverse=True)
+
+    def _picks(self, request: SearchRequest, ids: list[str], limit: int,
+               scores: dict[str, float], vectors: dict[str, Vector],
+               found: dict[str, Cached]) -> list[str]:
+        if not request.dedup or not ids:
+            return ids[:limit]
+        matrix = (cosine_matrix(np.stack([vectors[k] for k in ids])) if vectors
+                  else jaccard_of_ids(self.memories.words([found[k] for k in ids])))
+        order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
+        return [ids[i] for i in order]
+
+    async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
+                        keys: list[str]) -> dict[str, Cached]:
+        """The memories of ``keys`` (held ones, the others read on ``conn`` or a new one)."""
+        m = memory.c
+
+        async def load(ids: list[int]) -> Sequence[DbRow]:
+            q = select(memory).where(m.tenant_id == scope.tenant_id, m.scope_id.in_(scope_ids),
+                                     m.id.in_(sorted(ids)), m.valid_to.is_(None))
+            if conn is not None:
+                return list((await conn.execute(q)).all())
+            async with self.engine.connect() as own:
+                return list((await own.execute(q)).all())
+
+        if not keys:
+            return {}
+        found = await self.memories.get([int(k) for k in keys], load)
+        return {str(i): c for i, c in found.items()}
+
+
+def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],
+             ) -> list[tuple[list[str], int]]:
+    """The best ids above ``relativity``: general memories for ``top_k`` and, when
+    asked, preferences for ``pref_top_k``; each with headroom for MMR."""
+    ranked = sorted((k for k in scores if k in types and scores[k] >= request.relativity),
+                    key=lambda k: scores[k], reverse=True)
+    wanted = [(False, request.top_k)]
+    if request.include_preference:
+        wanted.append((True, request.pref_top_k))
+    return [([k for k in ranked if (types[k] == "preference") == pref][: max(3 * n, n + 20)],
+             n) for pref, n in wanted if n > 0]

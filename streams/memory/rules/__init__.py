@@ -1,0 +1,1 @@
+"""Pure rules of long-term memory: routing, lexical scoring, fusion, MMR."""

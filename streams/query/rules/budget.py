@@ -1,0 +1,134 @@
+"""From ranked long-term memories to the text blocks that reach the model.
+
+:func:`filter_and_trim` drops weak results (score < 0.3), cuts each memory to
+1,000 characters and sorts by score. :func:`pack_budget` then fills a token
+budget (default 4,000): the ``user_profile`` cube takes at most 60 % of it,
+the agent cube the rest plus whatever ``user_profile`` left unused. Memories
+are chosen best score first; one that does not fit is skipped (a smaller one
+may still fit), so each block is cut at whole lines, never inside a memory.
+
+Presentation, per block: facts first, one line each as ``[YYYY-MM-DD] text``;
+then episodic memories (``kind == "episode"``) grouped by session in date
+order, a ``[YYYY-MM-DD]`` header per session followed by its chosen turns in
+conversation order. Dating a session once instead of every line fits about a
+quarter more memories into the same budget, and every line still has a date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import lru_cache
+
+from streams.memory.model import USER_CUBE, StoredMemory
+
+TokenCount = Callable[[str], int]
+NEWLINE_TOKENS = 1
+
+
+@dataclass(frozen=True)
+class Packed:
+    user_profile: str
+    agent_memory: str
+    tokens_used: int
+    included: list[StoredMemory] = field(default_factory=list)
+
+
+def filter_and_trim(
+    memories: Sequence[StoredMemory], *, min_score: float = 0.3, max_chars: int = 1000
+) -> list[StoredMemory]:
+    """Memories scoring at least ``min_score``, each cut to ``max_chars``, best first."""
+    kept = [
+        m if len(m.content) <= max_chars else replace(m, content=m.content[:max_chars])
+        for m in memories
+        if m.score >= min_score
+    ]
+    return sorted(kept, key=lambda m: m.score, reverse=True)
+
+
+@lru_cache(maxsize=4096)
+def _date(ts: datetime | None) -> str:
+    return ts.strftime("%Y-%m-%d") if ts else "undated"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _session_key(m: StoredMemory) -> str:
+    s = m.metadata.get("session")
+    return f"s:{s}" if s is not None else f"d:{_date(m.event_time)}"
+
+
+def _seq(m: StoredMemory) -> int:
+    s = m.metadata.get("seq")
+    return s if isinstance(s, int) else 0
+
+
+def _first_time(ms: Sequence[StoredMemory]) -> datetime | None:
+    times = [m.event_time for m in ms if m.event_time is not None]
+    return min(times) if times else None
+
+
+def _pack_block(
+    memories: Sequence[StoredMemory], limit: int, count: TokenCount
+) -> tuple[str, list[StoredMemory]]:
+    """Choose by score within ``limit`` tokens; render facts, then dated session blocks."""
+    used = 0
+    facts: list[StoredMemory] = []
+    sessions: dict[str, list[StoredMemory]] = {}
+    shown: set[str] = set()  # source events of the chosen episodes, shown verbatim
+    for m in memories:
+        if limit - used <= NEWLINE_TOKENS:
+            break
+        if m.kind != "episode" and m.source_event_ids and shown.issuperset(m.source_event_ids):
+            continue  # a fact restating turns already in the block adds only tokens
+        if m.kind == "episode":
+            key = _session_key(m)
+            cost = count(_one_line(m.content)) + NEWLINE_TOKENS
+            if key not in sessions:
+                cost += count(f"[{_date(m.event_time)}]") + NEWLINE_TOKENS
+            if used + cost > limit:
+                continue
+            sessions.setdefault(key, []).append(m)
+            shown.update(m.source_event_ids)
+        else:
+            cost = count(f"[{_date(m.event_time)}] {_one_line(m.content)}") + NEWLINE_TOKENS
+            if used + cost > limit:
+                continue
+            facts.append(m)
+        used += cost
+    lines = [f"[{_date(m.event_time)}] {_one_line(m.content)}" for m in facts]
+    blocks = sorted(
+        sessions.values(), key=lambda ms: (_first_time(ms) or datetime.min, _session_key(ms[0]))
+    )
+    for block in blocks:
+        turns = sorted(block, key=lambda x: (_seq(x), x.event_time or datetime.min))
+        lines.append(f"[{_date(_first_time(block))}]")
+        lines.extend(_one_line(x.content) for x in turns)
+    chosen = {id(m) for m in facts} | {id(m) for b in sessions.values() for m in b}
+    return "\n".join(lines), [m for m in memories if id(m) in chosen]
+
+
+def pack_budget(
+    memories: Sequence[StoredMemory],
+    *,
+    budget_tokens: int = 4000,
+    user_share: float = 0.6,
+    count: TokenCount,
+) -> Packed:
+    """Fill ``budget_tokens``: ``user_profile`` first (at most ``user_share``), then the agent cube.
+
+    ``memories`` may be in any order; selection is by score. ``count`` is the
+    token counter of the model the text is for.
+    """
+    ranked = sorted(memories, key=lambda m: m.score, reverse=True)
+    user = [m for m in ranked if m.cube == USER_CUBE]
+    agent = [m for m in ranked if m.cube != USER_CUBE]
+    user_text, user_in = _pack_block(user, int(budget_tokens * user_share), count)
+    user_tokens = count(user_text) if user_text else 0
+    agent_text, agent_in = _pack_block(agent, budget_tokens - user_tokens, count)
+    agent_tokens = count(agent_text) if agent_text else 0
+    included = sorted(user_in + agent_in, key=lambda m: m.score, reverse=True)
+    return Packed(user_text, agent_text, user_tokens + agent_tokens, included)

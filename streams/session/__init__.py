@@ -1,0 +1,3 @@
+"""② Session memory: per-conversation state (``model.py``), the token window,
+idle closes and the read path of recent history. Open ``model.py`` first.
+"""

@@ -1,0 +1,239 @@
+"""Per-conversation session state, as held in the Faust ``sessions`` table.
+
+Pure transitions: the caller passes the event, where it came from and the
+current time. Replays are idempotent because each state remembers the highest
+source offset it applied per topic (a conversation always lives in one
+partition of each co-partitioned topic), and events at or below it are
+ignored.
+
+Two rules make session ends durable and sessions exact:
+
+* **Outbox.** Closing a session puts its :class:`SessionClosed` event in the
+  state's ``outbox``; the event leaves the outbox only once it was published
+  (:meth:`SessionState.sent`). The state that says "closed" and the event
+  that announces it are therefore one table record: whenever the state is
+  written, a crash before the publish leaves the event to be published the
+  next time the state is touched (a redelivered event, or an idle check).
+* **Stamp.** Every message belongs to the session that is current at its
+  place in the partition: :attr:`SessionState.session_seq` for a message
+  applied now (a closed session already moved it on); for a message at an
+  offset the state has passed — delivered again after records were passed
+  over — the session that was current there (:meth:`SessionState.session_of`,
+  from the offsets each close left in ``bounds``). The ingest processor stores
+  that number with the message, and a session's consolidation takes exactly
+  the messages stamped with it. A message whose session was closed already
+  is *late*: :meth:`SessionState.late` puts a closing event for it in the
+  outbox, and its consolidation takes the session's messages no run took.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from streams.wire.records import ChatMessage, SessionClosed, SessionEnd
+
+TABLE_KEY_SEP = "/"
+BOUNDS_KEPT = 4  # session starts remembered per source topic
+
+
+def table_key(tenant_id: str, conversation_id: str) -> str:
+    """Key of the sessions table; tenant ids cannot contain ``/`` (schema pattern)."""
+    return f"{tenant_id}{TABLE_KEY_SEP}{conversation_id}"
+
+
+def split_table_key(key: str) -> tuple[str, str]:
+    tenant, _, conversation = key.partition(TABLE_KEY_SEP)
+    return tenant, conversation
+
+
+def _ts(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Plain dataclass: a batch (de)serialises hundreds of these, so no validation layer."""
+
+    tenant_id: str
+    user_id: str
+    agent_id: str
+    conversation_id: str
+    message_count: int = 0
+    session_seq: int = 1
+    session_message_count: int = 0
+    unsummarized_count: int = 0
+    first_activity: datetime | None = None
+    last_activity: datetime | None = None
+    last_seen_at: float = 0.0
+    open: bool = False
+    offsets: dict[str, int] = field(default_factory=dict)
+    last_event_id: str | None = None
+    outbox: list[str] = field(default_factory=list)  # SessionClosed JSON, not yet published
+    # per source topic, [first offset, session] of the newest sessions' starts
+    bounds: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def session_of(self, source: str, offset: int) -> int:
+        """The session current at ``offset`` of ``source``."""
+        starts = self.bounds.get(source)
+        if not starts:
+            return self.session_seq
+        for first, seq in reversed(starts):
+            if offset >= first:
+                return seq
+        return starts[0][1] - 1
+
+    def seen(self, source: str, offset: int) -> bool:
+        return offset <= self.offsets.get(source, -1)
+
+    def mark(self, source: str, offset: int) -> None:
+        if offset > self.offsets.get(source, -1):
+            self.offsets[source] = offset
+
+    def apply_message(self, msg: ChatMessage, source: str, offset: int, now: float) -> bool:
+        """Count one stored message; False when this offset was applied before."""
+        if self.seen(source, offset):
+            return False
+        self.mark(source, offset)
+        self.user_id, self.agent_id = msg.user_id, msg.agent_id
+        self.message_count += 1
+        self.session_message_count += 1
+        self.unsummarized_count += 1
+        ts = msg.created_at.astimezone(UTC)
+        if self.first_activity is None or ts < self.first_activity:
+            self.first_activity = ts
+        if self.last_activity is None or ts > self.last_activity:
+            self.last_activity = ts
+        self.last_seen_at = max(self.last_seen_at, now)
+        self.last_event_id = msg.event_id
+        self.open = True
+        return True
+
+    def close(
+        self,
+        trigger: Literal["explicit", "idle"],
+        now: float,
+        end: SessionEnd | None = None,
+    ) -> SessionClosed | None:
+        """Close the current session; None when it holds no message (nothing to consolidate)."""
+        if not self.open or self.session_message_count == 0:
+            return None
+        closed = SessionClosed(
+            closed_id=f"{self.tenant_id}/{self.conversation_id}#{self.session_seq}",
+            tenant_id=self.tenant_id,
+            user_id=end.user_id if end else self.user_id,
+            agent_id=end.agent_id if end else self.agent_id,
+            conversation_id=self.conversation_id,
+            trigger=trigger,
+            session_seq=self.session_seq,
+            closed_at=datetime.fromtimestamp(now, UTC),
+            last_activity=self.last_activity or datetime.fromtimestamp(now, UTC),
+            message_count=self.session_message_count,
+            last_event_id=self.last_event_id,
+        )
+        self.session_seq += 1
+        self.session_message_count = 0
+        self.open = False
+        for source, last in self.offsets.items():
+            starts = self.bounds.setdefault(source, [])
+            starts.append([last + 1, self.session_seq])
+            del starts[:-BOUNDS_KEPT]
+        self.outbox.append(closed.model_dump_json())
+        return closed
+
+    def late(self, session_seq: int, source: str, offset: int, now: float,
+             message: ChatMessage) -> SessionClosed:
+        """A closing event for messages of the closed session ``session_seq``
+        delivered after it closed (the first of them at ``source``/``offset``);
+        put in the outbox like any closing event."""
+        mark = hashlib.sha1(f"{source}:{offset}".encode()).hexdigest()[:12]
+        closed = SessionClosed(
+            closed_id=f"{self.tenant_id}/{self.conversation_id}#{session_seq}~{mark}",
+            tenant_id=self.tenant_id, user_id=message.user_id, agent_id=message.agent_id,
+            conversation_id=self.conversation_id, trigger="late", session_seq=session_seq,
+            closed_at=datetime.fromtimestamp(now, UTC),
+            last_activity=message.created_at.astimezone(UTC), message_count=0,
+        )
+        self.outbox.append(closed.model_dump_json())
+        return closed
+
+    def pending(self) -> list[SessionClosed]:
+        """Closing events not yet published."""
+        return [SessionClosed.model_validate_json(doc) for doc in self.outbox]
+
+    def sent(self, closed_ids: set[str]) -> bool:
+        """Drop published events from the outbox; True when anything changed."""
+        kept = [doc for doc in self.outbox
+                if SessionClosed.model_validate_json(doc).closed_id not in closed_ids]
+        changed = len(kept) != len(self.outbox)
+        self.outbox = kept
+        return changed
+
+    def expired(self, now: float, retention_s: float) -> bool:
+        """Closed, nothing left to publish, and no event for ``retention_s``: the
+        state may leave the table (the session numbers go on from the stamps
+        stored with the messages, see :meth:`new`)."""
+        return (not self.open and not self.outbox
+                and now - self.last_seen_at >= retention_s)
+
+    def idle_for(self, now: float) -> float:
+        return now - self.last_seen_at if self.open else 0.0
+
+    def to_table(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "conversation_id": self.conversation_id,
+            "message_count": self.message_count,
+            "session_seq": self.session_seq,
+            "session_message_count": self.session_message_count,
+            "unsummarized_count": self.unsummarized_count,
+            "first_activity": self.first_activity.isoformat() if self.first_activity else None,
+            "last_activity": self.last_activity.isoformat() if self.last_activity else None,
+            "last_seen_at": self.last_seen_at,
+            "open": self.open,
+            "offsets": dict(self.offsets),
+            "last_event_id": self.last_event_id,
+            "outbox": list(self.outbox),
+            "bounds": {k: [list(b) for b in v] for k, v in self.bounds.items()},
+        }
+
+    @classmethod
+    def from_table(cls, value: dict[str, Any] | None) -> SessionState | None:
+        if value is None:
+            return None
+        return cls(
+            tenant_id=value["tenant_id"],
+            user_id=value["user_id"],
+            agent_id=value["agent_id"],
+            conversation_id=value["conversation_id"],
+            message_count=int(value.get("message_count", 0)),
+            session_seq=int(value.get("session_seq", 1)),
+            session_message_count=int(value.get("session_message_count", 0)),
+            unsummarized_count=int(value.get("unsummarized_count", 0)),
+            first_activity=_ts(value.get("first_activity")),
+            last_activity=_ts(value.get("last_activity")),
+            last_seen_at=float(value.get("last_seen_at", 0.0)),
+            open=bool(value.get("open", False)),
+            offsets={str(k): int(v) for k, v in (value.get("offsets") or {}).items()},
+            last_event_id=value.get("last_event_id"),
+            outbox=[str(doc) for doc in value.get("outbox") or ()],
+            bounds={str(k): [[int(b[0]), int(b[1])] for b in v]
+                    for k, v in (value.get("bounds") or {}).items()},
+        )
+
+    @classmethod
+    def new(cls, event: ChatMessage | SessionEnd, last_session_seq: int = 0) -> SessionState:
+        """The state of a conversation the table does not hold: new, or one whose
+        state left the table; ``last_session_seq`` is the highest session number
+        stored with its messages (0 for none), and numbering goes on from it."""
+        return cls(
+            tenant_id=event.tenant_id,
+            user_id=event.user_id,
+            agent_id=event.agent_id,
+            conversation_id=event.conversation_id,
+            session_seq=last_session_seq + 1,
+        )

@@ -1,0 +1,1 @@
+"""Pure rules of the session stage: the batch plan, the token window, stale marks."""

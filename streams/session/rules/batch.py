@@ -1,0 +1,143 @@
+"""What one ingest batch does to the session states: pure, before anything is stored.
+
+:func:`plan_sessions` walks the batch's events in order over the current
+states and returns, without touching any store:
+
+* the session number each chat message belongs to (its **stamp**, stored with
+  the message, so a session's consolidation takes exactly its own messages,
+  whenever they were stored) — for a message at an offset the state passed,
+  the session current there; those of a closed session are *late candidates*
+  (the processor sends a late closing event for the ones that were not stored
+  before);
+* the new states, to be written to the sessions table once the messages are
+  stored;
+* the closing events to publish: sessions closed by this batch, and any event
+  still in the outbox of a state the batch touched (a crash after the state
+  was written and before its event was published leaves it there);
+* the states to drop from the table (closed, published, and quiet for the
+  retention), each with the last closed session number to remember durably.
+
+Idle checks (from the session scan) are re-checked here: a message may have
+arrived since the scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from streams.session.model import SessionState, table_key
+from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
+
+Event = ChatMessage | SessionEnd | IdleCheck
+
+
+@dataclass(frozen=True, slots=True)
+class SourcedEvent:
+    """An event with the topic and offset it was read from."""
+
+    topic: str
+    offset: int
+    event: Event
+
+
+@dataclass
+class SessionPlan:
+    stamps: dict[int, int] = field(default_factory=dict)  # item index -> session_seq
+    states: dict[str, SessionState] = field(default_factory=dict)
+    last_item: dict[str, int] = field(default_factory=dict)  # key -> index of its last event
+    closed: list[SessionClosed] = field(default_factory=list)  # closed by this batch
+    publish: list[SessionClosed] = field(default_factory=list)  # everything to (re)publish
+    expired: dict[str, int] = field(default_factory=dict)  # key -> last closed session
+    outcomes: dict[int, str] = field(default_factory=dict)  # item index -> tally outcome
+    # key -> closed session -> first item of it: messages of a session closed before
+    # they came (passed over, delivered again), or redeliveries of stored ones
+    late: dict[str, dict[int, int]] = field(default_factory=dict)
+    # conversations with no history before this batch, as (tenant, conversation)
+    fresh: set[tuple[str, str]] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class SessionRules:
+    idle_timeout_s: float
+    retention_s: float
+
+
+def plan_sessions(
+    events: Sequence[SourcedEvent],
+    current: Callable[[str], dict[str, object] | None],
+    last_closed: Mapping[str, int],
+    now: float,
+    rules: SessionRules,
+) -> SessionPlan:
+    """See the module docstring. ``current(key)`` reads a state as the table holds
+    it; ``last_closed`` gives, for conversations the table does not hold, the last
+    session number remembered when their state was dropped."""
+    plan = SessionPlan()
+    for i, item in enumerate(events):
+        ev = item.event
+        key = table_key(ev.tenant_id, ev.conversation_id)
+        state = plan.states.get(key)
+        if state is None:
+            state = SessionState.from_table(current(key))
+            if state is None:
+                if isinstance(ev, IdleCheck):  # not this worker's, or long gone
+                    plan.outcomes[i] = "idle_unknown"
+                    continue
+                state = SessionState.new(ev, last_closed.get(key, 0))
+                if key not in last_closed:
+                    plan.fresh.add((ev.tenant_id, ev.conversation_id))
+            elif state.message_count == 0:
+                plan.fresh.add((ev.tenant_id, ev.conversation_id))
+            plan.states[key] = state
+        plan.last_item[key] = i
+        if not isinstance(ev, IdleCheck):
+            plan.expired.pop(key, None)  # active again after all
+        if isinstance(ev, ChatMessage):
+            if state.seen(item.topic, item.offset):  # passed over before, or a redelivery
+                plan.stamps[i] = state.session_of(item.topic, item.offset)
+                if plan.stamps[i] < state.session_seq:
+                    plan.late.setdefault(key, {}).setdefault(plan.stamps[i], i)
+            else:
+                plan.stamps[i] = state.session_seq
+            state.apply_message(ev, item.topic, item.offset, now)
+        elif isinstance(ev, SessionEnd):
+            plan.outcomes[i] = "session_end"
+            if not state.seen(item.topic, item.offset):
+                state.mark(item.topic, item.offset)
+                _closed(plan, state.close("explicit", now, ev))
+        else:
+            plan.outcomes[i] = _idle(plan, state, item, now, rules)
+            if state.expired(now, rules.retention_s):
+                plan.expired[key] = state.session_seq - 1
+    seen: set[str] = set()
+    for key, state in plan.states.items():
+        if key in plan.expired:
+            continue
+        for closed in state.pending():
+            if closed.closed_id not in seen:
+                seen.add(closed.closed_id)
+                plan.publish.append(closed)
+    return plan
+
+
+def _closed(plan: SessionPlan, closed: SessionClosed | None) -> bool:
+    if closed is None:
+        return False
+    plan.closed.append(closed)
+    return True
+
+
+def _idle(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
+          rules: SessionRules) -> str:
+    """Close the session if it is still open and idle (the scan may be stale)."""
+    if state.seen(item.topic, item.offset):
+        return "idle_replayed"
+    state.mark(item.topic, item.offset)
+    if not state.open:
+        if state.expired(now, rules.retention_s):
+            return "idle_expired"
+        return "idle_outbox" if state.outbox else "idle_active"
+    if state.idle_for(now) < rules.idle_timeout_s:
+        return "idle_active"
+    return "idle_closed" if _closed(plan, state.close("idle", now)) else "idle_active"

@@ -1,0 +1,118 @@
+"""Wire records of the memory lookup: requests on ``memory.queries`` and the
+replies sent to the topic each request names (Spring Kafka's
+``kafka_replyTopic`` header)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streams.wire.records import Ident, TenantId
+
+# the longest a caller may wait (``options.timeout_ms``); an older request is never answered
+MAX_TIMEOUT_MS = 60_000
+
+
+class QueryOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    top_k: int = Field(10, ge=1, le=100, description="Long-term memories listed in `memories`.")
+    just_keyword_search: bool = Field(
+        False, description="Keyword-only retrieval (no dense similarity)."
+    )
+    include_short_term: bool = Field(
+        True, description="Include the Session window of `conversation_id`."
+    )
+    last_n: int | None = Field(
+        None, ge=1, le=1000, description="Newest messages the Session window considers."
+    )
+    long_memory_token_budget: int = Field(
+        4000, ge=0, le=32000, description="Tokens for `user_profile` + `agent_memory`."
+    )
+    timeout_ms: int = Field(
+        1000, ge=10, le=MAX_TIMEOUT_MS,
+        description="Deadline of each part (short-term, long-term), and how long the caller "
+        "waits: a request older than this (by its record timestamp) when the worker takes it "
+        "is not answered.",
+    )
+
+
+class MemoryQuery(BaseModel):
+    """A memory lookup by an agent about to answer. Key: ``tenant_id/user_id``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    request_id: str | None = Field(None, max_length=128, description="Echoed in the reply.")
+    tenant_id: TenantId
+    user_id: Ident
+    agent_id: Ident
+    conversation_id: Ident | None = None
+    message: str = Field(min_length=1, max_length=65536, description="The user's new message.")
+    context: str | None = Field(
+        None,
+        max_length=65536,
+        description="Optional context; its first 200 characters join the query.",
+    )
+    options: QueryOptions = QueryOptions()
+
+
+class ReplyMemory(BaseModel):
+    id: str
+    content: str
+    score: float
+    cube: str
+    type: str
+    kind: str = "fact"
+    event_time: str | None = None
+    source_event_ids: list[str] = Field(default_factory=list)
+
+
+class ReplyError(BaseModel):
+    code: Literal["bad_request", "internal", "timeout"]
+    message: str
+
+
+class Warning_(BaseModel):
+    model_config = ConfigDict(title="Warning")
+
+    code: str
+    message: str
+
+
+class BudgetInfo(BaseModel):
+    tokens: int = Field(description="The budget asked for.")
+    tokens_used: int
+    memory_ids: list[str] = Field(
+        default_factory=list, description="Memories inside the budget text."
+    )
+    source_event_ids: list[str] = Field(default_factory=list, description="Their source events.")
+
+
+class LongTermInfo(BaseModel):
+    provider: str | None = None
+    skipped: str | None = Field(
+        None, description="Why long-term memory was not searched, if it was not."
+    )
+    keyword_only: bool = False
+    candidates: int = 0
+
+
+class MemoryReply(BaseModel):
+    """The one reply every request with a reply topic gets."""
+
+    request_id: str | None = None
+    tenant_id: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    conversation_id: str | None = None
+    user_profile: str = ""
+    agent_memory: str = ""
+    memories: list[ReplyMemory] = Field(default_factory=list)
+    short_term: dict[str, Any] | None = None
+    summary: str | None = None
+    budget: BudgetInfo | None = None
+    long_term: LongTermInfo = LongTermInfo()
+    warnings: list[Warning_] = Field(default_factory=list)
+    latency_ms: float = 0.0
+    error: ReplyError | None = None

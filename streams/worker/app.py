@@ -1,0 +1,37 @@
+"""The Faust application. Agents live in the top-level ``agents`` package and
+are found by autodiscovery when the worker starts."""
+
+from __future__ import annotations
+
+import faust
+
+from streams.settings import get_settings
+from streams.worker.faust_glue import delivery_settings
+
+settings = get_settings()
+
+app = faust.App(
+    settings.kafka.app_id,
+    broker=settings.kafka.broker,
+    store="memory://",
+    autodiscover=["agents"],
+    origin="streams",
+    topic_partitions=settings.kafka.partitions,
+    topic_replication_factor=settings.kafka.replication_factor,
+    topic_allow_declare=True,
+    consumer_auto_offset_reset="earliest",
+    broker_session_timeout=settings.kafka.session_timeout_s,
+    broker_heartbeat_interval=settings.kafka.heartbeat_interval_s,
+    broker_commit_interval=settings.kafka.commit_interval_s,
+    producer_acks=-1,
+    producer_linger_ms=5,
+    producer_max_batch_size=256 * 1024,
+    **delivery_settings(settings.ingest.batch_size),
+    web_host=settings.web.host,
+    web_bind=settings.web.host,
+    web_port=settings.web.port,
+    web_in_thread=False,
+    datadir=settings.kafka.data_dir,
+    table_standby_replicas=0,
+    Worker="streams.worker.faust_glue:QuietWorker",
+)

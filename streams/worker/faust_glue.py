@@ -1,0 +1,303 @@
+"""The few places memstream touches Faust internals, kept in one module.
+
+* ``event_context``: Faust routes a table write to the partition of the
+  *current event*, a context variable its stream iterator sets. Inside a batch
+  from ``noack_take`` that variable belongs to the background task filling
+  the buffer, so each write sets it to the event the write belongs to.
+* ``source_record``: a Faust event as a library-neutral :class:`SourceRecord`.
+* ``timer``: ``app.timer`` with a type (Faust's decorator has none).
+* ``seek_uncommitted_to_start``: after a rebalance Faust seeks every stream
+  partition back to its committed offset, through aiokafka's
+  ``seek_to_committed``, which seeks only when the offset is above 0. Records
+  fetched meanwhile (during table recovery, when Faust silently drops what it
+  fetched for partitions it has not resumed) are then never delivered on a
+  partition whose committed offset is 0 (a group rewound to the start) or
+  absent (nothing committed yet): a backlog there waits for the next restart.
+  The patch seeks such partitions to their start (the app resets to
+  ``earliest``); at worst a record is processed twice, which every sink
+  tolerates.
+* ``topic_global_table``: a global table over an existing topic. Faust's
+  assignor looks a global table's changelog up by its *default* name
+  (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and
+  fails the assignment with a ``KeyError``; the subclass answers with the
+  topic's real name.
+* ``install_commit_guard``: Faust commits from its own acknowledgement
+  bookkeeping, which counts a jump in delivered offsets as acknowledged. The
+  guard (:mod:`streams.worker.commit_guard`) sees every record the Kafka client hands
+  to Faust and every record memstream finished, and each commit is lowered to
+  what it allows. A partition on which a record was passed over (a later one
+  finished, it did not) is delivered again: after ``recover_after_s`` the
+  worker asks the group to rebalance, and the new assignment starts from the
+  guarded commit; a record delivered after one passed over is not admitted
+  (:func:`admit`) and has the partition delivered again within a second or
+  two. Agents acknowledge through ``streams.worker.context.acknowledge``.
+* ``QuietWorker``: at log levels warn and above, Faust's worker spins a
+  terminal spinner on every log record and, to feed it, sets the root logger to
+  DEBUG: every debug line of Faust and aiokafka then builds a record (about a
+  tenth of the ingest worker's time). This worker has no spinner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypedDict, cast
+
+import faust
+from faust.streams import _current_event
+from faust.tables.globaltable import GlobalTable
+from faust.transport.consumer import Consumer
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+from faust.types import TP
+
+from streams.adapters.kafka.publish import Headers, SourceRecord
+from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
+from streams.worker.commit_guard import CommitGuard
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def event_context(event: Any) -> Iterator[None]:
+    token = _current_event.set(weakref.ref(event))
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
+
+
+class _TopicGlobalTable(GlobalTable):
+    def _changelog_topic_name(self) -> str:
+        if self._changelog_topic is not None:
+            return str(self._changelog_topic.get_topic_name())
+        return str(super()._changelog_topic_name())
+
+
+def topic_global_table(app: Any, name: str, *, topic: Any, help: str) -> Any:
+    """A read-only global table holding ``topic`` (raw bytes keys and values),
+    which other producers write to. Every worker reads all of it, and keeps
+    reading after recovery (``synchronize_all_active_partitions``: no worker is
+    the writer). One partition and a recovery buffer of one, as Faust advises
+    for global tables shared by several workers."""
+    return app.tables.add(_TopicGlobalTable(
+        app, name=name, default=None, beacon=app.tables.beacon, partitions=1,
+        standby_buffer_size=1, recovery_buffer_size=1, is_global=True,
+        synchronize_all_active_partitions=True, changelog_topic=topic, key_type=bytes,
+        value_type=bytes, help=help,
+    ))
+
+
+_original_perform_seek = Consumer.perform_seek
+
+
+async def _perform_seek(self: Any) -> None:
+    await _original_perform_seek(self)
+    if str(self.app.conf.consumer_auto_offset_reset) != "earliest":
+        return
+    changelogs = set(self.app.tables.changelog_topics)
+    for tp in self.assignment():
+        if tp.topic not in changelogs and self._committed_offset.get(tp) is None:
+            await self.seek(tp, 0)  # below the log start, the "earliest" reset applies
+
+
+def seek_uncommitted_to_start() -> None:
+    """Install the seek fix described in the module docstring (idempotent)."""
+    setattr(Consumer, "perform_seek", _perform_seek)  # noqa: B010  (a method on a class)
+
+
+_original_fetch_records = AIOKafkaConsumerThread._fetch_records
+_original_filter_committable = Consumer._filter_committable_offsets
+_original_revoked = Consumer.on_partitions_revoked
+_original_assigned = Consumer.on_partitions_assigned
+
+
+def _keys(tps: Iterable[TP]) -> list[tuple[str, int]]:
+    return [(tp.topic, tp.partition) for tp in tps]
+
+
+class _Recovery:
+    """Asks for a rebalance when a partition had a record passed over: at
+    delivery (a hole: certain, after ``hole_after_s``) or seen in what was
+    finished (after ``after_s``); at most one rebalance per ``after_s``."""
+
+    def __init__(self, guard: CommitGuard, out_of_order: frozenset[str], after_s: float,
+                 hole_after_s: float = 1.0) -> None:
+        self.guard = guard
+        self.out_of_order = out_of_order
+        self.after_s = after_s
+        self.hole_after_s = min(hole_after_s, after_s)
+        self.since: dict[tuple[str, int], float] = {}
+        self.last_rejoin = float("-inf")
+        self._task: asyncio.Future[None] | None = None
+
+    def check(self, consumer: Any) -> None:
+        now = time.monotonic()
+        holes = set(self.guard.holes())
+        suspects = holes | {k for k in self.guard.all_skipped() if k[0] not in self.out_of_order}
+        for k in list(self.since):
+            if k not in suspects:
+                del self.since[k]
+        for k in suspects:
+            self.since.setdefault(k, now)
+        overdue = sorted(k for k, t in self.since.items()
+                         if now - t >= (self.hole_after_s if k in holes else self.after_s))
+        if overdue and now - self.last_rejoin >= self.after_s:
+            self.last_rejoin = now
+            log.error("records were passed over on %s; asking the group to rebalance so "
+                      "they are delivered again from the guarded commit", overdue)
+            GROUP_REJOINS.inc()
+            self._task = asyncio.ensure_future(_request_rejoin(consumer))
+
+
+async def _request_rejoin(consumer: Any) -> None:
+    async def rejoin() -> None:
+        consumer._thread._ensure_consumer()._coordinator.request_rejoin()
+
+    try:
+        await consumer._thread.call_thread(rejoin)
+    except Exception as exc:  # the next check asks again
+        log.warning("could not ask for a rebalance: %s: %s", type(exc).__name__, exc)
+
+
+def install_commit_guard(guard: CommitGuard, *, out_of_order_topics: Iterable[str] = (),
+                         recover_after_s: float = 10.0) -> None:
+    """Wire ``guard`` into Faust's consumer (see the module docstring).
+
+    ``out_of_order_topics``: topics whose records are finished out of order on
+    purpose (held until due); a record waiting there is not passed over."""
+    recovery = _Recovery(guard, frozenset(out_of_order_topics), recover_after_s)
+
+    async def fetch_records(self: Any, consumer: Any, active_partitions: Any,
+                            timeout: float | None = None,  # noqa: ASYNC109  (Faust's)
+                            max_records: int | None = None) -> Any:
+        records = await _original_fetch_records(self, consumer, active_partitions,
+                                                timeout=timeout, max_records=max_records)
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        for tp, batch in records.items():
+            if batch and acks_enabled_for(tp.topic):
+                guard.received((tp.topic, tp.partition), [r.offset for r in batch])
+        return records
+
+    def filter_committable(self: Any, tps: Iterable[TP]) -> dict[TP, int]:
+        wanted = _original_filter_committable(self, tps)
+        by_key = {(tp.topic, tp.partition): tp for tp in wanted}
+        allowed, refused = guard.clamp({k: wanted[tp] for k, tp in by_key.items()})
+        for r in refused:
+            COMMIT_REFUSED.labels(r.tp[0]).inc()
+            level = logging.DEBUG if r.tp[0] in recovery.out_of_order else logging.WARNING
+            log.log(level, "commit of %s-%d held at %d (Faust counted up to %d as handled; "
+                    "memstream had not finished %d)", r.tp[0], r.tp[1], r.allowed, r.wanted,
+                    r.allowed)
+        recovery.check(self)
+        return {by_key[k]: offset for k, offset in allowed.items()
+                if self._should_commit(by_key[k], offset)}
+
+    async def on_revoked(self: Any, revoked: set[TP]) -> None:
+        guard.reset(_keys(revoked))
+        await _original_revoked(self, revoked)
+
+    async def on_assigned(self: Any, assigned: set[TP], generation_id: int = 0) -> None:
+        guard.reset(_keys(assigned))
+        await _original_assigned(self, assigned, generation_id)
+
+    setattr(AIOKafkaConsumerThread, "_fetch_records", fetch_records)  # noqa: B010
+    setattr(Consumer, "_filter_committable_offsets", filter_committable)  # noqa: B010
+    setattr(Consumer, "on_partitions_revoked", on_revoked)  # noqa: B010
+    setattr(Consumer, "on_partitions_assigned", on_assigned)  # noqa: B010
+
+
+def finish(guard: CommitGuard, event: Any) -> None:
+    """Tell ``guard`` that ``event``'s record is stored or dead-lettered."""
+    m = event.message
+    guard.finished((m.topic, m.partition), m.offset)
+
+
+def admit(guard: CommitGuard, event: Any) -> bool:
+    """Whether ``event``'s record reaches memstream in order (``CommitGuard.admit``)."""
+    m = event.message
+    return guard.admit((m.topic, m.partition), m.offset)
+
+
+class DeliverySettings(TypedDict):
+    broker_max_poll_records: int
+    stream_buffer_maxsize: int
+
+
+def delivery_settings(batch_size: int) -> DeliverySettings:
+    """Faust settings for streams read ``batch_size`` records at a time.
+
+    A stream's buffer pauses fetching at 80 % full. A poll of at most two
+    batches into a buffer of ten always fits in what is left, so delivering a
+    record does not wait on a full buffer (which costs a wake-up of the
+    consumer for every record the agent takes)."""
+    return {"broker_max_poll_records": 2 * batch_size,
+            "stream_buffer_maxsize": max(4096, 10 * batch_size)}
+
+
+TimerFn = Callable[[], Awaitable[None]]
+
+
+def timer(app: Any, interval_s: float, *, name: str,
+          on_leader: bool = False) -> Callable[[TimerFn], TimerFn]:
+    """``@app.timer``: run the coroutine every ``interval_s`` (on the leader only
+    with ``on_leader``). A timer may read tables but never write them."""
+    return cast(Callable[[TimerFn], TimerFn],
+                app.timer(interval_s, on_leader=on_leader, name=name))
+
+
+def _headers(raw: Any) -> Headers:
+    if not raw:
+        return []
+    items = raw.items() if isinstance(raw, dict) else raw
+    return [(str(k), bytes(v) if v is not None else b"") for k, v in items]
+
+
+def source_record(event: Any) -> SourceRecord:
+    m = event.message
+    return SourceRecord(
+        topic=m.topic,
+        partition=m.partition,
+        offset=m.offset,
+        key=m.key,
+        value=m.value,
+        headers=_headers(m.headers),
+        timestamp=m.timestamp,
+        handle=event,
+    )
+
+
+class FaustTable:
+    """A Faust table behind the ``SessionTable`` protocol."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored value itself (callers only read it)."""
+        return cast(dict[str, Any] | None, self._table.get(key))
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        self._table[key] = value
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``: a tombstone in the changelog, so compaction forgets it."""
+        if key in self._table:
+            del self._table[key]
+
+    @contextmanager
+    def context(self, record: SourceRecord) -> Iterator[None]:
+        with event_context(record.handle):
+            yield
+
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(k, dict(v)) for k, v in self._table.items() if v is not None]
+
+
+class QuietWorker(faust.Worker):
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        self.spinner = None
+        super().on_setup_root_logger(logger, level)

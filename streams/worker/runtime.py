@@ -1,0 +1,201 @@
+"""Runtime: the worker's shared resources (database engine, Redis, the one
+HTTP client of every external call, stores, readers, memory providers and chat
+models), started once and closed on shutdown. Domain code never reads
+settings; the runtime hands it plain values."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import cached_property
+
+import httpx
+from pydantic import SecretStr
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.adapters.db.engine import create_engine
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.stale_marks import StaleMarkStore
+from streams.adapters.embeddings.embedders import Embedder, LocalEmbedder, limit_blas_threads
+from streams.adapters.http.client import RetryPolicy
+from streams.adapters.http.openai_compat import ChatModel, OpenAIEmbedder
+from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.memory.providers.mem0 import Mem0Provider
+from streams.memory.providers.memos import MemOSProvider
+from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.session.reader import SessionReader
+from streams.session.stale import StaleHistories
+from streams.settings import Settings
+from streams.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+
+def create_redis(settings: Settings) -> Redis | None:
+    if settings.redis.url is None:
+        return None
+    return Redis.from_url(
+        settings.redis.url.get_secret_value(),
+        socket_timeout=settings.redis.timeout_s,
+        socket_connect_timeout=settings.redis.timeout_s,
+        health_check_interval=0,
+    )
+
+
+class Runtime:
+    def __init__(self, settings: Settings, *, migrate: bool) -> None:
+        """``migrate``: upgrade the schema when started; the worker's runtime does
+        not (``memstream worker`` has migrated, or checked, before Faust starts)."""
+        self.settings = settings
+        self.migrate = migrate
+        self._lock = asyncio.Lock()
+        self._started = False
+        self._engine: AsyncEngine | None = None
+        self._redis: Redis | None = None
+        self._http: httpx.AsyncClient | None = None
+
+    async def start(self) -> Runtime:
+        async with self._lock:
+            if self._started:
+                return self
+            self._engine = create_engine(self.settings.database)
+            if self.migrate:
+                await upgrade(self._engine)
+            self._redis = create_redis(self.settings)
+            self._http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+            self._started = True
+            return self
+
+    async def stop(self) -> None:
+        async with self._lock:
+            if self._redis is not None:
+                await self._redis.aclose()
+            if self._http is not None:
+                await self._http.aclose()
+                self._http = None
+            if self._engine is not None:
+                await self._engine.dispose()
+            self._started = False
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("runtime not started")
+        return self._engine
+
+    @property
+    def redis(self) -> Redis | None:
+        return self._redis
+
+    @cached_property
+    def tokens(self) -> TokenCounter:
+        return TokenCounter(self.settings.window.encoding)
+
+    @cached_property
+    def store(self) -> MessageStore:
+        return MessageStore(self.engine)
+
+    @cached_property
+    def cache(self) -> ConversationCache:
+        r = self.settings.redis
+        return ConversationCache(
+            self._redis,
+            prefix=r.key_prefix,
+            history_max=r.history_max,
+            history_ttl_s=r.history_ttl_s,
+            summary_ttl_s=r.summary_ttl_s,
+            retry_after_s=r.retry_after_s,
+        )
+
+    @cached_property
+    def stale(self) -> StaleHistories:
+        """The stale-history marks, shared by the ingest writer and the reader."""
+        i = self.settings.ingest
+        return StaleHistories(self.cache, StaleMarkStore(self.engine),
+                              retry_initial_s=i.retry_initial_s, retry_max_s=i.retry_max_s,
+                              lookup_timeout_s=self.settings.redis.stale_check_timeout_s)
+
+    @cached_property
+    def reader(self) -> SessionReader:
+        w = self.settings.window
+        return SessionReader(
+            self.store,
+            self.cache,
+            self.tokens,
+            stale=self.stale,
+            max_token_window=w.max_token_window,
+            summary_token_budget=w.summary_token_budget,
+            default_last_n=w.default_last_n,
+            enforce_alternation=w.enforce_alternation,
+        )
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise RuntimeError("runtime not started")
+        return self._http
+
+    def provider_retry(self) -> RetryPolicy:
+        c = self.settings.consolidation
+        return RetryPolicy(attempts=c.provider_attempts, initial_s=c.provider_backoff_initial_s,
+                           max_s=c.provider_backoff_max_s)
+
+    @cached_property
+    def embedder(self) -> Embedder | None:
+        """Dense similarity for the built-in provider; None means lexical only."""
+        e = self.settings.embedding
+        if e.kind == "local":
+            return LocalEmbedder()
+        if e.kind == "openai":
+            if not e.base_url:
+                raise ValueError("MEMSTREAM_EMBEDDING__BASE_URL is required for kind openai")
+            return OpenAIEmbedder(self.http, e.base_url, e.model, api_key=_secret(e.api_key),
+                                  dim=e.dim, timeout_s=e.timeout_s)
+        return None
+
+    @cached_property
+    def providers(self) -> ProviderRegistry:
+        """The built-in provider always; MemOS and Mem0 when their URLs are set."""
+        from streams.memory.providers.builtin.provider import BuiltinProvider
+
+        s, c = self.settings, self.settings.consolidation
+        # numpy's BLAS would start a thread per core for every matrix product and keep
+        # it spinning: with the event loop, the database and Kafka on the same cores,
+        # one thread is faster (measured: docs/retrieval.md)
+        limit_blas_threads(1)
+        builtin = BuiltinProvider(self.engine, embedder=self.embedder)
+        handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
+                                           episodes=c.episodes_builtin, idempotent_add=True)}
+        if s.memos.base_url:
+            handles["memos"] = ProviderHandle("memos", MemOSProvider(
+                self.http, s.memos.base_url, api_key=_secret(s.memos.api_key),
+                timeout_s=s.memos.timeout_s, retry=self.provider_retry(), mode=s.memos.mode),
+                episodes=c.episodes_external)
+        if s.mem0.base_url:
+            handles["mem0"] = ProviderHandle("mem0", Mem0Provider(
+                self.http, s.mem0.base_url, api_key=_secret(s.mem0.api_key),
+                timeout_s=s.mem0.timeout_s, retry=self.provider_retry()),
+                episodes=c.episodes_external)
+        return ProviderRegistry(handles)
+
+    @cached_property
+    def models(self) -> ModelFactory:
+        """Chat models on the configured endpoint; none when no base URL is set."""
+        llm = self.settings.llm
+        if not llm.base_url:
+            return ModelFactory(None, None)
+        base_url = llm.base_url
+        retry = RetryPolicy(attempts=llm.attempts, initial_s=0.5, max_s=5.0)
+
+        def build(name: str) -> ChatModel:
+            return ChatModel(self.http, base_url, name, api_key=_secret(llm.api_key),
+                             timeout_s=llm.timeout_s, retry=retry)
+
+        return ModelFactory(build, llm.model, use_agent_model=llm.use_agent_model)
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
