@@ -48,8 +48,9 @@ test-integration: $(STAMP) services  ## against real Kafka, Redis and MariaDB
 test-chaos: $(STAMP) services  ## faults under load vs an undisturbed run (CHAOS_* settings)
 	$(PY) -m pytest tests/chaos
 
-lint: $(STAMP)  ## ruff
+lint: $(STAMP)  ## ruff, and the import contracts of the layout (pyproject.toml)
 	$(VENV)/bin/ruff check streams agents tests bench
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)  ## mypy --strict on streams/ and agents/
 	$(VENV)/bin/mypy
