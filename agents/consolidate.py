@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from streams.worker.app import app, settings
-from streams.worker.context import acknowledge, admitted, consolidation
+from streams.worker.context import worker
 from streams.worker.faust_glue import source_record
 from streams.worker.topics import session_closed
 
 
 @app.agent(session_closed, name="consolidate")
 async def consolidate(stream: Any) -> None:
-    processor = (await consolidation()).processor
+    processor = (await worker.consolidation()).processor
     c = settings.consolidation
     async for taken in stream.noack_take(c.batch_size, within=c.batch_within_s):
-        events = await admitted(stream, taken)
+        events = await worker.admitted(stream, taken)
         # process() returns once every event was consolidated, or handed to
         # memory.retry / memory.dlq; it raises nothing but cancellation
         await processor.process([source_record(e) for e in events])
-        await acknowledge(stream, events)
+        await worker.acknowledge(stream, events)

@@ -6,23 +6,20 @@ from __future__ import annotations
 import logging
 
 from streams.metrics import SESSIONS_OPEN
-from streams.session.idle import idle_check_record
 from streams.worker.app import app, settings
-from streams.worker.context import idle_scanner, publisher
-from streams.worker.faust_glue import FaustTable, timer
-from streams.worker.tables import sessions
+from streams.worker.context import worker
+from streams.worker.faust_glue import timer
 
 log = logging.getLogger(__name__)
 
 
 @timer(app, settings.consolidation.idle_scan_interval_s, name="session-idle-scan")
 async def scan_idle_sessions() -> None:
-    scanner = idle_scanner()
     try:
-        checks = scanner.scan(FaustTable(sessions).items())
+        scanner = await worker.idle_scanner()
+        checks = worker.idle_checks(scanner)
         SESSIONS_OPEN.set(scanner.open_sessions)
         if checks:
-            topic = settings.kafka.idle_topic
-            await publisher().publish([idle_check_record(topic, c) for c in checks])
+            await worker.publisher.publish(checks)
     except Exception as exc:  # the next scan tries again; a timer must not crash the app
         log.warning("idle scan failed: %s: %s", type(exc).__name__, exc)

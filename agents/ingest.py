@@ -6,17 +6,17 @@ from typing import Any
 
 from streams.worker.app import app, settings
 from streams.worker.batch_sink import BatchSink
-from streams.worker.context import acknowledge, admitted, ingest_processor
+from streams.worker.context import worker
 from streams.worker.faust_glue import source_record
 from streams.worker.topics import chat_sources
 
 
 @app.agent(chat_sources, name="ingest")
 async def ingest(stream: Any) -> None:
-    processor = await ingest_processor()
+    processor = await worker.ingest_processor()
 
     async def ack(events: list[Any]) -> None:
-        await acknowledge(stream, events)
+        await worker.acknowledge(stream, events)
 
     async def write(records: list[Any]) -> Any:
         # stage one stores the batch in MySQL (retrying until it answers); stage
@@ -30,7 +30,7 @@ async def ingest(stream: Any) -> None:
     try:
         async for taken in stream.noack_take(settings.ingest.batch_size,
                                              within=settings.ingest.batch_within_s):
-            events = await admitted(stream, taken)
+            events = await worker.admitted(stream, taken)
             await sink.add([source_record(e) for e in events], events)
     finally:
         await sink.close()

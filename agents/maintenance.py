@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
 
-from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.worker.app import app, settings
-from streams.worker.context import consolidation, runtime
+from streams.worker.context import worker
 from streams.worker.faust_glue import timer
 
 log = logging.getLogger(__name__)
@@ -18,7 +16,7 @@ PURGE_INTERVAL_S = 3600.0
        name="expiry-sweep")
 async def sweep_expiries() -> None:
     try:
-        done, failed = await (await consolidation()).sweeper.sweep()
+        done, failed = await (await worker.consolidation()).sweeper.sweep()
         if done or failed:
             log.info("pending expiries: %d done, %d still failing", done, failed)
     except Exception as exc:  # the next sweep tries again
@@ -29,9 +27,7 @@ async def sweep_expiries() -> None:
 async def purge_ledger() -> None:
     try:
         days = settings.consolidation.ledger_retention_days
-        rows, runs = await (await consolidation()).purge(days)
-        letters = await DeadLetterLedger(runtime.engine).purge(
-            datetime.now(UTC) - timedelta(days=days))
+        rows, runs, letters = await worker.purge(days)
         if rows or runs or letters:
             log.info("purged %d ledger rows, %d finished runs and %d dead-letter records",
                      rows, runs, letters)

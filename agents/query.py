@@ -4,7 +4,7 @@ Not a Faust agent: the requests are read by the worker's query consumer
 (``streams/query/consumer.py``), in a consumer group of its own, so Faust's
 rebalances never hold them up. It starts with the app, after table recovery
 (the agent-config table routes the lookups), and "Worker ready" waits for its
-first partition assignment. The shutdown hook in ``streams/worker/context.py`` stops
+first partition assignment. The worker's shutdown (``streams/worker/context.py``) stops
 it before the runtime closes.
 """
 
@@ -15,7 +15,7 @@ import logging
 from mode import Service
 
 from streams.worker.app import app, settings
-from streams.worker.context import queries, query_answering
+from streams.worker.context import worker
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,11 @@ log = logging.getLogger(__name__)
 @app.service
 class QueryConsumerService(Service):
     async def on_start(self) -> None:
-        queries.start(await query_answering())
+        worker.queries.start(await worker.query_answering())
         wait_s = 3 * settings.query.session_timeout_s
-        if not await queries.wait_assigned(wait_s):
+        if not await worker.queries.wait_assigned(wait_s):
             log.warning("the query consumer has no partitions after %.0fs; it keeps trying",
                         wait_s)
 
     async def on_stop(self) -> None:
-        await queries.stop()
+        await worker.queries.stop()

@@ -6,16 +6,17 @@ from functools import partial
 from typing import Any
 
 from streams.worker.app import app
-from streams.worker.context import acknowledge, retry_scheduler
+from streams.worker.context import worker
 from streams.worker.faust_glue import source_record
 from streams.worker.topics import retry
 
 
 @app.agent(retry, name="consolidation-retry")
 async def consolidation_retry(stream: Any) -> None:
-    scheduler = await retry_scheduler()
+    scheduler = await worker.retry_scheduler()
     async with scheduler.running():
         async for event in stream.noack().events():
             # held until due, acknowledged after its attempt (or released to
             # the topic again when a rebalance starts)
-            await scheduler.admit(source_record(event), partial(acknowledge, stream, [event]))
+            done = partial(worker.acknowledge, stream, [event])
+            await scheduler.admit(source_record(event), done)

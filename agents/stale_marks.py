@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from streams.worker.app import app, settings
-from streams.worker.context import runtime
+from streams.worker.context import worker
 from streams.worker.faust_glue import timer
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,6 @@ async def sync_stale_marks() -> None:
     if settings.redis.url is None:
         return
     try:
-        await runtime.start()
-        await runtime.stale.sync()
+        await worker.sync_stale_marks()
     except Exception as exc:  # the next tick tries again; a timer must not crash the app
         log.warning("reading stale-history marks failed: %s: %s", type(exc).__name__, exc)

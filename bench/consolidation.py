@@ -45,8 +45,8 @@ from streams.adapters.kafka.publish import Outgoing, SourceRecord  # noqa: E402
 from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import DatabaseSettings, LLMSettings, RedisSettings, Settings  # noqa: E402
 from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
-from streams.worker.consolidation_parts import build_consolidation  # noqa: E402
 from streams.worker.runtime import Runtime  # noqa: E402
+from streams.worker.wiring import Wiring  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
 from tests.support.services import REDIS_PORT, drop_database, migrated_database  # noqa: E402
 
@@ -107,7 +107,8 @@ async def consolidate(settings: Settings, data: list[tuple[SessionClosed, list[C
         for i in range(0, len(rows), 1000):
             await store.store(rows[i:i + 1000])
         publisher = Collect()
-        parts = build_consolidation(runtime, StaticAgentConfigs(), publisher)
+        parts = Wiring(settings, runtime, publisher=publisher,
+                       agent_configs=StaticAgentConfigs()).consolidation()
         records = [SourceRecord("memory.session-closed", 0, i, c.conversation_id.encode(),
                                 c.model_dump_json().encode()) for i, (c, _) in enumerate(data)]
         batch = settings.consolidation.batch_size

@@ -1,31 +1,34 @@
-"""What the agents share inside one worker process: the runtime and the
-processors built on it."""
+"""The worker process: what its agents share, built once each by the
+composition root (:mod:`streams.worker.wiring`) and closed in one place.
+
+``worker`` is the one instance; the agents in ``agents/`` call it and nothing
+else of the library. Its resources (database engine, Redis, the HTTP client,
+the reply producer, the search log, the query consumer) are opened when the
+first agent needs them and closed, in order, when the app shuts down.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from functools import cache
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
-from streams.adapters.kafka.publish import ProducerPublisher
+from streams.adapters.kafka.publish import Outgoing, ProducerPublisher
+from streams.adapters.kafka.replies import ReplyPublisher
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answering import QueryAnswering
 from streams.query.consumer import QueryConsumer
-from streams.session.idle import IdleScanner
+from streams.session.idle import IdleScanner, idle_check_record
+from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.worker.app import app, settings
 from streams.worker.commit_guard import CommitGuard
-from streams.worker.consolidation_parts import (
-    Consolidation,
-    build_consolidation,
-    build_retry_scheduler,
-)
 from streams.worker.faust_glue import (
     FaustTable,
     admit,
@@ -33,150 +36,169 @@ from streams.worker.faust_glue import (
     install_commit_guard,
     seek_uncommitted_to_start,
 )
-from streams.worker.query_parts import ReplyPublisher, build_query_answering, query_consumer_config
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
 from streams.worker.web import install as install_web
+from streams.worker.wiring import Consolidation, Wiring, query_consumer_config
 
-seek_uncommitted_to_start()
-commit_guard = CommitGuard()
-install_commit_guard(commit_guard, out_of_order_topics=[settings.kafka.retry_topic],
-                     recover_after_s=settings.kafka.redeliver_after_s)
-# the worker command migrated the schema, or checked it (--no-migrate), before Faust started
-runtime = Runtime(settings, migrate=False)
-# memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
-queries = QueryConsumer(query_consumer_config(settings))
-install_web(app, runtime, settings, queries)
+T = TypeVar("T")
 
 
-async def _close_runtime(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-    await queries.stop()  # drains and commits while replies and Redis still work
-    if _replies is not None:
-        await _replies.stop()
-    if _search_log is not None:
-        await _search_log.stop()
-    await runtime.stop()
+class WorkerContext:
+    def __init__(self, app: Any, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self.commit_guard = CommitGuard()
+        # the worker command migrated the schema, or checked it (--no-migrate),
+        # before Faust started: this runtime never migrates
+        self.runtime = Runtime(settings, migrate=False)
+        # memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
+        self.queries = QueryConsumer(query_consumer_config(settings))
+        self._built: dict[str, Any] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._publisher: ExactlyOnceDeadLetters | None = None
+        self._replies: ReplyPublisher | None = None
+        self._search_log: SearchLogWriter | None = None
 
+    def install(self) -> None:
+        """What must be in place before Faust starts: the consumer fixes, the
+        commit guard, the web pages and the shutdown hook (idempotent fixes)."""
+        seek_uncommitted_to_start()
+        install_commit_guard(self.commit_guard,
+                             out_of_order_topics=[self.settings.kafka.retry_topic],
+                             recover_after_s=self.settings.kafka.redeliver_after_s)
+        install_web(self.app, self.runtime, self.settings, self.queries)
+        self.app.on_before_shutdown.connect(self._on_shutdown)
 
-app.on_before_shutdown.connect(_close_runtime)
+    async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        await self.close()
 
+    async def close(self) -> None:
+        """Close everything, in order: the query consumer first (it drains and
+        commits while replies and Redis still work), the runtime last."""
+        await self.queries.stop()
+        if self._replies is not None:
+            await self._replies.stop()
+        if self._search_log is not None:
+            await self._search_log.stop()
+        await self.runtime.stop()
 
-async def admitted(stream: Any, events: Iterable[Any]) -> list[Any]:
-    """The events that reach memstream in order. One delivered after Faust passed
-    over an earlier record of its partition is left alone: acknowledged to Faust
-    only (the commit guard holds the commit at the record passed over, and the
-    partition is delivered again from there), so no state moves past a record
-    memstream has not seen."""
-    kept = []
-    for event in events:
-        if admit(commit_guard, event):
-            kept.append(event)
-        else:
-            await stream.ack(event)
-    return kept
+    async def _once(self, name: str, build: Callable[[], Awaitable[T]]) -> T:
+        """``build()`` once per process (one lock per name, so a build may use
+        another); a build that failed or was cancelled is tried again."""
+        if name not in self._built:
+            async with self._locks.setdefault(name, asyncio.Lock()):
+                if name not in self._built:
+                    self._built[name] = await build()
+        return self._built[name]  # type: ignore[no-any-return]
 
+    @property
+    def publisher(self) -> ExactlyOnceDeadLetters:
+        """The worker's publisher: through Faust's producer, dead letters exactly once."""
+        if self._publisher is None:
+            self._publisher = ExactlyOnceDeadLetters(
+                ProducerPublisher(self.app.producer.send), dlq_topic=self.settings.kafka.dlq_topic,
+                ledger=lambda: DeadLetterLedger(self.runtime.engine),
+                finder=DeadLetterFinder(self.settings.kafka))
+        return self._publisher
 
-async def acknowledge(stream: Any, events: Iterable[Any]) -> None:
-    """Acknowledge events whose records are stored or dead-lettered: the commit
-    guard learns it first, then Faust."""
-    for event in events:
-        finish(commit_guard, event)
-        await stream.ack(event)
+    async def wiring(self) -> Wiring:
+        """The composition root over this worker's started runtime."""
+        async def build() -> Wiring:
+            await self.runtime.start()
+            return Wiring(self.settings, self.runtime, publisher=self.publisher,
+                          agent_configs=TableAgentConfigs(agent_configs),
+                          sessions=FaustTable(sessions))
+        return await self._once("wiring", build)
 
+    async def ingest_processor(self) -> IngestProcessor:
+        async def build() -> IngestProcessor:
+            wiring = await self.wiring()
+            # A batch touches hundreds of conversations and writes each one's state
+            # once; Faust's default (pause the stream above 100 pending changelog
+            # records) would throttle every batch.
+            buffer = self.app.producer.buffer
+            buffer.max_messages = max(buffer.max_messages, 4 * self.settings.ingest.batch_size)
+            i = self.settings.ingest
+            if self.runtime.cache.enabled:  # marks a previous process left count from the start
+                await retry_forever(self.runtime.stale.sync, what="stale-marks",
+                                    initial_s=i.retry_initial_s, max_s=i.retry_max_s)
+            return wiring.ingest()
+        return await self._once("ingest", build)
 
-@cache
-def publisher() -> ExactlyOnceDeadLetters:
-    """The worker's publisher: through Faust's producer, dead letters exactly once."""
-    return ExactlyOnceDeadLetters(
-        ProducerPublisher(app.producer.send), dlq_topic=settings.kafka.dlq_topic,
-        ledger=lambda: DeadLetterLedger(runtime.engine),
-        finder=DeadLetterFinder(settings.kafka))
+    async def consolidation(self) -> Consolidation:
+        """One pipeline and processor, shared by the session-closed and retry
+        agents, so they share the per-conversation locks."""
+        async def build() -> Consolidation:
+            return (await self.wiring()).consolidation()
+        return await self._once("consolidation", build)
 
+    def rebalancing(self) -> bool:
+        """A rebalance or shutdown is under way: held records must be let go."""
+        return bool(self.app.rebalancing) or not self.app.flow_control.is_active()
 
-async def ingest_processor() -> IngestProcessor:
-    await runtime.start()
-    # A batch touches hundreds of conversations and writes each one's state
-    # once; Faust's default (pause the stream above 100 pending changelog
-    # records) would throttle every batch.
-    app.producer.buffer.max_messages = max(app.producer.buffer.max_messages,
-                                           4 * settings.ingest.batch_size)
-    k, i = settings.kafka, settings.ingest
-    if runtime.cache.enabled:  # marks a previous process left are honoured from the first batch
-        await retry_forever(runtime.stale.sync, what="stale-marks",
-                            initial_s=i.retry_initial_s, max_s=i.retry_max_s)
-    return IngestProcessor(
-        IngestConfig(
-            chat_topic=k.chat_topic,
-            subagent_topic=k.subagent_topic,
-            dlq_topic=k.dlq_topic,
-            session_closed_topic=k.session_closed_topic,
-            max_content_bytes=i.max_content_bytes,
-            retry_initial_s=i.retry_initial_s,
-            retry_max_s=i.retry_max_s,
-            idle_topic=k.idle_topic,
-            idle_timeout_s=settings.consolidation.idle_timeout_s,
-            closed_retention_s=settings.consolidation.closed_session_retention_s,
-        ),
-        runtime.store,
-        runtime.cache,
-        publisher(),
-        FaustTable(sessions),
-        stale=runtime.stale,
-        state_flush_interval_s=settings.ingest.state_flush_interval_s,
-    )
+    async def retry_scheduler(self) -> RetryScheduler:
+        async def build() -> RetryScheduler:
+            return (await self.wiring()).retry_scheduler(await self.consolidation(),
+                                                         self.rebalancing)
+        return await self._once("retry-scheduler", build)
 
+    async def idle_scanner(self) -> IdleScanner:
+        async def build() -> IdleScanner:
+            return (await self.wiring()).idle_scanner()
+        return await self._once("idle-scanner", build)
 
-_consolidation: Consolidation | None = None
-_consolidation_lock = asyncio.Lock()
+    def idle_checks(self, scanner: IdleScanner) -> list[Outgoing]:
+        """The idle checks due now for this worker's part of the sessions table."""
+        topic = self.settings.kafka.idle_topic
+        return [idle_check_record(topic, c) for c in scanner.scan(FaustTable(sessions).items())]
 
-
-async def consolidation() -> Consolidation:
-    """The worker's one consolidation pipeline and processor (shared by the
-    session-closed and retry agents, so they share the per-conversation locks)."""
-    global _consolidation
-    async with _consolidation_lock:
-        if _consolidation is None:
-            await runtime.start()
-            _consolidation = build_consolidation(
-                runtime, TableAgentConfigs(agent_configs), publisher())
-        return _consolidation
-
-
-def rebalancing() -> bool:
-    """A rebalance or shutdown is under way: held records must be let go."""
-    return bool(app.rebalancing) or not app.flow_control.is_active()
-
-
-async def retry_scheduler() -> RetryScheduler:
-    return build_retry_scheduler(runtime, await consolidation(), publisher(), rebalancing)
-
-
-@cache
-def idle_scanner() -> IdleScanner:
-    c = settings.consolidation
-    return IdleScanner(timeout_s=c.idle_timeout_s,
-                       resend_after_s=max(5 * c.idle_scan_interval_s, 60.0),
-                       retention_s=c.closed_session_retention_s)
-
-
-_query_answering: QueryAnswering | None = None
-_replies: ReplyPublisher | None = None
-_search_log: SearchLogWriter | None = None
-_query_lock = asyncio.Lock()
-
-
-async def query_answering() -> QueryAnswering:
-    """What the query consumer runs for each request, with one reply producer."""
-    global _query_answering, _replies, _search_log
-    async with _query_lock:
-        if _query_answering is None:
-            await runtime.start()
-            replies = ReplyPublisher(settings.kafka.broker)
+    async def query_answering(self) -> QueryAnswering:
+        """What the query consumer runs for each request, with one reply producer."""
+        async def build() -> QueryAnswering:
+            wiring = await self.wiring()
+            replies = ReplyPublisher(self.settings.kafka.broker)
             await replies.start()
-            _replies = replies
-            _search_log = SearchLogWriter(SearchLog(runtime.engine))
-            await _search_log.start()
-            _query_answering = build_query_answering(
-                runtime, TableAgentConfigs(agent_configs), replies, publisher(),
-                search_log=_search_log)
-        return _query_answering
+            self._replies = replies
+            self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
+            await self._search_log.start()
+            return wiring.query_answering(replies.deliver, search_log=self._search_log)
+        return await self._once("query-answering", build)
+
+    async def purge(self, retention_days: float) -> tuple[int, int, int]:
+        """Ledger rows, finished runs and dead-letter records older than the retention."""
+        rows, runs = await (await self.consolidation()).purge(retention_days)
+        letters = await DeadLetterLedger(self.runtime.engine).purge(
+            datetime.now(UTC) - timedelta(days=retention_days))
+        return rows, runs, letters
+
+    async def sync_stale_marks(self) -> None:
+        await self.runtime.start()
+        await self.runtime.stale.sync()
+
+    async def admitted(self, stream: Any, events: Iterable[Any]) -> list[Any]:
+        """The events that reach memstream in order. One delivered after Faust passed
+        over an earlier record of its partition is left alone: acknowledged to Faust
+        only (the commit guard holds the commit at the record passed over, and the
+        partition is delivered again from there), so no state moves past a record
+        memstream has not seen."""
+        kept = []
+        for event in events:
+            if admit(self.commit_guard, event):
+                kept.append(event)
+            else:
+                await stream.ack(event)
+        return kept
+
+    async def acknowledge(self, stream: Any, events: Iterable[Any]) -> None:
+        """Acknowledge events whose records are stored or dead-lettered: the commit
+        guard learns it first, then Faust."""
+        for event in events:
+            finish(self.commit_guard, event)
+            await stream.ack(event)
+
+
+worker = WorkerContext(app, settings)
+# before the agents are declared and Faust starts: the one place the worker
+# changes Faust's behaviour and adds its pages
+worker.install()

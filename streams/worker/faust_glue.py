@@ -30,7 +30,7 @@
   worker asks the group to rebalance, and the new assignment starts from the
   guarded commit; a record delivered after one passed over is not admitted
   (:func:`admit`) and has the partition delivered again within a second or
-  two. Agents acknowledge through ``streams.worker.context.acknowledge``.
+  two. Agents acknowledge through ``worker.acknowledge`` (``streams/worker/context.py``).
 * ``QuietWorker``: at log levels warn and above, Faust's worker spins a
   terminal spinner on every log record and, to feed it, sets the root logger to
   DEBUG: every debug line of Faust and aiokafka then builds a record (about a

@@ -11,10 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from streams.adapters.db.cube_lock import CubeLocks
-from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore, message_row
-from streams.adapters.db.runs import RunStore
 from streams.adapters.db.schema import consolidation as cs
 from streams.adapters.db.schema.conversation import (
     conversation_message,
@@ -22,18 +19,11 @@ from streams.adapters.db.schema.conversation import (
     metadata,
 )
 from streams.adapters.kafka.publish import SourceRecord
-from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
-from streams.consolidation.failures import RetryRouter
-from streams.consolidation.judge import ConflictDecider, MemoryJudge
-from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
-from streams.consolidation.processor import ConsolidationProcessor
-from streams.consolidation.summarizer import Summarizer
-from streams.consolidation.writer import MemoryWriter
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
-from streams.tokens import TokenCounter
 from streams.wire.records import ChatMessage, SessionClosed
 from tests.agents.fakes import FakeCache, FakeChatModel, FakeMemoryProvider, FakePublisher
+from tests.support.wiring import FakeParts, settings_for_tests, wiring
 
 TABLES = [conversation_message, conversation_summary, cs.consolidation_ledger,
           cs.consolidation_progress, cs.consolidation_run, cs.consolidation_candidate,
@@ -79,24 +69,23 @@ class Harness:
         self.registry = ProviderRegistry(handles)
         models = ModelFactory((lambda name: model) if model else None,  # type: ignore[arg-type,return-value]
                               "fake-model" if model else None)
-        tokens = TokenCounter()
-        self.runs = RunStore(engine)
-        self.ledger = LedgerStore(engine)
-        self.expiries = ExpiryStore(engine, self.runs)
-        writer = MemoryWriter(self.runs, self.expiries, ConflictDecider(),
-                              CubeLocks(timeout_s=10.0), clock=self.clock)
-        summarizer = Summarizer(engine, self.cache, tokens, clock=self.clock)  # type: ignore[arg-type]
-        self.pipeline = ConsolidationPipeline(
-            engine, self.ledger, self.runs, MemoryJudge(count_tokens=tokens), writer, summarizer,
-            self.registry, models, self.configs, PipelineConfig(), clock=self.clock)
-        self.router = RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
-                                  max_attempts=max_attempts, initial_s=1.0, max_s=4.0,
-                                  clock=self.clock, rng=lambda: 1.0)
-        self.processor = ConsolidationProcessor(self.pipeline, self.router, self.publisher,
-                                                concurrency=4, infra_initial_s=0.001,
-                                                infra_max_s=0.002)
-        self.sweeper = ExpirySweeper(self.expiries, self.registry, initial_s=1.0, max_s=4.0,
-                                     clock=self.clock)
+        settings = settings_for_tests(
+            ingest={"retry_initial_s": 0.001, "retry_max_s": 0.002},
+            consolidation={"retry_attempts": max_attempts, "retry_backoff_initial_s": 1.0,
+                           "retry_backoff_max_s": 4.0, "concurrency": 4,
+                           "expiry_sweep_interval_s": 1.0, "cube_lock_timeout_s": 10.0})
+        parts = FakeParts(engine=engine, store=self.store, cache=self.cache,
+                          providers=self.registry, models=models)
+        self.consolidation = wiring(parts, publisher=self.publisher, settings=settings,
+                                    agent_configs=self.configs, clock=self.clock,
+                                    rng=lambda: 1.0).consolidation()
+        self.pipeline = self.consolidation.pipeline
+        self.processor = self.consolidation.processor
+        self.router = self.processor.router
+        self.sweeper = self.consolidation.sweeper
+        self.runs = self.consolidation.runs
+        self.ledger = self.consolidation.ledger
+        self.expiries = self.sweeper.store
         self._n = 0
 
     async def say(self, conv: str, lines: Sequence[tuple[str, str]], *, tenant: str = "t1",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from streams.adapters.kafka.publish import SourceRecord, header
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.processor import IngestProcessor
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.session.stale import StaleHistories
 from streams.wire.records import IdleCheck
@@ -21,10 +21,9 @@ from tests.agents.fakes import (
     FakeTable,
 )
 from tests.agents.test_ingest_processor import ev, recs
+from tests.support.wiring import ingest_processor, settings_for_tests
 
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.001, retry_max_s=0.002,
-                   idle_topic="idle", idle_timeout_s=60.0)
+SETTINGS = settings_for_tests(consolidation={"idle_timeout_s": 60.0})
 
 
 class Clock:
@@ -40,8 +39,8 @@ def parts() -> tuple[FakeTable, FakePublisher, Clock, IngestProcessor]:
     table, pub, clock = FakeTable(), FakePublisher(), Clock()
     cache = FakeCache()
     stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
-    proc = IngestProcessor(CFG, FakeMessageStore(), cache, pub, table, clock,  # type: ignore[arg-type]
-                           stale=stale)
+    proc = ingest_processor(FakeMessageStore(), cache, pub, table, stale=stale, settings=SETTINGS,
+                            clock=clock)
     return table, pub, clock, proc
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streams.adapters.kafka.publish import SourceRecord, header
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
 from tests.agents.fakes import (
     FakeCache,
@@ -17,9 +17,9 @@ from tests.agents.fakes import (
     FakeStaleMarkStore,
     FakeTable,
 )
+from tests.support.wiring import ingest_processor, settings_for_tests
 
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.001, retry_max_s=0.002)
+SETTINGS = settings_for_tests()
 
 
 def ev(i: int, conv: str = "c1", tenant: str = "t1", **kw: Any) -> dict[str, Any]:
@@ -45,8 +45,8 @@ def recs(
 def parts() -> tuple[FakeMessageStore, FakeCache, FakePublisher, FakeTable, IngestProcessor]:
     store, cache, pub, table = FakeMessageStore(), FakeCache(), FakePublisher(), FakeTable()
     stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
-    return store, cache, pub, table, IngestProcessor(CFG, store, cache, pub, table,  # type: ignore[arg-type]
-                                                     stale=stale)
+    return store, cache, pub, table, ingest_processor(store, cache, pub, table, stale=stale,
+                                                      settings=SETTINGS)
 
 
 async def test_stores_in_order_and_fills_cache(parts: Any) -> None:

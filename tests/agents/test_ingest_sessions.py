@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from streams.adapters.kafka.publish import Outgoing
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
 from tests.agents.fakes import (
     FakeCache,
@@ -21,10 +21,10 @@ from tests.agents.fakes import (
 )
 from tests.agents.test_ingest_idle import Clock, idle_rec
 from tests.agents.test_ingest_processor import ev, recs
+from tests.support.wiring import ingest_processor, settings_for_tests
 
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.001, retry_max_s=0.002,
-                   idle_topic="idle", idle_timeout_s=60.0, closed_retention_s=3600.0)
+SETTINGS = settings_for_tests(consolidation={"idle_timeout_s": 60.0,
+                                             "closed_session_retention_s": 3600.0})
 
 
 def end(n: int, conv: str = "c1") -> dict[str, Any]:
@@ -38,8 +38,8 @@ def processor(store: FakeMessageStore, table: FakeTable, pub: FakePublisher,
     cache = FakeCache()
     stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
     if clock is None:
-        return IngestProcessor(CFG, store, cache, pub, table, stale=stale)  # type: ignore[arg-type]
-    return IngestProcessor(CFG, store, cache, pub, table, clock, stale=stale)  # type: ignore[arg-type]
+        return ingest_processor(store, cache, pub, table, stale=stale, settings=SETTINGS)
+    return ingest_processor(store, cache, pub, table, stale=stale, settings=SETTINGS, clock=clock)
 
 
 class BrokenPublisher(FakePublisher):

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.kafka.publish import SourceRecord, header
 from streams.consolidation.failures import NEXT_ATTEMPT_AT
 from streams.consolidation.retry_scheduler import RetryScheduler
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.processor import IngestProcessor
 from streams.query.processor import QueryProcessor
 from streams.session.stale import StaleHistories
 from streams.wire.spring_reply import request_headers
@@ -29,10 +29,9 @@ from tests.agents.fakes import (
     FakeTable,
 )
 from tests.agents.test_ingest_processor import ev, recs
+from tests.support.wiring import ingest_processor, settings_for_tests
 
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.001, retry_max_s=0.002,
-                   idle_topic="idle")
+SETTINGS = settings_for_tests()
 DEEP = b'{"a": ' + b"[" * 1200 + b"]" * 1200 + b"}"
 
 
@@ -50,8 +49,8 @@ class RefusingStore(FakeMessageStore):
 def ingest() -> tuple[RefusingStore, FakeCache, FakePublisher, FakeTable, IngestProcessor]:
     store, cache, pub, table = RefusingStore(), FakeCache(), FakePublisher(), FakeTable()
     stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
-    return store, cache, pub, table, IngestProcessor(CFG, store, cache, pub, table,  # type: ignore[arg-type]
-                                                     stale=stale)
+    return store, cache, pub, table, ingest_processor(store, cache, pub, table, stale=stale,
+                                                      settings=SETTINGS)
 
 
 def reason(out: Any) -> bytes | None:

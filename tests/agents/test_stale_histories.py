@@ -8,7 +8,6 @@ import asyncio
 import pytest
 
 from streams.adapters.redis.conversation_cache import CacheUnavailableError
-from streams.ingest.processor import IngestProcessor
 from streams.session.rules.stale import UNKNOWN_MARK
 from streams.session.stale import HEAL_PER_WRITE, StaleHistories
 from tests.agents.fakes import (
@@ -18,7 +17,8 @@ from tests.agents.fakes import (
     FakeStaleMarkStore,
     FakeTable,
 )
-from tests.agents.test_ingest_processor import CFG, ev, recs
+from tests.agents.test_ingest_processor import SETTINGS, ev, recs
+from tests.support.wiring import ingest_processor
 
 C1, C2 = ("t1", "c1"), ("t1", "c2")
 
@@ -31,8 +31,8 @@ class Parts:
         self.stale = StaleHistories(self.cache, self.marks,  # type: ignore[arg-type]
                                     retry_initial_s=0.001, retry_max_s=0.002)
         self.store = FakeMessageStore()
-        self.proc = IngestProcessor(CFG, self.store, self.cache,  # type: ignore[arg-type]
-                                    FakePublisher(), table or FakeTable(), stale=self.stale)
+        self.proc = ingest_processor(self.store, self.cache, FakePublisher(), table or FakeTable(),
+                                     stale=self.stale, settings=SETTINGS)
 
     def ids(self, key: tuple[str, str]) -> list[str]:
         return [d["event_id"] for d in self.cache.lists.get(key, [])]

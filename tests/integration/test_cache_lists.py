@@ -19,13 +19,13 @@ from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
+from tests.support.wiring import ingest_processor, settings_for_tests
 
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.01, retry_max_s=0.05)
+SETTINGS = settings_for_tests(ingest={"retry_initial_s": 0.01, "retry_max_s": 0.05})
 KEY = ("t1", "c")
 
 
@@ -47,8 +47,8 @@ async def writers(stack: Stack) -> AsyncIterator[list[Writer]]:
         redis = stack.redis()
         cache = ConversationCache(redis, prefix=stack.name)
         stale = StaleHistories(cache, StaleMarkStore(engine))
-        proc = IngestProcessor(CFG, MessageStore(engine), cache, FakePublisher(),  # type: ignore[arg-type]
-                               FakeTable(), stale=stale)
+        proc = ingest_processor(MessageStore(engine), cache, FakePublisher(), FakeTable(),
+                                stale=stale, settings=SETTINGS)
         out.append(Writer(engine, redis, cache, proc))
     await upgrade(out[0].engine)
     yield out

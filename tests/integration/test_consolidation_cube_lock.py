@@ -33,8 +33,8 @@ from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.settings import DatabaseSettings, IngestSettings, Settings
 from streams.wire.records import ChatMessage, SessionClosed
-from streams.worker.consolidation_parts import Consolidation, build_consolidation
 from streams.worker.runtime import Runtime
+from streams.worker.wiring import Consolidation, Wiring
 from tests.agents.fakes import FakePublisher
 from tests.integration.conftest import Stack
 from tests.integration.consolidation_support import contents
@@ -69,8 +69,9 @@ async def two_workers(stack: Stack) -> AsyncIterator[tuple[Worker, Worker]]:
     try:
         for _ in range(2):
             runtime = await Runtime(settings, migrate=True).start()
-            started.append(Worker(runtime, build_consolidation(
-                runtime, StaticAgentConfigs({}), FakePublisher())))
+            started.append(Worker(runtime, Wiring(
+                settings, runtime, publisher=FakePublisher(),
+                agent_configs=StaticAgentConfigs({})).consolidation()))
         yield started[0], started[1]
     finally:
         for w in started:

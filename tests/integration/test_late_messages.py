@@ -12,12 +12,12 @@ from streams.adapters.db.engine import create_engine
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.adapters.kafka.publish import SourceRecord
-from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
 from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import run_status
+from tests.support.wiring import ingest_processor, settings_for_tests
 from tests.support.worker import eventually
 
 
@@ -34,12 +34,11 @@ def ledger(stack: Stack, closed_id: str) -> list[str]:
 
 async def test_a_passed_over_message_is_consolidated_by_its_own_session(stack: Stack) -> None:
     worker = stack.worker().start()  # consolidates; its schema is the database's
-    cfg = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                       session_closed_topic=stack.topics["closed"])
+    settings = settings_for_tests(kafka={"session_closed_topic": stack.topics['closed']})
     engine = create_engine(DatabaseSettings(url=SecretStr(stack.db_url)))
     pub, table, cache = FakePublisher(), FakeTable(), FakeCache()
-    proc = IngestProcessor(cfg, MessageStore(engine), cache, pub, table,  # type: ignore[arg-type]
-                           stale=StaleHistories(cache, StaleMarkStore(engine)))  # type: ignore[arg-type]
+    proc = ingest_processor(MessageStore(engine), cache, pub, table,
+                            stale=StaleHistories(cache, StaleMarkStore(engine)), settings=settings)
     s1 = [chat_event(i, "c1") for i in range(4)] + [session_end_event("c1", n=1)]
     s2 = [chat_event(10, "c1"), chat_event(11, "c1"), session_end_event("c1", n=2)]
     stream = [record(d, o) for o, d in enumerate(s1 + s2)]

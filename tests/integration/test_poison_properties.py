@@ -22,7 +22,6 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.adapters.kafka.publish import SourceRecord, header
-from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.ingest.rules.subagent import Disposition, disposition
 from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
@@ -31,9 +30,9 @@ from streams.wire.records import ChatMessage
 from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.support.poison import ID, poison_records, valid_events
 from tests.support.services import drop_database, migrated_database, unique
+from tests.support.wiring import ingest_processor, settings_for_tests
 
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.05, retry_max_s=0.2)
+SETTINGS = settings_for_tests(ingest={"retry_initial_s": 0.05, "retry_max_s": 0.2})
 EXAMPLES = max(10, settings.default.max_examples // 2)
 
 
@@ -71,8 +70,8 @@ async def run_batch(engine: AsyncEngine, records: list[SourceRecord]) -> None:
     pub = FakePublisher()
     cache = FakeCache()
     stale = StaleHistories(cache, StaleMarkStore(engine))  # type: ignore[arg-type]
-    proc = IngestProcessor(CFG, MessageStore(engine), cache, pub, FakeTable(),  # type: ignore[arg-type]
-                           stale=stale)
+    proc = ingest_processor(MessageStore(engine), cache, pub, FakeTable(), stale=stale,
+                            settings=SETTINGS)
     await asyncio.wait_for(proc.process(records), 60)  # it must return: nothing waits for ever
     stored = await stored_keys(engine)
     dead = [int(header(d.headers, "memstream.source.offset") or -1) for d in pub.on("dlq")]
@@ -81,7 +80,7 @@ async def run_batch(engine: AsyncEngine, records: list[SourceRecord]) -> None:
         assert d.value == records[int(header(d.headers, "memstream.source.offset") or -1)].value
     rerouted = {int(header(r.headers, "memstream.origin.offset") or -1) for r in pub.on("sub")}
     for rec in records:
-        decoded = decode_chat_event(rec.value, CFG.max_content_bytes)
+        decoded = decode_chat_event(rec.value, SETTINGS.ingest.max_content_bytes)
         outcomes = [rec.offset in dead, rec.offset in rerouted]
         if isinstance(decoded, ChatMessage) and disposition(decoded) is Disposition.KEEP:
             outcomes.append((decoded.tenant_id, decoded.event_id) in stored)

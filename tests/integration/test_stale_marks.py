@@ -22,15 +22,14 @@ from streams.adapters.db.schema.conversation import stale_history_mark
 from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
 from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
-from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.session.stale import StaleHistories
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.services import free_port
+from tests.support.wiring import ingest_processor, settings_for_tests
 
 NOW = datetime(2026, 12, 4, 9, tzinfo=UTC)
-CFG = IngestConfig(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                   session_closed_topic="closed", retry_initial_s=0.01, retry_max_s=0.05)
+SETTINGS = settings_for_tests(ingest={"retry_initial_s": 0.01, "retry_max_s": 0.05})
 
 
 @pytest.fixture
@@ -90,8 +89,9 @@ async def test_a_later_process_drops_a_list_marked_by_an_earlier_one(
     dead, dead_cache = cache_on(f"redis://127.0.0.1:{free_port()}/0", stack.name)
     table = FakeTable()
     try:
-        one = IngestProcessor(CFG, MessageStore(engine), cache, FakePublisher(),  # type: ignore[arg-type]
-                              table, stale=StaleHistories(cache, StaleMarkStore(engine)))
+        one = ingest_processor(MessageStore(engine), cache, FakePublisher(), table,
+                               stale=StaleHistories(cache, StaleMarkStore(engine)),
+                               settings=SETTINGS)
         await one.process(records([chat_event(i, "c") for i in range(5)], 0))
         one.cache = dead_cache
         one.stale = StaleHistories(dead_cache, StaleMarkStore(engine))
@@ -102,8 +102,8 @@ async def test_a_later_process_drops_a_list_marked_by_an_earlier_one(
 
 
         stale = StaleHistories(cache, StaleMarkStore(engine))
-        two = IngestProcessor(CFG, MessageStore(engine), cache, FakePublisher(),  # type: ignore[arg-type]
-                              table, stale=stale)
+        two = ingest_processor(MessageStore(engine), cache, FakePublisher(), table, stale=stale,
+                               settings=SETTINGS)
         assert await stale.sync() == 1  # what the worker does before its first batch
         await two.process(records([chat_event(10, "c")], 10))
         assert not await redis.exists(cache.list_key("t1", "c"))  # dropped, not appended to
@@ -132,8 +132,9 @@ async def test_the_reader_rebuilds_a_marked_list_and_clears_the_mark(
 ) -> None:
     redis, cache = cache_on(stack.redis_url or "", stack.name)
     try:
-        proc = IngestProcessor(CFG, MessageStore(engine), cache, FakePublisher(),  # type: ignore[arg-type]
-                               FakeTable(), stale=StaleHistories(cache, StaleMarkStore(engine)))
+        proc = ingest_processor(MessageStore(engine), cache, FakePublisher(), FakeTable(),
+                                stale=StaleHistories(cache, StaleMarkStore(engine)),
+                                settings=SETTINGS)
         await proc.process(records([chat_event(i, "c") for i in range(10)], 0))
         await redis.delete(cache.list_key("t1", "c"), cache.ids_key("t1", "c"))
         await stale_copy(redis, cache)

@@ -1,0 +1,56 @@
+"""ReplyPublisher: the producer query replies go out on.
+
+Replies use a producer of their own with no linger: the shared Faust producer
+lingers a few milliseconds to batch changelog writes, which a caller waiting
+for its reply would feel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaProducer
+
+from streams.adapters.kafka.admin import bootstrap_servers
+from streams.adapters.kafka.publish import Outgoing
+
+log = logging.getLogger(__name__)
+
+
+class ReplyPublisher:
+    """Sends replies and dead letters; a failed send is retried a few times,
+    then logged (the caller's own timeout reports it)."""
+
+    def __init__(self, broker: str, attempts: int = 3) -> None:
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker),
+                                          linger_ms=0, acks=1)
+        self._started = False
+        self._lock = asyncio.Lock()
+        self.attempts = attempts
+
+    async def start(self) -> None:
+        async with self._lock:
+            if not self._started:
+                await self._producer.start()
+                self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            await self._producer.stop()
+            self._started = False
+
+    async def deliver(self, r: Outgoing) -> bool:
+        """Send one reply; True once the broker acknowledged it."""
+        await self.start()
+        for attempt in range(1, self.attempts + 1):
+            try:
+                await self._producer.send_and_wait(
+                    r.topic, r.value, key=r.key, partition=r.partition, headers=r.headers or None)
+                return True
+            except Exception as exc:
+                if attempt == self.attempts:
+                    log.error("reply to %s lost after %d attempts: %s", r.topic, attempt, exc)
+                else:
+                    await asyncio.sleep(0.05 * attempt)
+        return False

@@ -1,0 +1,228 @@
+"""Wiring: the composition root. Every processor of every stage is built here,
+from parts, and nowhere else: the worker (``streams/worker/context.py``), the
+agent tests and the benchmarks all call this builder, the worker with its
+started :class:`~streams.worker.runtime.Runtime`, the tests with fakes.
+
+This is the only place that reads settings for the stages: what it builds
+receives plain values.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.adapters.db.cube_lock import CubeLocks
+from streams.adapters.db.engine import is_sqlite
+from streams.adapters.db.ledger import LedgerStore
+from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.runs import RunStore
+from streams.adapters.kafka.publish import Publisher
+from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
+from streams.consolidation.failures import RetryRouter
+from streams.consolidation.judge import ConflictDecider, MemoryJudge
+from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
+from streams.consolidation.processor import ConsolidationProcessor
+from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.consolidation.summarizer import Summarizer
+from streams.consolidation.writer import MemoryWriter
+from streams.ingest.processor import IngestConfig, IngestProcessor, SessionTable
+from streams.memory.agent_configs import AgentConfigs
+from streams.memory.registry import ModelFactory, ProviderRegistry
+from streams.query.answered import AnsweredRequests
+from streams.query.answering import DeliverReply, QueryAnswering
+from streams.query.consumer_config import QueryConsumerConfig
+from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
+from streams.query.processor import QueryProcessor
+from streams.session.idle import IdleScanner
+from streams.session.reader import SessionReader
+from streams.session.stale import StaleHistories
+from streams.settings import Settings
+from streams.tokens import TokenCounter
+
+
+class Parts(Protocol):
+    """What the processors are built from: the runtime's resources and stores
+    (:class:`~streams.worker.runtime.Runtime`), or fakes of them in tests."""
+
+    @property
+    def engine(self) -> AsyncEngine: ...
+
+    @property
+    def redis(self) -> Redis | None: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def cache(self) -> ConversationCache: ...
+
+    @property
+    def stale(self) -> StaleHistories: ...
+
+    @property
+    def reader(self) -> SessionReader: ...
+
+    @property
+    def tokens(self) -> TokenCounter: ...
+
+    @property
+    def providers(self) -> ProviderRegistry: ...
+
+    @property
+    def models(self) -> ModelFactory: ...
+
+
+@dataclass
+class Consolidation:
+    """The consolidation stage of one worker: its pipeline and processor, and
+    the upkeep of what it keeps (expiries to retry, ledgers to purge)."""
+
+    pipeline: ConsolidationPipeline
+    processor: ConsolidationProcessor
+    sweeper: ExpirySweeper
+    ledger: LedgerStore
+    runs: RunStore
+    clock: Callable[[], float] = time.time
+
+    async def purge(self, retention_days: float) -> tuple[int, int]:
+        """Drop ledger rows and finished runs older than the retention."""
+        cutoff = (datetime.fromtimestamp(self.clock(), UTC)
+                  - timedelta(days=retention_days)).replace(tzinfo=None)
+        return await self.ledger.purge(cutoff), await self.runs.purge(cutoff)
+
+
+class Wiring:
+    """Builds each stage's processor from ``parts`` and ``settings``.
+
+    ``clock`` (seconds since the epoch) and ``rng`` (uniform in [0, 1)) reach
+    every part that reads the time or draws a jitter, so a test can drive them.
+    """
+
+    def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
+                 agent_configs: AgentConfigs, sessions: SessionTable | None = None,
+                 clock: Callable[[], float] = time.time,
+                 rng: Callable[[], float] = random.random) -> None:
+        self.settings = settings
+        self.parts = parts
+        self.publisher = publisher
+        self.agent_configs = agent_configs
+        self.sessions = sessions
+        self.clock = clock
+        self.rng = rng
+
+    # ① ingest (and ② the session state it keeps)
+    def ingest_config(self) -> IngestConfig:
+        k, i, c = self.settings.kafka, self.settings.ingest, self.settings.consolidation
+        return IngestConfig(
+            chat_topic=k.chat_topic, subagent_topic=k.subagent_topic, dlq_topic=k.dlq_topic,
+            session_closed_topic=k.session_closed_topic, max_content_bytes=i.max_content_bytes,
+            retry_initial_s=i.retry_initial_s, retry_max_s=i.retry_max_s,
+            idle_topic=k.idle_topic, idle_timeout_s=c.idle_timeout_s,
+            closed_retention_s=c.closed_session_retention_s)
+
+    def ingest(self) -> IngestProcessor:
+        if self.sessions is None:
+            raise ValueError("the ingest processor needs the sessions table")
+        return IngestProcessor(
+            self.ingest_config(), self.parts.store, self.parts.cache, self.publisher,
+            self.sessions, self.clock, stale=self.parts.stale,
+            state_flush_interval_s=self.settings.ingest.state_flush_interval_s)
+
+    def idle_scanner(self) -> IdleScanner:
+        c = self.settings.consolidation
+        return IdleScanner(timeout_s=c.idle_timeout_s,
+                           resend_after_s=max(5 * c.idle_scan_interval_s, 60.0),
+                           retention_s=c.closed_session_retention_s, clock=self.clock)
+
+    # ③ consolidation into ④ long-term memory
+    def consolidation(self) -> Consolidation:
+        s, p = self.settings, self.parts
+        c, llm, k = s.consolidation, s.llm, s.kafka
+        engine = p.engine
+        ledger, runs = LedgerStore(engine), RunStore(engine)
+        expiries = ExpiryStore(engine, runs)
+        writer = MemoryWriter(
+            runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
+            CubeLocks(timeout_s=c.cube_lock_timeout_s,
+                      engine=None if is_sqlite(engine) else engine),
+            top_k=c.conflict_top_k, relativity=c.conflict_relativity,
+            expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock)
+        summarizer = Summarizer(engine, p.cache, p.tokens, threshold=c.summary_threshold,
+                                budget_tokens=c.summary_token_budget,
+                                max_messages=c.summary_max_messages, clock=self.clock)
+        judge = MemoryJudge(count_tokens=p.tokens, max_items=llm.judge_max_items,
+                            max_input_tokens=llm.judge_max_input_tokens)
+        pipeline = ConsolidationPipeline(
+            engine, ledger, runs, judge, writer, summarizer, p.providers, p.models,
+            self.agent_configs, PipelineConfig(
+                default_long_memory=c.default_long_memory, max_messages=c.max_messages,
+                close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
+                dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
+                dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
+                late_window_days=c.ledger_retention_days),
+            clock=self.clock)
+        router = RetryRouter(
+            source_topic=k.session_closed_topic, retry_topic=k.retry_topic,
+            dlq_topic=k.dlq_topic, max_attempts=c.retry_attempts,
+            initial_s=c.retry_backoff_initial_s, max_s=c.retry_backoff_max_s,
+            clock=self.clock, rng=self.rng)
+        processor = ConsolidationProcessor(
+            pipeline, router, self.publisher, concurrency=c.concurrency,
+            infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s)
+        sweeper = ExpirySweeper(expiries, p.providers, initial_s=c.expiry_sweep_interval_s,
+                                max_s=max(c.expiry_sweep_interval_s, 3600.0), clock=self.clock)
+        return Consolidation(pipeline, processor, sweeper, ledger, runs, self.clock)
+
+    def retry_scheduler(self, consolidation: Consolidation,
+                        should_release: Callable[[], bool]) -> RetryScheduler:
+        s = self.settings
+        return RetryScheduler(consolidation.processor, self.publisher,
+                              retry_topic=s.kafka.retry_topic, should_release=should_release,
+                              max_held=s.consolidation.retry_max_held, clock=self.clock)
+
+    # ⑤ query
+    def query_processor(self, search_log: SearchRecorder | None = None) -> QueryProcessor:
+        s, p = self.settings, self.parts
+        q = s.query
+        engine = QueryEngine(
+            QueryConfig(
+                candidate_pool=q.candidate_pool, relativity=q.relativity,
+                min_score=q.min_score, max_memory_chars=q.max_memory_chars,
+                user_share=q.user_share, pref_top_k=q.pref_top_k,
+                default_long_memory=s.consolidation.default_long_memory),
+            p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
+        return QueryProcessor(engine, s.kafka.dlq_topic)
+
+    def query_answering(self, deliver_reply: DeliverReply,
+                        search_log: SearchRecorder | None = None) -> QueryAnswering:
+        """One request to its reply; replies go out through ``deliver_reply``,
+        dead letters through the worker's publisher."""
+        s = self.settings
+        answered = AnsweredRequests(self.parts.redis, prefix=s.redis.key_prefix,
+                                    retry_after_s=s.redis.retry_after_s)
+        return QueryAnswering(
+            self.query_processor(search_log), deliver_reply, self.publisher, answered,
+            retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s)
+
+
+def query_consumer_config(s: Settings) -> QueryConsumerConfig:
+    """The query consumer: ``memory.queries`` in a consumer group of its own."""
+    q = s.query
+    group = q.group_id or f"{s.kafka.app_id}-query"
+    return QueryConsumerConfig(
+        broker=s.kafka.broker, topic=s.kafka.queries_topic, group_id=group,
+        client_id=f"{group}.{q.instance_id or socket.gethostname()}.{os.getpid()}",
+        session_timeout_s=q.session_timeout_s, heartbeat_interval_s=q.heartbeat_interval_s,
+        instance_id=q.instance_id, concurrency=q.concurrency, drain_timeout_s=q.drain_timeout_s,
+    )
