@@ -9,10 +9,13 @@ again inside it:
    (facts only: episodes never count as saying the same or the opposite), then
    one :class:`~streams.consolidation.judge.ConflictDecider` call for the
    cube's batch; the decisions are persisted before anything is written, so a
-   retry never decides again (nor asks the model again). A decision persisted
-   in an earlier hold of the lock and not written yet (the attempt stopped) is
-   checked again instead: when the search now finds a memory saying the same,
-   stored meanwhile by another run, it becomes a skip (decider ``recheck``);
+   retry that finds them written does not decide again. A decision persisted
+   in an earlier hold of the lock and not written yet (the attempt stopped) was
+   made on what the cube held then: when the search now finds a memory saying
+   the same, stored meanwhile by another run, it becomes a skip (decider
+   ``recheck``); otherwise it is decided again with the others, so a memory
+   another run stored meanwhile that it contradicts (or that contradicts it)
+   is seen, as it would be had the runs not overlapped;
 2. **write** what is to be stored: the write intent is recorded, the lock
    confirmed, the provider called, the returned id recorded. A provider that
    stores a batch atomically gets the cube's batch in one call, the others one
@@ -138,8 +141,19 @@ class MemoryWriter:
         current = {r.seq: r for r in rows}
         ours = {r.memory_id for r in rows if r.memory_id}
         earlier = [r for r in rows if _unwritten(r) and r.candidate.kind == "fact"]
-        undecided = [r for r in rows if r.action is None]
         recorded = await self._recheck(run, handle, scope, cube, earlier, ours, current)
+        # the other decisions of an earlier hold that were not written were made on
+        # what the cube held then: another run may have stored a memory they
+        # contradict, or one that contradicts them, since; they are decided again
+        stale = [current[r.seq] for r in earlier
+                 if _unwritten(current[r.seq]) and not current[r.seq].write_started]
+        if stale:
+            reopened = await self.runs.reopen_unwritten(run.closed_id, [r.seq for r in stale])
+            recorded = recorded and reopened == len(stale)
+            for r in stale:
+                current[r.seq] = replace(r, action=None, expire_ids=(), decider=None)
+        undecided = sorted((r for r in current.values() if r.action is None),
+                           key=lambda r: r.seq)
         if undecided:
             calls, saved = await self._decide(run, handle, model, cube, undecided, ours,
                                               current)

@@ -290,3 +290,44 @@ async def test_a_lock_holder_whose_connection_dies_frees_the_cube_and_resumes(
     assert fact_rows(stack, "t1/c1#1") == [["skip", "recheck", "",
                                             f"stored meanwhile as {written}"]]
     assert fact_rows(stack, "t1/c2#1")[0][:3] == ["store", "rules", written]
+
+
+PARIS = "I live in Paris."
+
+
+@pytest.mark.parametrize("resumed_is_newer", [False, True])
+async def test_a_resumed_run_decides_again_on_what_another_run_stored_meanwhile(
+    stack: Stack, resumed_is_newer: bool,
+) -> None:
+    """A decision made before another run stored a contradicting fact is not written
+    as made: the resumed run decides again and ends where the two runs one after
+    the other would (the newer fact valid, the older one not)."""
+    async with two_workers(stack) as (a, b):
+        async def provider_down() -> None:
+            raise ProviderUnavailable("down", provider="mysql", operation="add")
+
+        if resumed_is_newer:  # the other run's session is the older one
+            other = await session(b, "c2", "u1", [("user", PARIS)])
+            resumed = await session(a, "c1", "u1", [("user", BERLIN)])
+        else:
+            resumed = await session(a, "c1", "u1", [("user", BERLIN)])
+            other = await session(b, "c2", "u1", [("user", PARIS)])
+        before_fact_writes(a.provider, USER_CUBE, provider_down)
+        with pytest.raises(ProviderUnavailable):
+            await a.run(resumed)
+        assert [r[0] for r in fact_rows(stack, "t1/c1#1")] == ["store"]  # decided, not written
+
+        await b.run(other)
+        paris = memory_id(stack, PARIS)
+        del a.provider.add  # the provider is back
+        out = await a.run(resumed)
+
+    assert out.outcome == "done"
+    if resumed_is_newer:
+        assert contents(stack) == [BERLIN]
+        action, _, written, _ = fact_rows(stack, "t1/c1#1")[0]
+        assert (action, written) == ("supersede", memory_id(stack, BERLIN))
+    else:
+        assert contents(stack) == [PARIS]
+        assert fact_rows(stack, "t1/c1#1")[0][:3] == ["skip", "rules", ""]
+    assert paris

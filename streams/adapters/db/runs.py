@@ -203,6 +203,20 @@ class RunStore:
             result = await conn.execute(stmt, params)
         return int(result.rowcount or 0)
 
+    async def reopen_unwritten(self, closed_id: str, seqs: Sequence[int]) -> int:
+        """Forget the decisions of candidates not written and not started: they are
+        decided again. Returns how many were reopened (fewer: another attempt
+        wrote or started one meanwhile)."""
+        if not seqs:
+            return 0
+        c = consolidation_candidate.c
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(consolidation_candidate).where(
+                c.closed_id == closed_id, c.seq.in_(list(seqs)), c.memory_id.is_(None),
+                c.write_started_at.is_(None), c.action.is_not(None)).values(
+                action=None, expire_ids="[]", decider=None, reason=None))
+        return int(result.rowcount or 0)
+
     async def mark_write_started(self, closed_id: str, seqs: Sequence[int], now: datetime) -> None:
         c = consolidation_candidate.c
         async with self.engine.begin() as conn:
