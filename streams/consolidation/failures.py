@@ -5,7 +5,7 @@
 ``infrastructure``
     the database (or the network to it) is down — a *transient* database error
     (:mod:`streams.adapters.db.errors`) — or a cube's lock was not got in time or was lost
-    with its connection (:mod:`.cube_lock`). Nothing can progress, and the retry
+    with its connection (:mod:`streams.adapters.db.cube_lock`). Nothing can progress, and the retry
     topic would not help: the processor retries in place, with backoff, and does
     not acknowledge the event meanwhile (as the ingest agent does);
 ``retry``

@@ -8,7 +8,7 @@ lock per conversation also keeps a retried event and a fresh one of the same
 conversation from running at the same time.
 
 Neither method raises (except on cancellation): a failure is classified
-(:func:`.retrying.classify`); a database outage (or a cube lock not got in
+(:func:`.failures.classify`); a database outage (or a cube lock not got in
 time) is retried in place with backoff, anything else becomes a record for ``memory.retry`` or
 ``memory.dlq``, delivered before the method returns, so the caller may then
 acknowledge the event.

@@ -1,7 +1,7 @@
 """MemoryWriter: conflicts, then write new, then expire old, resumable at every step.
 
-For one run with persisted candidates (see :mod:`.runs`), per cube, steps 1
-and 2 under the cube's lock (:mod:`.cube_lock`, one per tenant, cube and — for
+For one run with persisted candidates (see :mod:`streams.adapters.db.runs`), per cube, steps 1
+and 2 under the cube's lock (:mod:`streams.adapters.db.cube_lock`, one per tenant, cube and — for
 ``user_profile`` — user, across workers), on the cube's candidates as read
 again inside it:
 

@@ -2,7 +2,7 @@
 
 The conflict decision of a cube's candidates (the provider's search, then
 store / skip / supersede) and their write happen under the cube's lock
-(:mod:`.writer`), so two runs writing to one cube — two sessions of one user,
+(:mod:`streams.consolidation.writer`), so two runs writing to one cube — two sessions of one user,
 on one worker or two, or two users of one agent — never both find nothing
 and both store. A cube is :class:`~streams.memory.model.CubeKey`: tenant,
 cube name, and the user for ``user_profile``.

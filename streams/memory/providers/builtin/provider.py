@@ -14,8 +14,8 @@ up to date incrementally when a write changed the scope. Ranking is
 :mod:`streams.memory.rules.fusion` and :mod:`streams.memory.rules.mmr`, the code the
 offline LoCoMo evaluation measures.
 
-The parts: :mod:`.builtin_writes` (transactions), :mod:`.builtin_cache`
-(scope and row caches), :mod:`.builtin_search` (ranking), :mod:`.builtin_rows`
+The parts: :mod:`.writes` (transactions), :mod:`.scope_cache`
+(scope and row caches), :mod:`.search` (ranking), :mod:`.rows`
 (row conversion and error classification). Every call is counted in the
 provider metrics under ``provider`` = the provider's name (``mysql``).
 """

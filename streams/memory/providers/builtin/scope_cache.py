@@ -3,7 +3,7 @@
 A :class:`ScopeState` holds, for one scope at one version, every valid memory's
 place (session, order, speaker) and type, its vector when an embedder is
 configured, and the postings of the terms searches asked for. Writes of a
-scope are serialised and bump its version (:mod:`.builtin_writes`), so the
+scope are serialised and bump its version (:mod:`.writes`), so the
 ids of a scope's memories grow in commit order. A stale state is therefore
 brought forward by reading only what changed:
 

@@ -1,7 +1,7 @@
 """Search of the built-in provider: from a query to ranked memories.
 
 Per search: the readable scopes' statistics rows, their states from the
-scope cache (:mod:`.builtin_cache`; refreshed when a write bumped a version),
+scope cache (:mod:`.scope_cache`; refreshed when a write bumped a version),
 the postings of the query's terms the states do not hold yet, then BM25 and
 cosine as arrays over the scopes. The fusion (:func:`streams.memory.rules.fusion.fuse`)
 only ever looks at each signal's best ``candidates`` and their session

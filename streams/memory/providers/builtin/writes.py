@@ -5,7 +5,7 @@ vectors and the scope's statistics in one transaction, holding the scope's
 statistics row locked (``SELECT … FOR UPDATE``) from before the first insert
 to the commit. Writes of one scope are therefore serialised, and the ids a
 scope's memories get grow in commit order — the scope cache
-(:mod:`.builtin_cache`) relies on that to read only what was added since it
+(:mod:`.scope_cache`) relies on that to read only what was added since it
 last looked. An expiry never deletes a memory: it sets ``valid_to`` and
 ``superseded_by``, deletes the postings and vectors and updates the
 statistics. Both bump the scope's version.
