@@ -28,7 +28,8 @@ The guard keeps what memstream itself knows, and the commit never passes it:
   delivered again (see ``streams.worker.faust_glue``).
 
 ``reset(tps)`` starts a partition afresh (after an assignment or a seek to the
-committed offsets: what was in flight is delivered again). A fetch that goes
+committed offsets: what was in flight is delivered again); a record fetched
+before the reset and delivered after it is not admitted. A fetch that goes
 back below the last offset received is a seek too, and resets the partition.
 Finishing a record that is not pending (a stale acknowledgement from before a
 reset) changes nothing.
@@ -177,10 +178,13 @@ class CommitGuard:
 
     def admit(self, tp: TPKey, offset: int) -> bool:
         """Whether the record at ``offset`` reaches memstream in order (see the
-        module docstring); a record of a partition the guard does not track is."""
+        module docstring). A record of a partition with nothing received since
+        its reset is not: it was fetched before the partition was revoked or
+        assigned again (held in a stream's buffer meanwhile), and the partition
+        is delivered again from the committed offset, in order."""
         with self._lock:
             part = self._parts.get(tp)
-            return True if part is None else part.admit(offset)
+            return False if part is None else part.admit(offset)
 
     def holes(self) -> dict[TPKey, int]:
         """Partitions on which Faust passed over a record at delivery: its offset."""

@@ -126,3 +126,20 @@ def test_a_partition_delivered_again_after_a_hole_is_admitted_from_the_start() -
     assert g.admit(TP, 0) and not g.admit(TP, 2)
     g.received(TP, [1, 2, 3])  # the partition read again from the held commit
     assert [g.admit(TP, o) for o in (1, 2, 3)] == [True, True, True] and g.holes() == {}
+
+
+def test_a_record_fetched_before_a_reset_is_not_admitted_after_it() -> None:
+    """A rebalance resets the partition while records fetched before it wait in a
+    stream's buffer: delivered now, they would overtake the records before them
+    that the partition delivers again from the committed offset."""
+    g = CommitGuard()
+    g.received(TP, [3, 4, 5, 11, 12])
+    assert g.admit(TP, 3)
+    g.reset([TP])  # revoked and assigned again; the commit is held at 4
+    assert [g.admit(TP, o) for o in (11, 12)] == [False, False]
+    g.received(TP, [4, 5, 11, 12])  # delivered again from the committed offset
+    assert [g.admit(TP, o) for o in (4, 5, 11, 12)] == [True, True, True, True]
+
+
+def test_a_partition_never_received_admits_nothing() -> None:
+    assert not CommitGuard().admit(TP, 0)
