@@ -200,8 +200,14 @@ class MemoryWriter:
                       current: dict[int, CandidateRow]) -> tuple[int, bool]:
         """Model calls made, and whether every decision was recorded by this attempt."""
         scope = provider_scope(run)
-        existing = await asyncio.gather(
+        found = await asyncio.gather(
             *(self._related(handle, scope, cube, r, exclude) for r in undecided))
+        # what an earlier attempt of this run wrote without recording it (a provider
+        # whose add is idempotent records nothing before the call) is no other memory
+        rows = list(current.values())
+        existing = [[m for m in mems if not any(
+            own_copy(x.candidate, m, write_started=x.write_started) for x in rows)]
+            for mems in found]
         decisions, calls = await self.decider.decide(
             model, cube, [r.candidate for r in undecided], existing)
         saved = await self.runs.save_decisions(run.closed_id, [

@@ -293,6 +293,8 @@ async def test_a_lock_holder_whose_connection_dies_frees_the_cube_and_resumes(
 
 
 PARIS = "I live in Paris."
+BOLT = "Actually, my dog is Bolt now."
+BOLT_FACT = "my dog is Bolt now."  # as the rule judge keeps it
 
 
 @pytest.mark.parametrize("resumed_is_newer", [False, True])
@@ -331,3 +333,32 @@ async def test_a_resumed_run_decides_again_on_what_another_run_stored_meanwhile(
         assert contents(stack) == [PARIS]
         assert fact_rows(stack, "t1/c1#1")[0][:3] == ["skip", "rules", ""]
     assert paris
+
+
+async def test_a_resumed_run_that_had_written_without_recording_still_supersedes(
+    stack: Stack,
+) -> None:
+    """The built-in provider's add is idempotent, so nothing is recorded before it:
+    an attempt that wrote the new fact and stopped before recording its id leaves a
+    decision to be made again, on a cube that holds the fact already. That copy is
+    the run's own, not another memory saying the same: the fact still supersedes."""
+    async with two_workers(stack) as (a, _):
+        await a.run(await session(a, "c1", "u1", [("user", "My dog is Pepper.")]))
+        newer = await session(a, "c2", "u1", [("user", BOLT)])
+        runs = a.consolidation.pipeline.writer.runs
+        mark_written = runs.mark_written
+
+        async def connection_lost(*args: Any, **kwargs: Any) -> int:
+            raise ConnectionError("lost connection to the database during the query")
+
+        runs.mark_written = connection_lost  # type: ignore[method-assign]
+        with pytest.raises(ConnectionError):
+            await a.run(newer)
+        assert contents(stack) == ["My dog is Pepper.", BOLT_FACT]  # written, not recorded
+        runs.mark_written = mark_written  # type: ignore[method-assign]
+        out = await a.run(newer)
+
+    assert out.outcome == "done"
+    assert contents(stack) == [BOLT_FACT]
+    action, _, written, _ = fact_rows(stack, "t1/c2#1")[0]
+    assert (action, written) == ("supersede", memory_id(stack, BOLT_FACT))
