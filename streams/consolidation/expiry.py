@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.runs import CandidateRow, Run, RunStore, naive
 from streams.adapters.db.schema.consolidation import pending_expiry
+from streams.backoff import Backoff
 from streams.memory.provider import ProviderError
 from streams.memory.provider import Scope as ProviderScope
 from streams.memory.registry import ProviderRegistry
@@ -97,12 +98,9 @@ class ExpirySweeper:
                  max_s: float, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.registry = registry
-        self.initial_s = initial_s
-        self.max_s = max_s
+        # after the n-th failed attempt: initial_s doubling up to max_s, no jitter
+        self.backoff = Backoff(initial_s, max_s)
         self.clock = clock
-
-    def delay(self, attempts: int) -> float:
-        return min(self.max_s, self.initial_s * 2.0 ** max(0, attempts - 1))
 
     async def sweep(self) -> tuple[int, int]:
         """Try every due expiry once; returns (done, failed)."""
@@ -115,7 +113,7 @@ class ExpirySweeper:
                                              item.superseded_by or None)
             except ProviderError as exc:
                 failed += 1
-                next_at = now + timedelta(seconds=self.delay(item.attempts + 1))
+                next_at = now + timedelta(seconds=self.backoff.delay(item.attempts + 1))
                 log.warning("expiry of %s in %s still failing (attempt %d): %s",
                             item.memory_ids, item.cube, item.attempts + 1, exc)
                 await self.store.failed(item, f"{type(exc).__name__}: {exc}", next_at)

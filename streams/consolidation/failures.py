@@ -42,6 +42,7 @@ from typing import Literal
 from streams.adapters.db.cube_lock import CubeLockError, CubeLockTimeout
 from streams.adapters.db.errors import DbErrorKind, classify_db_error
 from streams.adapters.kafka.publish import Headers, Outgoing, SourceRecord, dead_letter, header
+from streams.backoff import Backoff
 from streams.memory.provider import PermanentProviderError, RetryableProviderError
 from streams.memory.registry import ProviderNotConfigured
 
@@ -139,15 +140,14 @@ class RetryRouter:
         self.retry_topic = retry_topic
         self.dlq_topic = dlq_topic
         self.max_attempts = max_attempts
-        self.initial_s = initial_s
-        self.max_s = max_s
+        self.backoff = Backoff(initial_s, max_s, jitter="half")
         self.clock = clock
         self.rng = rng
 
     def delay(self, attempt: int) -> float:
-        """Wait before attempt ``attempt + 1``: exponential, capped, upper-half jitter."""
-        base = min(self.max_s, self.initial_s * 2.0 ** max(0, attempt - 1))
-        return base / 2 + self.rng() * base / 2
+        """Wait before attempt ``attempt + 1``: ``initial_s`` doubling up to ``max_s``,
+        upper-half jitter."""
+        return self.backoff.delay(attempt, self.rng)
 
     def _origin(self, record: SourceRecord) -> SourceRecord:
         """The record as it was on the session-closed topic (without retry headers);

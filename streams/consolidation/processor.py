@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from streams.adapters.db.cube_lock import KeyedLocks
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
-from streams.backoff import retry_forever
+from streams.backoff import forever, retry_forever
 from streams.consolidation.failures import RetryRouter, attempt_of, classify
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.memory.rules.routing import route
@@ -54,15 +54,18 @@ class ConsolidationProcessor:
     def __init__(self, pipeline: ConsolidationPipeline, router: RetryRouter,
                  publisher: Publisher, *, concurrency: int = 8, infra_initial_s: float = 0.5,
                  infra_max_s: float = 10.0, locks: KeyedLocks | None = None,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+                 rand: Callable[[], float] = random.random) -> None:
         self.pipeline = pipeline
         self.router = router
         self.publisher = publisher
         self.concurrency = asyncio.Semaphore(concurrency)
         self.infra_initial_s = infra_initial_s
         self.infra_max_s = infra_max_s
+        self.infra_backoff = forever(infra_initial_s, infra_max_s)
         self.locks = locks or KeyedLocks()
         self._sleep = sleep
+        self._rand = rand
 
     async def process(self, records: Sequence[SourceRecord]) -> list[Handled]:
         groups: OrderedDict[str, list[tuple[int, SourceRecord]]] = OrderedDict()
@@ -101,7 +104,7 @@ class ConsolidationProcessor:
         return route(self.pipeline.configs.get(closed.tenant_id, closed.agent_id))
 
     async def _run(self, record: SourceRecord, closed: SessionClosed) -> Handled:
-        delay = self.infra_initial_s
+        failed = 0  # infrastructure failures waited out so far
         started = time.perf_counter()
         while True:
             try:
@@ -113,8 +116,8 @@ class ConsolidationProcessor:
                 if failure.kind == "infrastructure":
                     log.warning("consolidation of %s waits (%s): %s: %s", closed.closed_id,
                                 failure.reason, failure.error_class, failure.message)
-                    await self._sleep(delay * (0.5 + random.random() / 2))
-                    delay = min(self.infra_max_s, delay * 2)
+                    failed += 1
+                    await self._sleep(self.infra_backoff.delay(failed, self._rand))
                     continue
                 await self._note_error(closed, f"{failure.error_class}: {failure.message}")
                 out = self.router.route(record, failure)

@@ -66,7 +66,7 @@ class RetryScheduler:
         self.clock = clock
         # nothing memstream schedules waits longer than the longest backoff: a record
         # due later (written by something else) would hold its offset for ever
-        self.longest_wait_s = (processor.router.max_s if longest_wait_s is None
+        self.longest_wait_s = (processor.router.backoff.max_s if longest_wait_s is None
                                else longest_wait_s)
         self._heap: list[_Held] = []
         self._seq = itertools.count()

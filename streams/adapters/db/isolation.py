@@ -14,7 +14,8 @@ The rule, per failure of a part:
   stored stay stored, and the split already done is kept.
 * ``row``: a part of several rows is split; a single row is refused.
 * ``unknown``: a part of several rows is split; a single row is written again
-  up to ``attempts`` times in all (with backoff), then refused.
+  up to ``attempts`` times in all, then refused; the waits between are
+  ``backoff_s`` doubling, without a cap (``attempts`` bounds them).
 
 A single row is refused only when the database is shown to take other writes:
 right after the row's own write failed, ``probe`` (a valid write that leaves
@@ -28,12 +29,14 @@ the stream into the dead-letter topic.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from streams.adapters.db.errors import DbError, DbErrorKind, classify_db_error
+from streams.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class IsolatingWriter(Generic[R, K]):
         self._rows = rows
         self._probe = probe
         self._attempts = max(1, attempts)
-        self._backoff_s = backoff_s
+        self._backoff = Backoff(backoff_s)
         self._classify = classify
         self._sleep = sleep
         self._pending: list[tuple[int, int]] = [(0, len(rows))] if rows else []
@@ -108,10 +111,8 @@ class IsolatingWriter(Generic[R, K]):
 
     async def _again(self, part: Sequence[R]) -> set[K] | None:
         """Retry one row failing with an unknown error; None when it keeps failing."""
-        delay = self._backoff_s
-        for _ in range(self._attempts - 1):
-            await self._sleep(delay)
-            delay *= 2
+        for wait in itertools.islice(self._backoff.delays(), self._attempts - 1):
+            await self._sleep(wait)
             try:
                 return await self._write(part)
             except Exception as exc:

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from streams.backoff import Backoff
 from streams.memory.provider import PermanentProviderError, ProviderError, RetryableProviderError
 from streams.metrics import PROVIDER_CALLS, PROVIDER_FAILURES, PROVIDER_LATENCY
 
@@ -77,7 +78,7 @@ class ProviderBadAnswer(_HTTPDetails, PermanentProviderError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded exponential backoff.
+    """Bounded exponential backoff: ``attempts`` and a :class:`~streams.backoff.Backoff`.
 
     The n-th retry (0-based) waits ``min(max_s, initial_s * multiplier**n)``;
     with ``jitter`` the wait is drawn uniformly from the upper half of that
@@ -91,11 +92,13 @@ class RetryPolicy:
     multiplier: float = 2.0
     jitter: bool = True
 
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(self.initial_s, self.max_s, self.multiplier,
+                       jitter="half" if self.jitter else "none")
+
     def delay(self, retry_index: int, *, rng: Callable[[], float] = random.random) -> float:
-        base = min(self.max_s, self.initial_s * self.multiplier ** max(0, retry_index))
-        if self.jitter:
-            return base / 2 + rng() * base / 2
-        return base
+        return self.backoff.delay(retry_index + 1, rng)
 
 
 DEFAULT_RETRY = RetryPolicy()
