@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaProducer
 
 from streams.adapters.kafka.admin import bootstrap_servers
 from streams.adapters.kafka.publish import Outgoing
+from streams.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ class ReplyPublisher:
         self._started = False
         self._lock = asyncio.Lock()
         self.attempts = attempts
+        self.backoff = Backoff(0.05)  # 0.05 s, then 0.1 s between the three attempts
 
     async def start(self) -> None:
         async with self._lock:
@@ -52,5 +54,5 @@ class ReplyPublisher:
                 if attempt == self.attempts:
                     log.error("reply to %s lost after %d attempts: %s", r.topic, attempt, exc)
                 else:
-                    await asyncio.sleep(0.05 * attempt)
+                    await asyncio.sleep(self.backoff.delay(attempt))
         return False
