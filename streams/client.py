@@ -26,22 +26,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
 
 
 class QueryTimeoutError(TimeoutError):
     """No reply arrived within the client's timeout."""
-
-
-def _servers(bootstrap: str | Sequence[str]) -> list[str]:
-    items = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
-    out = []
-    for item in items:
-        for part in item.replace(",", ";").split(";"):
-            if part.strip():
-                out.append(part.strip().split("://", 1)[-1].rstrip("/"))
-    return out
 
 
 class MemoryClient:
@@ -55,7 +46,7 @@ class MemoryClient:
         reply_partition: int | None = None,
         timeout_s: float = 5.0,
     ) -> None:
-        self.servers = _servers(bootstrap)
+        self.servers = bootstrap_servers(bootstrap)
         self.request_topic = request_topic
         self.reply_topic = reply_topic
         self.reply_partitions = reply_partitions

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from streams.adapters.kafka.admin import bootstrap_servers
+from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.publish import SourceRecord
 
 

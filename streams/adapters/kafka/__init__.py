@@ -1,3 +1,3 @@
-"""Kafka: topic administration, plain aiokafka clients, publishing, dead letters,
-replay and consumer progress.
+"""Kafka: bootstrap addresses, topic administration, plain aiokafka clients, publishing,
+dead letters, replay and consumer progress.
 """

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
+from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -30,16 +31,6 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str]
-
-
-def bootstrap_servers(broker: str) -> list[str]:
-    """``kafka://h1:9092;kafka://h2:9092`` -> ``["h1:9092", "h2:9092"]``."""
-    out = []
-    for part in broker.replace(",", ";").split(";"):
-        part = part.strip()
-        if part:
-            out.append(part.split("://", 1)[-1].rstrip("/"))
-    return out
 
 
 def topic_specs(k: KafkaSettings) -> list[TopicSpec]:

@@ -10,7 +10,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.adapters.kafka.admin import bootstrap_servers
+from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.settings import KafkaSettings
 
 

@@ -12,7 +12,7 @@ import logging
 
 from aiokafka import AIOKafkaProducer
 
-from streams.adapters.kafka.admin import bootstrap_servers
+from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.publish import Outgoing
 from streams.backoff import Backoff
 
