@@ -21,9 +21,10 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import insert_ignoring_duplicates
-from streams.adapters.db.runs import CandidateRow, Run, RunStore, naive
+from streams.adapters.db.runs import CandidateRow, Run, RunStore
 from streams.adapters.db.schema.consolidation import pending_expiry
 from streams.backoff import Backoff
+from streams.clock import naive_utc
 from streams.memory.provider import ProviderError
 from streams.memory.provider import Scope as ProviderScope
 from streams.memory.registry import ProviderRegistry
@@ -58,13 +59,13 @@ class ExpiryStore:
                 "user_id": run.user_id, "agent_id": run.agent_id, "provider": run.provider,
                 "cube": row.cube, "memory_ids": json.dumps(list(row.expire_ids)),
                 "superseded_by": row.memory_id or "", "attempts": 1,
-                "next_attempt_at": naive(now + timedelta(seconds=first_delay_s)),
-                "last_error": error[:2000], "created_at": naive(now)})
+                "next_attempt_at": naive_utc(now + timedelta(seconds=first_delay_s)),
+                "last_error": error[:2000], "created_at": naive_utc(now)})
             await self.runs.mark_expired(run.closed_id, row.seq, now, conn)
 
     async def due(self, now: datetime, limit: int = 100) -> list[PendingExpiry]:
         p = pending_expiry.c
-        q = (select(pending_expiry).where(p.next_attempt_at <= naive(now))
+        q = (select(pending_expiry).where(p.next_attempt_at <= naive_utc(now))
              .order_by(p.next_attempt_at).limit(limit))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
@@ -84,7 +85,7 @@ class ExpiryStore:
         async with self.engine.begin() as conn:
             await conn.execute(update(pending_expiry).where(
                 p.closed_id == item.closed_id, p.seq == item.seq).values(
-                attempts=item.attempts + 1, next_attempt_at=naive(next_at),
+                attempts=item.attempts + 1, next_attempt_at=naive_utc(next_at),
                 last_error=error[:2000]))
 
     async def count(self) -> int:

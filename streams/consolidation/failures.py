@@ -43,6 +43,7 @@ from streams.adapters.db.cube_lock import CubeLockError, CubeLockTimeout
 from streams.adapters.db.errors import DbErrorKind, classify_db_error
 from streams.adapters.kafka.publish import Headers, Outgoing, SourceRecord, dead_letter, header
 from streams.backoff import Backoff
+from streams.clock import aware_utc
 from streams.memory.provider import PermanentProviderError, RetryableProviderError
 from streams.memory.registry import ProviderNotConfigured
 
@@ -124,7 +125,7 @@ def due_at(record: SourceRecord) -> float:
         return 0.0
     try:
         when = datetime.fromisoformat(raw.decode())
-        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+        return aware_utc(when).timestamp()
     except (ValueError, OverflowError, OSError):
         return 0.0
 

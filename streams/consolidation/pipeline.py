@@ -28,7 +28,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.ledger import LedgerStore, SessionMessage
-from streams.adapters.db.runs import PlannedCandidate, Run, RunStore, naive
+from streams.adapters.db.runs import PlannedCandidate, Run, RunStore
+from streams.clock import naive_utc
 from streams.consolidation.judge import ChatCompleter, MemoryJudge
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
@@ -134,15 +135,15 @@ class ConsolidationPipeline:
 
     async def _claim(self, closed: SessionClosed, provider: str, long_memory: bool) -> Run:
         now = self.now()
-        bound = naive(closed.closed_at) + timedelta(seconds=self.config.close_slack_s)
+        bound = naive_utc(closed.closed_at) + timedelta(seconds=self.config.close_slack_s)
         async with self.engine.begin() as conn:
             claimed = await self.ledger.claim(
                 conn, tenant_id=closed.tenant_id, conversation_id=closed.conversation_id,
                 closed_id=closed.closed_id, session_seq=closed.session_seq, bound=bound,
                 limit=self.config.max_messages,
-                late_since=(naive(now) - timedelta(days=self.config.late_window_days)
+                late_since=(naive_utc(now) - timedelta(days=self.config.late_window_days)
                             if closed.trigger == "late" else None),
-                now=naive(now), until_event_id=closed.last_event_id)
+                now=naive_utc(now), until_event_id=closed.last_event_id)
             await self.runs.create(conn, Run(
                 closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,
                 closed.agent_id, provider, long_memory, message_count=claimed), now)

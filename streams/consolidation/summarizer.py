@@ -26,9 +26,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import upsert
 from streams.adapters.db.ledger import SessionMessage
-from streams.adapters.db.runs import naive
 from streams.adapters.db.schema.conversation import conversation_message, conversation_summary
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.clock import aware_utc, naive_utc
 from streams.consolidation.judge import ChatCompleter
 from streams.consolidation.rules.summary import (
     build_summary_messages,
@@ -87,7 +87,7 @@ class Summarizer:
                 select(_m.id, _m.event_id, _m.role, _m.name, _m.content, _m.created_at)
                 .where(*conv).order_by(_m.id.desc()).limit(self.max_messages))).all()
             messages = [SessionMessage(int(r.id), r.event_id, r.role, r.content,
-                                       r.created_at.replace(tzinfo=UTC), r.name)
+                                       aware_utc(r.created_at), r.name)
                         for r in reversed(rows)]
             until = messages[-1].id
             total = int((await conn.execute(
@@ -117,7 +117,7 @@ class Summarizer:
 
     async def _store(self, tenant_id: str, conversation_id: str, text: str, until: int,
                      total: int) -> None:
-        now = naive(datetime.fromtimestamp(self.clock(), UTC))
+        now = naive_utc(datetime.fromtimestamp(self.clock(), UTC))
         doc: dict[str, Any] = {
             "tenant_id": tenant_id, "conversation_id": conversation_id, "summary": text,
             "covered_until_id": until, "covered_count": total,

@@ -20,8 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
+
+from streams.clock import naive_utc
 
 ParamKind = Literal["string", "integer", "datetime"]
 Query = Mapping[str, Sequence[str]]
@@ -88,8 +90,7 @@ def parse_time(raw: str, name: str) -> datetime:
     except ValueError:
         raise BadRequest("invalid_parameter", f"{name}: not an ISO 8601 time: {raw!r}",
                          name) from None
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
+    value = naive_utc(value)
     if value < EARLIEST:
         raise BadRequest("invalid_parameter", f"{name}: times before 1970 are not supported",
                          name)

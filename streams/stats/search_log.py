@@ -21,23 +21,20 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.schema.stats import memory_search_log
+from streams.clock import naive_utc, naive_utc_now
 
 log = logging.getLogger(__name__)
 
 TENANT_MAX = 64
 ID_MAX = 255
 WORD_MAX = 16
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)
@@ -64,9 +61,7 @@ class SearchRecord:
     def row(self) -> dict[str, Any]:
         if not self.tenant_id or len(self.tenant_id) > TENANT_MAX:
             raise ValueError(f"tenant_id must have 1 to {TENANT_MAX} characters")
-        ts = self.created_at or _utcnow()
-        if ts.tzinfo is not None:
-            ts = ts.astimezone(UTC).replace(tzinfo=None)
+        ts = naive_utc(self.created_at or naive_utc_now())
         return {
             "tenant_id": self.tenant_id,
             "user_id": self.user_id[:ID_MAX],

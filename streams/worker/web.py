@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from aiohttp.web import Response
@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.kafka.progress import ProgressTracker
+from streams.clock import naive_utc_now
 from streams.query.consumer import QueryConsumer
 from streams.settings import Settings
 from streams.stats.http import install_stats
@@ -107,8 +108,7 @@ def install(app: Any, runtime: Runtime, settings: Settings,
 
     @timer(app, SEARCH_LOG_PURGE_INTERVAL_S, on_leader=True, name="search-log-purge")
     async def purge_search_log() -> None:
-        cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(
-            days=w.stats_search_log_retention_days)
+        cutoff = naive_utc_now() - timedelta(days=w.stats_search_log_retention_days)
         try:
             rows = await SearchLog(await engine()).purge(cutoff)
             if rows:

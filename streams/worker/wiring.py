@@ -28,6 +28,7 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.publish import Publisher
 from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
 from streams.consolidation.failures import RetryRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
@@ -97,8 +98,8 @@ class Consolidation:
 
     async def purge(self, retention_days: float) -> tuple[int, int]:
         """Drop ledger rows and finished runs older than the retention."""
-        cutoff = (datetime.fromtimestamp(self.clock(), UTC)
-                  - timedelta(days=retention_days)).replace(tzinfo=None)
+        now = naive_utc(datetime.fromtimestamp(self.clock(), UTC))
+        cutoff = now - timedelta(days=retention_days)
         return await self.ledger.purge(cutoff), await self.runs.purge(cutoff)
 
 

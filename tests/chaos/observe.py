@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -25,6 +25,7 @@ from streams.adapters.db.schema.consolidation import consolidation_ledger, conso
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.schema.memory import memory, memory_scope_stats
 from streams.adapters.kafka.clients import partitions
+from streams.clock import naive_utc_now
 from streams.settings import KafkaSettings
 from streams.wire.spring_reply import CORRELATION_ID
 from tests.chaos.snapshot import DeadLetter, Lag, MemoryRow, Snapshot, StoredMessage
@@ -215,7 +216,7 @@ class Observer:
         r = consolidation_run.c
         q = select(r.closed_id).where(r.status != "done")
         if touched_within_s is not None:
-            since = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=touched_within_s)
+            since = naive_utc_now() - timedelta(seconds=touched_within_s)
             q = q.where(r.updated_at >= since)
         async with self.engine().connect() as conn:
             return {x.closed_id for x in await conn.execute(q)}

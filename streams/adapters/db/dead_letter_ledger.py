@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -19,6 +19,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.schema.conversation import dead_letter_ledger
+from streams.clock import aware_utc, naive_utc
 
 SourceKey = tuple[str, int, int]  # topic, partition, offset
 _CHUNK = 200
@@ -30,10 +31,6 @@ class LedgerEntry:
     sent: bool
     recorded_at: datetime  # aware, UTC
     mine: bool  # recorded by this call (not by an earlier attempt)
-
-
-def _naive(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None)
 
 
 class DeadLetterLedger:
@@ -55,7 +52,7 @@ class DeadLetterLedger:
             return {}
         token = uuid.uuid4().hex
         rows = [{"source_topic": t, "source_partition": p, "source_offset": o,
-                 "dlq_partition": part, "sent": 0, "recorded_at": _naive(now),
+                 "dlq_partition": part, "sent": 0, "recorded_at": naive_utc(now),
                  "recorded_by": token}
                 for (t, p, o), part in wanted.items()]
         c = dead_letter_ledger.c
@@ -71,7 +68,7 @@ class DeadLetterLedger:
                 for r in result:
                     found[(r.source_topic, int(r.source_partition), int(r.source_offset))] = (
                         LedgerEntry(int(r.dlq_partition), bool(r.sent),
-                                    r.recorded_at.replace(tzinfo=UTC), r.recorded_by == token))
+                                    aware_utc(r.recorded_at), r.recorded_by == token))
         return found
 
     async def mark_sent(self, keys: Sequence[SourceKey]) -> None:
@@ -85,5 +82,5 @@ class DeadLetterLedger:
         """Forget dead letters recorded before ``cutoff``; returns how many."""
         async with self.engine.begin() as conn:
             result = await conn.execute(delete(dead_letter_ledger).where(
-                dead_letter_ledger.c.recorded_at < _naive(cutoff)))
+                dead_letter_ledger.c.recorded_at < naive_utc(cutoff)))
         return int(result.rowcount or 0)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -41,6 +41,7 @@ from streams.adapters.db.schema.consolidation import (
     consolidation_run,
 )
 from streams.adapters.db.schema.conversation import conversation_message
+from streams.clock import aware_utc, naive_utc
 from streams.memory.model import SourceMessage
 
 _IN_CHUNK = 500
@@ -64,16 +65,14 @@ class SessionMessage:
 
 def message_hash(tenant_id: str, conversation_id: str, role: str, name: str | None,
                  content: str, created_at: datetime) -> str:
-    when = created_at.astimezone(UTC).replace(tzinfo=None) if created_at.tzinfo else created_at
+    when = naive_utc(created_at)
     parts = (tenant_id, conversation_id, role, name or "", when.isoformat(), content)
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
 def _message(row: Any) -> SessionMessage:
-    created = row.created_at
     return SessionMessage(int(row.id), row.event_id, row.role, row.content,
-                          created.replace(tzinfo=UTC) if created.tzinfo is None else created,
-                          row.name)
+                          aware_utc(row.created_at), row.name)
 
 
 _m = conversation_message.c

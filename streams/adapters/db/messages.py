@@ -11,7 +11,7 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
@@ -23,13 +23,10 @@ from streams.adapters.db.schema.conversation import (
     conversation_session,
     conversation_summary,
 )
+from streams.clock import naive_utc, naive_utc_now
 from streams.wire.records import ChatMessage
 
 MessageDoc = dict[str, Any]
-
-
-def naive_utc(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
 
 
 def message_row(
@@ -56,9 +53,7 @@ def message_row(
 
 def _utc_text(ts: datetime) -> str:
     """RFC 3339 in UTC with ``Z``, for naive UTC (as stored) and aware times alike."""
-    if ts.tzinfo is not None:
-        ts = ts.astimezone(UTC).replace(tzinfo=None)
-    return ts.isoformat() + "Z"
+    return naive_utc(ts).isoformat() + "Z"
 
 
 def row_to_doc(row: Any) -> MessageDoc:
@@ -170,7 +165,7 @@ class MessageStore:
             "conversation_id": "memstream-write-probe", "user_id": "memstream",
             "agent_id": "memstream", "role": "system", "name": None, "content": "",
             "tool_calls": None, "tool_call_id": None, "origin_conversation_id": None,
-            "created_at": naive_utc(datetime.now(UTC)), "ingested_at": naive_utc(datetime.now(UTC)),
+            "created_at": naive_utc_now(), "ingested_at": naive_utc_now(),
         }
         async with self.engine.connect() as conn:
             transaction = await conn.begin()

@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, cast
 
 from sqlalchemy import and_, bindparam, delete, select, update
@@ -32,19 +32,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.schema.consolidation import consolidation_candidate, consolidation_run
+from streams.clock import aware_utc, naive_utc
 from streams.memory.model import MemoryCandidate, MemoryType, Scope
 
 Status = Literal["claimed", "judged", "done"]
 Action = Literal["store", "skip", "supersede"]
 EPISODE_DECIDER = "episode"
-
-
-def naive(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
-
-
-def aware(ts: datetime | None) -> datetime | None:
-    return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
 
 
 @dataclass(frozen=True)
@@ -94,7 +87,7 @@ def _row_to_candidate(r: Any) -> CandidateRow:
         content=r.content, type=cast(MemoryType, r.type), scope=cast(Scope, r.scope),
         importance=float(r.importance),
         source_event_ids=tuple(json.loads(r.source_event_ids)),
-        event_time=aware(r.event_time), kind="episode" if r.kind == "episode" else "fact",
+        event_time=aware_utc(r.event_time), kind="episode" if r.kind == "episode" else "fact",
     )
     return CandidateRow(
         seq=int(r.seq), cube=r.cube, candidate=cand, action=r.action,
@@ -127,7 +120,7 @@ class RunStore:
             "conversation_id": run.conversation_id, "user_id": run.user_id,
             "agent_id": run.agent_id, "provider": run.provider, "long_memory": run.long_memory,
             "status": "claimed", "judge": None, "message_count": run.message_count,
-            "candidate_count": 0, "created_at": naive(now), "updated_at": naive(now)})
+            "candidate_count": 0, "created_at": naive_utc(now), "updated_at": naive_utc(now)})
 
     async def save_judgement(self, closed_id: str, judge: str,
                              planned: Sequence[PlannedCandidate], now: datetime) -> bool:
@@ -140,7 +133,7 @@ class RunStore:
             "scope": p.candidate.scope, "importance": p.candidate.importance,
             "content": p.candidate.content,
             "source_event_ids": json.dumps(list(p.candidate.source_event_ids)),
-            "event_time": naive(p.candidate.event_time) if p.candidate.event_time else None,
+            "event_time": naive_utc(p.candidate.event_time),
             "action": "store" if p.episode else None,
             "decider": EPISODE_DECIDER if p.episode else None,
             "expire_ids": None, "reason": None, "write_started_at": None, "memory_id": None,
@@ -154,7 +147,7 @@ class RunStore:
             if rows:
                 await conn.execute(consolidation_candidate.insert(), rows)
             await conn.execute(update(consolidation_run).where(r.closed_id == closed_id).values(
-                status="judged", judge=judge, candidate_count=len(rows), updated_at=naive(now)))
+                status="judged", judge=judge, candidate_count=len(rows), updated_at=naive_utc(now)))
         return True
 
     async def candidates(self, closed_id: str, cube: str | None = None) -> list[CandidateRow]:
@@ -222,7 +215,7 @@ class RunStore:
         async with self.engine.begin() as conn:
             await conn.execute(update(consolidation_candidate).where(
                 c.closed_id == closed_id, c.seq.in_(list(seqs)), c.write_started_at.is_(None))
-                .values(write_started_at=naive(now)))
+                .values(write_started_at=naive_utc(now)))
 
     async def mark_written(self, closed_id: str, written: Sequence[tuple[int, str]],
                            now: datetime) -> int:
@@ -233,7 +226,7 @@ class RunStore:
             c.memory_id.is_(None)).values(memory_id=bindparam("b_memory"),
                                           written_at=bindparam("b_at"))
         params = [{"b_closed": closed_id, "b_seq": seq, "b_memory": memory_id,
-                   "b_at": naive(now)} for seq, memory_id in written]
+                   "b_at": naive_utc(now)} for seq, memory_id in written]
         if not params:
             return 0
         async with self.engine.begin() as conn:
@@ -244,7 +237,7 @@ class RunStore:
                            conn: AsyncConnection | None = None) -> None:
         c = consolidation_candidate.c
         stmt = update(consolidation_candidate).where(
-            c.closed_id == closed_id, c.seq == seq).values(expired_at=naive(now))
+            c.closed_id == closed_id, c.seq == seq).values(expired_at=naive_utc(now))
         if conn is not None:
             await conn.execute(stmt)
             return
@@ -255,13 +248,14 @@ class RunStore:
         r = consolidation_run.c
         async with self.engine.begin() as conn:
             await conn.execute(update(consolidation_run).where(r.closed_id == closed_id).values(
-                status="done", last_error=None, updated_at=naive(now), finished_at=naive(now)))
+                status="done", last_error=None, updated_at=naive_utc(now),
+                finished_at=naive_utc(now)))
 
     async def record_error(self, closed_id: str, error: str, now: datetime) -> None:
         r = consolidation_run.c
         async with self.engine.begin() as conn:
             await conn.execute(update(consolidation_run).where(r.closed_id == closed_id).values(
-                last_error=error[:4000], updated_at=naive(now)))
+                last_error=error[:4000], updated_at=naive_utc(now)))
 
     async def purge(self, cutoff: datetime) -> int:
         """Delete runs finished before ``cutoff`` (naive UTC) and their candidates."""

@@ -17,8 +17,8 @@ from sqlalchemy import delete, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import upsert
-from streams.adapters.db.messages import naive_utc
 from streams.adapters.db.schema.conversation import stale_history_mark
+from streams.clock import naive_utc
 
 ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
 

@@ -33,12 +33,13 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
 
 from streams.backoff import Backoff
+from streams.clock import aware_utc
 from streams.memory.provider import PermanentProviderError, ProviderError, RetryableProviderError
 from streams.metrics import PROVIDER_CALLS, PROVIDER_FAILURES, PROVIDER_LATENCY
 
@@ -283,4 +284,4 @@ def parse_time(value: object) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return aware_utc(parsed)

@@ -40,9 +40,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
+from streams.clock import aware_utc
 from streams.consolidation.rules.dedup import contains, normalize, similarity, split_speaker
 from streams.consolidation.rules.llm_judge import (
     UnparseableOutputError,
@@ -158,15 +159,11 @@ def _relation(
     return "subsumes" if contains(nc, nm) else "unrelated"
 
 
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
 def is_newer(cand: MemoryCandidate, mem: StoredMemory) -> bool:
     """The candidate's event time is later than the stored one's, or the stored has none."""
     if mem.event_time is None:
         return True
-    return cand.event_time is not None and _aware(cand.event_time) > _aware(mem.event_time)
+    return cand.event_time is not None and aware_utc(cand.event_time) > aware_utc(mem.event_time)
 
 
 def decide_by_rules(

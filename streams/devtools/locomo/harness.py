@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -24,6 +24,7 @@ from streams.adapters.db.engine import create_engine
 from streams.adapters.db.schema.consolidation import consolidation_run
 from streams.adapters.kafka.clients import publish_events
 from streams.client import MemoryClient
+from streams.clock import aware_utc
 from streams.devtools.locomo.dataset import Sample
 from streams.devtools.locomo.scoring import Scored, event_id, score
 from streams.settings import Settings
@@ -53,7 +54,7 @@ def chat_events(sample: Sample, opts: HarnessOptions) -> list[dict[str, Any]]:
     base = {"tenant_id": opts.tenant, "user_id": sample.sample_id, "agent_id": opts.agent,
             "conversation_id": conv}
     for session in sample.sessions:
-        start = (session.when or EPOCH + timedelta(days=session.number)).replace(tzinfo=UTC)
+        start = aware_utc(session.when or EPOCH + timedelta(days=session.number))
         for seq, turn in enumerate(session.turns):
             events.append({**base, "event_id": event_id(sample.sample_id, turn.dia_id),
                            "type": "message", "role": "user", "name": turn.speaker,

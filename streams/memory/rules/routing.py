@@ -27,8 +27,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, cast, get_args
+
+from streams.clock import aware_utc
 
 ProviderName = Literal["MEMOS", "MEM0", "MYSQL"]
 Route = Literal["mysql", "memos", "mem0"]
@@ -111,7 +113,7 @@ def _time(value: Any) -> datetime | None:
         t = datetime.fromisoformat(value)
     except ValueError as exc:
         raise _Unreadable(str(exc)) from exc
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    return aware_utc(t)
 
 
 def parse_agent_config(raw: bytes | str | dict[str, Any] | None) -> AgentConfig | None:

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.schema.memory import memory, memory_scope_stats
 from streams.adapters.embeddings.embedders import Embedder, EmbedderError
+from streams.clock import naive_utc_now
 from streams.memory.model import USER_CUBE, MemoryCandidate, StoredMemory, agent_cube
 from streams.memory.provider import (
     PermanentProviderError,
@@ -47,7 +48,6 @@ from streams.memory.providers.builtin.rows import (
     Vector,
     classify_db_error,
     content_hash,
-    now_utc,
     stored,
 )
 from streams.memory.providers.builtin.scope_cache import MemoryCache, ScopeCache
@@ -75,7 +75,7 @@ class BuiltinProvider:
         vector_cache_rows: int = 200_000,
         cache_postings: int = 2_000_000,
         row_cache_rows: int = 50_000,
-        clock: Callable[[], datetime] = now_utc,
+        clock: Callable[[], datetime] = naive_utc_now,
     ) -> None:
         self.engine = engine
         self.embedder = embedder if embedder is not None and embedder.dim > 0 else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -14,6 +13,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from streams.clock import aware_utc
 from streams.memory.model import MemoryCandidate, StoredMemory
 from streams.memory.provider import (
     PermanentProviderError,
@@ -24,15 +24,6 @@ from streams.memory.provider import (
 Vector = npt.NDArray[np.float32]
 DbRow = Row[*tuple[Any, ...]]  # a result row of any shape
 _RETRYABLE_MYSQL = {1040, 1205, 1213, 2002, 2003, 2006, 2013, 2055}
-
-
-def now_utc() -> datetime:
-    """The database's clock convention: naive UTC."""
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def naive(ts: datetime | None) -> datetime | None:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts and ts.tzinfo else ts
 
 
 def content_hash(c: MemoryCandidate) -> str:
@@ -46,16 +37,16 @@ def stored(r: DbRow, score: float) -> StoredMemory:
     return StoredMemory(
         id=str(r.id), content=r.content, cube=r.cube, type=r.type, scope=r.scope,
         score=round(min(1.0, max(0.0, score)), 6), importance=float(r.importance),
-        event_time=r.event_time.replace(tzinfo=UTC) if r.event_time else None,
+        event_time=aware_utc(r.event_time),
         source_event_ids=tuple(json.loads(r.source_event_ids or "[]")),
         kind=cast(Literal["fact", "episode"], r.kind if r.kind == "episode" else "fact"),
         metadata={
             "session": r.session_key, "seq": int(r.seq), "user_id": r.user_id,
             "agent_id": r.agent_id,
-            "valid_from": r.valid_from.replace(tzinfo=UTC).isoformat(),
-            "valid_to": r.valid_to.replace(tzinfo=UTC).isoformat() if r.valid_to else None,
+            "valid_from": aware_utc(r.valid_from).isoformat(),
+            "valid_to": aware_utc(r.valid_to).isoformat() if r.valid_to else None,
             "superseded_by": r.superseded_by,
-            "created_at": r.created_at.replace(tzinfo=UTC).isoformat(),
+            "created_at": aware_utc(r.created_at).isoformat(),
         },
     )
 

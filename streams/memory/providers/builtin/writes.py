@@ -31,9 +31,10 @@ from streams.adapters.db.schema.memory import (
     memory_scope_stats,
     memory_term,
 )
+from streams.clock import naive_utc
 from streams.memory.model import MemoryCandidate
 from streams.memory.provider import PermanentProviderError, Scope
-from streams.memory.providers.builtin.rows import content_hash, naive
+from streams.memory.providers.builtin.rows import content_hash
 from streams.memory.rules.lexical import term_counts, tokenize
 
 
@@ -128,7 +129,7 @@ class Writes:
             q = (select(m.session_key, func.max(m.seq)).where(
                 m.scope_id == scope_id, m.session_key.in_(sessions)).group_by(m.session_key))
             next_seq = {r[0]: int(r[1]) + 1 for r in await conn.execute(q)}
-        for p in sorted(new, key=lambda p: naive(p.candidate.event_time) or datetime.min):
+        for p in sorted(new, key=lambda p: naive_utc(p.candidate.event_time) or datetime.min):
             if p.session is not None:
                 p.seq = next_seq.get(p.session, 0)
                 next_seq[p.session] = p.seq + 1
@@ -140,8 +141,8 @@ class Writes:
             "importance": float(p.candidate.importance), "content": p.candidate.content,
             "source_event_ids": json.dumps(list(p.candidate.source_event_ids)),
             "session_key": p.session, "seq": p.seq, "doc_len": p.doc_len,
-            "content_hash": p.hash, "event_time": naive(p.candidate.event_time),
-            "valid_from": naive(p.candidate.event_time) or now, "valid_to": None,
+            "content_hash": p.hash, "event_time": naive_utc(p.candidate.event_time),
+            "valid_from": naive_utc(p.candidate.event_time) or now, "valid_to": None,
             "superseded_by": None, "created_at": now, "updated_at": now,
         } for p in new]
         await conn.execute(memory.insert(), rows)
