@@ -35,10 +35,9 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Coroutine, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
 from streams.adapters.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
@@ -59,6 +58,7 @@ from streams.session.model import SessionState, split_table_key, table_key
 from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
 from streams.session.stale import StaleHistories
 from streams.session.state_buffer import SessionStateBuffer
+from streams.session.table import SessionTable
 from streams.wire.decode import SCHEMA, UNSTORABLE, Rejected, decode_chat_event, decode_record
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
@@ -68,20 +68,6 @@ NOT_REROUTED = Rejected(
     SCHEMA, "NotSubagentChat",
     "the sub-agent topic carries only sub-agent chat for a parent conversation",
 )
-
-
-class SessionTable(Protocol):
-    """The sessions table as the processor needs it."""
-
-    def get(self, key: str) -> dict[str, Any] | None: ...
-
-    def set(self, key: str, value: dict[str, Any]) -> None: ...
-
-    def delete(self, key: str) -> None: ...
-
-    def context(self, record: SourceRecord) -> AbstractContextManager[None]:
-        """Writes inside this context belong to ``record``'s partition."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -16,25 +16,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from streams.adapters.kafka.publish import SourceRecord
-
-
-class _Table(Protocol):
-    def get(self, key: str) -> dict[str, Any] | None: ...
-
-    def set(self, key: str, value: dict[str, Any]) -> None: ...
-
-    def delete(self, key: str) -> None: ...
-
-    def context(self, record: SourceRecord) -> Any: ...
+from streams.session.table import SessionTable
 
 
 class SessionStateBuffer:
     def __init__(
         self,
-        table: _Table,
+        table: SessionTable,
         *,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,

@@ -56,6 +56,7 @@ from faust.types import TP
 
 from streams.adapters.kafka.publish import Headers, SourceRecord
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
+from streams.session.table import SessionTable
 from streams.worker.commit_guard import CommitGuard
 
 log = logging.getLogger(__name__)
@@ -270,8 +271,8 @@ def source_record(event: Any) -> SourceRecord:
     )
 
 
-class FaustTable:
-    """A Faust table behind the ``SessionTable`` protocol."""
+class FaustTable(SessionTable):
+    """A Faust table behind the :class:`~streams.session.table.SessionTable` protocol."""
 
     def __init__(self, table: Any) -> None:
         self._table = table

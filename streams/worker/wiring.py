@@ -37,7 +37,7 @@ from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter
-from streams.ingest.processor import IngestConfig, IngestProcessor, SessionTable
+from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
@@ -48,6 +48,7 @@ from streams.query.processor import QueryProcessor
 from streams.session.idle import IdleScanner
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
+from streams.session.table import SessionTable
 from streams.settings import Settings
 from streams.tokens import TokenCounter
 
