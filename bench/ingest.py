@@ -44,13 +44,13 @@ from streams.adapters.db.engine import create_engine  # noqa: E402
 from streams.adapters.db.messages import MessageStore, message_row, row_to_doc  # noqa: E402
 from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
 from streams.adapters.redis.conversation_cache import ConversationCache  # noqa: E402
+from streams.devtools.local_worker import LocalWorker  # noqa: E402
 from streams.settings import (  # noqa: E402
     DatabaseSettings,
     KafkaSettings,
     RedisSettings,
     Settings,
     WebSettings,
-    settings_env,
 )
 from streams.wire.decode import decode_chat_event  # noqa: E402
 from streams.wire.records import ChatMessage  # noqa: E402
@@ -196,24 +196,20 @@ def faust_noop(topic: str, n: int, timeout: float) -> float:
 
 
 async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
-    env.update(settings_env(settings))
-    env["MEMSTREAM_LOG_LEVEL"] = "warn"
     log_path = ROOT / ".bench" / "ingest-worker.log"
-    log_path.parent.mkdir(exist_ok=True)
-    with open(log_path, "wb") as log:
-        argv = [sys.executable, "-m", "streams.cli.main", "worker"]
-        if os.environ.get("BENCH_PROFILE"):
-            rate = os.environ.get("BENCH_PROFILE_RATE", "200")
-            argv = ["py-spy", "record", "-r", rate, "-f", "raw", "-o",
-                    str(ROOT / ".bench" / "ingest-profile.txt"), "--", *argv]
-        proc = subprocess.Popen(argv, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    profiler: list[str] = []
+    if os.environ.get("BENCH_PROFILE"):
+        rate = os.environ.get("BENCH_PROFILE_RATE", "200")
+        profiler = ["py-spy", "record", "-r", rate, "-f", "raw", "-o",
+                    str(ROOT / ".bench" / "ingest-profile.txt"), "--"]
+    worker = LocalWorker(settings, log_path, cwd=ROOT, wrapper=profiler, append_log=False,
+                         own_session=False).start()
+    assert worker.proc is not None
     engine = create_engine(settings.database)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
+            if worker.exited:
                 raise RuntimeError(f"worker exited, see {log_path}")
             try:
                 async with engine.connect() as conn:
@@ -241,12 +237,12 @@ async def worker_rate(settings: Settings, n: int, timeout: float) -> float:
                     print(line, file=sys.stderr)
         return n / max((last - first).total_seconds(), 1e-3)
     finally:
-        if os.environ.get("BENCH_PROFILE"):
-            for child in _children(proc.pid):  # the worker under the profiler: py-spy writes
-                os.kill(child, 15)            # its profile once its child has exited
+        if profiler:
+            for child in _children(worker.proc.pid):  # the worker under the profiler: py-spy
+                os.kill(child, 15)                    # writes its profile once it has exited
+            worker.proc.wait(60)
         else:
-            proc.terminate()
-        proc.wait(60)
+            worker.stop(60)
         await engine.dispose()
 
 

@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 import uuid
@@ -34,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 from bench.ingest import produce  # noqa: E402
 from streams.adapters.db.engine import create_engine  # noqa: E402
 from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
+from streams.devtools.local_worker import LocalWorker  # noqa: E402
 from streams.settings import (  # noqa: E402
     DatabaseSettings,
     KafkaSettings,
     RedisSettings,
     Settings,
     WebSettings,
-    settings_env,
 )
 from tests.support.services import (  # noqa: E402
     KAFKA_BROKER,
@@ -71,13 +70,12 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def wait_stored(settings: Settings, n: int, proc: subprocess.Popen[bytes],
-                      timeout: float) -> None:
+async def wait_stored(settings: Settings, n: int, worker: LocalWorker, timeout: float) -> None:
     engine = create_engine(settings.database)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
+            if worker.exited:
                 raise RuntimeError("the worker exited")
             async with engine.connect() as conn:
                 count = (await conn.execute(
@@ -107,28 +105,23 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             key_prefix=f"benchmem{run}"),
         web=WebSettings(port=free_port()),
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
-    env.update(settings_env(settings))
-    env["MEMSTREAM_LOG_LEVEL"] = "warn"
     log_path = ROOT / ".bench" / "memory-worker.log"
-    log_path.parent.mkdir(exist_ok=True)
     evs = events(args.conversations, args.messages)
     try:
         await ensure_topics(settings.kafka)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "streams.cli.main", "worker"], env=env,
-                                    stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        worker = LocalWorker(settings, log_path, cwd=ROOT, append_log=False,
+                             own_session=False).start()
+        assert worker.proc is not None
         try:
             await asyncio.sleep(args.settle)  # started, assigned, idle
-            before = rss_bytes(proc.pid)
+            before = rss_bytes(worker.proc.pid)
             print(f"producing {len(evs)} events ...", file=sys.stderr)
             await produce(topic, evs)
-            await wait_stored(settings, len(evs), proc, args.timeout)
+            await wait_stored(settings, len(evs), worker, args.timeout)
             await asyncio.sleep(args.settle)  # states flushed, commits made
-            after = rss_bytes(proc.pid)
+            after = rss_bytes(worker.proc.pid)
         finally:
-            proc.terminate()
-            proc.wait(60)
+            worker.stop(60)
     finally:
         await delete_topics_containing(run)
     per_100k = (after - before) * 100_000 / args.conversations

@@ -12,10 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +36,7 @@ from streams.devtools.embedded_broker import (
     free_port,
     start_embedded_broker,
 )
-from streams.devtools.processes import stop_process
+from streams.devtools.local_worker import LocalWorker, log_tail
 from streams.memory.model import readable_cubes
 from streams.memory.provider import Scope
 from streams.memory.providers.builtin.provider import BuiltinProvider
@@ -49,7 +46,6 @@ from streams.settings import (
     RedisSettings,
     Settings,
     WebSettings,
-    settings_env,
 )
 from streams.worker.runtime import Runtime
 
@@ -98,7 +94,7 @@ class Demo:
         self.args = args
         self.workdir = workdir
         self.broker: EmbeddedBroker | None = None
-        self.worker: subprocess.Popen[bytes] | None = None
+        self.worker: LocalWorker | None = None
         self.settings: Settings | None = None
 
     def start_broker(self) -> str:
@@ -111,26 +107,15 @@ class Demo:
 
     def start_worker(self, settings: Settings) -> None:
         step("starting a memstream worker (SQLite, cache off)")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
-        env.update(settings_env(settings))
-        env["MEMSTREAM_LOG_LEVEL"] = "warn"
-        log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
-        self.worker = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli.main", "worker"], env=env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        log.close()
+        self.worker = LocalWorker(settings, self.workdir / "worker.log").start()
 
     def worker_log(self) -> str:
-        try:
-            return (self.workdir / "worker.log").read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
+        return log_tail(self.workdir / "worker.log")
 
     async def wait_for_messages(self, rt: Runtime, tenant: str, conversation: str, n: int) -> None:
         deadline = time.monotonic() + self.args.timeout
         while time.monotonic() < deadline:
-            if self.worker is not None and self.worker.poll() is not None:
+            if self.worker is not None and self.worker.exited:
                 raise RuntimeError(f"the worker stopped:\n{self.worker_log()}")
             try:
                 if await rt.store.count(tenant, conversation) >= n:
@@ -177,7 +162,7 @@ class Demo:
     async def wait_for_run(self, rt: Runtime, closed_id: str) -> None:
         deadline = time.monotonic() + self.args.timeout
         while time.monotonic() < deadline:
-            if self.worker is not None and self.worker.poll() is not None:
+            if self.worker is not None and self.worker.exited:
                 raise RuntimeError(f"the worker stopped:\n{self.worker_log()}")
             run = await RunStore(rt.engine).get(closed_id)
             if run is not None and run.status == "done":
@@ -208,7 +193,8 @@ class Demo:
         print(render_reply(reply.model_dump(mode="json")))
 
     def stop(self) -> None:
-        stop_process(self.worker)
+        if self.worker is not None:
+            self.worker.stop()
         if self.broker is not None:
             self.broker.stop()
 

@@ -5,36 +5,28 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from streams.devtools.local_worker import MEMSTREAM, LocalWorker
+
+__all__ = ["MEMSTREAM", "ROOT", "WorkerProcess", "eventually", "wait_until"]
+
 ROOT = Path(__file__).resolve().parents[2]
-MEMSTREAM = [sys.executable, "-m", "streams.cli.main"]
 
 
-class WorkerProcess:
+class WorkerProcess(LocalWorker):
+    """A worker on the current environment plus ``env`` (the test stack's
+    settings), in the repository; stopped with its whole process group."""
+
     def __init__(self, env: dict[str, str], log_path: Path, args: Sequence[str] = ()) -> None:
-        self.env = env
-        self.log_path = log_path
-        self.args = list(args)  # of `memstream worker`
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(None, log_path, log_level=None, cwd=ROOT, env=env, args=args)
         self._log_offset = 0
 
     def start(self, wait_ready: bool = True, timeout: float = 90.0) -> WorkerProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [*MEMSTREAM, "worker", *self.args],
-            env={**os.environ, **self.env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-        log.close()
+        super().start()
         if wait_ready:
             self.wait_for_log("Worker ready", timeout)
         return self
