@@ -55,8 +55,7 @@ from streams.consolidation.expiry import ExpiryStore
 from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
 from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
 from streams.memory.model import StoredMemory, cube_key
-from streams.memory.provider import PermanentProviderError, ProviderError, SearchRequest
-from streams.memory.provider import Scope as ProviderScope
+from streams.memory.provider import PermanentProviderError, ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderHandle
 from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
 
@@ -74,8 +73,8 @@ class WriteStats:
     model_calls: int = 0
 
 
-def provider_scope(run: Run) -> ProviderScope:
-    return ProviderScope(run.tenant_id, run.user_id, run.agent_id)
+def provider_scope(run: Run) -> Scope:
+    return Scope(run.tenant_id, run.user_id, run.agent_id)
 
 
 def _by_cube(rows: Sequence[CandidateRow]) -> dict[str, list[CandidateRow]]:
@@ -133,7 +132,7 @@ class MemoryWriter:
         return stats
 
     async def _in_lock(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                       scope: ProviderScope, cube: str, held: HeldCube,
+                       scope: Scope, cube: str, held: HeldCube,
                        stats: WriteStats) -> list[CandidateRow]:
         """The critical section of one cube: re-check the decisions of an earlier hold,
         decide the others, write. Returns the cube's rows as recorded."""
@@ -166,7 +165,7 @@ class MemoryWriter:
             current = {r.seq: r for r in await self.runs.candidates(run.closed_id, cube)}
         return list(current.values())
 
-    async def _recheck(self, run: Run, handle: ProviderHandle, scope: ProviderScope, cube: str,
+    async def _recheck(self, run: Run, handle: ProviderHandle, scope: Scope, cube: str,
                        earlier: list[CandidateRow], exclude: set[str],
                        current: dict[int, CandidateRow]) -> bool:
         """Skip what another run stored since these were decided; False when another
@@ -188,7 +187,7 @@ class MemoryWriter:
             log.info("run %s: %r was %s; skipped", run.closed_id, r.candidate.content, why)
         return n == len(skips)
 
-    async def _related(self, handle: ProviderHandle, scope: ProviderScope, cube: str,
+    async def _related(self, handle: ProviderHandle, scope: Scope, cube: str,
                        row: CandidateRow, exclude: set[str]) -> list[StoredMemory]:
         found = await handle.provider.search(scope, SearchRequest(
             query=row.candidate.content, cubes=[cube], top_k=self.top_k,
@@ -218,7 +217,7 @@ class MemoryWriter:
                                      decider=decider_of(d))
         return calls, saved == len(undecided)
 
-    async def _adopt(self, handle: ProviderHandle, scope: ProviderScope, cube: str,
+    async def _adopt(self, handle: ProviderHandle, scope: Scope, cube: str,
                      row: CandidateRow) -> str | None:
         found = await handle.provider.search(scope, SearchRequest(
             query=row.candidate.content, cubes=[cube], top_k=max(self.top_k, 10),
@@ -226,7 +225,7 @@ class MemoryWriter:
         match = next((m for m in found if same_memory(row, m)), None)
         return match.id if match else None
 
-    async def _write_cube(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
+    async def _write_cube(self, run: Run, handle: ProviderHandle, scope: Scope,
                           cube: str, rows: Sequence[CandidateRow], stats: WriteStats,
                           current: dict[int, CandidateRow], held: HeldCube) -> bool:
         """Write the cube's pending memories, each call after confirming the lock is
@@ -265,7 +264,7 @@ class MemoryWriter:
             stats.written += len(batch)
         return recorded
 
-    async def _expire(self, run: Run, handle: ProviderHandle, scope: ProviderScope,
+    async def _expire(self, run: Run, handle: ProviderHandle, scope: Scope,
                       row: CandidateRow, stats: WriteStats) -> None:
         if not row.expire_ids:
             await self.runs.mark_expired(run.closed_id, row.seq, self._now())

@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Literal, get_args
 
 MemoryType = Literal["text", "preference", "skill", "tool"]
-Scope = Literal["user", "agent"]
+ScopeKind = Literal["user", "agent"]  # the layer; who owns a memory is provider.Scope
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
-SCOPES: tuple[str, ...] = get_args(Scope)
+SCOPE_KINDS: tuple[str, ...] = get_args(ScopeKind)
 
 USER_CUBE = "user_profile"
 MAX_MEMORY_CHARS = 200
@@ -27,7 +27,7 @@ def agent_cube(agent_id: str) -> str:
     return f"agent_{agent_id}"
 
 
-def cube_for(scope: Scope, agent_id: str) -> str:
+def cube_for(scope: ScopeKind, agent_id: str) -> str:
     return USER_CUBE if scope == "user" else agent_cube(agent_id)
 
 
@@ -68,7 +68,7 @@ class MemoryCandidate:
 
     content: str
     type: MemoryType = "text"
-    scope: Scope = "user"
+    scope: ScopeKind = "user"
     importance: float = 0.5
     source_event_ids: tuple[str, ...] = ()
     event_time: datetime | None = None
@@ -83,7 +83,7 @@ class StoredMemory:
     content: str
     cube: str
     type: MemoryType = "text"
-    scope: Scope = "user"
+    scope: ScopeKind = "user"
     score: float = 0.0
     importance: float = 0.5
     event_time: datetime | None = None

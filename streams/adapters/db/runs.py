@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.schema.consolidation import consolidation_candidate, consolidation_run
 from streams.clock import aware_utc, naive_utc
-from streams.memory.model import MemoryCandidate, MemoryType, Scope
+from streams.memory.model import MemoryCandidate, MemoryType, ScopeKind
 
 Status = Literal["claimed", "judged", "done"]
 Action = Literal["store", "skip", "supersede"]
@@ -84,7 +84,7 @@ def candidate_hash(cube: str, cand: MemoryCandidate) -> str:
 
 def _row_to_candidate(r: Any) -> CandidateRow:
     cand = MemoryCandidate(
-        content=r.content, type=cast(MemoryType, r.type), scope=cast(Scope, r.scope),
+        content=r.content, type=cast(MemoryType, r.type), scope=cast(ScopeKind, r.scope),
         importance=float(r.importance),
         source_event_ids=tuple(json.loads(r.source_event_ids)),
         event_time=aware_utc(r.event_time), kind="episode" if r.kind == "episode" else "fact",

@@ -24,10 +24,10 @@ from typing import Any, cast
 from streams.memory.model import (
     MAX_MEMORY_CHARS,
     MEMORY_TYPES,
-    SCOPES,
+    SCOPE_KINDS,
     MemoryCandidate,
     MemoryType,
-    Scope,
+    ScopeKind,
     SourceMessage,
 )
 
@@ -266,10 +266,10 @@ def type_of(value: Any) -> MemoryType:
     return "text"
 
 
-def scope_of(value: Any) -> Scope:
+def scope_of(value: Any) -> ScopeKind:
     s = value.strip().lower() if isinstance(value, str) else ""
     s = _SCOPE_ALIASES.get(s, s)
-    return cast(Scope, s) if s in SCOPES else "user"
+    return cast(ScopeKind, s) if s in SCOPE_KINDS else "user"
 
 
 def line_numbers(value: Any) -> list[int]:

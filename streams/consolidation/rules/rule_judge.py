@@ -44,7 +44,7 @@ from streams.memory.model import (
     MAX_MEMORY_CHARS,
     MemoryCandidate,
     MemoryType,
-    Scope,
+    ScopeKind,
     SourceMessage,
 )
 
@@ -66,7 +66,7 @@ class Finding:
     kind: Kind
     text: str
     type: MemoryType = "text"
-    scope: Scope = "user"
+    scope: ScopeKind = "user"
 
     @property
     def importance(self) -> float:
