@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
-from streams.adapters.db.messages import MessageDoc, MessageStore, message_row, row_to_doc
+from streams.adapters.db.messages import MessageStore, message_row, row_to_doc
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
@@ -54,7 +54,7 @@ from streams.metrics import (
     SINK_FAILURES,
     SINK_LATENCY,
 )
-from streams.session.model import SessionState, split_table_key, table_key
+from streams.session.model import MessageDoc, SessionState, split_table_key, table_key
 from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
 from streams.session.stale import StaleHistories
 from streams.session.state_buffer import SessionStateBuffer

@@ -35,6 +35,11 @@ from typing import Any, Literal
 
 from streams.wire.records import ChatMessage, SessionClosed, SessionEnd
 
+# A message as the Redis list, the message store and the Session window carry it
+# (the fields of :func:`streams.adapters.db.messages.row_to_doc`).
+MessageDoc = dict[str, Any]
+ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
+
 TABLE_KEY_SEP = "/"
 BOUNDS_KEPT = 4  # session starts remembered per source topic
 

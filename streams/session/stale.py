@@ -48,14 +48,10 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import SQLAlchemyError
 
 from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
-from streams.adapters.redis.conversation_cache import (
-    CacheUnavailableError,
-    ConversationCache,
-    ConversationKey,
-    MessageDoc,
-)
+from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
 from streams.metrics import CACHE_STALE, CACHE_STALE_MARKS, SINK_LATENCY
+from streams.session.model import ConversationKey, MessageDoc
 from streams.session.rules.stale import UNKNOWN_MARK, Entry, StaleSet
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,8 @@ from streams.adapters.db.schema.conversation import (
     conversation_summary,
 )
 from streams.clock import naive_utc, naive_utc_now
+from streams.session.model import MessageDoc
 from streams.wire.records import ChatMessage
-
-MessageDoc = dict[str, Any]
 
 
 def message_row(

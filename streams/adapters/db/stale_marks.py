@@ -19,8 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.engine import upsert
 from streams.adapters.db.schema.conversation import stale_history_mark
 from streams.clock import naive_utc
-
-ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
+from streams.session.model import ConversationKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,11 +34,10 @@ from redis.exceptions import NoScriptError, RedisError, WatchError
 from streams.adapters.redis.cache_scripts import APPEND_SCRIPT, APPEND_SCRIPT_SHA
 from streams.backoff import FailureBackoff
 from streams.metrics import CACHE_BACKFILLS, CACHE_UNINDEXED_DROPS
+from streams.session.model import ConversationKey, MessageDoc
 
 log = logging.getLogger(__name__)
 
-ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
-MessageDoc = dict[str, Any]
 
 
 def _encode(doc: MessageDoc) -> str:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
+from streams.session.model import ConversationKey
+
 UNKNOWN_MARK = 0  # a mark whose write was interrupted: stored or not, no stored mark has this id
 
 

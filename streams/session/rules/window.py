@@ -11,34 +11,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from streams.session.model import MessageDoc
 
 # OpenAI's chat format spends about this many tokens around every message.
 MESSAGE_OVERHEAD_TOKENS = 4
 
-Message = dict[str, Any]
 TokenCounter = Callable[[str], int]
 
 
 @dataclass(frozen=True)
 class SplitMessages:
-    chat: list[Message]
-    system: list[Message]
-    tool: list[Message]
+    chat: list[MessageDoc]
+    system: list[MessageDoc]
+    tool: list[MessageDoc]
 
 
 @dataclass
 class Window:
-    messages: list[Message]
-    system: list[Message] = field(default_factory=list)
-    tool: list[Message] = field(default_factory=list)
+    messages: list[MessageDoc]
+    system: list[MessageDoc] = field(default_factory=list)
+    tool: list[MessageDoc] = field(default_factory=list)
     tokens: int = 0
     truncated: bool = False
     summary_used: bool = False
     dropped_by_alternation: int = 0
 
 
-def split_roles(messages: Sequence[Message]) -> SplitMessages:
+def split_roles(messages: Sequence[MessageDoc]) -> SplitMessages:
     chat, system, tool = [], [], []
     for m in messages:
         role = m.get("role")
@@ -53,7 +53,7 @@ def split_roles(messages: Sequence[Message]) -> SplitMessages:
     return SplitMessages(chat, system, tool)
 
 
-def newest_alternating_run(chat: Sequence[Message]) -> list[Message]:
+def newest_alternating_run(chat: Sequence[MessageDoc]) -> list[MessageDoc]:
     """Strict user/assistant alternation, newest turns first in priority.
 
     Walking from the newest turn back, a turn with the same role as the newer
@@ -61,7 +61,7 @@ def newest_alternating_run(chat: Sequence[Message]) -> list[Message]:
     user messages in a row the later one stays); finally a leading assistant
     turn is dropped so the window starts with the user.
     """
-    kept: list[Message] = []
+    kept: list[MessageDoc] = []
     for m in reversed(chat):
         if kept and kept[-1]["role"] == m["role"]:
             continue
@@ -72,12 +72,12 @@ def newest_alternating_run(chat: Sequence[Message]) -> list[Message]:
     return kept
 
 
-def message_tokens(m: Message, count: TokenCounter) -> int:
+def message_tokens(m: MessageDoc, count: TokenCounter) -> int:
     return count(str(m.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS
 
 
 def fit_tokens(
-    chat: Sequence[Message],
+    chat: Sequence[MessageDoc],
     summary: str | None,
     max_tokens: int,
     summary_budget: int,
@@ -88,7 +88,7 @@ def fit_tokens(
     if total <= max_tokens:
         return Window(messages=list(chat), tokens=total)
     budget = max(0, max_tokens - summary_budget) if summary else max_tokens
-    kept_rev: list[Message] = []
+    kept_rev: list[MessageDoc] = []
     used = 0
     for m, cost in zip(reversed(chat), reversed(costs), strict=True):
         if used + cost > budget:
@@ -98,7 +98,7 @@ def fit_tokens(
     kept = list(reversed(kept_rev))
     if summary:
         text = truncate_to_tokens(summary, summary_budget - MESSAGE_OVERHEAD_TOKENS, count)
-        head: Message = {
+        head: MessageDoc = {
             "role": "system", "content": f"Conversation summary:\n{text}", "kind": "summary"
         }
         return Window(
@@ -132,7 +132,7 @@ def truncate_to_tokens(text: str, limit: int, count: TokenCounter) -> str:
 
 
 def build_window(
-    messages: Sequence[Message],
+    messages: Sequence[MessageDoc],
     summary: str | None,
     *,
     max_tokens: int,
