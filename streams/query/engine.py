@@ -40,6 +40,7 @@ from streams.metrics import (
 from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.query.rules.query_text import build_query_text
 from streams.session.reader import SessionReader
+from streams.tokens import CountTokens
 from streams.wire.query import (
     BudgetInfo,
     LongTermInfo,
@@ -101,7 +102,7 @@ class QueryEngine:
         reader: SessionReader,
         agent_configs: AgentConfigs,
         providers: ProviderRegistry,
-        count_tokens: Callable[[str], int],
+        count_tokens: CountTokens,
         *,
         search_log: SearchRecorder | None = None,
         clock: Callable[[], float] = time.perf_counter,

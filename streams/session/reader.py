@@ -20,8 +20,9 @@ from typing import Any, Literal
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.metrics import CACHE_READS
-from streams.session.rules.window import TokenCounter, Window, build_window
+from streams.session.rules.window import Window, build_window
 from streams.session.stale import Lookup, StaleHistories
+from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class SessionReader:
         self,
         store: MessageStore,
         cache: ConversationCache,
-        count_tokens: TokenCounter,
+        count_tokens: CountTokens,
         *,
         stale: StaleHistories,
         max_token_window: int = 8000,

@@ -24,7 +24,7 @@ one unit. The result depends only on the input (no clock, no randomness).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streams.consolidation.rules.llm_judge import clip_text, one_line
@@ -35,6 +35,7 @@ from streams.consolidation.rules.rule_judge import (
     split_sentences,
 )
 from streams.memory.model import SourceMessage
+from streams.tokens import CountTokens
 
 SUMMARY_THRESHOLD = 20
 LINE_MAX_CHARS = 300
@@ -127,7 +128,7 @@ def extractive_summary(
     messages: Sequence[SourceMessage],
     *,
     budget_tokens: int = 2000,
-    count: Callable[[str], int],
+    count: CountTokens,
 ) -> str:
     """Salient sentences of ``messages`` (oldest first) within ``budget_tokens``.
 

@@ -16,14 +16,14 @@ quarter more memories into the same budget, and every line still has a date.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
 from streams.memory.model import USER_CUBE, StoredMemory
+from streams.tokens import CountTokens
 
-TokenCount = Callable[[str], int]
 NEWLINE_TOKENS = 1
 
 
@@ -72,7 +72,7 @@ def _first_time(ms: Sequence[StoredMemory]) -> datetime | None:
 
 
 def _pack_block(
-    memories: Sequence[StoredMemory], limit: int, count: TokenCount
+    memories: Sequence[StoredMemory], limit: int, count: CountTokens
 ) -> tuple[str, list[StoredMemory]]:
     """Choose by score within ``limit`` tokens; render facts, then dated session blocks."""
     used = 0
@@ -116,7 +116,7 @@ def pack_budget(
     *,
     budget_tokens: int = 4000,
     user_share: float = 0.6,
-    count: TokenCount,
+    count: CountTokens,
 ) -> Packed:
     """Fill ``budget_tokens``: ``user_profile`` first (at most ``user_share``), then the agent cube.
 

@@ -9,15 +9,14 @@ that fit ``max_tokens - summary_budget`` with the summary first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from streams.session.model import MessageDoc
+from streams.tokens import CountTokens
 
 # OpenAI's chat format spends about this many tokens around every message.
 MESSAGE_OVERHEAD_TOKENS = 4
-
-TokenCounter = Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ def newest_alternating_run(chat: Sequence[MessageDoc]) -> list[MessageDoc]:
     return kept
 
 
-def message_tokens(m: MessageDoc, count: TokenCounter) -> int:
+def message_tokens(m: MessageDoc, count: CountTokens) -> int:
     return count(str(m.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS
 
 
@@ -81,7 +80,7 @@ def fit_tokens(
     summary: str | None,
     max_tokens: int,
     summary_budget: int,
-    count: TokenCounter,
+    count: CountTokens,
 ) -> Window:
     costs = [message_tokens(m, count) for m in chat]
     total = sum(costs)
@@ -110,7 +109,7 @@ def fit_tokens(
     return Window(messages=kept, tokens=used, truncated=True)
 
 
-def truncate_to_tokens(text: str, limit: int, count: TokenCounter) -> str:
+def truncate_to_tokens(text: str, limit: int, count: CountTokens) -> str:
     """Longest prefix of ``text`` within ``limit`` tokens, cut at a line or word end."""
     if limit <= 0:
         return ""
@@ -137,7 +136,7 @@ def build_window(
     *,
     max_tokens: int,
     summary_budget: int,
-    count: TokenCounter,
+    count: CountTokens,
     enforce_alternation: bool = True,
 ) -> Window:
     parts = split_roles(messages)
