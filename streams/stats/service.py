@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 # memory groups listed by default: every type, scope and kind fit on one page
 _GROUPS_LIMIT = 50
 
-Run = Callable[[AsyncConnection, Values, Mapping[str, str]], Awaitable[dict[str, Any]]]
+# one endpoint's queries on a connection: (parameters, path values) -> the answer's body
+RunQueries = Callable[[AsyncConnection, Values, Mapping[str, str]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,14 @@ class Endpoint:
     path: str
     params: tuple[Param, ...]
     schema: str
-    run: Run
+    run: RunQueries
     path_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class Answer:
+class StatsAnswer:
+    """An HTTP status and the JSON body to send with it."""
+
     status: int
     body: dict[str, Any]
 
@@ -99,7 +102,7 @@ class StatsService:
         ]}
 
     async def answer(self, path: str, query: Query,
-                     path_values: Mapping[str, str] | None = None) -> Answer:
+                     path_values: Mapping[str, str] | None = None) -> StatsAnswer:
         """Answer the endpoint registered under ``path`` (its template)."""
         endpoint = self.endpoints[path]
         try:
@@ -111,16 +114,16 @@ class StatsService:
             engine = await self._engine()
             async with asyncio.timeout(self.timeout_s), engine.connect() as conn:
                 body = await endpoint.run(conn, values, path_values or {})
-            return Answer(200, body)
+            return StatsAnswer(200, body)
         except BadRequest as exc:
-            return Answer(exc.status, exc.body())
+            return StatsAnswer(exc.status, exc.body())
         except TimeoutError:
-            return Answer(504, {"error": {
+            return StatsAnswer(504, {"error": {
                 "code": "timeout", "message": f"the queries took longer than {self.timeout_s}s"}})
         except (OperationalError, DBAPIError, OSError) as exc:
             log.warning("stats %s: database unavailable: %s: %s", endpoint.name,
                         type(exc).__name__, exc)
-            return Answer(503, {"error": {
+            return StatsAnswer(503, {"error": {
                 "code": "database_unavailable", "message": "the database cannot be reached"}})
 
     async def _overview(self, conn: AsyncConnection, v: Values,
