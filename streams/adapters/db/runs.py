@@ -33,10 +33,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.schema.consolidation import consolidation_candidate, consolidation_run
 from streams.clock import aware_utc, naive_utc
+from streams.consolidation.rules.conflicts import Action
 from streams.memory.model import MemoryCandidate, MemoryType, ScopeKind
 
 Status = Literal["claimed", "judged", "done"]
-Action = Literal["store", "skip", "supersede"]
 EPISODE_DECIDER = "episode"
 
 

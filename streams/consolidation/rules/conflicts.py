@@ -53,7 +53,7 @@ from streams.consolidation.rules.llm_judge import (
 )
 from streams.memory.model import MemoryCandidate, StoredMemory
 
-Action = Literal["store", "skip", "supersede"]
+Action = Literal["store", "skip", "supersede"]  # a decision, as the run store records it
 Relation = Literal["unrelated", "duplicate", "subsumes", "conflict"]
 
 
