@@ -27,6 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
+from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
 
@@ -124,7 +125,7 @@ class MemoryClient:
             batches = await self._consumer.getmany(timeout_ms=200)
             for records in batches.values():
                 for r in records:
-                    cid = next((v for k, v in r.headers if k == CORRELATION_ID), None)
+                    cid = header(r.headers, CORRELATION_ID)
                     fut = self._waiting.pop(cid, None) if cid is not None else None
                     if fut is not None and not fut.done():
                         fut.set_result(MemoryReply.model_validate_json(r.value))

@@ -41,11 +41,12 @@ from typing import Literal
 
 from streams.adapters.db.cube_lock import CubeLockError, CubeLockTimeout
 from streams.adapters.db.errors import DbErrorKind, classify_db_error
-from streams.adapters.kafka.publish import Headers, Outgoing, SourceRecord, dead_letter, header
+from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from streams.backoff import Backoff
 from streams.clock import aware_utc
 from streams.memory.provider import PermanentProviderError, RetryableProviderError
 from streams.memory.registry import ProviderNotConfigured
+from streams.wire.headers import Headers, header
 
 ATTEMPT = "memstream.attempt"
 NEXT_ATTEMPT_AT = "memstream.next_attempt_at"

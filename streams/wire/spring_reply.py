@@ -13,11 +13,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from streams.wire.headers import Header, Headers, header
+
 REPLY_TOPIC = "kafka_replyTopic"
 CORRELATION_ID = "kafka_correlationId"
 REPLY_PARTITION = "kafka_replyPartition"
 
-Headers = Sequence[tuple[str, bytes]]
 # Kafka's own rule for topic names
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
@@ -32,25 +33,18 @@ class ReplyAddress:
     correlation_id: bytes | None
     partition: int | None = None
 
-    def headers(self) -> list[tuple[str, bytes]]:
+    def headers(self) -> Headers:
         return [(CORRELATION_ID, self.correlation_id)] if self.correlation_id is not None else []
 
 
-def _first(headers: Headers, name: str) -> bytes | None:
-    for k, v in headers:
-        if k == name:
-            return v
-    return None
-
-
-def reply_address(headers: Headers) -> ReplyAddress | None:
+def reply_address(headers: Sequence[Header]) -> ReplyAddress | None:
     """Where to reply; None when the request names no reply topic.
 
     Raises :class:`BadReplyHeaders` when a reply topic is named but unusable
     (not UTF-8, empty, not a legal topic name) or the partition is not a 4-byte
     big-endian int.
     """
-    raw_topic = _first(headers, REPLY_TOPIC)
+    raw_topic = header(headers, REPLY_TOPIC)
     if raw_topic is None:
         return None
     try:
@@ -61,7 +55,7 @@ def reply_address(headers: Headers) -> ReplyAddress | None:
         raise BadReplyHeaders("kafka_replyTopic is empty")
     if not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
         raise BadReplyHeaders("kafka_replyTopic is not a legal Kafka topic name")
-    raw_partition = _first(headers, REPLY_PARTITION)
+    raw_partition = header(headers, REPLY_PARTITION)
     partition = None
     if raw_partition is not None:
         if len(raw_partition) != 4:
@@ -69,12 +63,12 @@ def reply_address(headers: Headers) -> ReplyAddress | None:
         partition = int.from_bytes(raw_partition, "big", signed=True)
         if partition < 0:
             raise BadReplyHeaders("kafka_replyPartition is negative")
-    return ReplyAddress(topic, _first(headers, CORRELATION_ID), partition)
+    return ReplyAddress(topic, header(headers, CORRELATION_ID), partition)
 
 
 def request_headers(
     reply_topic: str, correlation_id: bytes, partition: int | None = None
-) -> list[tuple[str, bytes]]:
+) -> Headers:
     out = [(REPLY_TOPIC, reply_topic.encode()), (CORRELATION_ID, correlation_id)]
     if partition is not None:
         out.append((REPLY_PARTITION, partition.to_bytes(4, "big", signed=True)))

@@ -12,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.kafka.dead_letters import source_of
-from streams.adapters.kafka.publish import SourceRecord, header
+from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
@@ -23,6 +23,7 @@ from streams.consolidation.failures import (
     due_at,
 )
 from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.wire.headers import header
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 
 

@@ -9,10 +9,11 @@ from typing import Any
 from prometheus_client import REGISTRY
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from streams.adapters.kafka.publish import Outgoing, SourceRecord, header
+from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
+from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.adapters.kafka.publish import header
+from streams.wire.headers import header
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
 from tests.integration.conftest import Stack
 from tests.support.services import KAFKA_BOOTSTRAP

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.adapters.kafka.publish import header
+from streams.wire.headers import header
 from tests.fakes.memos import FakeMemOS
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import (

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from streams.adapters.kafka.publish import header
 from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.wire.headers import header
 from tests.integration.conftest import Stack, chat_event, session_end_event, session_reader
 from tests.support.worker import ROOT, eventually
 

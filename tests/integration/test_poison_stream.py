@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from streams.adapters.kafka.publish import header
 from streams.client import MemoryClient
 from streams.consolidation.failures import ATTEMPT, NEXT_ATTEMPT_AT
+from streams.wire.headers import header
 from tests.integration.conftest import Stack, chat_event
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually

@@ -17,11 +17,11 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.adapters.kafka.publish import header
 from streams.client import MemoryClient
 from streams.memory.model import MemoryCandidate, agent_cube
 from streams.memory.provider import Scope
 from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.wire.headers import header
 from tests.fakes.memos import FakeMemOS
 from tests.fakes.openai import FakeOpenAI
 from tests.integration.conftest import Stack, chat_event

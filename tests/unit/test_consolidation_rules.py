@@ -16,7 +16,7 @@ from streams.adapters.http.client import (
     ProviderRequestRejected,
     ProviderTimeout,
 )
-from streams.adapters.kafka.publish import SourceRecord, header
+from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.kafka.replay import ReplayFilter, redrive_headers, replay_group, skip_reason
 from streams.consolidation.failures import (
     ATTEMPT,
@@ -33,6 +33,7 @@ from streams.consolidation.writer import same_memory
 from streams.memory.agent_configs import StaticAgentConfigs, TableAgentConfigs
 from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
 from streams.memory.registry import ModelFactory, ProviderNotConfigured, ProviderRegistry
+from streams.wire.headers import header
 
 T = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import pymysql.err as my
 import pytest
 from sqlalchemy import exc as sa
 
-from streams.adapters.kafka.publish import SourceRecord, header
+from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
@@ -18,6 +18,7 @@ from streams.consolidation.failures import (
     classify,
     due_at,
 )
+from streams.wire.headers import header
 
 
 def rec(*headers: tuple[str, bytes]) -> SourceRecord:

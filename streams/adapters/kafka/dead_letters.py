@@ -30,9 +30,10 @@ from aiokafka import TopicPartition
 
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger, SourceKey
 from streams.adapters.kafka.clients import consumer, partitions
-from streams.adapters.kafka.publish import Outgoing, Publisher, header
+from streams.adapters.kafka.publish import Outgoing, Publisher
 from streams.metrics import DEAD_LETTERS_DEDUPLICATED
 from streams.settings import KafkaSettings
+from streams.wire.headers import header
 
 log = logging.getLogger(__name__)
 LOOK_BACK = timedelta(seconds=10)

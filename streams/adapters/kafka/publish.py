@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-Headers = list[tuple[str, bytes]]
+from streams.wire.headers import Headers
 
 
 @dataclass(frozen=True)
@@ -95,10 +95,3 @@ def dead_letter(
         *(extra or []),
     ]
     return Outgoing(dlq_topic, record.key, record.value, headers)
-
-
-def header(headers: Headers | None, name: str) -> bytes | None:
-    for k, v in headers or ():
-        if k == name:
-            return v
-    return None

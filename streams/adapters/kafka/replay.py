@@ -28,8 +28,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from streams.adapters.kafka.clients import consumer, partitions, producer
-from streams.adapters.kafka.publish import Headers, header
 from streams.settings import KafkaSettings
+from streams.wire.headers import Headers, header
 
 SOURCE_TOPIC = "memstream.source.topic"
 FAILED_AT = "memstream.failed_at"
