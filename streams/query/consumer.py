@@ -37,11 +37,10 @@ from aiokafka.errors import KafkaError
 
 from streams.adapters.kafka.progress import (
     ProgressTracker,
-    TPKey,
     publish_progress,
     publish_started,
 )
-from streams.adapters.kafka.publish import SourceRecord
+from streams.adapters.kafka.publish import SourceRecord, TPKey
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
 from streams.query.consumer_config import QueryConsumerConfig, kafka_consumer, source_record
 from streams.query.positions import CommitPositions

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-TPKey = tuple[str, int]
+from streams.adapters.kafka.publish import TPKey
 
 
 class CommitPositions:

@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-TPKey = tuple[str, int]
+from streams.adapters.kafka.publish import TPKey
 
 
 @dataclass(frozen=True)

@@ -44,11 +44,11 @@ from faust.types import TP
 
 from streams.adapters.kafka.progress import (
     ProgressTracker,
-    TPKey,
     partition_lag,
     publish_progress,
     publish_started,
 )
+from streams.adapters.kafka.publish import TPKey
 from streams.metrics import (
     COMMIT_LATENCY,
     CONSUMER_LAG,

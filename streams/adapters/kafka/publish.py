@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 from streams.wire.headers import Headers
 
+TPKey = tuple[str, int]  # (topic, partition): where a record was read
+
 
 @dataclass(frozen=True)
 class SourceRecord:
