@@ -33,6 +33,7 @@ from streams.clock import naive_utc
 from streams.consolidation.judge import ChatCompleter, MemoryJudge
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
+from streams.consolidation.rules.summary import CHAT_ROLES
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter, WriteStats
 from streams.memory.agent_configs import AgentConfigs
@@ -43,7 +44,6 @@ from streams.metrics import DEDUP_DROPPED
 from streams.wire.records import SessionClosed
 
 log = logging.getLogger(__name__)
-CHAT_ROLES = ("user", "assistant")
 EPISODE_IMPORTANCE = 0.3
 
 
