@@ -68,12 +68,12 @@ def keep_origin(record: SourceRecord) -> Headers:
             (ORIGIN_PARTITION, str(record.partition).encode()),
             (ORIGIN_OFFSET, str(record.offset).encode())]
 
-Kind = Literal["infrastructure", "retry", "dead"]
+FailureKind = Literal["infrastructure", "retry", "dead"]
 
 
 @dataclass(frozen=True)
 class Failure:
-    kind: Kind
+    kind: FailureKind
     reason: str
     error_class: str
     message: str

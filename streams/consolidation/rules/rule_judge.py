@@ -48,8 +48,8 @@ from streams.memory.model import (
     SourceMessage,
 )
 
-Kind = Literal["remember", "correction", "preference", "fact", "lesson", "event"]
-IMPORTANCE: dict[Kind, float] = {
+FindingKind = Literal["remember", "correction", "preference", "fact", "lesson", "event"]
+IMPORTANCE: dict[FindingKind, float] = {
     "remember": 0.9,
     "correction": 0.8,
     "preference": 0.7,
@@ -63,7 +63,7 @@ IMPORTANCE: dict[Kind, float] = {
 class Finding:
     """What one sentence says, and the wording to keep."""
 
-    kind: Kind
+    kind: FindingKind
     text: str
     type: MemoryType = "text"
     scope: ScopeKind = "user"

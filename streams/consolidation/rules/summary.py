@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from streams.consolidation.rules.llm_judge import clip_text, one_line
 from streams.consolidation.rules.rule_judge import (
-    Kind,
+    FindingKind,
     classify_sentence,
     is_question,
     split_sentences,
@@ -41,7 +41,7 @@ SUMMARY_THRESHOLD = 20
 LINE_MAX_CHARS = 300
 CHAT_ROLES = ("user", "assistant")
 
-_PRIORITY: dict[Kind, int] = {
+_PRIORITY: dict[FindingKind, int] = {
     "remember": 5,
     "correction": 5,
     "preference": 3,
