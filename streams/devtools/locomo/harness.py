@@ -26,10 +26,10 @@ from streams.adapters.kafka.clients import publish_events
 from streams.client import MemoryClient
 from streams.clock import aware_utc
 from streams.devtools.locomo.dataset import Sample
-from streams.devtools.locomo.scoring import Scored, event_id, score
+from streams.devtools.locomo.scoring import QuestionScore, event_id, score
 from streams.settings import Settings
 
-EPOCH = datetime(2023, 1, 1)
+UNDATED_START = datetime(2023, 1, 1)  # session n of a sample without dates: n days after it
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def chat_events(sample: Sample, opts: HarnessOptions) -> list[dict[str, Any]]:
     base = {"tenant_id": opts.tenant, "user_id": sample.sample_id, "agent_id": opts.agent,
             "conversation_id": conv}
     for session in sample.sessions:
-        start = aware_utc(session.when or EPOCH + timedelta(days=session.number))
+        start = aware_utc(session.when or UNDATED_START + timedelta(days=session.number))
         for seq, turn in enumerate(session.turns):
             events.append({**base, "event_id": event_id(sample.sample_id, turn.dia_id),
                            "type": "message", "role": "user", "name": turn.speaker,
@@ -98,9 +98,9 @@ async def wait_for_consolidation(settings: Settings, opts: HarnessOptions, expec
 
 
 async def ask_all(settings: Settings, samples: Sequence[Sample], opts: HarnessOptions,
-                  progress: Callable[[str], None]) -> list[Scored]:
+                  progress: Callable[[str], None]) -> list[QuestionScore]:
     questions = [q for s in samples for q in s.questions]
-    results: list[Scored] = []
+    results: list[QuestionScore] = []
     sem = asyncio.Semaphore(opts.in_flight)
     async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
                             reply_topic=settings.query.reply_topic,

@@ -39,7 +39,7 @@ def share_found(evidence: Sequence[str], sources: Iterable[str]) -> float:
 
 
 @dataclass(frozen=True)
-class Scored:
+class QuestionScore:
     category: int
     recall: dict[int, float]
     b4k: float
@@ -48,11 +48,11 @@ class Scored:
 
 
 def score(q: Question, memory_sources: Sequence[Sequence[str]], budget_sources: Sequence[str],
-          latency_ms: float) -> Scored:
+          latency_ms: float) -> QuestionScore:
     """``memory_sources``: the source event ids of each listed memory, best first."""
     ev = evidence_ids(q)
     recall = {k: share_found(ev, (s for m in memory_sources[:k] for s in m)) for k in KS}
-    return Scored(q.category, recall, share_found(ev, budget_sources), latency_ms, bool(ev))
+    return QuestionScore(q.category, recall, share_found(ev, budget_sources), latency_ms, bool(ev))
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -66,7 +66,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 
 @dataclass
-class Summary:
+class RecallSummary:
     questions: int
     b4k: float
     recall: dict[int, float]
@@ -95,11 +95,11 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def summarize(asked: Sequence[Scored]) -> Summary:
+def summarize(asked: Sequence[QuestionScore]) -> RecallSummary:
     """Recall over the questions with evidence; latency over every question asked."""
     lat = [r.latency_ms for r in asked]
     results = [r for r in asked if r.has_evidence]
-    s = Summary(
+    s = RecallSummary(
         questions=len(results),
         b4k=_mean([r.b4k for r in results]),
         recall={k: _mean([r.recall[k] for r in results]) for k in KS},
@@ -117,7 +117,7 @@ def summarize(asked: Sequence[Scored]) -> Summary:
     return s
 
 
-def render_table(s: Summary) -> str:
+def render_table(s: RecallSummary) -> str:
     head = f"{'category':<12} {'questions':>9} {'R@5':>7} {'R@10':>7} {'R@20':>7} {'b4k':>7}"
     rows = [head, "-" * len(head)]
     for name, c in s.by_category.items():
