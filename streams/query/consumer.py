@@ -42,7 +42,7 @@ from streams.adapters.kafka.progress import (
 )
 from streams.adapters.kafka.publish import SourceRecord, TPKey
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
-from streams.query.consumer_config import QueryConsumerConfig, kafka_consumer, source_record
+from streams.query.consumer_config import QueryConsumerConfig, from_consumer_record, kafka_consumer
 from streams.query.positions import CommitPositions
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class QueryConsumer:
 
     async def _one(self, tp: TPKey, r: Any, answer: Answerer) -> None:
         try:
-            await answer(source_record(r))
+            await answer(from_consumer_record(r))
         except asyncio.CancelledError:
             raise  # abandoned: neither finished nor committed
         except Exception:

@@ -40,7 +40,7 @@ def kafka_consumer(c: QueryConsumerConfig) -> Any:
     )
 
 
-def source_record(r: Any) -> SourceRecord:
+def from_consumer_record(r: Any) -> SourceRecord:
     """An aiokafka ``ConsumerRecord`` (timestamp in milliseconds)."""
     ts = r.timestamp
     return SourceRecord(topic=r.topic, partition=r.partition, offset=r.offset, key=r.key,

@@ -77,7 +77,7 @@ class _LongTerm:
     info: LongTermInfo
 
 
-def skip_reason(config: AgentConfig | None, default_on: bool) -> str | None:
+def long_memory_off_reason(config: AgentConfig | None, default_on: bool) -> str | None:
     if long_memory_enabled(config, default_for_unknown=default_on):
         return None
     if config is None:
@@ -131,7 +131,7 @@ class QueryEngine:
     async def _long_term(self, q: MemoryQuery) -> _LongTerm:
         config = self.agent_configs.get(q.tenant_id, q.agent_id)
         keyword_only = q.options.just_keyword_search
-        reason = skip_reason(config, self.config.default_long_memory)
+        reason = long_memory_off_reason(config, self.config.default_long_memory)
         if reason is not None:
             return _LongTerm([], LongTermInfo(skipped=reason, keyword_only=keyword_only))
         handle = self.providers.get(route(config))

@@ -276,7 +276,7 @@ def keyword_match(query: str, text: str) -> bool:
     return bool(wanted) and not wanted.isdisjoint(keyword_terms(text))
 
 
-def parse_time(value: object) -> datetime | None:
+def read_provider_time(value: object) -> datetime | None:
     """An aware datetime from an ISO-8601 string (naive values are taken as UTC)."""
     if not isinstance(value, str) or not value:
         return None

@@ -53,7 +53,7 @@ from streams.adapters.http.client import (
     RetryPolicy,
     bad_answer,
     keyword_match,
-    parse_time,
+    read_provider_time,
     send_json,
     with_retries,
 )
@@ -216,7 +216,8 @@ class Mem0Provider:
             else ("user" if cube == USER_CUBE else "agent"),
             score=float(score) if isinstance(score, (int, float)) else 0.0,
             importance=float(importance) if isinstance(importance, (int, float)) else 0.5,
-            event_time=parse_time(meta.get("event_time")) or parse_time(item.get("created_at")),
+            event_time=(read_provider_time(meta.get("event_time"))
+                        or read_provider_time(item.get("created_at"))),
             source_event_ids=tuple(str(s) for s in sources) if isinstance(sources, list) else (),
             kind="episode" if meta.get("kind") == "episode" else "fact",
             metadata={"provider": self.name, "created_at": item.get("created_at")},

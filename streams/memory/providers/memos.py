@@ -69,7 +69,7 @@ from streams.adapters.http.client import (
     auth_headers,
     bad_answer,
     keyword_match,
-    parse_time,
+    read_provider_time,
     send_json,
     with_retries,
 )
@@ -266,7 +266,8 @@ class MemOSProvider:
             else ("user" if cube == USER_CUBE else "agent"),
             score=float(score) if isinstance(score, (int, float)) else 0.0,
             importance=float(importance) if isinstance(importance, (int, float)) else 0.5,
-            event_time=parse_time(info.get("event_time")) or parse_time(meta.get("created_at")),
+            event_time=(read_provider_time(info.get("event_time"))
+                        or read_provider_time(meta.get("created_at"))),
             source_event_ids=tuple(str(s) for s in sources) if isinstance(sources, list) else (),
             kind="episode" if info.get("kind") == "episode" else "fact",
             metadata={"provider": self.name, "memory_type": memos_type,

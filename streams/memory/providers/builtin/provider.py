@@ -46,7 +46,7 @@ from streams.memory.provider import (
 )
 from streams.memory.providers.builtin.rows import (
     Vector,
-    classify_db_error,
+    as_provider_error,
     content_hash,
     stored,
 )
@@ -56,7 +56,7 @@ from streams.memory.providers.builtin.writes import Writes, prepare
 from streams.memory.rules.fusion import FusionWeights
 from streams.metrics import PROVIDER_CALLS, PROVIDER_FAILURES, PROVIDER_LATENCY
 
-__all__ = ["BuiltinProvider", "classify_db_error", "content_hash"]
+__all__ = ["BuiltinProvider", "as_provider_error", "content_hash"]
 _DB_ERRORS = (TimeoutError, SQLAlchemyError, OSError)
 
 
@@ -129,7 +129,7 @@ class BuiltinProvider:
             try:
                 yield
             except _DB_ERRORS as exc:
-                raise classify_db_error(exc, provider=self.name, operation=operation) from exc
+                raise as_provider_error(exc, provider=self.name, operation=operation) from exc
         except Exception as err:
             PROVIDER_FAILURES.labels(self.name, operation, type(err).__name__).inc()
             raise

@@ -51,7 +51,7 @@ def stored(r: DbRow, score: float) -> StoredMemory:
     )
 
 
-def classify_db_error(exc: BaseException, *, provider: str, operation: str) -> ProviderError:
+def as_provider_error(exc: BaseException, *, provider: str, operation: str) -> ProviderError:
     """Connection loss, timeouts, deadlocks and a busy SQLite are worth retrying; the rest not."""
     retry = isinstance(exc, (OSError, asyncio.TimeoutError, PoolTimeout))
     if isinstance(exc, DBAPIError):
