@@ -131,7 +131,7 @@ def due_at(record: SourceRecord) -> float:
         return 0.0
 
 
-class RetryRouter:
+class FailureRouter:
     """Builds the retry or dead-letter record for a failed closing event."""
 
     def __init__(self, *, source_topic: str, retry_topic: str, dlq_topic: str,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from streams.adapters.db.cube_lock import KeyedLocks
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
 from streams.backoff import forever, retry_forever
-from streams.consolidation.failures import RetryRouter, attempt_of, classify
+from streams.consolidation.failures import FailureRouter, attempt_of, classify
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.memory.rules.routing import route
 from streams.metrics import (
@@ -51,7 +51,7 @@ class Handled:
 
 
 class ConsolidationProcessor:
-    def __init__(self, pipeline: ConsolidationPipeline, router: RetryRouter,
+    def __init__(self, pipeline: ConsolidationPipeline, router: FailureRouter,
                  publisher: Publisher, *, concurrency: int = 8, infra_initial_s: float = 0.5,
                  infra_max_s: float = 10.0, locks: KeyedLocks | None = None,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,

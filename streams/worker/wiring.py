@@ -30,7 +30,7 @@ from streams.adapters.kafka.publish import Publisher
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
-from streams.consolidation.failures import RetryRouter
+from streams.consolidation.failures import FailureRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
 from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
 from streams.consolidation.processor import ConsolidationProcessor
@@ -174,7 +174,7 @@ class Wiring:
                 dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
                 late_window_days=c.ledger_retention_days),
             clock=self.clock)
-        router = RetryRouter(
+        router = FailureRouter(
             source_topic=k.session_closed_topic, retry_topic=k.retry_topic,
             dlq_topic=k.dlq_topic, max_attempts=c.retry_attempts,
             initial_s=c.retry_backoff_initial_s, max_s=c.retry_backoff_max_s,

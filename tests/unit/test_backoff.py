@@ -12,7 +12,7 @@ import pytest
 
 from streams.adapters.http.client import DEFAULT_RETRY, RetryPolicy
 from streams.backoff import Backoff, forever
-from streams.consolidation.failures import RetryRouter
+from streams.consolidation.failures import FailureRouter
 
 
 def fixed(r: float) -> Callable[[], float]:
@@ -107,8 +107,8 @@ def test_provider_retry_waits(policy: RetryPolicy, rng: float, expected: list[fl
     assert policy.delay(-1, rng=fixed(rng)) == got[0]
 
 
-def _router(initial_s: float, max_s: float, rng: float) -> RetryRouter:
-    return RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+def _router(initial_s: float, max_s: float, rng: float) -> FailureRouter:
+    return FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
                        max_attempts=5, initial_s=initial_s, max_s=max_s, rng=fixed(rng))
 
 

@@ -21,7 +21,7 @@ from streams.adapters.kafka.replay import ReplayFilter, redrive_headers, replay_
 from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
-    RetryRouter,
+    FailureRouter,
     attempt_of,
     classify,
     due_at,
@@ -79,8 +79,8 @@ def test_failures_are_classified(exc: Exception, kind: str, reason: str) -> None
     assert (f.kind, f.reason) == (kind, reason)
 
 
-def _router(rng: float = 1.0) -> RetryRouter:
-    return RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+def _router(rng: float = 1.0) -> FailureRouter:
+    return FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
                        max_attempts=4, initial_s=10.0, max_s=30.0, clock=lambda: 1000.0,
                        rng=lambda: rng)
 

@@ -13,7 +13,7 @@ from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.failures import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
-    RetryRouter,
+    FailureRouter,
     attempt_of,
     classify,
     due_at,
@@ -86,7 +86,7 @@ def test_only_transient_database_errors_are_waited_out(exc: Exception, kind: str
 
 
 def test_an_unusable_retry_record_is_dead_lettered_as_the_closing_event() -> None:
-    router = RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+    router = FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
                          max_attempts=3, initial_s=1.0, max_s=2.0)
     r = SourceRecord("retry", 1, 9, b"k", b"\xff", [
         (ATTEMPT, b"2"), ("memstream.origin.partition", b"3"),
@@ -100,7 +100,7 @@ def test_an_unusable_retry_record_is_dead_lettered_as_the_closing_event() -> Non
 
 
 def test_a_retry_record_naming_no_origin_is_dead_lettered_as_it_was_read() -> None:
-    router = RetryRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+    router = FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
                          max_attempts=3, initial_s=1.0, max_s=2.0)
     r = SourceRecord("retry", 2, 17, b"k", b"garbage", [(ATTEMPT, b"x")])
     out = router.reject(r, "undecodable", "JSONDecodeError", "value is not JSON")
