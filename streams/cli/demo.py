@@ -24,11 +24,10 @@ from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.admin import ensure_topics
 from streams.adapters.kafka.clients import publish_events
 from streams.cli._common import fail
-from streams.cli.history import render_text
-from streams.cli.memories import as_doc
-from streams.cli.memories import render_text as render_memories
+from streams.cli.history import render_window
+from streams.cli.memories import as_doc, render_memories
 from streams.cli.produce import read_events
-from streams.cli.query import render_text as render_reply
+from streams.cli.query import render_reply
 from streams.client import MemoryClient
 from streams.devtools.embedded_broker import (
     BrokerUnavailableError,
@@ -144,7 +143,7 @@ class Demo:
             await self.wait_for_messages(rt, tenant, conversation, n)
             step(f"memstream history {conversation} --tenant {tenant}")
             window = (await rt.reader.window(tenant, conversation)).to_dict()
-            print(render_text(window))
+            print(render_window(window))
             print(json.dumps({"messages": len(window["messages"]), "tokens": window["tokens"],
                               "source": window["source"]}))
             first = messages[0]

@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def render_text(window: dict[str, Any]) -> str:
+def render_window(window: dict[str, Any]) -> str:
     lines = []
     for group in ("system", "messages", "tool"):
         for m in window[group]:
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     except (SQLAlchemyError, OSError) as exc:
         return fail(f"database unavailable: {exc}")
     if args.format == "text":
-        print(render_text(window))
+        print(render_window(window))
     else:
         print_json(window)
     return 0

@@ -46,7 +46,7 @@ def as_doc(m: StoredMemory) -> dict[str, Any]:
     }
 
 
-def render_text(docs: list[dict[str, Any]]) -> str:
+def render_memories(docs: list[dict[str, Any]]) -> str:
     lines = []
     for d in docs:
         when = (d["event_time"] or "")[:16].replace("T", " ")
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except (SQLAlchemyError, OSError, ProviderError) as exc:
         return fail(f"database unavailable: {exc}")
     if args.format == "text":
-        print(render_text(docs))
+        print(render_memories(docs))
     else:
         print_json(docs)
     return 0

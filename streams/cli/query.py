@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def render_text(reply: dict[str, Any]) -> str:
+def render_reply(reply: dict[str, Any]) -> str:
     out = []
     if reply.get("error"):
         out.append(f"error: {reply['error']['code']}: {reply['error']['message']}")
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except KafkaError as exc:
         return fail(f"kafka: {exc}")
     if args.format == "text":
-        print(render_text(reply))
+        print(render_reply(reply))
     else:
         print_json(reply)
     return 1 if reply.get("error") else 0
