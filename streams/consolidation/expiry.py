@@ -25,8 +25,7 @@ from streams.adapters.db.runs import CandidateRow, Run, RunStore
 from streams.adapters.db.schema.consolidation import pending_expiry
 from streams.backoff import Backoff
 from streams.clock import naive_utc
-from streams.memory.provider import ProviderError
-from streams.memory.provider import Scope as ProviderScope
+from streams.memory.provider import ProviderError, Scope
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import MEMORIES_EXPIRED
 
@@ -37,7 +36,7 @@ log = logging.getLogger(__name__)
 class PendingExpiry:
     closed_id: str
     seq: int
-    scope: ProviderScope
+    scope: Scope
     provider: str
     cube: str
     memory_ids: list[str]
@@ -70,7 +69,7 @@ class ExpiryStore:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
         return [PendingExpiry(r.closed_id, int(r.seq),
-                              ProviderScope(r.tenant_id, r.user_id, r.agent_id), r.provider,
+                              Scope(r.tenant_id, r.user_id, r.agent_id), r.provider,
                               r.cube, list(json.loads(r.memory_ids)), r.superseded_by,
                               int(r.attempts)) for r in rows]
 
