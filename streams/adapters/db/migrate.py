@@ -32,7 +32,7 @@ class SchemaNotCurrentError(RuntimeError):
 def migrations_dir() -> Path:
     candidates = [
         os.environ.get("MEMSTREAM_MIGRATIONS_DIR"),
-        Path(__file__).resolve().parents[2] / "migrations",
+        Path(__file__).resolve().parents[3] / "migrations",  # beside streams/
         Path.cwd() / "migrations",
     ]
     for c in candidates:
