@@ -55,7 +55,7 @@ def main() -> int:
     for name in ("chat", "subagent", "dlq", "retry", "session_closed", "queries", "agent_config",
                  "idle"):
         env[f"MEMSTREAM_KAFKA__{name.upper()}_TOPIC"] = f"locomo-{run}.{name}"
-    cmd = [sys.executable, "-m", "streams.cli.main", "bench", "locomo", "--data", str(args.data)]
+    cmd = [sys.executable, "-m", "streams.cli", "bench", "locomo", "--data", str(args.data)]
     if not args.table:
         cmd.append("--json")
     if args.samples:

@@ -1,1 +1,6 @@
-"""The ``memstream`` command line and its subcommands."""
+"""The ``memstream`` command line (:mod:`streams.cli.main`) and its subcommands,
+one module each. ``streams.cli:main`` is the console script."""
+
+from streams.cli.main import main
+
+__all__ = ["main"]

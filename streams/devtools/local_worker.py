@@ -18,7 +18,7 @@ from pathlib import Path
 from streams.devtools.processes import stop_process
 from streams.settings import Settings, settings_env
 
-MEMSTREAM = [sys.executable, "-m", "streams.cli.main"]
+MEMSTREAM = [sys.executable, "-m", "streams.cli"]
 
 
 def worker_env(settings: Settings | None, *, log_level: str | None = "warn",

@@ -131,7 +131,7 @@ class QueryTraffic:
 def route_to_memos(worker: Any, agent_id: str) -> None:
     """Configure the agent's long memory on MemOS, through the agent-config topic."""
     out = subprocess.run(
-        [sys.executable, "-m", "streams.cli.main", "agent-config", "set", "--tenant", "t1",
+        [sys.executable, "-m", "streams.cli", "agent-config", "set", "--tenant", "t1",
          "--agent", agent_id, "--provider", "MEMOS", "--open-long-memory", "on",
          "--model", "m"], env={**os.environ, **worker.env}, cwd=ROOT,
         capture_output=True, text=True, timeout=60)

@@ -623,7 +623,7 @@ def test_docker_build_context_builds_the_package(tmp_path: Path) -> None:
         names = set(z.namelist())
         entry_points = next(z.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     assert {"streams/cli/main.py", "streams/cli/worker.py", "agents/__init__.py"} <= names
-    assert re.search(r"^memstream\s*=\s*streams\.cli\.main:main$", entry_points, re.M)
+    assert re.search(r"^memstream\s*=\s*streams\.cli:main$", entry_points, re.M)
 
 
 class _Health(BaseHTTPRequestHandler):

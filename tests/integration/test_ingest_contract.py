@@ -134,7 +134,7 @@ async def test_session_end_is_handed_on(running: Stack) -> None:
 
 def run_history(stack: Stack, *args: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "streams.cli.main", "history", *args],
+        [sys.executable, "-m", "streams.cli", "history", *args],
         env={**os.environ, **stack.env()}, cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 0, out.stderr
@@ -154,7 +154,7 @@ async def test_history_command_returns_the_window(running: Stack) -> None:
 
 async def test_history_command_rejects_bad_arguments(running: Stack) -> None:
     for args in (["c", "--tenant", "bad/tenant"], ["c", "--tenant", "t", "--last-n", "0"]):
-        out = subprocess.run([sys.executable, "-m", "streams.cli.main", "history", *args],
+        out = subprocess.run([sys.executable, "-m", "streams.cli", "history", *args],
                              env={**os.environ, **running.env()}, cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and "error" in out.stderr

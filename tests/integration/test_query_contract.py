@@ -41,7 +41,7 @@ def fact(
 
 
 def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streams.cli.main", *args],
+    return subprocess.run([sys.executable, "-m", "streams.cli", *args],
                           env={**os.environ, **stack.env()}, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 

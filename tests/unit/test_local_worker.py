@@ -73,7 +73,7 @@ def test_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, options: dict[st
     log = tmp_path / "logs" / "worker.log"
     worker = LocalWorker(settings(), log, **options).start()
     (call,) = FakePopen.calls
-    assert call["argv"] == [sys.executable, "-m", "streams.cli.main", *argv_tail]
+    assert call["argv"] == [sys.executable, "-m", "streams.cli", *argv_tail]
     assert call["stderr"] is subprocess.STDOUT
     assert call["start_new_session"] is own_session
     assert call["cwd"] == cwd
