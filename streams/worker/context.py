@@ -1,10 +1,14 @@
-"""The worker process: what its agents share, built once each by the
-composition root (:mod:`streams.worker.wiring`) and closed in one place.
+"""The worker process: what its agents share, built by the composition root
+(:mod:`streams.worker.wiring`) and closed in one place.
 
-``worker`` is the one instance; the agents in ``agents/`` call it and nothing
-else of the library. Its resources (database engine, Redis, the HTTP client,
-the reply producer, the search log, the query consumer) are opened when the
-first agent needs them and closed, in order, when the app shuts down.
+``worker`` is the one instance; of the library's stages, the agents in
+``agents/`` reach only it (an import contract keeps it so). The runtime, the
+consolidation (shared by two agents), the idle scanner and the query path are
+built once per process; an agent's own processor (ingest, retry scheduler) is
+built anew each time the agent starts. The resources (database engine, Redis,
+the HTTP client, the reply producer, the search log, the query consumer) are
+opened when the first agent needs them and closed, in order, when the app
+shuts down.
 """
 
 from __future__ import annotations
@@ -112,19 +116,20 @@ class WorkerContext:
         return await self._once("wiring", build)
 
     async def ingest_processor(self) -> IngestProcessor:
-        async def build() -> IngestProcessor:
-            wiring = await self.wiring()
-            # A batch touches hundreds of conversations and writes each one's state
-            # once; Faust's default (pause the stream above 100 pending changelog
-            # records) would throttle every batch.
-            buffer = self.app.producer.buffer
-            buffer.max_messages = max(buffer.max_messages, 4 * self.settings.ingest.batch_size)
-            i = self.settings.ingest
-            if self.runtime.cache.enabled:  # marks a previous process left count from the start
-                await retry_forever(self.runtime.stale.sync, what="stale-marks",
-                                    initial_s=i.retry_initial_s, max_s=i.retry_max_s)
-            return wiring.ingest()
-        return await self._once("ingest", build)
+        """A new processor for each start of the ingest agent (a restarted agent
+        starts from the table and the stale marks, not from what its previous
+        run had staged)."""
+        wiring = await self.wiring()
+        # A batch touches hundreds of conversations and writes each one's state
+        # once; Faust's default (pause the stream above 100 pending changelog
+        # records) would throttle every batch.
+        buffer = self.app.producer.buffer
+        buffer.max_messages = max(buffer.max_messages, 4 * self.settings.ingest.batch_size)
+        i = self.settings.ingest
+        if self.runtime.cache.enabled:  # marks a previous process left count from the start
+            await retry_forever(self.runtime.stale.sync, what="stale-marks",
+                                initial_s=i.retry_initial_s, max_s=i.retry_max_s)
+        return wiring.ingest()
 
     async def consolidation(self) -> Consolidation:
         """One pipeline and processor, shared by the session-closed and retry
@@ -138,10 +143,10 @@ class WorkerContext:
         return bool(self.app.rebalancing) or not self.app.flow_control.is_active()
 
     async def retry_scheduler(self) -> RetryScheduler:
-        async def build() -> RetryScheduler:
-            return (await self.wiring()).retry_scheduler(await self.consolidation(),
-                                                         self.rebalancing)
-        return await self._once("retry-scheduler", build)
+        """A new scheduler for each start of the retry agent (the records it holds
+        belong to that agent's stream), over the one consolidation."""
+        return (await self.wiring()).retry_scheduler(await self.consolidation(),
+                                                     self.rebalancing)
 
     async def idle_scanner(self) -> IdleScanner:
         async def build() -> IdleScanner:
