@@ -1,4 +1,5 @@
-"""Backing off: one policy for every wait between attempts (:class:`Backoff`),
+"""Backing off: one policy for every growing wait between attempts
+(:class:`Backoff`; the fixed pauses of a polling loop are not backoff),
 retrying what must not be given up (the data stays unacknowledged meanwhile),
 and skipping a failing service for a while."""
 

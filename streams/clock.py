@@ -1,8 +1,10 @@
 """Times as memstream stores and compares them.
 
 Every ``DateTime`` column holds a naive datetime in UTC; records, providers
-and replies carry aware ones. These are the only conversions between the two,
-and both read a naive datetime as UTC already (never as local time):
+and replies carry aware ones. These are the conversions between the two (the
+wire records label a naive time UTC themselves, so that ``streams.client``
+loads nothing beyond ``streams.wire``), and both read a naive datetime as UTC
+already (never as local time):
 
 * :func:`naive_utc` — the database's form: an aware time converted to UTC
   with its offset dropped; a naive one unchanged;

@@ -2,9 +2,11 @@
 benchmarks and the tests start a worker.
 
 With ``settings`` the child sees the current environment without its
-``MEMSTREAM_*`` variables, then the settings (:func:`settings_env`) and
-``MEMSTREAM_LOG_LEVEL``; without, the current environment as it is. ``env``
-is applied last either way. Output and errors go to ``log_path``.
+``MEMSTREAM_*`` settings (the variables that are no setting, such as
+``MEMSTREAM_MIGRATIONS_DIR``, are kept), then the settings
+(:func:`settings_env`); without, the current environment. Either way
+``MEMSTREAM_LOG_LEVEL`` is set to ``log_level`` (``warn``) unless that is
+None, and ``env`` is applied last. Output and errors go to ``log_path``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from streams.cli.env_check import NOT_SETTINGS
 from streams.devtools.processes import stop_process
 from streams.settings import Settings, settings_env
 
@@ -27,7 +30,8 @@ def worker_env(settings: Settings | None, *, log_level: str | None = "warn",
     if settings is None:
         out = dict(os.environ)
     else:
-        out = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+        out = {k: v for k, v in os.environ.items()
+               if not k.startswith("MEMSTREAM_") or k in NOT_SETTINGS}
         out.update(settings_env(settings))
     if log_level is not None:
         out["MEMSTREAM_LOG_LEVEL"] = log_level

@@ -1,3 +1,4 @@
-"""The worker process: the only package that imports Faust or mode, and the
-one composition root. Open ``context.py`` first.
+"""The worker process: the only package of ``streams`` that imports Faust or
+mode, and the one composition root. Open ``wiring.py`` first, then
+``context.py`` (the worker's one instance, which the agents call).
 """

@@ -3,8 +3,9 @@ from parts, and nowhere else: the worker (``streams/worker/context.py``), the
 agent tests and the benchmarks all call this builder, the worker with its
 started :class:`~streams.worker.runtime.Runtime`, the tests with fakes.
 
-This is the only place that reads settings for the stages: what it builds
-receives plain values.
+It turns the stages' settings into the plain values each part receives; the
+stages themselves never read settings (the runtime turns the resource
+settings into resources, :mod:`streams.worker.runtime`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class Wiring:
     """Builds each stage's processor from ``parts`` and ``settings``.
 
     ``clock`` (seconds since the epoch) and ``rng`` (uniform in [0, 1)) reach
-    every part that reads the time or draws a jitter, so a test can drive them.
+    every part built here that reads the wall clock or draws a jitter, so a test
+    can drive them (the database retries of the stores wait on their own).
     """
 
     def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
@@ -181,7 +183,8 @@ class Wiring:
             clock=self.clock, rng=self.rng)
         processor = ConsolidationProcessor(
             pipeline, router, self.publisher, concurrency=c.concurrency,
-            infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s)
+            infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s,
+            rand=self.rng)
         sweeper = ExpirySweeper(expiries, p.providers, initial_s=c.expiry_sweep_interval_s,
                                 max_s=max(c.expiry_sweep_interval_s, 3600.0), clock=self.clock)
         return Consolidation(pipeline, processor, sweeper, ledger, runs, self.clock)
@@ -204,7 +207,7 @@ class Wiring:
                 user_share=q.user_share, pref_top_k=q.pref_top_k,
                 default_long_memory=s.consolidation.default_long_memory),
             p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
-        return QueryProcessor(engine, s.kafka.dlq_topic)
+        return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock)
 
     def query_answering(self, deliver_reply: DeliverReply,
                         search_log: SearchRecorder | None = None) -> QueryAnswering:

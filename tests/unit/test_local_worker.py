@@ -30,6 +30,15 @@ def test_with_settings_the_outer_memstream_variables_are_replaced() -> None:
     assert env["OTHER"] == "kept"
 
 
+def test_with_settings_the_variables_that_are_no_setting_are_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMSTREAM_MIGRATIONS_DIR", "/srv/migrations")
+    env = worker_env(settings())
+    assert env["MEMSTREAM_MIGRATIONS_DIR"] == "/srv/migrations"
+    assert env["MEMSTREAM_KAFKA__BROKER"] == "kafka://inner:9092"
+
+
 def test_without_settings_the_environment_is_kept_and_env_comes_last() -> None:
     env = worker_env(None, log_level=None, env={"MEMSTREAM_WEB__PORT": "1234", "OTHER": "mine"})
     assert env["MEMSTREAM_KAFKA__BROKER"] == "kafka://outer:9092"
