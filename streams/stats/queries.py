@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, and_, case, distinct, func, select
+from sqlalchemy import Integer, and_, case, distinct, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -68,14 +68,19 @@ async def overview(conn: AsyncConnection, tenant: str) -> dict[str, Any]:
     agents = (await conn.execute(
         select(func.count(distinct(_msg.agent_id))).where(t))).scalar_one()
 
-    # a conversation is closed when a session end claimed its newest message
+    # a conversation is closed when a session end claimed its newest message: the
+    # newest message's session (messages stamped with it), or the newest message
+    # by id (messages stored before they were stamped)
     newest = (select(_msg.conversation_id.label("conversation_id"),
-                     func.max(_msg.id).label("newest_id"))
+                     func.max(_msg.id).label("newest_id"),
+                     func.max(_msg.session_seq).label("newest_seq"))
               .where(t).group_by(_msg.conversation_id).subquery())
     p = consolidation_progress.c
+    claimed = or_(p.claimed_until_id >= newest.c.newest_id,
+                  and_(newest.c.newest_seq.is_not(None),
+                       p.claimed_session_seq >= newest.c.newest_seq))
     closed = (await conn.execute(
-        select(func.sum(case((p.claimed_until_id >= newest.c.newest_id, 1), else_=0),
-                        type_=Integer))
+        select(func.sum(case((claimed, 1), else_=0), type_=Integer))
         .select_from(newest.outerjoin(consolidation_progress, and_(
             p.tenant_id == tenant, p.conversation_id == newest.c.conversation_id))))).scalar()
 

@@ -47,7 +47,12 @@ CONVERSATIONS = [
     ("beta", "c9", "b1", "u9", "2026-11-30 10:00", 2),
 ]
 # claimed by a session end: the first n messages of the conversation
-CLAIMED = {("acme", "c1"): 6, ("acme", "c2"): 2}
+# claimed by message id up to the n-th message (before messages were stamped)
+CLAIMED = {("acme", "c2"): 2}
+# stamped with their session, claimed by session number: closed when the
+# newest message's session is claimed
+STAMPED = {("acme", "c1"): [1] * 6, ("acme", "c3"): [1, 1, 2, 2]}
+CLAIMED_SESSIONS = {("acme", "c1"): 1, ("acme", "c3"): 1}
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ async def load(engine: AsyncEngine) -> None:
                 "conversation_id": conv,
                 "user_id": user, "agent_id": agent, "role": "user" if i % 2 == 0 else "assistant",
                 "content": f"message {i}", "created_at": ts, "ingested_at": ts,
+                "session_seq": STAMPED[(tenant, conv)][i] if (tenant, conv) in STAMPED else None,
             })
     mems = []
     for i, m in enumerate(MEMORIES):
@@ -144,6 +150,10 @@ async def load(engine: AsyncEngine) -> None:
             await conn.execute(insert(consolidation_progress).values(
                 tenant_id=tenant, conversation_id=conv, claimed_until_id=ids[n - 1],
                 updated_at=at("2026-11-30 12:00")))
+        for (tenant, conv), seq in CLAIMED_SESSIONS.items():
+            await conn.execute(insert(consolidation_progress).values(
+                tenant_id=tenant, conversation_id=conv, claimed_until_id=0,
+                claimed_session_seq=seq, updated_at=at("2026-11-30 12:00")))
     await SearchLog(engine).record_many(SEARCHES)
 
 
