@@ -1,11 +1,20 @@
-"""Which requests were answered, for a little while: one Redis key per reply topic
-and correlation id (``{prefix}:answered:{topic}:{correlation id, hex}``), set
-right after the broker acknowledged the reply and read before a request is
-answered. A request redelivered after its worker died between the reply and
-the commit is then not answered again.
+"""Which requests were answered, for a little while, so that a request delivered
+again after its worker died between the reply and the commit is not answered
+twice. Two copies of the record, both written right after the broker
+acknowledged the reply, before the request counts as answered (and so before
+its offset can be committed):
 
-The record is a safeguard, never a gate: with Redis unreachable (or turned
-off) every request is answered, as without it, and Redis is skipped for
+* Redis, one key per reply topic and correlation id
+  (``{prefix}:answered:{topic}:{correlation id, hex}``), read first;
+* the database (:class:`DurableAnswers`, the ``answered_request`` table), read
+  when Redis does not know the request and the request may have been delivered
+  before (the consumer says so: it was in its partition's backlog when the
+  partition was assigned) — so a Redis that restarted empty forgets nothing.
+  Writes are grouped: requests completing while a write is in flight go
+  together in the next one.
+
+The record is a safeguard, never a gate: with Redis or the database
+unreachable every request is answered, as without it, and Redis is skipped for
 ``retry_after_s`` after a failure. Keys live ``ttl_s``: longer than any caller
 waits (``MAX_TIMEOUT_MS``), after which a redelivered request has expired anyway
 (:mod:`streams.query.expiry`). Requests without a correlation id cannot be
@@ -14,9 +23,13 @@ matched by their caller, nor here.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -29,13 +42,62 @@ log = logging.getLogger(__name__)
 ANSWERED_TTL_S = 2 * MAX_TIMEOUT_MS // 1000
 
 
+def request_key(reply_topic: str, correlation_id: bytes) -> str:
+    """The durable record's key of one request: a digest of its reply address."""
+    return hashlib.sha256(reply_topic.encode() + b"\x00" + correlation_id).hexdigest()
+
+
+class DurableAnswers(Protocol):
+    async def add(self, keys: Sequence[str], now: datetime) -> None: ...
+
+    async def exists(self, key: str) -> bool: ...
+
+
+class _Grouped:
+    """Writes keys in groups: one write in flight, the keys added meanwhile in
+    the next; ``add`` returns once its key's write is done (or failed)."""
+
+    def __init__(self, durable: DurableAnswers, now: Callable[[], datetime],
+                 max_batch: int = 500) -> None:
+        self.durable = durable
+        self.now = now
+        self.max_batch = max_batch
+        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def add(self, key: str) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((key, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write())
+        await asyncio.shield(done)
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch = self._waiting[:self.max_batch]
+            del self._waiting[:self.max_batch]
+            try:
+                await self.durable.add([k for k, _ in batch], self.now())
+            except Exception as exc:  # a safeguard, never a gate
+                log.warning("answered-request record: database write failed: %s: %s",
+                            type(exc).__name__, exc)
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+
 class AnsweredRequests:
     def __init__(self, redis: Redis | None, *, prefix: str, ttl_s: int = ANSWERED_TTL_S,
-                 retry_after_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 retry_after_s: float = 2.0, clock: Callable[[], float] = time.monotonic,
+                 durable: DurableAnswers | None = None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.redis = redis
         self.prefix = prefix
         self.ttl_s = ttl_s
         self._backoff = FailureBackoff(retry_after_s, clock)
+        self.durable = durable
+        self._grouped = None if durable is None else _Grouped(
+            durable, lambda: datetime.fromtimestamp(wall_clock(), UTC))
 
     def key(self, reply_topic: str, correlation_id: bytes) -> str:
         return f"{self.prefix}:answered:{reply_topic}:{correlation_id.hex()}"
@@ -48,8 +110,23 @@ class AnsweredRequests:
         log.warning("answered-request record: redis %s failed: %s: %s",
                     what, type(exc).__name__, exc)
 
-    async def answered(self, reply_topic: str, correlation_id: bytes) -> bool:
-        """True when this request's reply was sent before; False when not, or unknown."""
+    async def answered(self, reply_topic: str, correlation_id: bytes, *,
+                       maybe_seen: bool = True) -> bool:
+        """True when this request's reply was sent before; False when not, or unknown.
+        ``maybe_seen``: the request may have been delivered before (else only Redis
+        is asked: a request new to the group cannot have been answered)."""
+        if await self._in_redis(reply_topic, correlation_id):
+            return True
+        if self.durable is None or not maybe_seen:
+            return False
+        try:
+            return await self.durable.exists(request_key(reply_topic, correlation_id))
+        except Exception as exc:  # a safeguard, never a gate
+            log.warning("answered-request record: database read failed: %s: %s",
+                        type(exc).__name__, exc)
+            return False
+
+    async def _in_redis(self, reply_topic: str, correlation_id: bytes) -> bool:
         redis = self._usable()
         if redis is None:
             return False
@@ -60,11 +137,12 @@ class AnsweredRequests:
             return False
 
     async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
-        """The reply was acknowledged by the broker."""
+        """The reply was acknowledged by the broker: both copies are written."""
         redis = self._usable()
-        if redis is None:
-            return
-        try:
-            await redis.set(self.key(reply_topic, correlation_id), b"1", ex=self.ttl_s)
-        except (RedisError, OSError) as exc:
-            self._failed("write", exc)
+        if redis is not None:
+            try:
+                await redis.set(self.key(reply_topic, correlation_id), b"1", ex=self.ttl_s)
+            except (RedisError, OSError) as exc:
+                self._failed("write", exc)
+        if self._grouped is not None:
+            await self._grouped.add(request_key(reply_topic, correlation_id))

@@ -5,7 +5,8 @@ for every record it takes.
    one older than its own ``timeout_ms`` (:mod:`streams.query.expiry`). Both are
    counted (``memstream_query_expired_total``).
 2. A request whose reply was sent before (a redelivery after a crash) is not
-   answered again (``memstream_query_duplicates_total``).
+   answered again (``memstream_query_duplicates_total``); ``maybe_seen`` (the
+   consumer's) says which requests may have been delivered before.
 3. Otherwise the processor's answer is delivered — the reply on the no-linger
    reply producer, then remembered as answered; a dead letter durably, retried
    until the broker takes it — and only then does the request count as answered.
@@ -37,20 +38,23 @@ def _address(rec: SourceRecord) -> ReplyAddress | None:
 class QueryAnswering:
     def __init__(self, processor: QueryProcessor, deliver_reply: DeliverReply,
                  dead_letters: Publisher, answered: AnsweredRequests, *,
-                 retry_initial_s: float, retry_max_s: float) -> None:
+                 retry_initial_s: float, retry_max_s: float,
+                 maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True) -> None:
         self.processor = processor
         self.deliver_reply = deliver_reply
         self.dead_letters = dead_letters
         self.answered = answered
         self.retry_initial_s = retry_initial_s
         self.retry_max_s = retry_max_s
+        self.maybe_seen = maybe_seen
 
     async def __call__(self, rec: SourceRecord) -> None:
         if self.processor.outdated(rec):
             return
         addr = _address(rec)
         cid = addr.correlation_id if addr is not None else None
-        if addr is not None and cid is not None and await self.answered.answered(addr.topic, cid):
+        if addr is not None and cid is not None and await self.answered.answered(
+                addr.topic, cid, maybe_seen=self.maybe_seen(rec)):
             QUERY_DUPLICATES.inc()
             return
         answer = await self.processor.handle(rec)

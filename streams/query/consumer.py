@@ -79,6 +79,7 @@ class QueryConsumer:
         self._answer: Answerer | None = None
         self._tasks: dict[asyncio.Task[None], TPKey] = {}
         self._baseline: dict[TPKey, int | None] = {}
+        self._backlog_end: dict[TPKey, int] = {}  # end offsets when assigned
         self._wake = asyncio.Event()
         self._dirty = asyncio.Event()
         self._commit_lock = asyncio.Lock()
@@ -234,6 +235,7 @@ class QueryConsumer:
         self.tracker.forget(tps)
         for tp in tps:
             self._baseline.pop(tp, None)
+            self._backlog_end.pop(tp, None)
 
     async def _assigned(self, assigned: Iterable[Any]) -> None:
         tps = list(assigned)
@@ -246,10 +248,25 @@ class QueryConsumer:
             else:
                 for tp, offset in zip(tps, found, strict=True):
                     self._baseline[(tp.topic, int(tp.partition))] = offset
+            try:  # what was produced before this assignment may have been answered before
+                ends = await consumer.end_offsets(tps)
+            except KafkaError as exc:  # unknown: every request may have been
+                log.info("end offsets of the query partitions unknown: %s", exc)
+            else:
+                for tp, end in ends.items():
+                    if end is not None:
+                        self._backlog_end[(tp.topic, int(tp.partition))] = int(end)
         self.tracker.on_rebalance_end(self.clock())
         self._assigned_once.set()
         log.info("query partitions assigned: %s",
                  ", ".join(str(p) for p in sorted(int(tp.partition) for tp in tps)) or "none")
+
+    def maybe_seen(self, rec: SourceRecord) -> bool:
+        """Whether another member may have delivered this request before: it was
+        in its partition's backlog when the partition was assigned here (or that
+        backlog is unknown). A request produced since then is new to the group."""
+        end = self._backlog_end.get((rec.topic, rec.partition))
+        return end is None or rec.offset < end
 
     # ------------------------------------------------ probe (health, metrics)
     def started(self) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import Outgoing, ProducerPublisher
@@ -26,6 +27,7 @@ from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
+from streams.query.answered import ANSWERED_TTL_S
 from streams.query.answering import QueryAnswering
 from streams.query.consumer import QueryConsumer
 from streams.session.idle import IdleScanner, idle_check_record
@@ -167,7 +169,8 @@ class WorkerContext:
             self._replies = replies
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
             await self._search_log.start()
-            return wiring.query_answering(replies.deliver, search_log=self._search_log)
+            return wiring.query_answering(replies.deliver, search_log=self._search_log,
+                                          maybe_seen=self.queries.maybe_seen)
         return await self._once("query-answering", build)
 
     async def purge(self, retention_days: float) -> tuple[int, int, int]:
@@ -175,6 +178,9 @@ class WorkerContext:
         rows, runs = await (await self.consolidation()).purge(retention_days)
         letters = await DeadLetterLedger(self.runtime.engine).purge(
             datetime.now(UTC) - timedelta(days=retention_days))
+        # answered requests are kept as long as a caller may wait, and no longer
+        await AnsweredStore(self.runtime.engine).purge(
+            datetime.now(UTC) - timedelta(seconds=ANSWERED_TTL_S))
         return rows, runs, letters
 
     async def sync_stale_marks(self) -> None:

@@ -22,12 +22,13 @@ from typing import Protocol
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.cube_lock import CubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.runs import RunStore
-from streams.adapters.kafka.publish import Publisher
+from streams.adapters.kafka.publish import Publisher, SourceRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
@@ -210,15 +211,22 @@ class Wiring:
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock)
 
     def query_answering(self, deliver_reply: DeliverReply,
-                        search_log: SearchRecorder | None = None) -> QueryAnswering:
+                        search_log: SearchRecorder | None = None, *,
+                        maybe_seen: Callable[[SourceRecord], bool] | None = None,
+                        ) -> QueryAnswering:
         """One request to its reply; replies go out through ``deliver_reply``,
-        dead letters through the worker's publisher."""
+        dead letters through the worker's publisher. ``maybe_seen``: the query
+        consumer's word on which requests may have been delivered before (all,
+        when not given)."""
         s = self.settings
         answered = AnsweredRequests(self.parts.redis, prefix=s.redis.key_prefix,
-                                    retry_after_s=s.redis.retry_after_s)
+                                    retry_after_s=s.redis.retry_after_s,
+                                    durable=AnsweredStore(self.parts.engine),
+                                    wall_clock=self.clock)
         return QueryAnswering(
             self.query_processor(search_log), deliver_reply, self.publisher, answered,
-            retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s)
+            retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s,
+            maybe_seen=maybe_seen or (lambda rec: True))
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

@@ -3,14 +3,17 @@ answered ones are remembered, Redis failures never keep a request unanswered."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import REGISTRY
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from streams.adapters.kafka.publish import Outgoing, SourceRecord
-from streams.query.answered import AnsweredRequests
+from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.wire.headers import header
@@ -74,15 +77,39 @@ def request(cid: bytes, *, age_s: float = 0.0, timeout_ms: int | None = None,
                         timestamp=NOW - age_s)
 
 
-def build(redis: FakeRedis | None = None) -> tuple[QueryAnswering, Engine, Replies,
-                                                     FakePublisher, FakeRedis]:
+class FakeDurable:
+    """The database's copy of the record."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.writes: list[list[str]] = []
+        self.reads = 0
+        self.down = False
+
+    async def add(self, keys: Sequence[str], now: datetime) -> None:
+        if self.down:
+            raise ConnectionError("database down")
+        self.writes.append(list(keys))
+        self.keys.update(keys)
+
+    async def exists(self, key: str) -> bool:
+        self.reads += 1
+        if self.down:
+            raise ConnectionError("database down")
+        return key in self.keys
+
+
+def build(redis: FakeRedis | None = None, durable: FakeDurable | None = None,
+          maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True,
+          ) -> tuple[QueryAnswering, Engine, Replies, FakePublisher, FakeRedis]:
     engine, replies, dlq = Engine(), Replies(), FakePublisher()
     redis = redis or FakeRedis()
     processor = QueryProcessor(engine, "dlq", clock=lambda: NOW)  # type: ignore[arg-type]
     answered = AnsweredRequests(redis, prefix="ms", retry_after_s=10.0,  # type: ignore[arg-type]
-                                clock=lambda: NOW)
+                                clock=lambda: NOW, durable=durable, wall_clock=lambda: NOW)
     return (QueryAnswering(processor, replies.deliver, dlq, answered, retry_initial_s=0.01,
-                           retry_max_s=0.01), engine, replies, dlq, redis)
+                           retry_max_s=0.01, maybe_seen=maybe_seen),
+            engine, replies, dlq, redis)
 
 
 def counter(name: str) -> float:
@@ -150,3 +177,41 @@ async def test_a_request_without_correlation_id_is_answered_and_not_remembered()
     await answering(request(b"n", headers=[("kafka_replyTopic", b"replies")]))
     await answering(request(b"n", headers=[("kafka_replyTopic", b"replies")], offset=1))
     assert len(replies.sent) == 2 and redis.calls == 0
+
+
+async def test_a_redis_that_restarted_empty_forgets_nothing() -> None:
+    """The reply is recorded in the database too: delivered again after Redis lost
+    its copy, the request is not answered twice."""
+    durable = FakeDurable()
+    answering, engine, replies, _, redis = build(durable=durable)
+    await answering(request(b"c-1"))
+    assert durable.keys == {request_key("replies", b"c-1")}
+    redis.keys.clear()  # Redis restarted without its data
+    await answering(request(b"c-1", offset=1))
+    assert len(replies.sent) == 1 and len(engine.asked) == 1
+
+
+async def test_a_request_new_to_the_group_is_not_looked_up_in_the_database() -> None:
+    durable = FakeDurable()
+    answering, _, replies, _, _ = build(durable=durable, maybe_seen=lambda rec: False)
+    await answering(request(b"c-1"))
+    await answering(request(b"c-2", offset=1))
+    assert len(replies.sent) == 2 and durable.reads == 0
+
+
+async def test_requests_completing_together_are_recorded_in_one_write() -> None:
+    durable = FakeDurable()
+    answering, _, replies, _, _ = build(durable=durable)
+    await asyncio.gather(*(answering(request(f"c-{i}".encode(), offset=i)) for i in range(20)))
+    assert len(replies.sent) == 20
+    assert sum(len(w) for w in durable.writes) == 20 and len(durable.writes) < 20
+
+
+async def test_with_the_database_down_every_request_is_still_answered() -> None:
+    durable = FakeDurable()
+    durable.down = True
+    answering, _, replies, _, redis = build(redis=FakeRedis(), durable=durable)
+    redis.down = True
+    await answering(request(b"c-1"))
+    await answering(request(b"c-1", offset=1))  # nothing knows it: answered again
+    assert len(replies.sent) == 2

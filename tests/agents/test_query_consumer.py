@@ -42,6 +42,7 @@ class FakeKafka:
     listener: Any = None
     stopped: bool = False
     largest_fetch: int = 0
+    ends: dict[TopicPartition, int] = field(default_factory=dict)
 
     async def start(self) -> None:
         return None
@@ -54,6 +55,7 @@ class FakeKafka:
 
     def feed(self, tp: TopicPartition, *offsets: int) -> None:
         self.queued.setdefault(tp, []).extend(Record(tp.topic, tp.partition, o) for o in offsets)
+        self.ends[tp] = max([self.ends.get(tp, 0), *(o + 1 for o in offsets)])
 
     async def getmany(self, timeout_ms: int, max_records: int) -> dict[TopicPartition, list[Any]]:
         out: dict[TopicPartition, list[Any]] = {}
@@ -81,6 +83,10 @@ class FakeKafka:
 
     def highwater(self, tp: TopicPartition) -> int | None:
         return None
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset after the newest record fed so far (consumed or not)."""
+        return {tp: self.ends.get(tp, 0) for tp in tps}
 
     async def rebalance(self, new: set[TopicPartition]) -> None:
         await self.listener.on_partitions_revoked(set(self.assigned))
@@ -222,4 +228,19 @@ async def test_the_lag_probe_knows_the_committed_offsets_from_the_assignment_on(
     q = await started(kafka, gates)
     assert q.assigned() == {P0, P1}  # P1: never committed by the group, lag from the start
     assert q.committed(P0) == 40 and q.committed(P1) is None
+    await q.stop()
+
+
+async def test_the_backlog_at_assignment_may_have_been_delivered_before() -> None:
+    """What was in a partition when it was assigned may have been answered by its
+    previous owner; what was produced since is new to the group."""
+    kafka, gates = FakeKafka(), Gates()
+    kafka.feed(P0, 0, 1, 2)
+    q = await started(kafka, gates)  # P0 and P1 assigned
+    kafka.feed(P0, 3)
+    assert [q.maybe_seen(SourceRecord(TOPIC, 0, o, b"k", b"{}")) for o in (0, 2, 3)] == [
+        True, True, False]
+    assert not q.maybe_seen(SourceRecord(TOPIC, 1, 0, b"k", b"{}"))  # empty when assigned
+    assert q.maybe_seen(SourceRecord(TOPIC, 2, 0, b"k", b"{}"))  # not assigned: unknown
+    gates.release(0, 0, 1, 2, 3)
     await q.stop()

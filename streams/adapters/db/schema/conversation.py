@@ -116,3 +116,14 @@ dead_letter_ledger = Table(
     Column("recorded_by", String(32), nullable=False),  # the attempt that recorded it
     Index(None, "recorded_at"),
 )
+
+# queries whose reply the broker acknowledged, by a digest of reply topic and
+# correlation id: a request delivered again after its worker died is not
+# answered twice, even when Redis lost its copy of the record
+answered_request = Table(
+    "answered_request",
+    metadata,
+    Column("request_key", BinaryKey(64), primary_key=True),
+    Column("answered_at", Timestamp, nullable=False),
+    Index(None, "answered_at"),
+)
