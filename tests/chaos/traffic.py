@@ -14,6 +14,7 @@ from collections.abc import Callable
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from streams.wire.query import MAX_TIMEOUT_MS
 from streams.wire.spring_reply import request_headers
 from tests.chaos import vocabulary as V
 from tests.chaos.workload import Workload
@@ -99,7 +100,11 @@ def query_request(workload: Workload, n: int) -> tuple[bytes, bytes]:
     c = rng.choice(workload.conversations)
     doc = {"request_id": f"q{n}", "tenant_id": c.tenant, "user_id": c.user, "agent_id": c.agent,
            "conversation_id": c.id, "message": rng.choice(V.QUESTIONS),
-           "options": {"timeout_ms": 30_000, "top_k": 5}}
+           # the longest a caller may wait: a schedule can leave the query stage
+           # without a live member for tens of seconds (the only worker killed
+           # again and again, the database down meanwhile), and a request whose
+           # caller gave up is rightly not answered
+           "options": {"timeout_ms": MAX_TIMEOUT_MS, "top_k": 5}}
     return f"{c.tenant}/{c.user}".encode(), json.dumps(doc).encode()
 
 
