@@ -54,14 +54,17 @@ class DurableAnswers(Protocol):
 
 
 class _Grouped:
-    """Writes keys in groups: one write in flight, the keys added meanwhile in
-    the next; ``add`` returns once its key's write is done (or failed)."""
+    """Writes keys in groups: a write waits ``linger_s`` for more keys, one write
+    is in flight, the keys added meanwhile go in the next; ``add`` returns once
+    its key's write is done (or failed). The reply is out before: the wait
+    delays only the request's commit, not its caller."""
 
     def __init__(self, durable: DurableAnswers, now: Callable[[], datetime],
-                 max_batch: int = 500) -> None:
+                 max_batch: int = 500, linger_s: float = 0.1) -> None:
         self.durable = durable
         self.now = now
         self.max_batch = max_batch
+        self.linger_s = linger_s
         self._waiting: list[tuple[str, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -74,6 +77,8 @@ class _Grouped:
 
     async def _write(self) -> None:
         while self._waiting:
+            if len(self._waiting) < self.max_batch:
+                await asyncio.sleep(self.linger_s)
             batch = self._waiting[:self.max_batch]
             del self._waiting[:self.max_batch]
             try:
