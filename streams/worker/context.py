@@ -174,13 +174,14 @@ class WorkerContext:
         return await self._once("query-answering", build)
 
     async def purge(self, retention_days: float) -> tuple[int, int, int]:
-        """Ledger rows, finished runs and dead-letter records older than the retention."""
+        """Ledger rows, finished runs and dead-letter records older than the
+        retention (their counts), and answered requests older than any caller
+        waits."""
         rows, runs = await (await self.consolidation()).purge(retention_days)
+        now = datetime.now(UTC)
         letters = await DeadLetterLedger(self.runtime.engine).purge(
-            datetime.now(UTC) - timedelta(days=retention_days))
-        # answered requests are kept as long as a caller may wait, and no longer
-        await AnsweredStore(self.runtime.engine).purge(
-            datetime.now(UTC) - timedelta(seconds=ANSWERED_TTL_S))
+            now - timedelta(days=retention_days))
+        await AnsweredStore(self.runtime.engine).purge(now - timedelta(seconds=ANSWERED_TTL_S))
         return rows, runs, letters
 
     async def sync_stale_marks(self) -> None:
