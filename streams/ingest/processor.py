@@ -138,6 +138,9 @@ class IngestProcessor:
         self.table = table
         self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
         self.clock = clock
+        # conversation -> done, while an earlier batch's stage two publishes its
+        # closing events (they leave the outbox only then)
+        self._publishing: dict[str, asyncio.Future[None]] = {}
 
     async def _deliver(self, records: Sequence[Outgoing], what: str) -> None:
         if records:
@@ -230,6 +233,10 @@ class IngestProcessor:
         appended, invalidate, last = self._apply(items, plan, rows, new_keys, refused, result,
                                                  tally)
         tally.flush()
+        if plan.publish:
+            done = asyncio.get_running_loop().create_future()
+            for c in plan.publish:
+                self._publishing[table_key(c.tenant_id, c.conversation_id)] = done
         return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
                                     result)
 
@@ -283,6 +290,8 @@ class IngestProcessor:
         """The batch's session transitions, over the states as the table holds
         them; conversations it does not hold are looked up in the database (a
         state dropped after the retention left its last session number there)."""
+        await self._publishing_done({table_key(i.event.tenant_id, i.event.conversation_id)
+                                     for i in items})
         current = {}
         for i in items:
             key = table_key(i.event.tenant_id, i.event.conversation_id)
@@ -374,6 +383,13 @@ class IngestProcessor:
                 plan.closed.append(closed)
                 plan.publish.append(closed)
 
+    async def _publishing_done(self, keys: set[str]) -> None:
+        """Wait until no earlier batch is publishing closing events of ``keys``:
+        planned over the state before those events left its outbox, this batch
+        would publish them a second time."""
+        while waits := {f for key in keys if (f := self._publishing.get(key)) is not None}:
+            await asyncio.wait(waits)
+
     async def _finish(
         self,
         appended: dict[tuple[str, str], list[MessageDoc]],
@@ -386,16 +402,28 @@ class IngestProcessor:
         # the states (with the closing events in their outbox) are in the table
         # before the events are published, and each event leaves its outbox only
         # once published: a crash anywhere leaves it to be published again
-        await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
-                             self.states.barrier())
-        if plan.publish:
-            closed = [
-                Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
-                         c.model_dump_json().encode())
-                for c in plan.publish
-            ]
-            await self._deliver(closed, "session-closed")
-            self._sent(plan, last)
+        try:
+            await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
+                                 self.states.barrier())
+            if plan.publish:
+                closed = [
+                    Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
+                             c.model_dump_json().encode())
+                    for c in plan.publish
+                ]
+                await self._deliver(closed, "session-closed")
+                self._sent(plan, last)
+        finally:
+            self._published(plan)
+
+    def _published(self, plan: SessionPlan) -> None:
+        """Let batches waiting on this one's closing events go on (after a
+        failure too: the events are still in the outboxes)."""
+        done = {self._publishing.pop(key, None)
+                for key in {table_key(c.tenant_id, c.conversation_id) for c in plan.publish}}
+        for f in done:
+            if f is not None and not f.done():
+                f.set_result(None)
 
     def _sent(self, plan: SessionPlan, last: dict[str, SourceRecord]) -> None:
         """Empty the outboxes of what was published, on the newest state of each,

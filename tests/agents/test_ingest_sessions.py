@@ -171,3 +171,42 @@ async def test_a_message_passed_over_gets_a_late_end_for_its_own_session() -> No
         ("c1-0", 1), ("c1-2", 2), ("c1-1", 1)]
     await proc.process(batch[1:])  # once more: stored now, nothing late
     assert len(closed_ids(pub)) == 2
+
+
+async def test_a_batch_planned_while_the_previous_one_publishes_its_end_sends_it_once() -> None:
+    """The ingest sink runs a batch's stage one while the previous batch's stage
+    two publishes its closing events: the state it reads still holds them in its
+    outbox, and publishing them again would hand the session on twice."""
+    store, table, pub = FakeMessageStore(), FakeTable(), FakePublisher()
+    proc = processor(store, table, pub)
+    _, tail_a = await proc.store_batch(recs([ev(0), end(0)]))
+    task_a = asyncio.ensure_future(tail_a)  # stage two of A, as the sink starts it
+    _, tail_b = await proc.store_batch(recs([ev(1)], start=2))  # stage one of B meanwhile
+    await task_a
+    await tail_b
+    assert closed_ids(pub) == ["t1/c1#1"]
+    await proc.states.barrier()
+    assert table.data["t1/c1"]["outbox"] == []
+    await proc.process(recs([ev(2)], start=3))
+    assert closed_ids(pub) == ["t1/c1#1"]
+
+
+async def test_a_batch_of_other_conversations_does_not_wait_for_a_publish() -> None:
+    store, table = FakeMessageStore(), FakeTable()
+    gate = asyncio.Event()
+
+    class SlowPublisher(FakePublisher):
+        async def publish(self, records: Sequence[Outgoing]) -> None:
+            if any(r.topic == "closed" for r in records):
+                await gate.wait()
+            await super().publish(records)
+
+    pub = SlowPublisher()
+    proc = processor(store, table, pub)
+    _, tail_a = await proc.store_batch(recs([ev(0), end(0)]))
+    task_a = asyncio.ensure_future(tail_a)
+    _, tail_b = await asyncio.wait_for(proc.store_batch(recs([ev(0, conv="c2")], start=2)), 5)
+    gate.set()
+    await task_a
+    await tail_b
+    assert closed_ids(pub) == ["t1/c1#1"]

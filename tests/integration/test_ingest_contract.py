@@ -124,7 +124,9 @@ async def test_subagent_chat_reaches_the_parent_and_nothing_else_does(running: S
 
 
 async def test_session_end_is_handed_on(running: Stack) -> None:
-    (closed,) = await running.read_topic(running.topics["closed"], expect=1)
+    records = await running.read_topic(running.topics["closed"], expect=1)
+    assert len(records) == 1, [(r.partition, r.offset, r.value) for r in records]
+    (closed,) = records
     doc = json.loads(closed.value)
     assert closed.key == b"parent"
     assert (doc["tenant_id"], doc["conversation_id"], doc["trigger"]) == (
