@@ -247,7 +247,16 @@ class ConsolidationSettings(BaseModel):
     idle_timeout_s: float = Field(
         1800.0,
         gt=0,
-        description="SESSION_IDLE_TIMEOUT: a session with no event for this long is closed.",
+        description=(
+            "SESSION_IDLE_TIMEOUT: the gap that ends a session, in event time (an event whose "
+            "created_at is this much after the session's last activity starts the next "
+            "session) and, for a conversation gone quiet, in wall-clock time."),
+    )
+    session_grace_s: float = Field(
+        300.0, ge=0, description=(
+            "A message older than the open session's first one, at most this far behind the "
+            "conversation's newest event time, still joins the session before it when that "
+            "session was closed by the gap in event time (out-of-order producers)."),
     )
     idle_scan_interval_s: float = Field(
         60.0, gt=0, description="How often the session table is scanned for idle sessions."

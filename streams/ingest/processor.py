@@ -6,10 +6,11 @@ Order per batch, and why:
 2. sub-agent chat is re-keyed to the parent conversation's topic partition;
 3. the session transitions are planned (:mod:`streams.session.rules.batch`):
    each message is stamped with the session it belongs to, sessions close on
-   ``session_end`` and on an idle check from the session scan when the state
-   (re-checked: a message may have arrived since the scan) is still open and
-   idle for ``idle_timeout_s``, states closed and quiet for
-   ``closed_retention_s`` are dropped;
+   ``session_end``, on an event whose ``created_at`` is ``idle_timeout_s`` or
+   more after the session's last activity (event time), and on an idle check
+   from the session scan when the state (re-checked: a message may have
+   arrived since the scan) is still open and idle for ``idle_timeout_s``;
+   states closed and quiet for ``closed_retention_s`` are dropped;
 4. the database stores the messages with their stamps (idempotent on event
    id); a transient error is retried with backoff until it passes, so the
    batch is never acknowledged before that; a row the database refuses for
@@ -44,6 +45,7 @@ from streams.adapters.db.messages import MessageStore, message_row, row_to_doc
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
+from streams.ingest.rules.routing import place
 from streams.ingest.rules.subagent import Disposition, as_parent_message, disposition
 from streams.metrics import (
     DEAD_LETTERS,
@@ -65,8 +67,9 @@ from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionE
 log = logging.getLogger(__name__)
 
 NOT_REROUTED = Rejected(
-    SCHEMA, "NotSubagentChat",
-    "the sub-agent topic carries only sub-agent chat for a parent conversation",
+    SCHEMA, "NotRekeyed",
+    "the re-key topic carries only sub-agent chat for a parent conversation and chat events "
+    "in their conversation's home partition",
 )
 
 
@@ -82,6 +85,7 @@ class IngestConfig:
     idle_topic: str | None = None
     idle_timeout_s: float = 1800.0
     closed_retention_s: float = 7 * 86400.0
+    session_grace_s: float = 300.0
 
 
 @dataclass
@@ -129,6 +133,7 @@ class IngestProcessor:
         *,
         stale: StaleHistories,
         state_flush_interval_s: float = 0.0,
+        home: Callable[[str], int] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -138,6 +143,7 @@ class IngestProcessor:
         self.table = table
         self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
         self.clock = clock
+        self.home = home  # a conversation's home partition (None: where the producer put it)
         # conversation -> done, while an earlier batch's stage two publishes its
         # closing events (they leave the outbox only then)
         self._publishing: dict[str, asyncio.Future[None]] = {}
@@ -170,23 +176,25 @@ class IngestProcessor:
             if isinstance(decoded, Rejected):
                 dlq.append(self._dead_letter(rec, decoded, tally))
                 continue
-            what = disposition(decoded)
-            if rec.topic == cfg.subagent_topic:
-                # only what this processor re-routed belongs here
-                if what is not Disposition.REROUTE or not isinstance(decoded, ChatMessage):
-                    dlq.append(self._dead_letter(rec, NOT_REROUTED, tally))
-                    continue
-                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
-                continue
-            if what is Disposition.KEEP:
+            where = place(decoded, internal=rec.topic == cfg.subagent_topic,
+                          partition=rec.partition, home=self.home)
+            if where.action == "store":
                 items.append(_Item(rec, decoded))
-            elif what is Disposition.REROUTE:
-                assert isinstance(decoded, ChatMessage) and decoded.parent_conversation_id
+            elif where.action == "store_in_parent":
+                assert isinstance(decoded, ChatMessage)
+                items.append(_Item(rec, as_parent_message(decoded), origin=decoded.conversation_id))
+            elif where.action == "rekey":
+                assert where.conversation_id is not None
                 reroute.append(Outgoing(
-                    cfg.subagent_topic, decoded.parent_conversation_id.encode(), rec.value,
-                    [*rec.headers, ("memstream.origin.offset", str(rec.offset).encode())],
+                    cfg.subagent_topic, where.conversation_id.encode(), rec.value,
+                    [*rec.headers, ("memstream.origin.partition", str(rec.partition).encode()),
+                     ("memstream.origin.offset", str(rec.offset).encode())],
+                    partition=where.partition,
                 ))
-                tally.add(rec.topic, "rerouted")
+                tally.add(rec.topic, "rerouted" if disposition(decoded) is Disposition.REROUTE
+                          else "rekeyed")
+            elif where.action == "refuse":  # only what this processor re-keyed belongs there
+                dlq.append(self._dead_letter(rec, NOT_REROUTED, tally))
             else:
                 tally.add(rec.topic, "dropped_subagent")
                 result.dropped += 1
@@ -307,7 +315,8 @@ class IngestProcessor:
         last = await retry_forever(lookup, what="mysql", initial_s=self.config.retry_initial_s,
                                    max_s=self.config.retry_max_s) if unknown else {}
         events = [SourcedEvent(i.record.topic, i.record.offset, i.event) for i in items]
-        rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s)
+        rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s,
+                             self.config.session_grace_s)
         return plan_sessions(events, current.__getitem__,
                              {table_key(*k): seq for k, seq in last.items()}, self.clock(), rules)
 

@@ -79,6 +79,11 @@ class SessionState:
     outbox: list[str] = field(default_factory=list)  # SessionClosed JSON, not yet published
     # per source topic, [first offset, session] of the newest sessions' starts
     bounds: dict[str, list[list[int]]] = field(default_factory=dict)
+    session_start: datetime | None = None  # event time of the open session's first message
+    # messages older than this belong to the session before (closed by a later
+    # event's gap, or by a session end), see belongs_to_previous
+    previous_until: datetime | None = None
+    stream_time: datetime | None = None  # the newest event time (messages and ends)
 
     def session_of(self, source: str, offset: int) -> int:
         """The session current at ``offset`` of ``source``."""
@@ -97,16 +102,55 @@ class SessionState:
         if offset > self.offsets.get(source, -1):
             self.offsets[source] = offset
 
-    def apply_message(self, msg: ChatMessage, source: str, offset: int, now: float) -> bool:
-        """Count one stored message; False when this offset was applied before."""
+    def closes_by_gap(self, at: datetime, gap_s: float) -> bool:
+        """An event at ``at`` (event time) ``gap_s`` or more after the open
+        session's last activity: that session ended before it (stream time, as
+        a session window does), whatever the wall clock says."""
+        return (self.open and self.last_activity is not None
+                and (at.astimezone(UTC) - self.last_activity).total_seconds() >= gap_s)
+
+    def belongs_to_previous(self, at: datetime, grace_s: float) -> bool:
+        """An out-of-order message of the session before: older than the open
+        session's first message (if one is open), older than where the session
+        before ended (its last activity plus the gap when a later event's gap
+        closed it, the session end's time when an end did), and at most
+        ``grace_s`` behind stream time. A session the wall-clock scan closed
+        takes nothing more: live, the next message starts a session."""
+        if self.previous_until is None or self.stream_time is None:
+            return False
+        at = at.astimezone(UTC)
+        if self.open and self.session_start is not None and at >= self.session_start:
+            return False
+        return at < self.previous_until and (self.stream_time - at).total_seconds() <= grace_s
+
+    def observe(self, at: datetime) -> None:
+        """Move stream time on to ``at`` (a message's or a session end's time)."""
+        at = at.astimezone(UTC)
+        if self.stream_time is None or at > self.stream_time:
+            self.stream_time = at
+
+    def apply_message(self, msg: ChatMessage, source: str, offset: int, now: float,
+                      *, previous: bool = False) -> bool:
+        """Count one stored message (``previous``: in the session before the open
+        one, see :meth:`belongs_to_previous`); False when this offset was applied
+        before."""
         if self.seen(source, offset):
             return False
         self.mark(source, offset)
-        self.user_id, self.agent_id = msg.user_id, msg.agent_id
         self.message_count += 1
+        ts = msg.created_at.astimezone(UTC)
+        self.observe(ts)
+        if previous:
+            self.first_activity = min(self.first_activity or ts, ts)
+            self.last_seen_at = max(self.last_seen_at, now)
+            return True
+        self.user_id, self.agent_id = msg.user_id, msg.agent_id
+        if self.session_message_count == 0 or self.session_start is None:
+            self.session_start = ts
+        else:
+            self.session_start = min(self.session_start, ts)
         self.session_message_count += 1
         self.unsummarized_count += 1
-        ts = msg.created_at.astimezone(UTC)
         if self.first_activity is None or ts < self.first_activity:
             self.first_activity = ts
         if self.last_activity is None or ts > self.last_activity:
@@ -121,10 +165,19 @@ class SessionState:
         trigger: Literal["explicit", "idle"],
         now: float,
         end: SessionEnd | None = None,
+        *,
+        next_from: tuple[str, int] | None = None,
+        previous_until: datetime | None = None,
     ) -> SessionClosed | None:
-        """Close the current session; None when it holds no message (nothing to consolidate)."""
+        """Close the current session; None when it holds no message (nothing to
+        consolidate). ``next_from``: the source and offset of the later event
+        whose time closed it (the gap in event time), where the next session
+        starts; ``previous_until``: out-of-order messages older than this may
+        still join the closed session (:meth:`belongs_to_previous`)."""
         if not self.open or self.session_message_count == 0:
             return None
+        self.previous_until = previous_until.astimezone(UTC) if previous_until else None
+        self.session_start = None
         closed = SessionClosed(
             closed_id=f"{self.tenant_id}/{self.conversation_id}#{self.session_seq}",
             tenant_id=self.tenant_id,
@@ -141,9 +194,12 @@ class SessionState:
         self.session_seq += 1
         self.session_message_count = 0
         self.open = False
-        for source, last in self.offsets.items():
+        firsts = {source: last + 1 for source, last in self.offsets.items()}
+        if next_from is not None:  # the next session starts with the event that closed this one
+            firsts[next_from[0]] = next_from[1]
+        for source, first in firsts.items():
             starts = self.bounds.setdefault(source, [])
-            starts.append([last + 1, self.session_seq])
+            starts.append([first, self.session_seq])
             del starts[:-BOUNDS_KEPT]
         self.outbox.append(closed.model_dump_json())
         return closed
@@ -204,6 +260,9 @@ class SessionState:
             "last_event_id": self.last_event_id,
             "outbox": list(self.outbox),
             "bounds": {k: [list(b) for b in v] for k, v in self.bounds.items()},
+            "session_start": self.session_start.isoformat() if self.session_start else None,
+            "previous_until": self.previous_until.isoformat() if self.previous_until else None,
+            "stream_time": self.stream_time.isoformat() if self.stream_time else None,
         }
 
     @classmethod
@@ -228,6 +287,9 @@ class SessionState:
             outbox=[str(doc) for doc in value.get("outbox") or ()],
             bounds={str(k): [[int(b[0]), int(b[1])] for b in v]
                     for k, v in (value.get("bounds") or {}).items()},
+            session_start=_ts(value.get("session_start")),
+            previous_until=_ts(value.get("previous_until")),
+            stream_time=_ts(value.get("stream_time")),
         )
 
     @classmethod

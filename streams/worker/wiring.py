@@ -28,6 +28,7 @@ from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.runs import RunStore
+from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.kafka.publish import Publisher, SourceRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
@@ -134,7 +135,8 @@ class Wiring:
             session_closed_topic=k.session_closed_topic, max_content_bytes=i.max_content_bytes,
             retry_initial_s=i.retry_initial_s, retry_max_s=i.retry_max_s,
             idle_topic=k.idle_topic, idle_timeout_s=c.idle_timeout_s,
-            closed_retention_s=c.closed_session_retention_s)
+            closed_retention_s=c.closed_session_retention_s,
+            session_grace_s=c.session_grace_s)
 
     def ingest(self) -> IngestProcessor:
         if self.sessions is None:
@@ -142,7 +144,8 @@ class Wiring:
         return IngestProcessor(
             self.ingest_config(), self.parts.store, self.parts.cache, self.publisher,
             self.sessions, self.clock, stale=self.parts.stale,
-            state_flush_interval_s=self.settings.ingest.state_flush_interval_s)
+            state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
+            home=home_partitions(self.settings.kafka.partitions))
 
     def idle_scanner(self) -> IdleScanner:
         c = self.settings.consolidation

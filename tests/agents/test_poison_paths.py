@@ -82,8 +82,14 @@ async def test_a_row_the_database_refuses_is_dead_lettered_and_its_batch_mates_s
     assert (again.stored, again.duplicates, again.dead_lettered) == (0, 4, 1)
 
 
-async def test_the_sub_agent_topic_takes_only_sub_agent_chat(ingest: Any) -> None:
-    store, cache, pub, table, proc = ingest
+async def test_the_rekey_topic_takes_only_what_ingest_would_send_there() -> None:
+    """Sub-agent chat, and chat events in their home partition; not the rest
+    (here partition 0, which is not c1's home among 8)."""
+    store, cache, pub, table = RefusingStore(), FakeCache(), FakePublisher(), FakeTable()
+    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    eight = SETTINGS.model_copy(update={"kafka": SETTINGS.kafka.model_copy(
+        update={"partitions": 8})})
+    proc = ingest_processor(store, cache, pub, table, stale=stale, settings=eight)
     end = {k: v for k, v in ev(1).items() if k not in {"role", "content"}} | {
         "type": "session_end"}
     sub = {"conversation_id": "agent:c1:x", "parent_conversation_id": "c1"}

@@ -279,6 +279,6 @@ def chat_event(i: int, conv: str, tenant: str = "t1", **kw: Any) -> dict[str, An
 def session_end_event(conv: str, tenant: str = "t1", n: int = 0, **kw: Any) -> dict[str, Any]:
     doc = {"event_id": f"{tenant}-{conv}-end-{n}", "type": "session_end", "tenant_id": tenant,
            "user_id": "u1", "agent_id": "a1", "conversation_id": conv,
-           "created_at": "2026-11-30T09:00:00Z"}
+           "created_at": "2026-11-30T08:00:00Z"}
     doc.update(kw)
     return doc

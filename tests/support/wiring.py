@@ -22,8 +22,10 @@ from streams.tokens import TokenCounter
 from streams.worker.wiring import Wiring
 
 # the short topic names the tests' records carry
+# one partition: the records the agent tests build are all in partition 0
 TOPICS = KafkaSettings(chat_topic="chat", subagent_topic="sub", dlq_topic="dlq",
-                       session_closed_topic="closed", idle_topic="idle", retry_topic="retry")
+                       session_closed_topic="closed", idle_topic="idle", retry_topic="retry",
+                       partitions=1)
 
 
 @dataclass

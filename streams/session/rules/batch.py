@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from streams.session.model import SessionState, table_key
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
@@ -59,8 +60,9 @@ class SessionPlan:
 
 @dataclass(frozen=True)
 class SessionRules:
-    idle_timeout_s: float
+    idle_timeout_s: float  # the gap, in event time (and in wall-clock time for the scan)
     retention_s: float
+    grace_s: float = 0.0  # how far behind stream time an out-of-order message may be
 
 
 def plan_sessions(
@@ -98,14 +100,21 @@ def plan_sessions(
                 plan.stamps[i] = state.session_of(item.topic, item.offset)
                 if plan.stamps[i] < state.session_seq:
                     plan.late.setdefault(key, {}).setdefault(plan.stamps[i], i)
+            elif state.belongs_to_previous(ev.created_at, rules.grace_s):
+                plan.stamps[i] = state.session_seq - 1
+                plan.late.setdefault(key, {}).setdefault(plan.stamps[i], i)
+                state.apply_message(ev, item.topic, item.offset, now, previous=True)
             else:
+                _gap(plan, state, item, now, rules)
                 plan.stamps[i] = state.session_seq
-            state.apply_message(ev, item.topic, item.offset, now)
+                state.apply_message(ev, item.topic, item.offset, now)
         elif isinstance(ev, SessionEnd):
             plan.outcomes[i] = "session_end"
             if not state.seen(item.topic, item.offset):
+                _gap(plan, state, item, now, rules)
                 state.mark(item.topic, item.offset)
-                _closed(plan, state.close("explicit", now, ev))
+                state.observe(ev.created_at)
+                _closed(plan, state.close("explicit", now, ev, previous_until=ev.created_at))
         else:
             plan.outcomes[i] = _idle(plan, state, item, now, rules)
             if state.expired(now, rules.retention_s):
@@ -119,6 +128,19 @@ def plan_sessions(
                 seen.add(closed.closed_id)
                 plan.publish.append(closed)
     return plan
+
+
+def _gap(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
+         rules: SessionRules) -> None:
+    """An event whose time is a gap after the open session's last activity
+    closes that session first (trigger ``idle``: it went idle in event time), so
+    that a replay in one burst makes the sessions the live traffic made."""
+    assert not isinstance(item.event, IdleCheck)
+    if state.closes_by_gap(item.event.created_at, rules.idle_timeout_s):
+        assert state.last_activity is not None
+        until = state.last_activity + timedelta(seconds=rules.idle_timeout_s)
+        _closed(plan, state.close("idle", now, next_from=(item.topic, item.offset),
+                                  previous_until=until))
 
 
 def _closed(plan: SessionPlan, closed: SessionClosed | None) -> bool:
