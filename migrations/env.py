@@ -10,9 +10,9 @@ import asyncio
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from streams.adapters.db.schema.all_tables import metadata
 from streams.adapters.db.autogenerate import COMPARE_OPTIONS
 from streams.adapters.db.engine import create_engine
+from streams.adapters.db.schema.all_tables import metadata
 from streams.settings import get_settings
 
 config = context.config

@@ -370,6 +370,12 @@ class QuerySettings(BaseModel):
     """Memory lookups on the query topic."""
 
     concurrency: int = Field(16, ge=1, le=256, description="Queries answered at once per worker.")
+    unaddressed_replies: Literal["all_partitions", "by_key"] = Field(
+        "all_partitions", description=(
+            "Where a reply goes when its request names no `kafka_replyPartition`: a copy to "
+            "every partition of the reply topic (replicas sharing one reply group each get the "
+            "ones they asked for), or the partition of the request's key."),
+    )
     candidate_pool: int = Field(
         150, ge=1, le=1000,
         description=(

@@ -62,10 +62,12 @@ from streams.session.stale import StaleHistories
 from streams.session.state_buffer import SessionStateBuffer
 from streams.session.table import SessionTable
 from streams.wire.decode import SCHEMA, UNSTORABLE, Rejected, decode_chat_event, decode_record
+from streams.wire.headers import header
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
 log = logging.getLogger(__name__)
 
+ORIGIN_PARTITION = "memstream.origin.partition"  # on what ingest re-keys: where it was read
 NOT_REROUTED = Rejected(
     SCHEMA, "NotRekeyed",
     "the re-key topic carries only sub-agent chat for a parent conversation and chat events "
@@ -177,7 +179,8 @@ class IngestProcessor:
                 dlq.append(self._dead_letter(rec, decoded, tally))
                 continue
             where = place(decoded, internal=rec.topic == cfg.subagent_topic,
-                          partition=rec.partition, home=self.home)
+                          partition=rec.partition, home=self.home,
+                          rekeyed=header(rec.headers, ORIGIN_PARTITION) is not None)
             if where.action == "store":
                 items.append(_Item(rec, decoded))
             elif where.action == "store_in_parent":
@@ -187,7 +190,7 @@ class IngestProcessor:
                 assert where.conversation_id is not None
                 reroute.append(Outgoing(
                     cfg.subagent_topic, where.conversation_id.encode(), rec.value,
-                    [*rec.headers, ("memstream.origin.partition", str(rec.partition).encode()),
+                    [*rec.headers, (ORIGIN_PARTITION, str(rec.partition).encode()),
                      ("memstream.origin.offset", str(rec.offset).encode())],
                     partition=where.partition,
                 ))

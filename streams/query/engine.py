@@ -39,6 +39,7 @@ from streams.metrics import (
 )
 from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.query.rules.query_text import build_query_text
+from streams.query.rules.window_access import may_read_window
 from streams.session.reader import SessionReader
 from streams.tokens import CountTokens
 from streams.wire.query import (
@@ -126,6 +127,8 @@ class QueryEngine:
         if not (q.options.include_short_term and q.conversation_id):
             return None
         window = await self.reader.window(q.tenant_id, q.conversation_id, last_n=q.options.last_n)
+        if not may_read_window(window.messages, q.user_id):
+            raise WindowWithheld(q.conversation_id)
         return window.to_dict()
 
     async def _long_term(self, q: MemoryQuery) -> _LongTerm:
@@ -172,7 +175,11 @@ class QueryEngine:
         )
         reply = MemoryReply(request_id=q.request_id, tenant_id=q.tenant_id, user_id=q.user_id,
                             agent_id=q.agent_id, conversation_id=q.conversation_id)
-        if isinstance(short, BaseException):
+        if isinstance(short, WindowWithheld):
+            reply.warnings.append(Warning_(
+                code="short_term_withheld",
+                message=f"user {q.user_id!r} does not speak in conversation {short}"))
+        elif isinstance(short, BaseException):
             reply.warnings.append(_warning("short_term_failed", short))
         elif short is not None:
             reply.short_term = short
@@ -206,6 +213,10 @@ class QueryEngine:
         )
         QUERY_MEMORIES.observe(len(reply.memories))
         QUERY_BUDGET_TOKENS.observe(packed.tokens_used)
+
+
+class WindowWithheld(Exception):
+    """The query's user does not speak in the conversation it names."""
 
 
 def _warning(code: str, exc: BaseException) -> Warning_:

@@ -21,7 +21,7 @@ from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_RE
 from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.wire.json_doc import load_object
-from streams.wire.query import MemoryQuery, MemoryReply, ReplyError
+from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
@@ -94,6 +94,9 @@ class QueryProcessor:
             return self._error(rec, addr, doc, _short_errors(exc), start)
         try:
             reply = await self.engine.answer(query)
+            if ignored := unknown_fields(doc):
+                reply.warnings.append(Warning_(
+                    code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
         except Exception as exc:  # a reply always comes back
             log.exception("query failed")
             reply = MemoryReply(request_id=query.request_id, tenant_id=query.tenant_id,

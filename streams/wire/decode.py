@@ -22,6 +22,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from streams.wire.json_doc import MAX_DEPTH, load_object
 from streams.wire.records import EVENT_TYPES, ChatEvent, ChatMessage, SessionEnd
 from streams.wire.rejections import (
+    BAD_TIME,
     INVALID_TEXT,
     MISSING_TENANT,
     OUT_OF_RANGE,
@@ -45,7 +46,7 @@ M = TypeVar("M", bound=BaseModel)
 
 _adapter: TypeAdapter[ChatMessage | SessionEnd] = TypeAdapter(ChatEvent)
 # validation errors whose type is itself a reason (raised by the models' own rules)
-_REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE})
+_REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE, BAD_TIME})
 
 
 def decode_chat_event(

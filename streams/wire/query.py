@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streams.wire.records import Ident, TenantId
 
@@ -14,8 +14,24 @@ from streams.wire.records import Ident, TenantId
 MAX_TIMEOUT_MS = 60_000
 
 
-class QueryOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Lenient(BaseModel):
+    """Unknown fields are ignored (the reply names them in ``warnings``) and
+    ``null`` stands for "not given" wherever a field is optional, as Jackson
+    writes unset fields by default."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {k: v for k, v in value.items()
+                if not (v is None and k in cls.model_fields
+                        and not cls.model_fields[k].is_required())}
+
+
+class QueryOptions(_Lenient):
 
     top_k: int = Field(10, ge=1, le=100, description="Long-term memories listed in `memories`.")
     just_keyword_search: bool = Field(
@@ -38,10 +54,8 @@ class QueryOptions(BaseModel):
     )
 
 
-class MemoryQuery(BaseModel):
+class MemoryQuery(_Lenient):
     """A memory lookup by an agent about to answer. Key: ``tenant_id/user_id``."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     request_id: str | None = Field(None, max_length=128, description="Echoed in the reply.")
     tenant_id: TenantId
@@ -55,6 +69,15 @@ class MemoryQuery(BaseModel):
         description="Optional context; its first 200 characters join the query.",
     )
     options: QueryOptions = QueryOptions()
+
+
+def unknown_fields(doc: dict[str, Any]) -> list[str]:
+    """The fields of a request that no version of memstream reads (ignored)."""
+    out = [k for k in doc if k not in MemoryQuery.model_fields]
+    options = doc.get("options")
+    if isinstance(options, dict):
+        out += [f"options.{k}" for k in options if k not in QueryOptions.model_fields]
+    return out
 
 
 class ReplyMemory(BaseModel):

@@ -26,10 +26,34 @@ from pydantic_core import PydanticCustomError
 
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 RFC3339_PATTERN = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}"
-    r"(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
 _rfc3339 = re.compile(RFC3339_PATTERN)
+_no_seconds = re.compile(r"^(.{10}[Tt ][0-9]{2}:[0-9]{2})([Zz]|[+-][0-9]{2}:[0-9]{2})$")
+EPOCH_MILLIS_FROM = 1e11  # a number this large is milliseconds (as seconds: the year 5138)
+TIME_FORMS = ("an RFC 3339 date-time with an offset (seconds optional, as java.time's "
+              "toString() writes them), or a number of seconds (Jackson's default for "
+              "Instant) or milliseconds since the epoch")
+
+
+def event_time(v: object) -> object:
+    """``created_at`` as producers write it, for the model to validate: RFC 3339
+    text (``06:48Z`` gets its ``:00``), or epoch seconds / milliseconds.
+    Raises ``bad_time`` for anything else."""
+    if isinstance(v, datetime):
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        seconds = v / 1000 if abs(v) >= EPOCH_MILLIS_FROM else v
+        try:
+            return datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise PydanticCustomError(
+                "out_of_range", "the date-time is outside 1000-01-01 to 9999-12-31 UTC") from None
+    if isinstance(v, str) and _rfc3339.match(v):
+        m = _no_seconds.match(v)
+        return f"{m.group(1)}:00{m.group(2)}" if m else v
+    raise PydanticCustomError("bad_time", "created_at must be {forms}", {"forms": TIME_FORMS})
 SUBAGENT_PREFIX = "agent:"
 
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
@@ -81,12 +105,8 @@ class _Event(BaseModel):
 
     @field_validator("created_at", mode="before")
     @classmethod
-    def _rfc3339_text(cls, v: object) -> object:
-        if isinstance(v, datetime):
-            return v
-        if not isinstance(v, str) or not _rfc3339.match(v):
-            raise ValueError("created_at must be an RFC 3339 date-time with an offset")
-        return v
+    def _producer_time(cls, v: object) -> object:
+        return event_time(v)
 
 
 class ChatMessage(_Event):

@@ -22,13 +22,15 @@ TOO_LARGE: Final = "too_large"
 """``content`` over the configured limit, or ``tool_calls`` over their column."""
 OUT_OF_RANGE: Final = "out_of_range"
 """A date-time that cannot be represented in UTC, or outside 1000-01-01 to 9999-12-31."""
+BAD_TIME: Final = "bad_time"
+"""``created_at`` in no form memstream reads (see ``streams.wire.records.TIME_FORMS``)."""
 SCHEMA: Final = "schema"
 UNSTORABLE: Final = "unstorable"
 """The database refused the row for good (only its own row: the rest of its batch was stored)."""
 
 REASONS: Final = (
     UNDECODABLE, TOO_DEEP, INVALID_TEXT, MISSING_TENANT, UNKNOWN_TYPE, TOO_LARGE, OUT_OF_RANGE,
-    SCHEMA, UNSTORABLE,
+    BAD_TIME, SCHEMA, UNSTORABLE,
 )
 
 

@@ -18,6 +18,8 @@ from streams.wire.headers import Header, Headers, header
 REPLY_TOPIC = "kafka_replyTopic"
 CORRELATION_ID = "kafka_correlationId"
 REPLY_PARTITION = "kafka_replyPartition"
+CONTENT_TYPE = "contentType"  # Spring's MessageHeaders.CONTENT_TYPE
+JSON = b"application/json"
 
 # Kafka's own rule for topic names
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -34,7 +36,12 @@ class ReplyAddress:
     partition: int | None = None
 
     def headers(self) -> Headers:
-        return [(CORRELATION_ID, self.correlation_id)] if self.correlation_id is not None else []
+        """The reply's headers: its content type (Spring's message converters and
+        ``JsonDeserializer`` read it) and the correlation id, as sent."""
+        out: Headers = [(CONTENT_TYPE, JSON)]
+        if self.correlation_id is not None:
+            out.append((CORRELATION_ID, self.correlation_id))
+        return out
 
 
 def reply_address(headers: Sequence[Header]) -> ReplyAddress | None:

@@ -164,7 +164,9 @@ class WorkerContext:
         """What the query consumer runs for each request, with one reply producer."""
         async def build() -> QueryAnswering:
             wiring = await self.wiring()
-            replies = ReplyPublisher(self.settings.kafka.broker)
+            replies = ReplyPublisher(
+                self.settings.kafka.broker,
+                every_partition=self.settings.query.unaddressed_replies == "all_partitions")
             await replies.start()
             self._replies = replies
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))

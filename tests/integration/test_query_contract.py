@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from streams.client import MemoryClient
 from streams.memory.model import MemoryCandidate, agent_cube
@@ -126,6 +127,14 @@ async def test_reply_carries_long_and_short_term(client: MemoryClient) -> None:
     assert r.latency_ms > 0 and r.budget is not None and r.budget.tokens_used > 0
 
 
+async def test_another_user_does_not_get_the_conversation_s_window(client: MemoryClient) -> None:
+    r = await ask(client, "what does she eat?", conversation_id="trip", user_id="mallory")
+    assert r.short_term is None
+    assert [w.code for w in r.warnings] == ["short_term_withheld"]
+    same_but_cased = await ask(client, "hi", conversation_id="trip", user_id="Alice")
+    assert same_but_cased.short_term is None
+
+
 async def test_superseded_memories_are_never_returned(client: MemoryClient) -> None:
     r = await ask(client, "where does Alice work?", top_k=20)
     texts = [m.content for m in r.memories] + [r.user_profile]
@@ -231,6 +240,30 @@ async def test_spring_headers_are_echoed_byte_for_byte(running: Any, client: Mem
     assert header(m.headers, "kafka_correlationId") == correlation
     doc = json.loads(m.value)
     assert doc["error"] is None and "vegetarian" in doc["user_profile"]
+
+
+async def test_a_reply_without_a_reply_partition_reaches_every_replica(running: Any) -> None:
+    """Spring replicas whose reply containers share one group each own some
+    partitions of the reply topic: a reply with no ``kafka_replyPartition``
+    goes to every partition, so the one that asked gets it."""
+    stack = running[0]
+    reply_topic = f"{stack.name}.shared-replies"
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(reply_topic, 3, 1)])
+    finally:
+        await admin.close()
+    correlation = uuid.uuid4().bytes
+    body = json.dumps({"tenant_id": "tenant-a", "user_id": "alice", "agent_id": "planner",
+                       "message": "what does she eat?", "options": None}).encode()
+    await raw_request(stack.topics["queries"], body, [
+        ("kafka_replyTopic", reply_topic.encode()), ("kafka_correlationId", correlation)])
+    copies = [await read_reply(reply_topic, p, correlation) for p in range(3)]
+    for m in copies:
+        assert header(m.headers, "contentType") == b"application/json"
+        assert json.loads(m.value)["error"] is None
+    assert len({m.value for m in copies}) == 1
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import pytest
 
 from streams.wire.decode import (
+    BAD_TIME,
     INVALID_TEXT,
     MISSING_TENANT,
     OUT_OF_RANGE,
@@ -70,9 +72,11 @@ def tool_calls_of(size: int) -> list[dict[str, str]]:
         (enc(content="x" * 65_537), TOO_LARGE),
         (enc(content="é" * 40_000), TOO_LARGE),  # 80,000 UTF-8 bytes
         (enc(role="robot"), SCHEMA),
-        (enc(created_at="2026-11-30T08:00:00"), SCHEMA),  # no offset: not RFC 3339
-        (enc(created_at=1764489600), SCHEMA),
-        (enc(created_at="yesterday"), SCHEMA),
+        (enc(created_at="2026-11-30T08:00:00"), BAD_TIME),  # no offset: when was that?
+        (enc(created_at="yesterday"), BAD_TIME),
+        (enc(created_at=True), BAD_TIME),
+        (enc(created_at=[2026, 11, 30]), BAD_TIME),  # Jackson's LocalDateTime array: no offset
+        (enc(created_at=1e300), OUT_OF_RANGE),
         (enc(event_id=""), SCHEMA),
         (enc(tenant_id="a/b"), SCHEMA),
         (enc(user_id=...), SCHEMA),
@@ -193,3 +197,24 @@ def test_internal_records_get_the_same_checks(raw: bytes, model: type, reason: s
         assert isinstance(out, model)
     else:
         assert isinstance(out, Rejected) and out.reason == reason, out
+
+
+
+@pytest.mark.parametrize(("written", "want"), [
+    ("2026-12-01T06:48Z", "2026-12-01T06:48:00+00:00"),  # OffsetDateTime.toString() at :00
+    ("2026-12-01T06:48+01:00", "2026-12-01T05:48:00+00:00"),
+    ("2026-12-01T06:48:00.123456789Z", "2026-12-01T06:48:00.123456+00:00"),
+    (1796107680, "2026-12-01T06:48:00+00:00"),  # epoch seconds
+    (1796107680.5, "2026-12-01T06:48:00.500000+00:00"),  # Jackson's Instant: seconds.nanos
+    (1796107680500, "2026-12-01T06:48:00.500000+00:00"),  # epoch milliseconds
+])
+def test_created_at_as_java_producers_write_it(written: object, want: str) -> None:
+    ev = decode_chat_event(enc(created_at=written), 65_536)
+    assert not isinstance(ev, Rejected), ev
+    assert ev.created_at.astimezone(UTC).isoformat() == want
+
+
+def test_a_time_memstream_cannot_read_says_which_forms_it_reads() -> None:
+    rejected = decode_chat_event(enc(created_at="2026-11-30T08:00:00"), 65_536)
+    assert isinstance(rejected, Rejected) and rejected.reason == BAD_TIME
+    assert "RFC 3339" in rejected.message and "milliseconds" in rejected.message

@@ -54,7 +54,7 @@ CASES = [
     ("sub-agent chat", msg("agent:c1:s", **SUB), False, C1, Placement("rekey", "c1", C1)),
     ("sub-agent tool call", msg("agent:c1:s", role="tool", **SUB), False, C1, Placement("drop")),
     ("re-keyed, now at home", msg(), True, C1, Placement("store")),
-    ("on the re-key topic elsewhere", msg(), True, OTHER, Placement("refuse")),
+    ("re-keyed, elsewhere", msg(), True, OTHER, Placement("refuse")),
     ("sub-agent chat re-keyed", msg("agent:c1:s", **SUB), True, C1,
      Placement("store_in_parent")),
     ("sub-agent end on the re-key topic", end("agent:c1:s"), True, C1, Placement("refuse")),
@@ -65,7 +65,12 @@ CASES = [
                          [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_each_event_is_placed(event: Any, internal: bool, partition: int,
                               want: Placement) -> None:
-    assert place(event, internal=internal, partition=partition, home=HOME) == want
+    assert place(event, internal=internal, partition=partition, home=HOME,
+                 rekeyed=internal) == want
+
+
+def test_an_ordinary_event_written_to_the_rekey_topic_straight_is_refused() -> None:
+    assert place(msg(), internal=True, partition=C1, home=HOME) == Placement("refuse")
 
 
 def test_without_a_home_rule_the_producer_is_trusted() -> None:

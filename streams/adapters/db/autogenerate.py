@@ -4,9 +4,9 @@
 Alembic compares column types by kind and length, nullability, indexes and,
 with ``compare_server_default``, defaults, but on MySQL it does not see a
 column's collation or the fractional seconds of a ``DATETIME``. Both matter
-here: identity columns compare byte for byte (``utf8mb4_bin``: tenant ``A`` is
-not tenant ``a``) and times keep microseconds (``DATETIME(6)``), so
-:func:`compare_type` adds them.
+here: identity columns compare exactly (a NO PAD binary collation: tenant
+``A`` is not tenant ``a``, conversation ``c-1 `` is not ``c-1``) and times
+keep microseconds (``DATETIME(6)``), so :func:`compare_type` adds them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Column
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 # what the declared type and the reflected one must agree on, beyond Alembic's checks
 MYSQL_TYPE_DETAILS = ("collation", "fsp")
@@ -30,7 +30,10 @@ def compare_type(context: MigrationContext, inspected_column: Column[Any],
     dialect = context.dialect
     if dialect.name != "mysql":
         return None
-    declared = metadata_type.dialect_impl(dialect)  # the MySQL variant, if any
+    if isinstance(metadata_type, TypeDecorator):  # ExactKey: its type on this server
+        declared = metadata_type.load_dialect_impl(dialect)
+    else:
+        declared = metadata_type.dialect_impl(dialect)  # the MySQL variant, if any
     for detail in MYSQL_TYPE_DETAILS:
         if getattr(declared, detail, None) != getattr(inspected_type, detail, None):
             return True

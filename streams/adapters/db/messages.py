@@ -60,6 +60,7 @@ def row_to_doc(row: Any) -> MessageDoc:
     m = row._mapping if hasattr(row, "_mapping") else row
     doc: MessageDoc = {
         "event_id": m["event_id"],
+        "user_id": m["user_id"],
         "role": m["role"],
         "content": m["content"],
         "created_at": _utc_text(m["created_at"]),

@@ -23,9 +23,12 @@ class ReplyPublisher:
     """Sends replies and dead letters; a failed send is retried a few times,
     then logged (the caller's own timeout reports it)."""
 
-    def __init__(self, broker: str, attempts: int = 3) -> None:
+    def __init__(self, broker: str, attempts: int = 3, *, every_partition: bool = True) -> None:
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker),
                                           linger_ms=0, acks=1)
+        # a reply with no partition: one copy per partition of its topic (see
+        # QuerySettings.unaddressed_replies), else the producer's choice by key
+        self.every_partition = every_partition
         self._started = False
         self._lock = asyncio.Lock()
         self.attempts = attempts
@@ -43,12 +46,20 @@ class ReplyPublisher:
             self._started = False
 
     async def deliver(self, r: Outgoing) -> bool:
-        """Send one reply; True once the broker acknowledged it."""
+        """Send one reply; True once the broker acknowledged it (every copy)."""
         await self.start()
         for attempt in range(1, self.attempts + 1):
             try:
-                await self._producer.send_and_wait(
-                    r.topic, r.value, key=r.key, partition=r.partition, headers=r.headers or None)
+                if r.partition is None and self.every_partition:
+                    parts = await self._producer.partitions_for(r.topic)
+                    await asyncio.gather(*[
+                        self._producer.send_and_wait(r.topic, r.value, key=r.key, partition=p,
+                                                     headers=r.headers or None)
+                        for p in sorted(parts)])
+                else:
+                    await self._producer.send_and_wait(
+                        r.topic, r.value, key=r.key, partition=r.partition,
+                        headers=r.headers or None)
                 return True
             except Exception as exc:
                 if attempt == self.attempts:

@@ -34,9 +34,12 @@ def place(
     internal: bool,
     partition: int,
     home: Callable[[str], int] | None,
+    rekeyed: bool = False,
 ) -> Placement:
     """``internal``: read from the re-key topic; ``partition``: where it was read;
-    ``home``: the home partition of a conversation id (None: trust the producer)."""
+    ``home``: the home partition of a conversation id (None: trust the producer);
+    ``rekeyed``: the record carries the origin the ingest agent stamps on what
+    it re-keys (an ordinary event written to the re-key topic straight is refused)."""
     what = disposition(event)
     if what is Disposition.DROP:
         return Placement("refuse" if internal else "drop")
@@ -47,8 +50,9 @@ def place(
         target = event.parent_conversation_id
         return Placement("rekey", target, home(target) if home else None)
     conversation = event.conversation_id
-    if home is None or home(conversation) == partition:
+    at_home = home is None or home(conversation) == partition
+    if internal:
+        return Placement("store" if at_home and rekeyed else "refuse")
+    if at_home or home is None:
         return Placement("store")
-    if internal:  # written there straight, and not to its home
-        return Placement("refuse")
     return Placement("rekey", conversation, home(conversation))

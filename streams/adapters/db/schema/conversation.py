@@ -6,6 +6,8 @@ migrated schema matches this metadata. Times are stored as naive UTC.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -19,7 +21,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import mysql
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 metadata = MetaData(
     naming_convention={
@@ -35,12 +38,35 @@ LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql")
 Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
 
+class ExactKey(TypeDecorator[str]):
+    """A string compared exactly on MySQL too: byte for byte, trailing spaces
+    included (a NO PAD binary collation), so ``acme`` and ``ACME`` are two
+    tenants and ``c-1`` and ``c-1 `` two conversations."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "mysql":
+            return dialect.type_descriptor(mysql.VARCHAR(
+                self.length, charset="utf8mb4", collation=exact_collation(dialect)))
+        return dialect.type_descriptor(String(self.length))
+
+
+def exact_collation(dialect: Dialect) -> str:
+    """The server's NO PAD binary collation (``utf8mb4_bin`` pads)."""
+    if getattr(dialect, "is_mariadb", False):
+        return "utf8mb4_nopad_bin"
+    version = dialect.server_version_info or (0,)
+    return "utf8mb4_0900_bin" if version >= (8, 0, 0) else "utf8mb4_bin"
+
+
 def BinaryKey(length: int) -> TypeEngine[str]:
-    """A string compared byte for byte (case- and accent-sensitive) on MySQL too:
-    ids such as ``acme`` and ``ACME`` are different tenants."""
-    return String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
-    )
+    return ExactKey(length)
 
 conversation_message = Table(
     "conversation_message",
@@ -49,8 +75,8 @@ conversation_message = Table(
     Column("tenant_id", BinaryKey(64), nullable=False),
     Column("event_id", BinaryKey(128), nullable=False),
     Column("conversation_id", BinaryKey(255), nullable=False),
-    Column("user_id", String(255), nullable=False),
-    Column("agent_id", String(255), nullable=False),
+    Column("user_id", BinaryKey(255), nullable=False),
+    Column("agent_id", BinaryKey(255), nullable=False),
     Column("role", String(16), nullable=False),
     Column("name", String(255)),
     Column("content", LongText, nullable=False),

@@ -1,0 +1,41 @@
+"""Identifiers compare exactly in MySQL/MariaDB: case and trailing spaces count
+(``utf8mb4_bin`` pads, so ``c-1`` and ``c-1 `` used to be one conversation)."""
+
+from __future__ import annotations
+
+from tests.integration.conftest import Stack, chat_event, session_reader
+from tests.support.worker import eventually
+
+CONVERSATIONS = ["c-1", "c-1 ", "C-1"]
+
+
+async def test_ids_differing_in_case_or_trailing_space_are_different(stack: Stack) -> None:
+    stack.worker().start()
+    docs = [chat_event(0, conv, content=f"in {conv!r}", event_id=f"e-{n}")
+            for n, conv in enumerate(CONVERSATIONS)]
+    # one event id twice with a trailing space: two events, not a duplicate
+    docs += [chat_event(1, "c-1", content="first", event_id="e1"),
+             chat_event(2, "c-1", content="second", event_id="e1 "),
+             chat_event(0, "u-conv", user_id="alice", content="lower"),
+             chat_event(1, "u-conv", user_id="Alice", content="upper", event_id="e-u")]
+    await stack.produce(docs)
+    await eventually(lambda: stack.sql("SELECT COUNT(*) FROM conversation_message")[0][0] == "7",
+                     60, "every event stored")
+    rows = stack.sql("SELECT CONCAT('[', conversation_id, ']'), COUNT(*) "
+                     "FROM conversation_message GROUP BY conversation_id ORDER BY 1")
+    assert sorted(tuple(r) for r in rows) == sorted(
+        [("[c-1]", "3"), ("[c-1 ]", "1"), ("[C-1]", "1"), ("[u-conv]", "2")])
+    async with session_reader(stack) as reader:
+        for conv in CONVERSATIONS:
+            window = await reader.window("t1", conv)
+            assert f"in {conv!r}" in [m["content"] for m in window.messages]
+            assert all(m["content"] in (f"in {conv!r}", "first", "second")
+                       for m in window.messages)
+    users = stack.sql("SELECT DISTINCT user_id FROM conversation_message "
+                      "WHERE conversation_id = 'u-conv' AND user_id = 'alice'")
+    assert [u[0] for u in users] == ["alice"]
+    collations = stack.sql(
+        "SELECT DISTINCT COLLATION_NAME FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME IN "
+        "('tenant_id', 'user_id', 'agent_id', 'conversation_id', 'event_id', 'cube')")
+    assert [c[0] for c in collations] == ["utf8mb4_nopad_bin"]
