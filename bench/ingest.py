@@ -84,7 +84,9 @@ def make_events(n: int, conversations: int, seed: int = 1) -> list[dict[str, Any
             "user_id": f"user-{c % 97}", "agent_id": "agent-1", "conversation_id": f"conv-{c}",
             "role": "user" if k % 2 == 0 else "assistant",
             "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30))),
-            "created_at": (t0 + timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
+            # 10 events a second of event time: a conversation's events stay well
+            # inside the session gap (30 min), so no session closes during the run
+            "created_at": (t0 + timedelta(seconds=i / 10)).isoformat().replace("+00:00", "Z"),
         })
     return out
 

@@ -14,12 +14,24 @@ from streams.wire.records import Ident, TenantId
 MAX_TIMEOUT_MS = 60_000
 
 
+def _nullable_optionals(schema: dict[str, Any]) -> None:
+    """The JSON Schema says what the model accepts: ``null`` for every optional field."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        if name in required or {"type": "null"} in prop.get("anyOf", ()):
+            continue
+        kept = {k: prop.pop(k) for k in ("default", "description", "title") if k in prop}
+        inner = dict(prop)
+        prop.clear()
+        prop.update(kept, anyOf=[inner, {"type": "null"}])
+
+
 class _Lenient(BaseModel):
     """Unknown fields are ignored (the reply names them in ``warnings``) and
     ``null`` stands for "not given" wherever a field is optional, as Jackson
     writes unset fields by default."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, json_schema_extra=_nullable_optionals)
 
     @model_validator(mode="before")
     @classmethod

@@ -11,6 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
 from streams.wire.decode import Rejected, decode_chat_event
+from streams.wire.query import MemoryQuery
 from streams.wire.schemas import all_schemas
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
@@ -62,3 +63,30 @@ def test_schema_and_decoder_agree(doc: dict[str, Any]) -> None:
     schema_ok = validator.is_valid(doc)
     decoded = decode_chat_event(json.dumps(doc).encode(), 65_536)
     assert schema_ok == (not isinstance(decoded, Rejected)), decoded
+
+
+JACKSON_QUERY = {  # a Java record with unset fields, as Jackson writes it by default
+    "request_id": None, "tenant_id": "t", "user_id": "u", "agent_id": "a",
+    "conversation_id": None, "message": "hi", "context": None,
+    "options": {"top_k": None, "just_keyword_search": None, "include_short_term": None,
+                "last_n": None, "long_memory_token_budget": None, "timeout_ms": None},
+}
+
+
+@pytest.mark.parametrize(("doc", "valid"), [
+    (JACKSON_QUERY, True),
+    ({**JACKSON_QUERY, "options": None}, True),
+    ({**JACKSON_QUERY, "message": None}, False),  # required: null is not "given"
+    ({**JACKSON_QUERY, "options": {"top_k": 0}}, False),
+])
+def test_the_query_schema_accepts_what_the_worker_accepts(doc: dict[str, Any],
+                                                          valid: bool) -> None:
+    schema = json.loads((SCHEMAS / "memory-query.schema.json").read_text())
+    errors = list(Draft202012Validator(schema, format_checker=FormatChecker()).iter_errors(doc))
+    assert (not errors) is valid
+    try:
+        MemoryQuery.model_validate(doc)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted is valid
