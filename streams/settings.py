@@ -106,6 +106,12 @@ class IngestSettings(BaseModel):
 
     batch_size: int = Field(1000, ge=1, description="Events taken per batch.")
     batch_within_s: float = Field(0.05, gt=0, description="Longest wait to fill a batch.")
+    max_future_s: float = Field(
+        86400.0, gt=0, description=(
+            "A chat event whose created_at is further ahead of the worker's clock is "
+            "dead-lettered (out_of_range): sessions are cut in event time, and one event dated "
+            "years ahead would keep its conversation in one session."),
+    )
     max_content_bytes: int = Field(
         65_536, ge=1, le=16_777_215,
         description="Larger message content is dead-lettered (at most 16,777,215, what the "

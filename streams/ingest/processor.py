@@ -61,7 +61,14 @@ from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent,
 from streams.session.stale import StaleHistories
 from streams.session.state_buffer import SessionStateBuffer
 from streams.session.table import SessionTable
-from streams.wire.decode import SCHEMA, UNSTORABLE, Rejected, decode_chat_event, decode_record
+from streams.wire.decode import (
+    OUT_OF_RANGE,
+    SCHEMA,
+    UNSTORABLE,
+    Rejected,
+    decode_chat_event,
+    decode_record,
+)
 from streams.wire.headers import header
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
@@ -88,6 +95,7 @@ class IngestConfig:
     idle_timeout_s: float = 1800.0
     closed_retention_s: float = 7 * 86400.0
     session_grace_s: float = 300.0
+    max_future_s: float = 86400.0
 
 
 @dataclass
@@ -175,6 +183,8 @@ class IngestProcessor:
                     items.append(_Item(rec, check))
                 continue
             decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
+            if not isinstance(decoded, Rejected):
+                decoded = self._not_ahead(decoded)
             if isinstance(decoded, Rejected):
                 dlq.append(self._dead_letter(rec, decoded, tally))
                 continue
@@ -204,6 +214,16 @@ class IngestProcessor:
         result.dead_lettered = len(dlq)
         result.rerouted = len(reroute)
         return items, dlq, reroute
+
+    def _not_ahead(self, event: ChatMessage | SessionEnd) -> ChatMessage | SessionEnd | Rejected:
+        """An event dated further ahead of this worker's clock than
+        ``max_future_s`` is refused: its time cannot be when it happened."""
+        ahead = event.created_at.timestamp() - self.clock()
+        if ahead <= self.config.max_future_s:
+            return event
+        return Rejected(OUT_OF_RANGE, "FutureTime",
+                        f"created_at is {ahead:.0f} s ahead of the worker's clock (the limit "
+                        f"is MEMSTREAM_INGEST__MAX_FUTURE_S, {self.config.max_future_s:.0f} s)")
 
     def _dead_letter(self, rec: SourceRecord, rejected: Rejected, tally: _Tally) -> Outgoing:
         DEAD_LETTERS.labels("ingest", rejected.reason).inc()

@@ -127,7 +127,7 @@ class QueryEngine:
         if not (q.options.include_short_term and q.conversation_id):
             return None
         window = await self.reader.window(q.tenant_id, q.conversation_id, last_n=q.options.last_n)
-        if not may_read_window(window.messages, q.user_id):
+        if not may_read_window(window.speakers, q.user_id):
             raise WindowWithheld(q.conversation_id)
         return window.to_dict()
 

@@ -80,6 +80,7 @@ class SessionState:
     # per source topic, [first offset, session] of the newest sessions' starts
     bounds: dict[str, list[list[int]]] = field(default_factory=dict)
     session_start: datetime | None = None  # event time of the open session's first message
+    session_last: datetime | None = None  # and of its newest one: the gap is measured from it
     # messages older than this belong to the session before (closed by a later
     # event's gap, or by a session end), see belongs_to_previous
     previous_until: datetime | None = None
@@ -106,8 +107,9 @@ class SessionState:
         """An event at ``at`` (event time) ``gap_s`` or more after the open
         session's last activity: that session ended before it (stream time, as
         a session window does), whatever the wall clock says."""
-        return (self.open and self.last_activity is not None
-                and (at.astimezone(UTC) - self.last_activity).total_seconds() >= gap_s)
+        last = self.session_last or self.last_activity
+        return (self.open and last is not None
+                and (at.astimezone(UTC) - last).total_seconds() >= gap_s)
 
     def belongs_to_previous(self, at: datetime, grace_s: float) -> bool:
         """An out-of-order message of the session before: older than the open
@@ -146,9 +148,10 @@ class SessionState:
             return True
         self.user_id, self.agent_id = msg.user_id, msg.agent_id
         if self.session_message_count == 0 or self.session_start is None:
-            self.session_start = ts
+            self.session_start = self.session_last = ts
         else:
             self.session_start = min(self.session_start, ts)
+            self.session_last = max(self.session_last or ts, ts)
         self.session_message_count += 1
         self.unsummarized_count += 1
         if self.first_activity is None or ts < self.first_activity:
@@ -177,7 +180,8 @@ class SessionState:
         if not self.open or self.session_message_count == 0:
             return None
         self.previous_until = previous_until.astimezone(UTC) if previous_until else None
-        self.session_start = None
+        session_last = self.session_last
+        self.session_start = self.session_last = None
         closed = SessionClosed(
             closed_id=f"{self.tenant_id}/{self.conversation_id}#{self.session_seq}",
             tenant_id=self.tenant_id,
@@ -187,7 +191,8 @@ class SessionState:
             trigger=trigger,
             session_seq=self.session_seq,
             closed_at=datetime.fromtimestamp(now, UTC),
-            last_activity=self.last_activity or datetime.fromtimestamp(now, UTC),
+            last_activity=(session_last or self.last_activity
+                           or datetime.fromtimestamp(now, UTC)),
             message_count=self.session_message_count,
             last_event_id=self.last_event_id,
         )
@@ -261,6 +266,7 @@ class SessionState:
             "outbox": list(self.outbox),
             "bounds": {k: [list(b) for b in v] for k, v in self.bounds.items()},
             "session_start": self.session_start.isoformat() if self.session_start else None,
+            "session_last": self.session_last.isoformat() if self.session_last else None,
             "previous_until": self.previous_until.isoformat() if self.previous_until else None,
             "stream_time": self.stream_time.isoformat() if self.stream_time else None,
         }
@@ -288,6 +294,7 @@ class SessionState:
             bounds={str(k): [[int(b[0]), int(b[1])] for b in v]
                     for k, v in (value.get("bounds") or {}).items()},
             session_start=_ts(value.get("session_start")),
+            session_last=_ts(value.get("session_last")),
             previous_until=_ts(value.get("previous_until")),
             stream_time=_ts(value.get("stream_time")),
         )

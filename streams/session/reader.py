@@ -41,9 +41,13 @@ class SessionWindow:
     truncated: bool = False
     source: Source = "database"
     considered: int = 0
+    # the users speaking in the messages considered (not on the wire)
+    speakers: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        del doc["speakers"]
+        return doc
 
 
 class SessionReader:
@@ -176,4 +180,5 @@ class SessionReader:
             truncated=w.truncated,
             source=source,
             considered=len(docs),
+            speakers=sorted({str(d["user_id"]) for d in docs if d.get("user_id") is not None}),
         )

@@ -44,14 +44,14 @@ def event_time(v: object) -> object:
     if isinstance(v, datetime):
         return v
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        seconds = v / 1000 if abs(v) >= EPOCH_MILLIS_FROM else v
         try:
+            seconds = v / 1000 if abs(v) >= EPOCH_MILLIS_FROM else v
             return datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError):
             raise PydanticCustomError(
                 "out_of_range", "the date-time is outside 1000-01-01 to 9999-12-31 UTC") from None
-    if isinstance(v, str) and _rfc3339.match(v):
-        m = _no_seconds.match(v)
+    if isinstance(v, str) and _rfc3339.fullmatch(v):
+        m = _no_seconds.fullmatch(v)
         return f"{m.group(1)}:00{m.group(2)}" if m else v
     raise PydanticCustomError("bad_time", "created_at must be {forms}", {"forms": TIME_FORMS})
 SUBAGENT_PREFIX = "agent:"

@@ -136,7 +136,7 @@ class Wiring:
             retry_initial_s=i.retry_initial_s, retry_max_s=i.retry_max_s,
             idle_topic=k.idle_topic, idle_timeout_s=c.idle_timeout_s,
             closed_retention_s=c.closed_session_retention_s,
-            session_grace_s=c.session_grace_s)
+            session_grace_s=c.session_grace_s, max_future_s=i.max_future_s)
 
     def ingest(self) -> IngestProcessor:
         if self.sessions is None:

@@ -29,7 +29,7 @@ SETTINGS = settings_for_tests(consolidation={"idle_timeout_s": 60.0})
 
 class Clock:
     def __init__(self) -> None:
-        self.t = 1_000_000.0
+        self.t = 1_796_029_200.0  # 2026-11-30T09:00Z, an hour after the events
 
     def __call__(self) -> float:
         return self.t

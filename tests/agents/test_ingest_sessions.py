@@ -12,6 +12,7 @@ import pytest
 from streams.adapters.kafka.publish import Outgoing
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.wire.headers import header
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,
@@ -210,3 +211,17 @@ async def test_a_batch_of_other_conversations_does_not_wait_for_a_publish() -> N
     await task_a
     await tail_b
     assert closed_ids(pub) == ["t1/c1#1"]
+
+
+async def test_an_event_dated_far_ahead_of_the_clock_is_dead_lettered() -> None:
+    """Sessions are cut in event time: one message dated years ahead would keep
+    its conversation in one session; it goes to the dead letters instead."""
+    store, table, pub, clock = FakeMessageStore(), FakeTable(), FakePublisher(), Clock()
+    proc = processor(store, table, pub, clock)
+    far = ev(1, created_at="2036-11-30T08:00:00Z")
+    res = await proc.process(recs([ev(0), far, ev(2)]))
+    assert res.dead_lettered == 1 and [r["event_id"] for r in store.rows] == ["c1-0", "c1-2"]
+    (dead,) = pub.on("dlq")
+    assert header(dead.headers, "memstream.error.reason") == b"out_of_range"
+    assert b"ahead of the worker's clock" in (header(dead.headers, "memstream.error.message")
+                                               or b"")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from sqlalchemy import exc as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from streams.adapters.kafka.partitioning import java_partition
 from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.failures import NEXT_ATTEMPT_AT
 from streams.consolidation.retry_scheduler import RetryScheduler
@@ -83,8 +85,8 @@ async def test_a_row_the_database_refuses_is_dead_lettered_and_its_batch_mates_s
 
 
 async def test_the_rekey_topic_takes_only_what_ingest_would_send_there() -> None:
-    """Sub-agent chat, and chat events in their home partition; not the rest
-    (here partition 0, which is not c1's home among 8)."""
+    """Sub-agent chat in its parent's home partition, and chat events ingest
+    re-keyed there; not the rest (ordinary events written there straight)."""
     store, cache, pub, table = RefusingStore(), FakeCache(), FakePublisher(), FakeTable()
     stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
     eight = SETTINGS.model_copy(update={"kafka": SETTINGS.kafka.model_copy(
@@ -96,7 +98,8 @@ async def test_the_rekey_topic_takes_only_what_ingest_would_send_there() -> None
     docs: list[dict[str, Any] | bytes] = [
         ev(0, **sub, content="looking"), end, ev(2), ev(3, **sub, role="tool"),
         ev(4, **sub, content="found it")]
-    res = await proc.process(recs(docs, topic="sub"))
+    home = java_partition(b"c1", 8)  # where ingest re-keys c1's events to
+    res = await proc.process([replace(r, partition=home) for r in recs(docs, topic="sub")])
     assert [reason(d) for d in pub.on("dlq")] == [b"schema"] * 3
     assert [int(header(d.headers, "memstream.source.offset") or -1)
             for d in pub.on("dlq")] == [1, 2, 3]

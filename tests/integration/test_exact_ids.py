@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from streams.query.rules.window_access import may_read_window
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.worker import eventually
 
@@ -39,3 +40,23 @@ async def test_ids_differing_in_case_or_trailing_space_are_different(stack: Stac
         "WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME IN "
         "('tenant_id', 'user_id', 'agent_id', 'conversation_id', 'event_id', 'cube')")
     assert [c[0] for c in collations] == ["utf8mb4_nopad_bin"]
+
+
+async def test_the_window_names_its_speakers_whatever_it_keeps(stack: Stack) -> None:
+    """A window of only a system prompt, a tool result and an assistant turn keeps
+    no chat turn of its user; it still says whose it is."""
+    stack.worker().start()
+    await stack.produce([
+        chat_event(0, "bob-tools", user_id="bob", role="system", content="you book trains"),
+        chat_event(1, "bob-tools", user_id="bob", role="tool", content='{"seat": "12A"}',
+                   tool_call_id="t1"),
+        chat_event(2, "bob-tools", user_id="bob", role="assistant", content="Seat 12A."),
+    ])
+    await eventually(lambda: stack.sql("SELECT COUNT(*) FROM conversation_message")[0][0] == "3",
+                     60, "stored")
+    async with session_reader(stack) as reader:
+        window = await reader.window("t1", "bob-tools", last_n=1)
+    assert window.speakers == ["bob"]
+    assert "speakers" not in window.to_dict()
+    assert may_read_window(window.speakers, "bob")
+    assert not may_read_window(window.speakers, "carol")

@@ -77,6 +77,10 @@ def tool_calls_of(size: int) -> list[dict[str, str]]:
         (enc(created_at=True), BAD_TIME),
         (enc(created_at=[2026, 11, 30]), BAD_TIME),  # Jackson's LocalDateTime array: no offset
         (enc(created_at=1e300), OUT_OF_RANGE),
+        (enc(created_at=10**400), OUT_OF_RANGE),  # an int no float holds
+        (enc(created_at=-(10**400)), OUT_OF_RANGE),
+        (enc(created_at="2026-11-30T09:00Z\n"), BAD_TIME),  # the whole string, not a prefix
+        (enc(created_at="2026-11-30T09:00:00Z\n"), BAD_TIME),
         (enc(event_id=""), SCHEMA),
         (enc(tenant_id="a/b"), SCHEMA),
         (enc(user_id=...), SCHEMA),

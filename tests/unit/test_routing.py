@@ -57,6 +57,8 @@ CASES = [
     ("re-keyed, elsewhere", msg(), True, OTHER, Placement("refuse")),
     ("sub-agent chat re-keyed", msg("agent:c1:s", **SUB), True, C1,
      Placement("store_in_parent")),
+    ("sub-agent chat on the re-key topic elsewhere", msg("agent:c1:s", **SUB), True, OTHER,
+     Placement("refuse")),
     ("sub-agent end on the re-key topic", end("agent:c1:s"), True, C1, Placement("refuse")),
 ]
 

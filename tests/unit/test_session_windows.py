@@ -14,6 +14,7 @@ from streams.wire.records import ChatMessage, SessionEnd
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 GAP = 1800.0
+NOW = (T0 + timedelta(days=10)).timestamp()  # the worker's clock
 
 
 def at(seconds: float, n: int) -> ChatMessage:
@@ -31,7 +32,7 @@ def end_at(seconds: float) -> SessionEnd:
 def plan(events: list[Any], grace_s: float = 300.0, current: Any = None) -> Any:
     rules = SessionRules(idle_timeout_s=GAP, retention_s=86400.0, grace_s=grace_s)
     return plan_sessions([SourcedEvent("chat", n, e) for n, e in enumerate(events)],
-                         (current or {}).get, {}, now=1000.0, rules=rules)
+                         (current or {}).get, {}, now=NOW, rules=rules)
 
 
 def stamps(p: Any, events: list[Any]) -> list[int]:
@@ -94,7 +95,7 @@ def test_a_passed_over_message_before_the_gap_event_is_in_the_session_before() -
     rules = SessionRules(idle_timeout_s=GAP, retention_s=86400.0)
     # offset 1 passed over (delivered later)
     first = plan_sessions([SourcedEvent("chat", 0, at(0, 0)), SourcedEvent("chat", 2, at(DAY, 2))],
-                          {}.get, {}, now=1000.0, rules=rules)
+                          {}.get, {}, now=NOW, rules=rules)
     state = first.states["t/c"]
     assert state.session_of("chat", 1) == 1 and state.session_of("chat", 2) == 2
 
@@ -116,7 +117,7 @@ def test_a_burst_and_the_same_events_one_by_one_make_the_same_sessions() -> None
     one_by_one = []
     for n, e in enumerate(events):
         rules = SessionRules(idle_timeout_s=GAP, retention_s=86400.0, grace_s=300.0)
-        p = plan_sessions([SourcedEvent("chat", n, e)], table.get, {}, now=1000.0 + n,
+        p = plan_sessions([SourcedEvent("chat", n, e)], table.get, {}, now=NOW + n,
                           rules=rules)
         one_by_one.append(p.stamps[0])
         table["t/c"] = p.states["t/c"].to_table()
@@ -140,8 +141,15 @@ def test_a_message_older_than_the_session_end_joins_the_session_it_ended(
 def test_a_session_the_scan_closed_takes_nothing_more() -> None:
     state = SessionState.new(at(0, 0))
     state.apply_message(at(0, 0), "chat", 0, now=10.0)
-    state.close("idle", now=5000.0)
+    state.close("idle", now=NOW)
     rules = SessionRules(idle_timeout_s=GAP, retention_s=86400.0, grace_s=300.0)
     p = plan_sessions([SourcedEvent("chat", 1, at(-10, 1))], {"t/c": state.to_table()}.get,
-                      {}, now=5001.0, rules=rules)
+                      {}, now=NOW + 1, rules=rules)
     assert p.stamps[0] == 2 and not p.late
+
+
+def test_the_gap_is_measured_from_the_open_session_s_own_messages() -> None:
+    # the session ended at 1000 takes nothing more; the next one is at 500 (too far
+    # behind for the grace), and 2400 is a gap after it, not after 1000
+    events = [at(0, 0), at(1000, 1), end_at(1000), at(500, 2), at(2400, 3)]
+    assert stamps(plan(events), events) == [1, 1, 2, 3]

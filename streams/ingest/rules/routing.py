@@ -44,10 +44,11 @@ def place(
     if what is Disposition.DROP:
         return Placement("refuse" if internal else "drop")
     if what is Disposition.REROUTE:
-        if internal:
-            return Placement("store_in_parent")
         assert isinstance(event, ChatMessage) and event.parent_conversation_id
         target = event.parent_conversation_id
+        if internal:  # in the parent's home, where this rule sent it
+            return Placement("store_in_parent" if home is None or home(target) == partition
+                             else "refuse")
         return Placement("rekey", target, home(target) if home else None)
     conversation = event.conversation_id
     at_home = home is None or home(conversation) == partition

@@ -10,7 +10,7 @@ as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 
@@ -18,6 +18,7 @@ def speakers(messages: Iterable[Mapping[str, Any]]) -> set[str]:
     return {str(m["user_id"]) for m in messages if m.get("user_id") is not None}
 
 
-def may_read_window(messages: Iterable[Mapping[str, Any]], asker: str) -> bool:
-    users = speakers(messages)
+def may_read_window(users: Collection[str], asker: str) -> bool:
+    """``users``: the speakers of every message the window considered (chat,
+    system and tool messages alike, whether or not the window kept them)."""
     return not users or asker in users
