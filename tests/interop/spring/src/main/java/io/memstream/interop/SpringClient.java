@@ -1,5 +1,6 @@
 package io.memstream.interop;
 
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.PropertyNamingStrategies;
@@ -30,6 +31,7 @@ import org.springframework.kafka.listener.KafkaMessageListenerContainer;
 import org.springframework.kafka.requestreply.ReplyingKafkaTemplate;
 import org.springframework.kafka.requestreply.RequestReplyFuture;
 import org.springframework.kafka.support.KafkaHeaders;
+import org.springframework.kafka.support.serializer.JsonDeserializer;
 
 /**
  * A Spring Kafka client of memstream, as a Spring developer writes one: Java
@@ -51,6 +53,11 @@ public final class SpringClient {
     record MemoryQuery(String requestId, String tenantId, String userId, String agentId,
                        String conversationId, String message, String context, Options options) {}
 
+    record ReplyError(String code, String message) {}
+
+    /** The reply fields this client reads; the rest are ignored. */
+    record MemoryReply(String requestId, ReplyError error, JsonNode shortTerm) {}
+
     static final class MemoryQueryException extends RuntimeException {
         MemoryQueryException(String code, String message) {
             super(code + ": " + message);
@@ -59,7 +66,8 @@ public final class SpringClient {
 
     private static final ObjectMapper JSON = new ObjectMapper()
             .registerModule(new JavaTimeModule())
-            .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE);
+            .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+            .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
 
     private SpringClient() {}
 
@@ -103,28 +111,24 @@ public final class SpringClient {
         events.send(chat, conv, JSON.writeValueAsString(end)).get(30, TimeUnit.SECONDS);
         System.out.println("sent   " + JSON.writeValueAsString(end));
 
-        // the reply container, in a group of its own, as the Spring reference shows
-        var cf = new DefaultKafkaConsumerFactory<String, String>(Map.of(
+        // the reply container, in a group of its own, as the Spring reference shows;
+        // replies carry no type headers: JsonDeserializer with the reply type and a
+        // snake_case ObjectMapper (docs/events.md)
+        var replyReader = new JsonDeserializer<>(MemoryReply.class, JSON, false);
+        var cf = new DefaultKafkaConsumerFactory<String, MemoryReply>(Map.of(
                 ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, servers,
-                ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class,
-                ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class,
-                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest"));
+                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest"),
+                new StringDeserializer(), replyReader);
         var props = new ContainerProperties(replies);
         props.setGroupId("spring-replies-" + tenant);
         var container = new KafkaMessageListenerContainer<>(cf, props);
-        ReplyingKafkaTemplate<String, String, String> template =
+        ReplyingKafkaTemplate<String, String, MemoryReply> template =
                 new ReplyingKafkaTemplate<>(pf, container);
         template.setDefaultReplyTimeout(Duration.ofSeconds(30));
         template.setSharedReplyTopic(true);
         template.setReplyErrorChecker(record -> {
-            try {
-                JsonNode error = JSON.readTree((String) record.value()).get("error");
-                return error == null || error.isNull() ? null
-                        : new MemoryQueryException(error.get("code").asText(),
-                                                   error.get("message").asText());
-            } catch (Exception e) {
-                return e;
-            }
+            ReplyError error = ((MemoryReply) record.value()).error();
+            return error == null ? null : new MemoryQueryException(error.code(), error.message());
         });
         template.start();
         check(template.waitForAssignment(Duration.ofSeconds(30)), "reply container assigned");
@@ -132,18 +136,18 @@ public final class SpringClient {
         // the Session window of the conversation, all stored
         JsonNode window = null;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        ConsumerRecord<String, String> reply = null;
+        ConsumerRecord<String, MemoryReply> reply = null;
         while (System.nanoTime() < deadline) {
             var q = new MemoryQuery("spring-window", tenant, "ana", "travel", conv,
                                     "Where am I going?", null, null);  // "options": null
             var record = new ProducerRecord<String, String>(queries, tenant + "/ana",
                                                             JSON.writeValueAsString(q));
-            RequestReplyFuture<String, String, String> f = template.sendAndReceive(record);
+            RequestReplyFuture<String, String, MemoryReply> f = template.sendAndReceive(record);
             reply = f.get(30, TimeUnit.SECONDS);
             byte[] sent = record.headers().lastHeader(KafkaHeaders.CORRELATION_ID).value();
             byte[] got = reply.headers().lastHeader(KafkaHeaders.CORRELATION_ID).value();
             check(Arrays.equals(sent, got), "reply matched by kafka_correlationId");
-            window = JSON.readTree(reply.value()).get("short_term");
+            window = reply.value().shortTerm();
             if (window != null && window.get("messages").size() == lines.length) {
                 break;
             }
@@ -155,7 +159,7 @@ public final class SpringClient {
               "reply content type " + header(reply, "contentType"));
 
         // many at once, every one matched
-        List<RequestReplyFuture<String, String, String>> many = new ArrayList<>();
+        List<RequestReplyFuture<String, String, MemoryReply>> many = new ArrayList<>();
         for (int i = 0; i < 50; i++) {
             var q = new MemoryQuery("spring-" + i, tenant, "ana", "travel", conv, "Seats?", null,
                                     new Options(3, null, null, 10000));
@@ -164,8 +168,8 @@ public final class SpringClient {
         }
         int matched = 0;
         for (int i = 0; i < many.size(); i++) {
-            JsonNode doc = JSON.readTree(many.get(i).get(30, TimeUnit.SECONDS).value());
-            if (("spring-" + i).equals(doc.get("request_id").asText())) {
+            MemoryReply doc = many.get(i).get(30, TimeUnit.SECONDS).value();
+            if (("spring-" + i).equals(doc.requestId())) {
                 matched++;
             }
         }
