@@ -262,7 +262,8 @@ class ConsolidationSettings(BaseModel):
         300.0, ge=0, description=(
             "A message older than the open session's first one, at most this far behind the "
             "conversation's newest event time, still joins the session before it when that "
-            "session was closed by the gap in event time (out-of-order producers)."),
+            "session was closed by the gap in event time or by a session_end it predates "
+            "(out-of-order producers, events with no key)."),
     )
     idle_scan_interval_s: float = Field(
         60.0, gt=0, description="How often the session table is scanned for idle sessions."

@@ -46,7 +46,7 @@ from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, de
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
 from streams.ingest.rules.routing import place
-from streams.ingest.rules.subagent import Disposition, as_parent_message, disposition
+from streams.ingest.rules.subagent import as_parent_message
 from streams.metrics import (
     DEAD_LETTERS,
     INGEST_BATCH,
@@ -204,7 +204,8 @@ class IngestProcessor:
                      ("memstream.origin.offset", str(rec.offset).encode())],
                     partition=where.partition,
                 ))
-                tally.add(rec.topic, "rerouted" if disposition(decoded) is Disposition.REROUTE
+                # to a parent conversation (sub-agent chat), or to its own home
+                tally.add(rec.topic, "rerouted" if where.conversation_id != decoded.conversation_id
                           else "rekeyed")
             elif where.action == "refuse":  # only what this processor re-keyed belongs there
                 dlq.append(self._dead_letter(rec, NOT_REROUTED, tally))

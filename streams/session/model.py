@@ -103,11 +103,17 @@ class SessionState:
         if offset > self.offsets.get(source, -1):
             self.offsets[source] = offset
 
+    @property
+    def session_last_activity(self) -> datetime | None:
+        """The open session's newest event time (a state written before it was
+        kept has only the conversation's)."""
+        return self.session_last or self.last_activity
+
     def closes_by_gap(self, at: datetime, gap_s: float) -> bool:
         """An event at ``at`` (event time) ``gap_s`` or more after the open
         session's last activity: that session ended before it (stream time, as
         a session window does), whatever the wall clock says."""
-        last = self.session_last or self.last_activity
+        last = self.session_last_activity
         return (self.open and last is not None
                 and (at.astimezone(UTC) - last).total_seconds() >= gap_s)
 
@@ -180,7 +186,7 @@ class SessionState:
         if not self.open or self.session_message_count == 0:
             return None
         self.previous_until = previous_until.astimezone(UTC) if previous_until else None
-        session_last = self.session_last
+        session_last = self.session_last_activity
         self.session_start = self.session_last = None
         closed = SessionClosed(
             closed_id=f"{self.tenant_id}/{self.conversation_id}#{self.session_seq}",
@@ -191,8 +197,7 @@ class SessionState:
             trigger=trigger,
             session_seq=self.session_seq,
             closed_at=datetime.fromtimestamp(now, UTC),
-            last_activity=(session_last or self.last_activity
-                           or datetime.fromtimestamp(now, UTC)),
+            last_activity=session_last or datetime.fromtimestamp(now, UTC),
             message_count=self.session_message_count,
             last_event_id=self.last_event_id,
         )

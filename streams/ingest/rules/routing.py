@@ -51,9 +51,6 @@ def place(
                              else "refuse")
         return Placement("rekey", target, home(target) if home else None)
     conversation = event.conversation_id
-    at_home = home is None or home(conversation) == partition
-    if internal:
-        return Placement("store" if at_home and rekeyed else "refuse")
-    if at_home or home is None:
-        return Placement("store")
-    return Placement("rekey", conversation, home(conversation))
+    if home is not None and (own := home(conversation)) != partition:
+        return Placement("refuse") if internal else Placement("rekey", conversation, own)
+    return Placement("refuse" if internal and not rekeyed else "store")

@@ -137,7 +137,7 @@ def _gap(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
     that a replay in one burst makes the sessions the live traffic made."""
     assert not isinstance(item.event, IdleCheck)
     if state.closes_by_gap(item.event.created_at, rules.idle_timeout_s):
-        last = state.session_last or state.last_activity
+        last = state.session_last_activity
         assert last is not None
         until = last + timedelta(seconds=rules.idle_timeout_s)
         _closed(plan, state.close("idle", now, next_from=(item.topic, item.offset),
