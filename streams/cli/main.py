@@ -23,6 +23,7 @@ COMMANDS = [
     "streams.cli.schemas",
     "streams.cli.agent_config",
     "streams.cli.replay",
+    "streams.cli.reprocess",
     "streams.cli.memories",
     "streams.cli.query",
     "streams.cli.demo",

@@ -13,7 +13,6 @@ import asyncio
 import re
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from typing import Any
 
 from aiokafka.errors import KafkaError
@@ -24,11 +23,9 @@ from streams.adapters.kafka.replay import (
     ReplayReport,
     replay_group,
 )
-from streams.cli._common import fail, print_json
+from streams.cli._common import fail, parse_since, print_json, progress_bar
 from streams.settings import get_settings
-from streams.wire.records import RFC3339_PATTERN, TENANT_PATTERN
-
-BAR_WIDTH = 30
+from streams.wire.records import TENANT_PATTERN
 
 
 def register(sub: Any) -> None:
@@ -47,23 +44,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def progress_bar(done: int, total: int, report: ReplayReport) -> None:
-    frac = 1.0 if total == 0 else min(1.0, done / total)
-    filled = int(BAR_WIDTH * frac)
-    sys.stderr.write(f"\rreplay [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} "
-                     f"read, {report.redriven} re-driven")
-    sys.stderr.flush()
+def replay_progress(done: int, total: int, report: ReplayReport) -> None:
+    progress_bar("replay", done, total, f"read, {report.redriven} re-driven")
 
 
 def run(args: argparse.Namespace) -> int:
     s = get_settings()
     if args.tenant is not None and not re.match(TENANT_PATTERN, args.tenant):
         return fail(f"invalid tenant id {args.tenant!r}", 2)
-    since = None
-    if args.since is not None:
-        if not re.match(RFC3339_PATTERN, args.since):
-            return fail("--since must be an RFC 3339 date-time with an offset", 2)
-        since = datetime.fromisoformat(args.since.replace("Z", "+00:00").replace("z", "+00:00"))
+    try:
+        since = parse_since(args.since)
+    except ValueError as exc:
+        return fail(str(exc), 2)
     if args.limit is not None and args.limit < 1:
         return fail("--limit must be at least 1", 2)
     replayer = DeadLetterReplayer(
@@ -71,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         args.group or replay_group(s.kafka.app_id, args.tenant),
         ReplayFilter(tenant_id=args.tenant, since=since, limit=args.limit),
         restart=args.restart, dry_run=args.dry_run,
-        progress=None if args.quiet else progress_bar)
+        progress=None if args.quiet else replay_progress)
     try:
         report = asyncio.run(replayer.run())
     except KafkaError as exc:

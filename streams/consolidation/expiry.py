@@ -55,7 +55,7 @@ class ExpiryStore:
         async with self.engine.begin() as conn:
             await conn.execute(self._insert, {
                 "closed_id": run.closed_id, "seq": row.seq, "tenant_id": run.tenant_id,
-                "user_id": run.user_id, "agent_id": run.agent_id, "provider": run.provider,
+                "user_id": row.owner(run), "agent_id": run.agent_id, "provider": run.provider,
                 "cube": row.cube, "memory_ids": json.dumps(list(row.expire_ids)),
                 "superseded_by": row.memory_id or "", "attempts": 1,
                 "next_attempt_at": naive_utc(now + timedelta(seconds=first_delay_s)),

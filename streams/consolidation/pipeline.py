@@ -31,6 +31,7 @@ from streams.adapters.db.ledger import LedgerStore, SessionMessage
 from streams.adapters.db.runs import PlannedCandidate, Run, RunStore
 from streams.clock import naive_utc
 from streams.consolidation.judge import ChatCompleter, MemoryJudge
+from streams.consolidation.rules.attribution import Author, attributed_user
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
 from streams.consolidation.rules.summary import CHAT_ROLES
@@ -58,6 +59,7 @@ class PipelineConfig:
     dedup_short_len: int = 50
     episode_max_chars: int = 2000
     late_window_days: float = 7.0  # a late session end takes messages stored this recently
+    summarize: bool = True  # bring the conversation's summary up to date after a run
 
 
 @dataclass
@@ -85,7 +87,7 @@ def episodes_of(messages: Sequence[SessionMessage], max_chars: int) -> list[Plan
         out.append(PlannedCandidate(USER_CUBE, MemoryCandidate(
             content=clip_text(f"{speaker}: {text}", max_chars), type="text", scope="user",
             importance=EPISODE_IMPORTANCE, source_event_ids=(m.event_id,),
-            event_time=m.created_at, kind="episode"), episode=True))
+            event_time=m.created_at, kind="episode"), episode=True, user_id=m.user_id or None))
     return out
 
 
@@ -128,8 +130,9 @@ class ConsolidationPipeline:
             out.stats = await self.writer.write(run, handle, model, rows)
             out.judge = out.judge or (await self.runs.get(run.closed_id) or run).judge
             out.outcome = "done" if rows or run.message_count else "nothing_new"
-        out.summary = await self.summarizer.maybe_summarize(
-            run.tenant_id, run.conversation_id, self.models.for_agent(None))
+        if self.config.summarize:
+            out.summary = await self.summarizer.maybe_summarize(
+                run.tenant_id, run.conversation_id, self.models.for_agent(None))
         await self.runs.finish(run.closed_id, self.now())
         return out
 
@@ -154,34 +157,41 @@ class ConsolidationPipeline:
     async def _judge(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                      out: Outcome) -> None:
         messages = await self.ledger.claimed_messages(run.tenant_id, run.closed_id)
-        chat = [m for m in messages if m.role in CHAT_ROLES and m.content.strip()]
-        planned: list[PlannedCandidate] = []
-        judge = "none"
-        if chat:
-            context = await self.ledger.context_before(
-                run.tenant_id, run.conversation_id, chat[0].id, self.config.context_messages)
-            judged = await self.judge.judge(
-                model, [m.source(new=False) for m in context if m.role in CHAT_ROLES],
-                [m.source(new=True) for m in chat])
-            judge = judged.kind
-            cfg = self.config
-            deduped = dedup_candidates(judged.candidates, jaccard=cfg.dedup_jaccard,
-                                       levenshtein=cfg.dedup_levenshtein,
-                                       short_len=cfg.dedup_short_len)
-            for d in deduped.dropped:
-                DEDUP_DROPPED.labels(d.rule).inc()
-            kept = deduped.kept
-            episodes = episodes_of(chat, cfg.episode_max_chars) if handle.episodes else []
-            if episodes:
-                covered = drop_covered_by_episodes(kept, [p.candidate for p in episodes])
-                for d in covered.dropped:
-                    DEDUP_DROPPED.labels(d.rule).inc()
-                kept = covered.kept
-            planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c) for c in kept]
-            planned += episodes
+        judge, planned = await self.candidates(run, messages, handle, model)
         saved = await self.runs.save_judgement(run.closed_id, judge, planned, self.now())
         if saved:
             out.judge = judge
         else:
             log.info("run %s was judged by another attempt; using its candidates",
                      run.closed_id)
+
+    async def candidates(self, run: Run, messages: Sequence[SessionMessage],
+                         handle: ProviderHandle, model: ChatCompleter | None,
+                         ) -> tuple[str, list[PlannedCandidate]]:
+        """What the judge makes of a run's messages (deduplicated, with episodes,
+        each bound for its cube and user), and which judge made it; writes nothing."""
+        chat = [m for m in messages if m.role in CHAT_ROLES and m.content.strip()]
+        if not chat:
+            return "none", []
+        context = await self.ledger.context_before(
+            run.tenant_id, run.conversation_id, chat[0].id, self.config.context_messages)
+        judged = await self.judge.judge(
+            model, [m.source(new=False) for m in context if m.role in CHAT_ROLES],
+            [m.source(new=True) for m in chat])
+        cfg = self.config
+        deduped = dedup_candidates(judged.candidates, jaccard=cfg.dedup_jaccard,
+                                   levenshtein=cfg.dedup_levenshtein,
+                                   short_len=cfg.dedup_short_len)
+        for d in deduped.dropped:
+            DEDUP_DROPPED.labels(d.rule).inc()
+        kept = deduped.kept
+        episodes = episodes_of(chat, cfg.episode_max_chars) if handle.episodes else []
+        if episodes:
+            covered = drop_covered_by_episodes(kept, [p.candidate for p in episodes])
+            for d in covered.dropped:
+                DEDUP_DROPPED.labels(d.rule).inc()
+            kept = covered.kept
+        authors = {m.event_id: Author(m.role, m.user_id) for m in chat if m.user_id}
+        planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c, user_id=(
+            attributed_user(c.source_event_ids, authors, run.user_id))) for c in kept]
+        return judged.kind, planned + episodes

@@ -45,22 +45,25 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from streams.adapters.db.cube_lock import CubeLocks, HeldCube
-from streams.adapters.db.runs import CandidateRow, Run, RunStore
+from streams.adapters.db.runs import CandidateRow, Origin, Run, RunStore
 from streams.consolidation.expiry import ExpiryStore
 from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
 from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
-from streams.memory.model import StoredMemory, cube_key
+from streams.memory.model import CubeKey, StoredMemory, cube_key
 from streams.memory.provider import PermanentProviderError, ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderHandle
 from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
 
 log = logging.getLogger(__name__)
 RECHECK_DECIDER = "recheck"
+# the memories a run's conflict checks must not see in a cube (a reprocess job's
+# memories it is replacing); the run, the cube
+HiddenMemories = Callable[[Run, str], Awaitable[set[str]]]
 
 
 @dataclass
@@ -73,14 +76,16 @@ class WriteStats:
     model_calls: int = 0
 
 
-def provider_scope(run: Run) -> Scope:
-    return Scope(run.tenant_id, run.user_id, run.agent_id)
+def provider_scope(run: Run, user_id: str | None = None) -> Scope:
+    return Scope(run.tenant_id, user_id or run.user_id, run.agent_id)
 
 
-def _by_cube(rows: Sequence[CandidateRow]) -> dict[str, list[CandidateRow]]:
-    out: dict[str, list[CandidateRow]] = defaultdict(list)
+def _by_cube(run: Run, rows: Sequence[CandidateRow]) -> dict[CubeKey, list[CandidateRow]]:
+    """The rows by the cube each is written to: a ``user_profile`` row goes to the
+    profile of the user it is attributed to, so one run may write several."""
+    out: dict[CubeKey, list[CandidateRow]] = defaultdict(list)
     for r in rows:
-        out[r.cube].append(r)
+        out[cube_key(run.tenant_id, r.cube, r.owner(run))].append(r)
     return out
 
 
@@ -97,7 +102,9 @@ def _unwritten(row: CandidateRow) -> bool:
 class MemoryWriter:
     def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider,
                  locks: CubeLocks, *, top_k: int = 5, relativity: float = 0.0,
-                 expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+                 expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time,
+                 hidden: HiddenMemories | None = None) -> None:
+        self.hidden = hidden
         self.runs = runs
         self.locks = locks
         self.expiries = expiries
@@ -116,19 +123,19 @@ class MemoryWriter:
         left to decide or write is done under the cube's lock, on its rows as read
         again inside the lock (another attempt of this run may have recorded steps)."""
         stats = WriteStats()
-        scope = provider_scope(run)
         current = {r.seq: r for r in rows}
-        for cube, cube_rows in _by_cube(rows).items():
+        for key, cube_rows in _by_cube(run, rows).items():
             if not any(r.action is None or _unwritten(r) for r in cube_rows):
                 stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
                 continue
-            async with self.locks.hold(cube_key(run.tenant_id, cube, run.user_id)) as held:
-                fresh = await self._in_lock(run, handle, model, scope, cube, held, stats)
+            scope = provider_scope(run, cube_rows[0].owner(run))
+            async with self.locks.hold(key) as held:
+                fresh = await self._in_lock(run, handle, model, scope, key.cube, held, stats)
             current.update((r.seq, r) for r in fresh)
             stats.skipped += sum(1 for r in fresh if r.action == "skip")
         for r in current.values():
             if r.action == "supersede" and r.memory_id and not r.expired:
-                await self._expire(run, handle, scope, r, stats)
+                await self._expire(run, handle, provider_scope(run, r.owner(run)), r, stats)
         return stats
 
     async def _in_lock(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
@@ -136,9 +143,11 @@ class MemoryWriter:
                        stats: WriteStats) -> list[CandidateRow]:
         """The critical section of one cube: re-check the decisions of an earlier hold,
         decide the others, write. Returns the cube's rows as recorded."""
-        rows = await self.runs.candidates(run.closed_id, cube)
+        rows = await self._cube_rows(run, scope, cube)
         current = {r.seq: r for r in rows}
         ours = {r.memory_id for r in rows if r.memory_id}
+        if self.hidden is not None:
+            ours |= await self.hidden(run, cube)
         earlier = [r for r in rows if _unwritten(r) and r.candidate.kind == "fact"]
         recorded = await self._recheck(run, handle, scope, cube, earlier, ours, current)
         # the other decisions of an earlier hold that were not written were made on
@@ -159,11 +168,17 @@ class MemoryWriter:
             stats.model_calls += calls
             recorded = recorded and saved
         if not recorded:  # another attempt recorded first (it held the lock, then lost it)
-            current = {r.seq: r for r in await self.runs.candidates(run.closed_id, cube)}
+            current = {r.seq: r for r in await self._cube_rows(run, scope, cube)}
         if not await self._write_cube(run, handle, scope, cube, list(current.values()), stats,
                                       current, held):
-            current = {r.seq: r for r in await self.runs.candidates(run.closed_id, cube)}
+            current = {r.seq: r for r in await self._cube_rows(run, scope, cube)}
         return list(current.values())
+
+    async def _cube_rows(self, run: Run, scope: Scope, cube: str) -> list[CandidateRow]:
+        """The run's rows of ``cube`` as written for ``scope``'s user, read again."""
+        return [r for r in await self.runs.candidates(run.closed_id, cube)
+                if cube_key(run.tenant_id, cube, r.owner(run))
+                == cube_key(run.tenant_id, cube, scope.user_id)]
 
     async def _recheck(self, run: Run, handle: ProviderHandle, scope: Scope, cube: str,
                        earlier: list[CandidateRow], exclude: set[str],
@@ -189,16 +204,18 @@ class MemoryWriter:
 
     async def _related(self, handle: ProviderHandle, scope: Scope, cube: str,
                        row: CandidateRow, exclude: set[str]) -> list[StoredMemory]:
+        # what is excluded may fill the top: ask for as many more (up to a bound)
+        extra = min(len(exclude), 4 * self.top_k) if self.hidden is not None else 0
         found = await handle.provider.search(scope, SearchRequest(
-            query=row.candidate.content, cubes=[cube], top_k=self.top_k,
+            query=row.candidate.content, cubes=[cube], top_k=self.top_k + extra,
             relativity=self.relativity, include_preference=True, dedup=False))
-        return [m for m in found if m.kind == "fact" and m.id not in exclude]
+        return [m for m in found if m.kind == "fact" and m.id not in exclude][:self.top_k]
 
     async def _decide(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                       cube: str, undecided: list[CandidateRow], exclude: set[str],
                       current: dict[int, CandidateRow]) -> tuple[int, bool]:
         """Model calls made, and whether every decision was recorded by this attempt."""
-        scope = provider_scope(run)
+        scope = provider_scope(run, undecided[0].owner(run))
         found = await asyncio.gather(
             *(self._related(handle, scope, cube, r, exclude) for r in undecided))
         # what an earlier attempt of this run wrote without recording it (a provider
@@ -237,7 +254,8 @@ class MemoryWriter:
             adopted = (await self._adopt(handle, scope, cube, r)
                        if r.write_started and not handle.idempotent_add else None)
             if adopted is not None:
-                n = await self.runs.mark_written(run.closed_id, [(r.seq, adopted)], self._now())
+                n = await self.runs.mark_written(run.closed_id, [(r.seq, adopted)], self._now(),
+                                                 [Origin(run, r, adopted)])
                 recorded = recorded and n == 1
                 current[r.seq] = replace(r, memory_id=adopted)
                 stats.adopted += 1
@@ -256,7 +274,8 @@ class MemoryWriter:
                     f"{handle.route} add returned {len(result.ids)} ids for {len(batch)} memories",
                     provider=handle.route, operation="add")
             n = await self.runs.mark_written(
-                run.closed_id, list(zip(seqs, result.ids, strict=True)), self._now())
+                run.closed_id, list(zip(seqs, result.ids, strict=True)), self._now(),
+                [Origin(run, r, i) for r, i in zip(batch, result.ids, strict=True)])
             recorded = recorded and n == len(batch)
             for r, memory_id in zip(batch, result.ids, strict=True):
                 current[r.seq] = replace(r, memory_id=memory_id)

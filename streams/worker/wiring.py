@@ -27,6 +27,7 @@ from streams.adapters.db.cube_lock import CubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
+from streams.adapters.db.reprocess_store import ReprocessClaims, ReprocessStore
 from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.kafka.publish import Publisher, SourceRecord
@@ -37,9 +38,10 @@ from streams.consolidation.failures import FailureRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
 from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
 from streams.consolidation.processor import ConsolidationProcessor
+from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.consolidation.summarizer import Summarizer
-from streams.consolidation.writer import MemoryWriter
+from streams.consolidation.writer import HiddenMemories, MemoryWriter
 from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.registry import ModelFactory, ProviderRegistry
@@ -154,32 +156,39 @@ class Wiring:
                            retention_s=c.closed_session_retention_s, clock=self.clock)
 
     # ③ consolidation into ④ long-term memory
-    def consolidation(self) -> Consolidation:
+    def _pipeline(self, ledger: LedgerStore, runs: RunStore, *, summarize: bool = True,
+                  hidden: HiddenMemories | None = None) -> ConsolidationPipeline:
         s, p = self.settings, self.parts
-        c, llm, k = s.consolidation, s.llm, s.kafka
+        c, llm = s.consolidation, s.llm
         engine = p.engine
-        ledger, runs = LedgerStore(engine), RunStore(engine)
         expiries = ExpiryStore(engine, runs)
         writer = MemoryWriter(
             runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
             CubeLocks(timeout_s=c.cube_lock_timeout_s,
                       engine=None if is_sqlite(engine) else engine),
             top_k=c.conflict_top_k, relativity=c.conflict_relativity,
-            expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock)
+            expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden)
         summarizer = Summarizer(engine, p.cache, p.tokens, threshold=c.summary_threshold,
                                 budget_tokens=c.summary_token_budget,
                                 max_messages=c.summary_max_messages, clock=self.clock)
         judge = MemoryJudge(count_tokens=p.tokens, max_items=llm.judge_max_items,
                             max_input_tokens=llm.judge_max_input_tokens)
-        pipeline = ConsolidationPipeline(
+        return ConsolidationPipeline(
             engine, ledger, runs, judge, writer, summarizer, p.providers, p.models,
             self.agent_configs, PipelineConfig(
                 default_long_memory=c.default_long_memory, max_messages=c.max_messages,
                 close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
                 dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
                 dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
-                late_window_days=c.ledger_retention_days),
+                late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock)
+
+    def consolidation(self) -> Consolidation:
+        s, p = self.settings, self.parts
+        c, k = s.consolidation, s.kafka
+        ledger, runs = LedgerStore(p.engine), RunStore(p.engine)
+        pipeline = self._pipeline(ledger, runs)
+        expiries = pipeline.writer.expiries
         router = FailureRouter(
             source_topic=k.session_closed_topic, retry_topic=k.retry_topic,
             dlq_topic=k.dlq_topic, max_attempts=c.retry_attempts,
@@ -192,6 +201,17 @@ class Wiring:
         sweeper = ExpirySweeper(expiries, p.providers, initial_s=c.expiry_sweep_interval_s,
                                 max_s=max(c.expiry_sweep_interval_s, 3600.0), clock=self.clock)
         return Consolidation(pipeline, processor, sweeper, ledger, runs, self.clock)
+
+    def reprocessor(self) -> Reprocessor:
+        """``memstream reprocess``: sessions rebuilt by a pipeline of their own (the
+        job's messages, the replaced memories hidden from its conflict checks, no
+        summaries)."""
+        engine = self.parts.engine
+        store = ReprocessStore(engine)
+        pipeline = self._pipeline(ReprocessClaims(engine), RunStore(engine), summarize=False,
+                                  hidden=lambda run, cube: store.hidden(run.closed_id, cube))
+        return Reprocessor(store, pipeline, gap_s=self.settings.consolidation.idle_timeout_s,
+                           clock=self.clock)
 
     def retry_scheduler(self, consolidation: Consolidation,
                         should_release: Callable[[], bool]) -> RetryScheduler:

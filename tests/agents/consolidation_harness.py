@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema import consolidation as cs
+from streams.adapters.db.schema import reprocess as rp
 from streams.adapters.db.schema.conversation import (
     conversation_message,
     conversation_summary,
@@ -27,7 +28,8 @@ from tests.support.wiring import FakeParts, settings_for_tests, wiring
 
 TABLES = [conversation_message, conversation_summary, cs.consolidation_ledger,
           cs.consolidation_progress, cs.consolidation_run, cs.consolidation_candidate,
-          cs.pending_expiry]
+          cs.pending_expiry, cs.memory_origin, rp.reprocess_job, rp.reprocess_session,
+          rp.reprocess_message]
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
@@ -76,9 +78,9 @@ class Harness:
                            "expiry_sweep_interval_s": 1.0, "cube_lock_timeout_s": 10.0})
         parts = FakeParts(engine=engine, store=self.store, cache=self.cache,
                           providers=self.registry, models=models)
-        self.consolidation = wiring(parts, publisher=self.publisher, settings=settings,
-                                    agent_configs=self.configs, clock=self.clock,
-                                    rng=lambda: 1.0).consolidation()
+        self.wiring = wiring(parts, publisher=self.publisher, settings=settings,
+                             agent_configs=self.configs, clock=self.clock, rng=lambda: 1.0)
+        self.consolidation = self.wiring.consolidation()
         self.pipeline = self.consolidation.pipeline
         self.processor = self.consolidation.processor
         self.router = self.processor.router
@@ -90,7 +92,7 @@ class Harness:
 
     async def say(self, conv: str, lines: Sequence[tuple[str, str]], *, tenant: str = "t1",
                   user: str = "u1", agent: str = "a1", at: datetime | None = None,
-                  name: str | None = None) -> list[str]:
+                  name: str | None = None, seq: int | None = None) -> list[str]:
         """Store chat messages (role, text), one minute apart, ingested now."""
         start = at or T0 + timedelta(minutes=self._n)
         rows, ids = [], []
@@ -100,7 +102,8 @@ class Harness:
             msg = ChatMessage(event_id=eid, type="message", tenant_id=tenant, user_id=user,
                               agent_id=agent, conversation_id=conv, role=role,  # type: ignore[arg-type]
                               content=text, name=name, created_at=start + timedelta(minutes=i))
-            rows.append(message_row(msg, datetime.fromtimestamp(self.clock(), UTC)))
+            rows.append(message_row(msg, datetime.fromtimestamp(self.clock(), UTC),
+                                    session_seq=seq))
             ids.append(eid)
         await self.store.store(rows)
         self.clock.advance(1)

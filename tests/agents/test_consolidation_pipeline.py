@@ -259,3 +259,35 @@ async def test_a_summary_survives_redis_being_down(h: Harness) -> None:
     out = await h.pipeline.run(h.closed("c1"))
     assert out.outcome == "done" and out.summary == "extractive"
     assert h.cache.summaries == {}
+
+
+async def test_each_fact_goes_to_the_user_who_said_it_not_to_the_closer(h: Harness) -> None:
+    # a group chat: two users speak, a system user closes the session
+    await h.say("g1", [("user", "I live in Berlin.")], user="alice")
+    await h.say("g1", [("user", "I love sailing.")], user="bob")
+    await h.say("g1", [("assistant", "Noted, both of you.")], user="bob")
+    out = await h.pipeline.run(h.closed("g1", user="system-closer"))
+    assert out.outcome == "done"
+    owners = {(r["memory"].content, r["cube"], r["scope"].user_id)
+              for r in h.provider.memories.values()}
+    assert ("I live in Berlin.", "user_profile", "alice") in owners
+    assert ("I love sailing.", "user_profile", "bob") in owners
+    assert ("User: I live in Berlin.", "user_profile", "alice") in owners
+    assert ("Assistant: Noted, both of you.", "user_profile", "bob") in owners
+    assert not any(user == "system-closer" for _, _, user in owners)
+    rows = await h.runs.candidates("t1/g1#1")
+    assert {r.user_id for r in rows} == {"alice", "bob"}
+
+
+async def test_a_correction_supersedes_only_within_the_speakers_profile(h: Harness) -> None:
+    await h.say("g2", [("user", "I live in Porto.")], user="alice")
+    await h.say("g2", [("user", "I live in Porto.")], user="bob")
+    await h.pipeline.run(h.closed("g2", user="alice"))
+    await h.say("g2", [("user", "Actually I live in Lisbon now.")], user="bob")
+    await h.pipeline.run(h.closed("g2", 2, user="alice"))
+    valid = {(r["memory"].content, r["scope"].user_id)
+             for r in h.provider.memories.values()
+             if r["valid"] and r["memory"].kind == "fact"}
+    assert ("I live in Porto.", "alice") in valid
+    assert ("I live in Porto.", "bob") not in valid
+    assert ("I live in Lisbon now.", "bob") in valid

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from streams.adapters.db.migrate import current_revision, upgrade
 from streams.adapters.db.schema import consolidation as cs
 
-MINE = [cs.consolidation_ledger, cs.consolidation_progress, cs.consolidation_run,
+MINE = [cs.consolidation_ledger, cs.consolidation_progress, cs.consolidation_run, cs.memory_origin,
         cs.consolidation_candidate, cs.pending_expiry]
 
 

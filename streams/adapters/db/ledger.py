@@ -57,6 +57,7 @@ class SessionMessage:
     content: str
     created_at: datetime  # aware, UTC
     name: str | None = None
+    user_id: str = ""
 
     def source(self, *, new: bool) -> SourceMessage:
         return SourceMessage(self.event_id, self.role, self.content, self.created_at,
@@ -70,13 +71,14 @@ def message_hash(tenant_id: str, conversation_id: str, role: str, name: str | No
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
-def _message(row: Any) -> SessionMessage:
+def session_message(row: Any) -> SessionMessage:
     return SessionMessage(int(row.id), row.event_id, row.role, row.content,
-                          aware_utc(row.created_at), row.name)
+                          aware_utc(row.created_at), row.name, row.user_id)
 
 
 _m = conversation_message.c
-_MESSAGE_COLUMNS = (_m.id, _m.event_id, _m.role, _m.name, _m.content, _m.created_at)
+MESSAGE_COLUMNS = (_m.id, _m.event_id, _m.role, _m.name, _m.content, _m.created_at,
+                    _m.user_id)
 
 
 class LedgerStore:
@@ -117,7 +119,7 @@ class LedgerStore:
             legacy = []
         else:
             stamped = [] if session_seq <= claimed_seq else list((await conn.execute(
-                select(*_MESSAGE_COLUMNS).where(*conv, _m.session_seq == session_seq)
+                select(*MESSAGE_COLUMNS).where(*conv, _m.session_seq == session_seq)
                 .order_by(_m.id))).all())
             legacy = await self._legacy(conn, conv, mark, bound, limit, until_event_id)
         moved: dict[str, Any] = {}
@@ -153,7 +155,7 @@ class LedgerStore:
         taken = select(l.message_id).where(l.tenant_id == tenant_id,
                                             l.conversation_id == conversation_id)
         return list((await conn.execute(
-            select(*_MESSAGE_COLUMNS).where(
+            select(*MESSAGE_COLUMNS).where(
                 _m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
                 _m.session_seq == session_seq, _m.ingested_at >= since,
                 _m.id.not_in(taken))
@@ -165,7 +167,7 @@ class LedgerStore:
         last = None if until_event_id is None else (await conn.execute(
             select(_m.id).where(*conv, _m.event_id == until_event_id))).scalar()
         rows = (await conn.execute(
-            select(*_MESSAGE_COLUMNS, _m.ingested_at)
+            select(*MESSAGE_COLUMNS, _m.ingested_at)
             .where(*conv, _m.session_seq.is_(None), _m.id > mark,
                    *(() if last is None else (_m.id <= last,)))
             .order_by(_m.id).limit(limit))).all()
@@ -191,23 +193,23 @@ class LedgerStore:
         """The messages ``closed_id`` claimed, oldest first."""
         l = consolidation_ledger.c  # noqa: E741
         ids = select(l.message_id).where(l.tenant_id == tenant_id, l.closed_id == closed_id)
-        q = (select(*_MESSAGE_COLUMNS)
+        q = (select(*MESSAGE_COLUMNS)
              .where(_m.tenant_id == tenant_id, _m.id.in_(ids)).order_by(_m.id))
         async with self.engine.connect() as conn:
-            return [_message(r) for r in (await conn.execute(q)).all()]
+            return [session_message(r) for r in (await conn.execute(q)).all()]
 
     async def context_before(self, tenant_id: str, conversation_id: str, before_id: int,
                              n: int) -> list[SessionMessage]:
         """Up to ``n`` messages of the conversation before ``before_id``, oldest first."""
         if n <= 0:
             return []
-        q = (select(*_MESSAGE_COLUMNS)
+        q = (select(*MESSAGE_COLUMNS)
              .where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id,
                     _m.id < before_id)
              .order_by(_m.id.desc()).limit(n))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [_message(r) for r in reversed(rows)]
+        return [session_message(r) for r in reversed(rows)]
 
     async def purge(self, cutoff: datetime) -> int:
         """Delete ledger rows claimed before ``cutoff`` (naive UTC), except those of

@@ -10,7 +10,8 @@ records, each in its own small transaction:
   a decision not written yet may later become a ``skip`` (decider
   ``recheck``: another run stored the same memory before this one resumed);
 * the write intent (``write_started_at``) just before the provider call;
-* the provider's id for it (``memory_id``) right after the call returned;
+* the provider's id for it (``memory_id``) right after the call returned,
+  with the memory's origin (``memory_origin``) in the same transaction;
 * ``expired_at`` once the memories it supersedes were expired, or handed to
   the pending-expiry table.
 
@@ -30,8 +31,12 @@ from typing import Any, Literal, cast
 from sqlalchemy import and_, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from streams.adapters.db.engine import insert_ignoring_duplicates
-from streams.adapters.db.schema.consolidation import consolidation_candidate, consolidation_run
+from streams.adapters.db.engine import insert_ignoring_duplicates, upsert
+from streams.adapters.db.schema.consolidation import (
+    consolidation_candidate,
+    consolidation_run,
+    memory_origin,
+)
 from streams.clock import aware_utc, naive_utc
 from streams.consolidation.rules.conflicts import Action
 from streams.memory.model import MemoryCandidate, MemoryType, ScopeKind
@@ -62,6 +67,7 @@ class PlannedCandidate:
     cube: str
     candidate: MemoryCandidate
     episode: bool = False
+    user_id: str | None = None  # whose memory it is; None: the run's user
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,27 @@ class CandidateRow:
     write_started: bool = False
     memory_id: str | None = None
     expired: bool = False
+    user_id: str | None = None  # None (rows of earlier versions): the run's user
+
+    def owner(self, run: Run) -> str:
+        return self.user_id or run.user_id
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a written memory came from (a ``memory_origin`` row)."""
+
+    run: Run
+    row: CandidateRow
+    memory_id: str
+
+    def values(self, now: datetime) -> dict[str, Any]:
+        r = self.run
+        return {"tenant_id": r.tenant_id, "provider": r.provider, "memory_id": self.memory_id,
+                "cube": self.row.cube, "user_id": self.row.owner(r), "agent_id": r.agent_id,
+                "conversation_id": r.conversation_id, "closed_id": r.closed_id,
+                "event_time": naive_utc(self.row.candidate.event_time),
+                "written_at": naive_utc(now), "retired_at": None}
 
 
 def candidate_hash(cube: str, cand: MemoryCandidate) -> str:
@@ -93,7 +120,7 @@ def _row_to_candidate(r: Any) -> CandidateRow:
         seq=int(r.seq), cube=r.cube, candidate=cand, action=r.action,
         expire_ids=tuple(json.loads(r.expire_ids or "[]")), decider=r.decider,
         write_started=r.write_started_at is not None, memory_id=r.memory_id,
-        expired=r.expired_at is not None,
+        expired=r.expired_at is not None, user_id=r.user_id,
     )
 
 
@@ -101,6 +128,11 @@ class RunStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._insert_run = insert_ignoring_duplicates(engine, consolidation_run, ["closed_id"])
+        # a memory written again (the built-in provider returns the row it holds
+        # for the same text and sources) now comes from the run that wrote it last
+        self._origin = upsert(engine, memory_origin, ["tenant_id", "provider", "memory_id"],
+                              ["cube", "user_id", "agent_id", "conversation_id", "closed_id",
+                               "event_time", "written_at", "retired_at"])
 
     async def get(self, closed_id: str) -> Run | None:
         r = consolidation_run.c
@@ -137,7 +169,7 @@ class RunStore:
             "action": "store" if p.episode else None,
             "decider": EPISODE_DECIDER if p.episode else None,
             "expire_ids": None, "reason": None, "write_started_at": None, "memory_id": None,
-            "written_at": None, "expired_at": None,
+            "written_at": None, "expired_at": None, "user_id": p.user_id,
         } for i, p in enumerate(planned)]
         async with self.engine.begin() as conn:
             status = (await conn.execute(select(r.status).where(r.closed_id == closed_id)
@@ -218,8 +250,9 @@ class RunStore:
                 .values(write_started_at=naive_utc(now)))
 
     async def mark_written(self, closed_id: str, written: Sequence[tuple[int, str]],
-                           now: datetime) -> int:
-        """Record the provider's ids; returns how many were recorded now."""
+                           now: datetime, origins: Sequence[Origin] = ()) -> int:
+        """Record the provider's ids, and where each memory came from (``origins``,
+        in the same transaction); returns how many ids were recorded now."""
         c = consolidation_candidate.c
         stmt = update(consolidation_candidate).where(
             c.closed_id == bindparam("b_closed"), c.seq == bindparam("b_seq"),
@@ -231,6 +264,8 @@ class RunStore:
             return 0
         async with self.engine.begin() as conn:
             result = await conn.execute(stmt, params)
+            if origins:
+                await conn.execute(self._origin, [o.values(now) for o in origins])
         return int(result.rowcount or 0)
 
     async def mark_expired(self, closed_id: str, seq: int, now: datetime,

@@ -22,6 +22,12 @@ They make a session end crash-safe and idempotent; see
 ``pending_expiry``
     expiries that failed after the new memory was written; a periodic task
     retries them.
+``memory_origin``
+    every memory consolidation wrote, by provider id: the cube and user it was
+    written for, the conversation and closing event it came from, the event
+    time of what it was judged from, and when it was retired. Kept after the
+    run's own rows are purged, so ``memstream reprocess`` knows which memories a
+    rebuilt session replaces, whichever provider holds them.
 
 Times are naive UTC, as in :mod:`streams.adapters.db.schema.conversation`. Identity columns compare
 byte for byte on MySQL (tenant ``A`` is not tenant ``a``).
@@ -114,6 +120,7 @@ consolidation_candidate = Table(
     Column("memory_id", String(255)),
     Column("written_at", Timestamp),
     Column("expired_at", Timestamp),
+    Column("user_id", BinaryKey(255)),
 )
 
 pending_expiry = Table(
@@ -133,4 +140,22 @@ pending_expiry = Table(
     Column("last_error", Text),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "next_attempt_at"),
+)
+
+memory_origin = Table(
+    "memory_origin",
+    metadata,
+    Column("tenant_id", BinaryKey(64), primary_key=True),
+    Column("provider", String(16), primary_key=True),
+    Column("memory_id", BinaryKey(255), primary_key=True),
+    Column("cube", BinaryKey(255), nullable=False),
+    Column("user_id", BinaryKey(255), nullable=False),
+    Column("agent_id", BinaryKey(255), nullable=False),
+    Column("conversation_id", BinaryKey(255), nullable=False),
+    Column("closed_id", ClosedId, nullable=False),
+    Column("event_time", Timestamp, nullable=False),
+    Column("written_at", Timestamp, nullable=False),
+    Column("retired_at", Timestamp),
+    Index(None, "tenant_id", "conversation_id", "event_time"),
+    Index(None, "closed_id"),
 )
