@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-locomo bench-retrieval bench-memory docs schemas clean
+        bench-query bench-reprocess bench-locomo bench-retrieval bench-memory docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ bench-ingest: $(STAMP) services  ## sustained ingest rate vs the reference path 
 
 bench-consolidation: $(STAMP) services  ## session ends/s with the rule judge; model calls per 100 messages
 	$(PY) bench/consolidation.py
+
+bench-reprocess: $(STAMP) services  ## memstream reprocess: sessions rebuilt per second, cost per session as the job grows
+	$(PY) bench/reprocess.py
 
 bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s
 	$(PY) bench/query.py

@@ -67,12 +67,14 @@ def upgrade() -> None:
         sa.Column("user_id", ExactKey(255), nullable=True),
         sa.Column("since", Timestamp, nullable=True),
         sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("active", ExactKey(64), nullable=True),
         sa.Column("sessions", sa.Integer(), nullable=False),
         sa.Column("retired", sa.Integer(), nullable=False),
         sa.Column("created_at", Timestamp, nullable=False),
         sa.Column("updated_at", Timestamp, nullable=False),
         sa.Column("finished_at", Timestamp, nullable=True),
         sa.PrimaryKeyConstraint("job_id", name="pk_reprocess_job"),
+        sa.UniqueConstraint("active", name="uq_reprocess_job_active"),
     )
     op.create_table(
         "reprocess_session",
@@ -94,9 +96,24 @@ def upgrade() -> None:
         sa.Column("message_id", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.PrimaryKeyConstraint("closed_id", "message_id", name="pk_reprocess_message"),
     )
+    op.create_table(
+        "reprocess_retire",
+        sa.Column("job_id", ExactKey(32), nullable=False),
+        sa.Column("provider", sa.String(16), nullable=False),
+        sa.Column("memory_id", ExactKey(255), nullable=False),
+        sa.Column("cube", ExactKey(255), nullable=False),
+        sa.Column("user_id", ExactKey(255), nullable=False),
+        sa.Column("agent_id", ExactKey(255), nullable=False),
+        sa.Column("retired_at", Timestamp, nullable=True),
+        sa.PrimaryKeyConstraint("job_id", "provider", "memory_id", name="pk_reprocess_retire"),
+    )
+    op.create_index("ix_reprocess_retire_job_id_cube_user_id", "reprocess_retire",
+                    ["job_id", "cube", "user_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_reprocess_retire_job_id_cube_user_id", table_name="reprocess_retire")
+    op.drop_table("reprocess_retire")
     op.drop_table("reprocess_message")
     op.drop_index("ix_reprocess_session_job_id_seq", table_name="reprocess_session")
     op.drop_table("reprocess_session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from streams.wire.records import RFC3339_PATTERN
@@ -35,6 +35,11 @@ def parse_since(text: str | None) -> datetime | None:
     """``--since``: an RFC 3339 date-time with an offset; ValueError otherwise."""
     if text is None:
         return None
-    if not re.match(RFC3339_PATTERN, text):
+    if not re.fullmatch(RFC3339_PATTERN, text):
         raise ValueError("--since must be an RFC 3339 date-time with an offset")
-    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        when.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError(f"--since {text!r} is not a time memstream can store") from None
+    return when

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
 
 
 def _validate(args: argparse.Namespace) -> str | None:
-    if not re.match(TENANT_PATTERN, args.tenant):
+    if not re.fullmatch(TENANT_PATTERN, args.tenant):
         return f"invalid tenant id {args.tenant!r}"
     if args.action in ("set", "delete") and not args.agent:
         return f"{args.action} needs --agent"

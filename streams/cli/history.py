@@ -41,7 +41,7 @@ def render_window(window: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     import re
 
-    if not re.match(TENANT_PATTERN, args.tenant):
+    if not re.fullmatch(TENANT_PATTERN, args.tenant):
         return fail(f"invalid tenant id {args.tenant!r}", 2)
     if args.last_n is not None and args.last_n < 1:
         return fail("--last-n must be at least 1", 2)

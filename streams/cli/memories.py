@@ -73,7 +73,7 @@ async def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not re.match(TENANT_PATTERN, args.tenant):
+    if not re.fullmatch(TENANT_PATTERN, args.tenant):
         return fail(f"invalid tenant id {args.tenant!r}", 2)
     try:
         docs = asyncio.run(collect(args))

@@ -57,7 +57,7 @@ def render_reply(reply: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not re.match(TENANT_PATTERN, args.tenant):
+    if not re.fullmatch(TENANT_PATTERN, args.tenant):
         return fail(f"invalid tenant id {args.tenant!r}", 2)
     options: dict[str, Any] = {}
     if args.top_k is not None:

@@ -50,7 +50,7 @@ def replay_progress(done: int, total: int, report: ReplayReport) -> None:
 
 def run(args: argparse.Namespace) -> int:
     s = get_settings()
-    if args.tenant is not None and not re.match(TENANT_PATTERN, args.tenant):
+    if args.tenant is not None and not re.fullmatch(TENANT_PATTERN, args.tenant):
         return fail(f"invalid tenant id {args.tenant!r}", 2)
     try:
         since = parse_since(args.since)

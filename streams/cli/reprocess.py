@@ -7,8 +7,9 @@ sessions had produced retired (:mod:`streams.consolidation.reprocess`). A
 progress bar goes to stderr, the report (JSON) to stdout.
 
 Interrupted (Ctrl-C, a crash, a provider down), the same command resumes the
-job where it stopped. ``--dry-run`` prints the plan, how many memories held now
-it would replace, and what the current judge makes of the sessions, writing
+job where it stopped; a tenant has one unfinished job at a time, and
+``--abandon`` gives it up. ``--dry-run`` prints the plan, how many memories held
+now came from it, and what the current judge makes of the sessions, writing
 nothing. Agent configurations (provider routing, per-agent models) are read
 from the agent-config topic, as the worker reads them.
 """
@@ -26,15 +27,21 @@ from typing import Any
 from aiokafka.errors import KafkaError
 from sqlalchemy.exc import SQLAlchemyError
 
+from streams.adapters.db.migrate import SchemaNotCurrentError, require_current
 from streams.adapters.kafka.agent_config_topic import read_all
 from streams.adapters.kafka.publish import Outgoing
 from streams.cli._common import fail, parse_since, print_json, progress_bar
-from streams.consolidation.reprocess import ReprocessRequest
+from streams.consolidation.reprocess import (
+    JobConflict,
+    Report,
+    ReprocessBusy,
+    ReprocessRequest,
+)
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.provider import ProviderError
 from streams.memory.rules.routing import split_agent_config_key
 from streams.settings import Settings, get_settings
-from streams.wire.records import TENANT_PATTERN
+from streams.wire.records import MAX_ID_LEN, TENANT_PATTERN
 from streams.worker.runtime import Runtime
 from streams.worker.wiring import Wiring
 
@@ -42,12 +49,15 @@ from streams.worker.wiring import Wiring
 def register(sub: Any) -> None:
     p = sub.add_parser("reprocess", help="rebuild long-term memories from the stored history")
     p.add_argument("--tenant", required=True)
-    p.add_argument("--user", help="only the sessions this user speaks in")
+    p.add_argument("--user", help="only the sessions this user speaks in (whole sessions: "
+                   "what other speakers said in them is rebuilt too)")
     p.add_argument("--since", help="only sessions with a message at or after this RFC 3339 time")
     p.add_argument("--dry-run", action="store_true",
-                   help="say what would be rebuilt and replaced; write nothing")
+                   help="say what would be rebuilt and what is held from it; write nothing")
     p.add_argument("--no-judge", action="store_true",
                    help="with --dry-run: the plan only, without asking the judge")
+    p.add_argument("--abandon", action="store_true",
+                   help="give up the tenant's unfinished job (what it wrote stays)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -67,18 +77,32 @@ async def agent_configs(s: Settings) -> StaticAgentConfigs:
     return StaticAgentConfigs(docs)
 
 
+def say(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet:
+        print(text, file=sys.stderr)
+
+
 async def reprocess(args: argparse.Namespace, req: ReprocessRequest) -> dict[str, Any]:
     s = get_settings()
-    configs = await agent_configs(s)
     rt = await Runtime(s, migrate=False).start()
     try:
+        await require_current(rt.engine)
         reprocessor = Wiring(s, rt, publisher=NothingToPublish(),
-                             agent_configs=configs).reprocessor()
+                             agent_configs=await agent_configs(s)).reprocessor()
+        if args.abandon:
+            gone = await reprocessor.abandon(req.tenant_id)
+            return {"abandoned": gone.job_id if gone else None}
         if args.dry_run:
             return asdict(await reprocessor.preview(req, judge=not args.no_judge))
-        job, resumed = await reprocessor.start(req)
-        if resumed and not args.quiet:
-            print(f"resuming job {job.job_id}", file=sys.stderr)
+        job, resumed, plan = await reprocessor.start(req)
+        if job is None:
+            say(args, "nothing to reprocess")
+            busy = plan.busy if plan else []
+            return asdict(Report(None, False, 0, 0, busy))
+        if resumed:
+            say(args, f"resuming job {job.job_id}")
+        if plan and plan.busy:
+            say(args, f"left out (a live run is unfinished): {', '.join(plan.busy)}")
 
         def show(done: int, total: int) -> None:
             if not args.quiet:
@@ -90,16 +114,17 @@ async def reprocess(args: argparse.Namespace, req: ReprocessRequest) -> dict[str
             if not args.quiet:
                 sys.stderr.write("\n")
         report.resumed = resumed
+        report.busy_conversations = plan.busy if plan else []
         return asdict(report)
     finally:
         await rt.stop()
 
 
 def run(args: argparse.Namespace) -> int:
-    if not re.match(TENANT_PATTERN, args.tenant):
+    if not re.fullmatch(TENANT_PATTERN, args.tenant):
         return fail(f"invalid tenant id {args.tenant!r}", 2)
-    if args.user is not None and not args.user:
-        return fail("--user is empty", 2)
+    if args.user is not None and not 0 < len(args.user) <= MAX_ID_LEN:
+        return fail(f"--user must be 1 to {MAX_ID_LEN} characters", 2)
     if args.no_judge and not args.dry_run:
         return fail("--no-judge goes with --dry-run", 2)
     try:
@@ -107,13 +132,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc), 2)
     req = ReprocessRequest(args.tenant, args.user, since)
+    resume = "; run the same command again to resume"
     try:
         out = asyncio.run(reprocess(args, req))
+    except KeyboardInterrupt:
+        fail(f"interrupted{resume}")
+        return 130
+    except JobConflict as exc:
+        return fail(f"{exc}: run `memstream reprocess {exc.job.describe()}` to finish it, "
+                    f"or `memstream reprocess --tenant {req.tenant_id} --abandon`")
+    except ReprocessBusy as exc:
+        return fail(str(exc))
+    except SchemaNotCurrentError as exc:
+        return fail(str(exc))
     except (KafkaError, TimeoutError) as exc:
         return fail(f"kafka (agent configurations): {exc}")
     except (SQLAlchemyError, OSError) as exc:
-        return fail(f"database unavailable: {exc}; run the same command again to resume")
+        return fail(f"database unavailable: {exc}{resume}")
     except ProviderError as exc:
-        return fail(f"provider: {exc}; run the same command again to resume")
+        return fail(f"provider: {exc}{resume}")
     print_json(out)
     return 0

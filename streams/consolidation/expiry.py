@@ -21,7 +21,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import insert_ignoring_duplicates
-from streams.adapters.db.runs import CandidateRow, Run, RunStore
+from streams.adapters.db.runs import CandidateRow, Retired, Run, RunStore
 from streams.adapters.db.schema.consolidation import pending_expiry
 from streams.backoff import Backoff
 from streams.clock import naive_utc
@@ -73,11 +73,13 @@ class ExpiryStore:
                               r.cube, list(json.loads(r.memory_ids)), r.superseded_by,
                               int(r.attempts)) for r in rows]
 
-    async def done(self, item: PendingExpiry) -> None:
+    async def done(self, item: PendingExpiry, now: datetime) -> None:
         p = pending_expiry.c
         async with self.engine.begin() as conn:
             await conn.execute(delete(pending_expiry).where(
                 p.closed_id == item.closed_id, p.seq == item.seq))
+            await self.runs.retire_origins(conn, Retired(
+                item.scope.tenant_id, item.provider, tuple(item.memory_ids)), now)
 
     async def failed(self, item: PendingExpiry, error: str, next_at: datetime) -> None:
         p = pending_expiry.c
@@ -119,6 +121,6 @@ class ExpirySweeper:
                 await self.store.failed(item, f"{type(exc).__name__}: {exc}", next_at)
                 continue
             MEMORIES_EXPIRED.labels(item.provider).inc(len(item.memory_ids))
-            await self.store.done(item)
+            await self.store.done(item, now)
             done += 1
         return done, failed

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from streams.adapters.db.cube_lock import CubeLocks, HeldCube
-from streams.adapters.db.runs import CandidateRow, Origin, Run, RunStore
+from streams.adapters.db.runs import CandidateRow, Origin, Retired, Run, RunStore
 from streams.consolidation.expiry import ExpiryStore
 from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
 from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
@@ -62,8 +62,8 @@ from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
 log = logging.getLogger(__name__)
 RECHECK_DECIDER = "recheck"
 # the memories a run's conflict checks must not see in a cube (a reprocess job's
-# memories it is replacing); the run, the cube
-HiddenMemories = Callable[[Run, str], Awaitable[set[str]]]
+# memories it is replacing); the run, the cube, the user it is written for
+HiddenMemories = Callable[[Run, str, str], Awaitable[set[str]]]
 
 
 @dataclass
@@ -147,7 +147,7 @@ class MemoryWriter:
         current = {r.seq: r for r in rows}
         ours = {r.memory_id for r in rows if r.memory_id}
         if self.hidden is not None:
-            ours |= await self.hidden(run, cube)
+            ours |= await self.hidden(run, cube, scope.user_id)
         earlier = [r for r in rows if _unwritten(r) and r.candidate.kind == "fact"]
         recorded = await self._recheck(run, handle, scope, cube, earlier, ours, current)
         # the other decisions of an earlier hold that were not written were made on
@@ -298,5 +298,6 @@ class MemoryWriter:
             stats.expiries_pending += 1
             return
         MEMORIES_EXPIRED.labels(handle.route).inc(len(row.expire_ids))
-        await self.runs.mark_expired(run.closed_id, row.seq, self._now())
+        await self.runs.mark_expired(run.closed_id, row.seq, self._now(), retired=Retired(
+            run.tenant_id, run.provider, row.expire_ids))
         stats.expired += len(row.expire_ids)

@@ -57,7 +57,8 @@ def event_time(v: object) -> object:
 SUBAGENT_PREFIX = "agent:"
 
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
-Ident = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+MAX_ID_LEN = 255  # user, agent and conversation ids
+Ident = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LEN)]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Role = Literal["user", "assistant", "system", "tool"]
 

@@ -27,7 +27,8 @@ from streams.adapters.db.cube_lock import CubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
-from streams.adapters.db.reprocess_store import ReprocessClaims, ReprocessStore
+from streams.adapters.db.reprocess_claims import ReprocessClaims
+from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.kafka.publish import Publisher, SourceRecord
@@ -209,9 +210,11 @@ class Wiring:
         engine = self.parts.engine
         store = ReprocessStore(engine)
         pipeline = self._pipeline(ReprocessClaims(engine), RunStore(engine), summarize=False,
-                                  hidden=lambda run, cube: store.hidden(run.closed_id, cube))
-        return Reprocessor(store, pipeline, gap_s=self.settings.consolidation.idle_timeout_s,
-                           clock=self.clock)
+                                  hidden=lambda run, cube, user: store.hidden(
+                                      run.closed_id, cube, user))
+        job_locks = CubeLocks(timeout_s=2.0, engine=None if is_sqlite(engine) else engine)
+        return Reprocessor(store, pipeline, job_locks,
+                           gap_s=self.settings.consolidation.idle_timeout_s, clock=self.clock)
 
     def retry_scheduler(self, consolidation: Consolidation,
                         should_release: Callable[[], bool]) -> RetryScheduler:

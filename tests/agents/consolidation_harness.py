@@ -29,7 +29,7 @@ from tests.support.wiring import FakeParts, settings_for_tests, wiring
 TABLES = [conversation_message, conversation_summary, cs.consolidation_ledger,
           cs.consolidation_progress, cs.consolidation_run, cs.consolidation_candidate,
           cs.pending_expiry, cs.memory_origin, rp.reprocess_job, rp.reprocess_session,
-          rp.reprocess_message]
+          rp.reprocess_message, rp.reprocess_retire]
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 

@@ -4,18 +4,20 @@ own, new memories written before the old ones are retired, resumable, dry run.""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.schema import consolidation as cs
 from streams.adapters.db.schema import reprocess as rp
-from streams.consolidation.reprocess import ReprocessRequest
+from streams.consolidation.reprocess import JobConflict, ReprocessRequest
+from streams.memory.registry import ProviderNotConfigured
 from tests.agents.consolidation_harness import T0, Harness, sqlite_engine
 
 S1 = [("user", "I live in Berlin. I love hiking."), ("assistant", "Berlin has good trails.")]
@@ -50,7 +52,7 @@ async def test_sessions_are_rebuilt_and_the_old_memories_retired_without_a_gap(
         "User: I live in Berlin. I love hiking.", "Assistant: Berlin has good trails.",
         "User: My sister lives in Porto.", "Assistant: Porto is lovely."])
     reprocessor = h.wiring.reprocessor()
-    job, resumed = await reprocessor.start(ReprocessRequest("t1"))
+    job, resumed, _ = await reprocessor.start(ReprocessRequest("t1"))
     assert not resumed and job.sessions == 2
     seen: list[list[str]] = []
 
@@ -63,7 +65,8 @@ async def test_sessions_are_rebuilt_and_the_old_memories_retired_without_a_gap(
     after = valid_ids(h)
     assert sorted(after.values()) == sorted(before.values())
     assert not set(after) & set(before)  # all written again, the old ones retired
-    assert (report.sessions, report.messages, report.written, report.retired) == (2, 4, 6, 6)
+    assert (report.sessions, report.messages, report.written, report.kept, report.retired) == (
+        2, 4, 6, 0, 6)
     assert (await reprocessor.store.job(job.job_id)).status == "done"  # type: ignore[union-attr]
 
 
@@ -75,7 +78,7 @@ async def test_a_second_job_replaces_the_first_jobs_memories_and_nothing_else(
     other = {mid for mid, r in h.provider.memories.items() if r["scope"].user_id == "u2"}
     reprocessor = h.wiring.reprocessor()
     for _ in range(2):
-        job, resumed = await reprocessor.start(ReprocessRequest("t1", user_id="u1"))
+        job, resumed, _ = await reprocessor.start(ReprocessRequest("t1", user_id="u1"))
         assert not resumed and job.sessions == 2
         await reprocessor.run(job)
     mine = [r["memory"].content for r in h.provider.memories.values()
@@ -91,7 +94,7 @@ async def test_an_interrupted_job_resumes_where_it_stopped(engine: AsyncEngine) 
     await live(h)
     before = sorted(valid_ids(h).values())
     reprocessor = h.wiring.reprocessor()
-    job, _ = await reprocessor.start(ReprocessRequest("t1"))
+    job, _, _ = await reprocessor.start(ReprocessRequest("t1"))
     h.provider.fail_adds = 1
     h.provider.permanent = True
     with pytest.raises(Exception, match="fake add failed"):
@@ -99,7 +102,7 @@ async def test_an_interrupted_job_resumes_where_it_stopped(engine: AsyncEngine) 
     # nothing retired yet: the old memories still answer
     assert sorted(set(valid_ids(h).values())) == before
     h.provider.permanent = False
-    again, resumed = await reprocessor.start(ReprocessRequest("t1"))
+    again, resumed, _ = await reprocessor.start(ReprocessRequest("t1"))
     assert resumed and again.job_id == job.job_id
     await reprocessor.run(again)
     assert sorted(valid_ids(h).values()) == before
@@ -111,7 +114,7 @@ async def test_since_rebuilds_only_the_later_sessions(engine: AsyncEngine) -> No
     first = {mid for mid, r in h.provider.memories.items()
              if "Berlin" in r["memory"].content or "hiking" in r["memory"].content}
     reprocessor = h.wiring.reprocessor()
-    job, _ = await reprocessor.start(ReprocessRequest("t1", since=T0 + timedelta(hours=2)))
+    job, _, _ = await reprocessor.start(ReprocessRequest("t1", since=T0 + timedelta(hours=2)))
     assert job.sessions == 1
     report = await reprocessor.run(job)
     assert report.retired == 2
@@ -127,7 +130,7 @@ async def test_a_dry_run_says_what_would_change_and_writes_nothing(
         runs = (await conn.execute(select(func.count()).select_from(cs.consolidation_run))
                 ).scalar_one()
     preview = await h.wiring.reprocessor().preview(ReprocessRequest("t1"))
-    assert (preview.sessions, preview.messages, preview.conversations, preview.replaced) == (
+    assert (preview.sessions, preview.messages, preview.conversations, preview.held) == (
         2, 4, 1, 6)
     assert {c["content"] for c in preview.candidates if c["kind"] == "fact"} == {
         "I live in Berlin.", "I love hiking."}
@@ -143,7 +146,7 @@ async def test_an_open_session_is_left_to_the_live_path(engine: AsyncEngine) -> 
     h = Harness(engine)
     await live(h)
     await h.say("c1", [("user", "I have a cat.")], seq=3, at=T0 + timedelta(hours=6))
-    job, _ = await h.wiring.reprocessor().start(ReprocessRequest("t1"))
+    job, _, _ = await h.wiring.reprocessor().start(ReprocessRequest("t1"))
     assert job.sessions == 2
 
 
@@ -157,9 +160,110 @@ async def test_a_fact_the_old_judge_worded_otherwise_is_written_not_skipped(
             row["memory"] = replace(row["memory"], content="I live in Berlin, Germany.",
                                     source_event_ids=())
     reprocessor = h.wiring.reprocessor()
-    job, _ = await reprocessor.start(ReprocessRequest("t1"))
+    job, _, _ = await reprocessor.start(ReprocessRequest("t1"))
     await reprocessor.run(job)
     facts = sorted(r["memory"].content for r in h.provider.memories.values()
                    if r["valid"] and r["memory"].kind == "fact")
     # the rebuilt fact is not taken for a duplicate of the one it replaces
     assert facts == ["I live in Berlin.", "I love hiking."]
+
+
+async def test_a_tenant_has_one_unfinished_job_at_a_time(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await live(h, "c1", "u1")
+    await live(h, "c2", "u2")
+    reprocessor = h.wiring.reprocessor()
+    whole, _, _ = await reprocessor.start(ReprocessRequest("t1"))
+    # another request while it is unfinished is refused, naming the job to finish
+    with pytest.raises(JobConflict, match=whole.job_id):  # type: ignore[union-attr]
+        await reprocessor.start(ReprocessRequest("t1", user_id="u1"))
+    # the same request, twice at the same moment, is one job
+    (a, ra, _), (b, rb, _) = await asyncio.gather(
+        reprocessor.start(ReprocessRequest("t1")), reprocessor.start(ReprocessRequest("t1")))
+    assert a.job_id == b.job_id == whole.job_id and ra and rb  # type: ignore[union-attr]
+    # two runs of it at once: each memory retired once, counted once
+    first, second = await asyncio.gather(reprocessor.run(whole), reprocessor.run(whole))  # type: ignore[arg-type]
+    assert first.retired == second.retired == 12
+    assert len(valid_ids(h)) == 12
+    # finished: another request may start
+    mine, resumed, _ = await reprocessor.start(ReprocessRequest("t1", user_id="u1"))
+    assert mine is not None and not resumed and mine.sessions == 2
+    assert (await reprocessor.abandon("t1")).job_id == mine.job_id  # type: ignore[union-attr]
+    assert await reprocessor.abandon("t1") is None
+    other, _, _ = await reprocessor.start(ReprocessRequest("t1", user_id="u2"))
+    assert other is not None and other.job_id != mine.job_id
+
+
+async def test_nothing_to_rebuild_records_no_job(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await live(h)
+    job, resumed, plan = await h.wiring.reprocessor().start(
+        ReprocessRequest("t1", user_id="nobody"))
+    assert (job, resumed, plan.sessions if plan else None) == (None, False, [])
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.count()).select_from(rp.reprocess_job))
+                ).scalar_one() == 0
+
+
+async def test_a_provider_not_configured_stops_the_job_before_it_writes(
+        engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await live(h)
+    async with engine.begin() as conn:  # one memory is held by a provider not configured here
+        await conn.execute(update(cs.memory_origin).where(
+            cs.memory_origin.c.memory_id == "m1").values(provider="memos"))
+    reprocessor = h.wiring.reprocessor()
+    job, _, _ = await reprocessor.start(ReprocessRequest("t1"))
+    held = dict(h.provider.memories)
+    with pytest.raises(ProviderNotConfigured, match=r"memos.*abandon"):
+        await reprocessor.run(job)  # type: ignore[arg-type]
+    assert h.provider.memories == held
+    assert (await reprocessor.abandon("t1")).job_id == job.job_id  # type: ignore[union-attr]
+
+
+async def test_a_message_published_twice_is_rebuilt_once(engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    at = T0 + timedelta(hours=1)
+    await h.say("c1", [("user", "I have two cats.")], seq=1, at=at)
+    await h.say("c1", [("user", "I have two cats.")], seq=1, at=at)  # another event id
+    await h.pipeline.run(h.closed("c1", 1))
+    assert h.provider.valid("episode") == ["User: I have two cats."]
+    reprocessor = h.wiring.reprocessor()
+    job, _, _ = await reprocessor.start(ReprocessRequest("t1"))
+    await reprocessor.run(job)  # type: ignore[arg-type]
+    assert h.provider.valid("episode") == ["User: I have two cats."]
+    assert h.provider.valid("fact") == ["I have two cats."]
+
+
+async def test_a_conversation_whose_live_run_is_unfinished_is_left_out(
+        engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await live(h, "c1")
+    await live(h, "c2")
+    async with engine.begin() as conn:  # c2's last run is still being retried
+        await conn.execute(update(cs.consolidation_run).where(
+            cs.consolidation_run.c.closed_id == "t1/c2#2").values(status="judged"))
+    job, _, plan = await h.wiring.reprocessor().start(ReprocessRequest("t1"))
+    assert job is not None and job.sessions == 2 and plan is not None
+    assert plan.busy == ["c2"]
+
+
+async def test_a_superseded_memory_is_retired_in_its_origin_and_not_replaced_again(
+        engine: AsyncEngine) -> None:
+    h = Harness(engine)
+    await h.say("c1", [("user", "I live in Porto.")], seq=1)
+    await h.pipeline.run(h.closed("c1", 1))
+    await h.say("c1", [("user", "Actually I live in Lisbon now.")], seq=2,
+                at=T0 + timedelta(hours=3))
+    await h.pipeline.run(h.closed("c1", 2))
+    porto = next(m for m, r in h.provider.memories.items()
+                 if r["memory"].content == "I live in Porto.")
+    async with engine.connect() as conn:
+        retired = (await conn.execute(select(cs.memory_origin.c.retired_at).where(
+            cs.memory_origin.c.memory_id == porto))).scalar_one()
+    assert retired is not None
+    reprocessor = h.wiring.reprocessor()
+    job, _, _ = await reprocessor.start(ReprocessRequest("t1"))
+    report = await reprocessor.run(job)  # type: ignore[arg-type]
+    assert report.retired == 3  # the Lisbon fact and both episodes; Porto was gone already
+    assert sorted(h.provider.valid("fact")) == ["I live in Lisbon now."]

@@ -16,6 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from streams.adapters.db.cube_lock import CubeLocks
+from streams.consolidation.reprocess import JOB_LOCK
+from streams.memory.model import CubeKey
 from tests.integration.conftest import Stack, chat_event, new_stack, session_end_event
 from tests.integration.consolidation_support import FAST, memories, memstream
 from tests.support.worker import MEMSTREAM, ROOT, eventually
@@ -98,7 +101,7 @@ async def test_reprocess_rebuilds_from_the_history_and_resumes_after_sigkill(
         plan = reprocess(s, "--dry-run")
         assert (plan["sessions"], plan["conversations"]) == (CONVERSATIONS + 1,
                                                               CONVERSATIONS + 1)
-        assert plan["replaced"] == len(facts) + len(live_episodes)
+        assert plan["held"] == len(facts) + len(live_episodes)
         assert {c["content"] for c in plan["candidates"]  # type: ignore[attr-defined]
                 if c["kind"] == "fact"} == {f for _, f in facts}
         assert memories(s) == before
@@ -106,8 +109,9 @@ async def test_reprocess_rebuilds_from_the_history_and_resumes_after_sigkill(
 
         # the same judge again: the built-in provider keeps every memory's id
         same = reprocess(s, "--quiet")
-        assert (same["sessions"], same["retired"], same["resumed"]) == (
-            CONVERSATIONS + 1, 0, False)
+        assert (same["sessions"], same["written"], same["retired"], same["resumed"]) == (
+            CONVERSATIONS + 1, 0, 0, False)
+        assert same["kept"] == len(facts) + len(live_episodes)
         assert memories(s) == before
 
         # the judge changes (episodes cut shorter): killed midway, then resumed
@@ -116,6 +120,11 @@ async def test_reprocess_rebuilds_from_the_history_and_resumes_after_sigkill(
         # nothing retired before every session was rebuilt: the old episodes still answer
         held = {e for _, e in valid(s, "episode")}
         assert {e for _, e in live_episodes} <= held
+        # another request waits for the unfinished one, saying how to go on
+        other = memstream(s, "reprocess", "--tenant", "t1", "--user", "u0", env=shorter,
+                          check=False)
+        assert other.returncode == 1
+        assert "is unfinished" in other.stderr and "--abandon" in other.stderr
         out = memstream(s, "reprocess", "--tenant", "t1", env=shorter)
         assert "resuming job" in out.stderr and "reprocess [" in out.stderr
         report = json.loads(out.stdout)
@@ -129,6 +138,22 @@ async def test_reprocess_rebuilds_from_the_history_and_resumes_after_sigkill(
         assert valid(s, "fact") == facts  # the facts are rebuilt as they were
         assert report["retired"] == CONVERSATIONS  # the old long episodes
         # repeating the request changes nothing
-        assert reprocess(s, "--quiet", env=shorter)["retired"] == 0
+        repeat = reprocess(s, "--quiet", env=shorter)
+        assert (repeat["written"], repeat["retired"]) == (0, 0)
         assert valid(s, "episode") == episodes
+        # and going back to the judge as it was brings the long episodes back, valid
+        back = reprocess(s, "--quiet")
+        assert back["retired"] == CONVERSATIONS and back["written"] == CONVERSATIONS
+        assert valid(s, "episode") == live_episodes
+        assert valid(s, "fact") == facts
+        # while another process runs the tenant's job, a second one stops at once
+        engine = s.engine()
+        try:
+            async with CubeLocks(timeout_s=5, engine=engine).hold(CubeKey("t1", JOB_LOCK, "")):
+                busy = memstream(s, "reprocess", "--tenant", "t1", "--quiet", check=False)
+        finally:
+            await engine.dispose()
+        assert busy.returncode == 1 and "another process is running job" in busy.stderr
+        assert reprocess(s, "--quiet")["resumed"] is True
         print("\nreprocess report after the SIGKILL:", report)
+        print("reprocess report, the judge as it was:", back)

@@ -1,15 +1,19 @@
 """ReprocessStore: the jobs of ``memstream reprocess`` and what they replace.
 
-A job is planned once, in one transaction: its row, its sessions and the
-messages each holds (:mod:`streams.adapters.db.schema.reprocess`). A session
-is done when its run (``consolidation_run`` with the session's ``closed_id``)
-is done. What a job retires is read from ``memory_origin``: the memories not
-retired yet that came from the job's conversations at event times inside one
-of its sessions, and that no run of the job wrote (a memory the job wrote
-again, same provider id, now has the job's run as its origin and stays).
+A job is planned once, in one transaction: its row, its sessions, the messages
+each holds and the memories it replaces (:mod:`streams.adapters.db.schema.reprocess`).
+A tenant has at most one unfinished job (a unique ``active`` column: creating
+a second raises :class:`JobConflict`). A session is done when its run
+(``consolidation_run`` with the session's ``closed_id``) is done.
 
-:class:`ReprocessClaims` is the ledger of a job's runs: the job's sessions
-claimed their messages when it was planned, so a claim only counts them.
+What a job replaces is fixed when it is planned: the memories of
+``memory_origin`` not retired yet that came from the job's conversations at
+event times inside one of its sessions. Of those, a memory the job writes
+again (same provider id: the built-in provider keeps it for the same text and
+sources) has the job's run as its origin from then on, and is kept.
+
+The runs of a job read their messages through
+:class:`~streams.adapters.db.reprocess_claims.ReprocessClaims`.
 """
 
 from __future__ import annotations
@@ -19,15 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, func, insert, literal, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from streams.adapters.db.ledger import (
-    MESSAGE_COLUMNS,
-    LedgerStore,
-    SessionMessage,
-    session_message,
-)
+from streams.adapters.db.ledger import MESSAGE_COLUMNS, SessionMessage, session_message
+from streams.adapters.db.reprocess_claims import distinct_messages
 from streams.adapters.db.schema.consolidation import (
     consolidation_progress,
     consolidation_run,
@@ -37,13 +38,25 @@ from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.schema.reprocess import (
     reprocess_job,
     reprocess_message,
+    reprocess_retire,
     reprocess_session,
 )
 from streams.clock import aware_utc, naive_utc
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
+from streams.memory.model import USER_CUBE
 
 _m, _o, _s = conversation_message.c, memory_origin.c, reprocess_session.c
-_j, _r = reprocess_job.c, consolidation_run.c
+_j, _r, _x = reprocess_job.c, consolidation_run.c, reprocess_retire.c
+FINISHED = ("done", "abandoned")
+
+
+class JobConflict(Exception):
+    """The tenant has an unfinished job of another request."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"job {job.job_id} ({job.describe()}) is unfinished for tenant "
+                         f"{job.tenant_id!r}")
+        self.job = job
 
 
 @dataclass(frozen=True)
@@ -52,9 +65,17 @@ class Job:
     tenant_id: str
     user_id: str | None
     since: datetime | None  # aware
-    status: str  # planned, retiring, done
+    status: str  # planned, retiring, done, abandoned
     sessions: int
     retired: int
+
+    def describe(self) -> str:
+        parts = [f"--tenant {self.tenant_id}"]
+        if self.user_id is not None:
+            parts.append(f"--user {self.user_id}")
+        if self.since is not None:
+            parts.append(f"--since {self.since.isoformat()}")
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,12 @@ class Retiring:
     agent_id: str
 
 
+@dataclass(frozen=True)
+class Counts:
+    written: int  # memories the job stored under new ids
+    kept: int  # memories it replaces that it wrote again under their own id
+
+
 def session_closed_id(job_id: str, tenant_id: str, conversation_id: str, label: str) -> str:
     return f"{job_id}:{tenant_id}/{conversation_id}#{label}"
 
@@ -96,57 +123,81 @@ class ReprocessStore:
         async with self.engine.connect() as conn:
             return sorted({r[0] for r in (await conn.execute(q.distinct())).all()})
 
-    async def stored(self, tenant_id: str,
-                     conversation_id: str) -> tuple[list[StoredMessage], Progress]:
-        """A conversation's messages and how far live consolidation took it."""
+    async def stored(self, tenant_id: str, conversation_id: str,
+                     ) -> tuple[list[StoredMessage], Progress, bool]:
+        """A conversation's messages, how far live consolidation took it, and
+        whether a live run of it is still unfinished (the conversation is busy)."""
         p = consolidation_progress.c
+        conv = (_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(
                 select(_m.id, _m.role, _m.user_id, _m.agent_id, _m.created_at, _m.session_seq)
-                .where(_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
-                .order_by(_m.id))).all()
+                .where(*conv).order_by(_m.id))).all()
             done = (await conn.execute(
                 select(p.claimed_session_seq, p.claimed_until_id)
                 .where(p.tenant_id == tenant_id, p.conversation_id == conversation_id))).first()
+            busy = (await conn.execute(select(_r.closed_id).where(
+                _r.tenant_id == tenant_id, _r.conversation_id == conversation_id,
+                _r.status != "done", _r.closed_id.not_in(select(_s.closed_id))).limit(1))
+            ).first() is not None
         messages = [StoredMessage(int(r.id), r.role, r.user_id, r.agent_id,
                                   aware_utc(r.created_at), r.session_seq) for r in rows]
-        return messages, Progress(int(done[0]), int(done[1])) if done else Progress()
+        return messages, Progress(int(done[0]), int(done[1])) if done else Progress(), busy
 
     async def create(self, job: Job, sessions: Sequence[tuple[str, str, PlannedSession]],
-                     now: datetime) -> None:
-        """The job, its sessions (``closed_id``, conversation, session) and their
-        messages, in one transaction."""
-        async with self.engine.begin() as conn:
-            await conn.execute(reprocess_job.insert().values(
-                job_id=job.job_id, tenant_id=job.tenant_id, user_id=job.user_id,
-                since=naive_utc(job.since), status="planned", sessions=len(sessions),
-                retired=0, created_at=naive_utc(now), updated_at=naive_utc(now)))
-            if not sessions:
-                return
-            await conn.execute(reprocess_session.insert(), [
-                {"closed_id": closed_id, "job_id": job.job_id, "seq": i,
-                 "conversation_id": conversation_id, "user_id": s.user_id,
-                 "agent_id": s.agent_id, "first_at": naive_utc(s.first_at),
-                 "last_at": naive_utc(s.last_at), "message_count": len(s.message_ids)}
-                for i, (closed_id, conversation_id, s) in enumerate(sessions)])
-            await conn.execute(reprocess_message.insert(), [
-                {"closed_id": closed_id, "message_id": mid}
-                for closed_id, _, s in sessions for mid in s.message_ids])
+                     now: datetime) -> Job:
+        """The job, its sessions (``closed_id``, conversation, session), their
+        messages and what it replaces, in one transaction; :class:`JobConflict`
+        when the tenant has an unfinished job."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(reprocess_job.insert().values(
+                    job_id=job.job_id, tenant_id=job.tenant_id, user_id=job.user_id,
+                    since=naive_utc(job.since), status="planned", active=job.tenant_id,
+                    sessions=len(sessions), retired=0, created_at=naive_utc(now),
+                    updated_at=naive_utc(now)))
+                if sessions:
+                    await self._plan(conn, job, sessions)
+        except IntegrityError:
+            other = await self.unfinished(job.tenant_id)
+            if other is None:
+                raise
+            raise JobConflict(other) from None
+        created = await self.job(job.job_id)
+        assert created is not None
+        return created
+
+    @staticmethod
+    async def _plan(conn: AsyncConnection, job: Job,
+                    sessions: Sequence[tuple[str, str, PlannedSession]]) -> None:
+        await conn.execute(reprocess_session.insert(), [
+            {"closed_id": closed_id, "job_id": job.job_id, "seq": i,
+             "conversation_id": conversation_id, "user_id": s.user_id,
+             "agent_id": s.agent_id, "first_at": naive_utc(s.first_at),
+             "last_at": naive_utc(s.last_at), "message_count": len(s.message_ids)}
+            for i, (closed_id, conversation_id, s) in enumerate(sessions)])
+        await conn.execute(reprocess_message.insert(), [
+            {"closed_id": closed_id, "message_id": mid}
+            for closed_id, _, s in sessions for mid in s.message_ids])
+        inside = select(_s.closed_id).where(
+            _s.job_id == job.job_id, _s.conversation_id == _o.conversation_id,
+            _s.first_at <= _o.event_time, _s.last_at >= _o.event_time).exists()
+        await conn.execute(insert(reprocess_retire).from_select(
+            ["job_id", "provider", "memory_id", "cube", "user_id", "agent_id"],
+            select(literal(job.job_id), _o.provider, _o.memory_id, _o.cube, _o.user_id,
+                   _o.agent_id).where(_o.tenant_id == job.tenant_id,
+                                      _o.retired_at.is_(None), inside)))
 
     async def job(self, job_id: str) -> Job | None:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(reprocess_job).where(_j.job_id == job_id))).first()
         return None if row is None else _job(row)
 
-    async def unfinished(self, tenant_id: str, user_id: str | None,
-                         since: datetime | None) -> Job | None:
-        """The newest job of the same request that did not finish, to resume."""
-        q = select(reprocess_job).where(
-            _j.tenant_id == tenant_id, _j.status != "done",
-            _j.user_id.is_(None) if user_id is None else _j.user_id == user_id,
-            _j.since.is_(None) if since is None else _j.since == naive_utc(since))
+    async def unfinished(self, tenant_id: str) -> Job | None:
+        """The tenant's unfinished job, if any."""
         async with self.engine.connect() as conn:
-            row = (await conn.execute(q.order_by(_j.created_at.desc()).limit(1))).first()
+            row = (await conn.execute(select(reprocess_job).where(
+                _j.active == tenant_id))).first()
         return None if row is None else _job(row)
 
     async def sessions(self, job_id: str) -> list[JobSession]:
@@ -160,44 +211,80 @@ class ReprocessStore:
                            aware_utc(r.last_at), int(r.message_count), r.status == "done")
                 for r in rows]
 
-    def _retiring_query(self, job: Job, cube: str | None = None) -> Any:
-        ours = select(_s.closed_id).where(_s.job_id == job.job_id)
-        spans = reprocess_session.alias("span")
-        inside = select(spans.c.closed_id).where(
-            spans.c.job_id == job.job_id, spans.c.conversation_id == _o.conversation_id,
-            spans.c.first_at <= _o.event_time, spans.c.last_at >= _o.event_time).exists()
-        q = select(_o.provider, _o.memory_id, _o.cube, _o.user_id, _o.agent_id).where(
-            _o.tenant_id == job.tenant_id, _o.retired_at.is_(None),
-            _o.closed_id.not_in(ours), inside)
-        return q if cube is None else q.where(_o.cube == cube)
+    def _replaced(self, job: Job) -> Any:
+        """The job's replaced memories it did not write again, not retired yet."""
+        ours = select(_o.memory_id).select_from(memory_origin.join(
+            reprocess_session, _s.closed_id == _o.closed_id)).where(
+            _s.job_id == job.job_id, _o.tenant_id == job.tenant_id,
+            _o.provider == _x.provider, _o.memory_id == _x.memory_id).exists()
+        return select(_x.provider, _x.memory_id, _x.cube, _x.user_id, _x.agent_id).where(
+            _x.job_id == job.job_id, _x.retired_at.is_(None), ~ours)
 
-    async def retiring(self, job: Job, cube: str | None = None) -> list[Retiring]:
-        """What the job replaces (of ``cube`` only, when given)."""
+    async def retiring(self, job: Job) -> list[Retiring]:
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(self._retiring_query(job, cube))).all()
+            rows = (await conn.execute(self._replaced(job))).all()
         return [Retiring(r.provider, r.memory_id, r.cube, r.user_id, r.agent_id) for r in rows]
 
-    async def retired(self, job: Job, memories: Sequence[Retiring], now: datetime) -> None:
-        if not memories:
-            return
+    async def hidden(self, closed_id: str, cube: str, user_id: str) -> set[str]:
+        """The ids a job's run must not see in ``cube`` (as written for ``user_id``):
+        what its job replaces there."""
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(reprocess_job).select_from(reprocess_job.join(
+                reprocess_session, _s.job_id == _j.job_id)).where(
+                _s.closed_id == closed_id))).first()
+            if row is None:
+                return set()
+            q = self._replaced(_job(row)).where(_x.cube == cube)
+            if cube == USER_CUBE:
+                q = q.where(_x.user_id == user_id)
+            rows = await conn.execute(q)
+            return {r.memory_id for r in rows}
+
+    async def retired(self, job: Job, memories: Sequence[Retiring], now: datetime) -> int:
+        """Record ``memories`` as retired; how many were not recorded before."""
+        n = 0
         async with self.engine.begin() as conn:
             for m in memories:
+                result = await conn.execute(update(reprocess_retire).where(
+                    _x.job_id == job.job_id, _x.provider == m.provider,
+                    _x.memory_id == m.memory_id, _x.retired_at.is_(None)).values(
+                    retired_at=naive_utc(now)))
+                n += int(result.rowcount or 0)
                 await conn.execute(update(memory_origin).where(
                     _o.tenant_id == job.tenant_id, _o.provider == m.provider,
                     _o.memory_id == m.memory_id).values(retired_at=naive_utc(now)))
             await conn.execute(update(reprocess_job).where(_j.job_id == job.job_id).values(
-                retired=_j.retired + len(memories), updated_at=naive_utc(now)))
+                retired=_j.retired + n, updated_at=naive_utc(now)))
+        return n
 
-    async def hidden(self, closed_id: str, cube: str) -> set[str]:
-        """The ids a job's run must not see in ``cube``: what its job replaces."""
+    async def providers(self, job: Job) -> set[str]:
+        """The providers holding what the job replaces."""
         async with self.engine.connect() as conn:
-            job_id = (await conn.execute(select(_s.job_id).where(
-                _s.closed_id == closed_id))).scalar()
-        job = None if job_id is None else await self.job(job_id)
-        return set() if job is None else {m.memory_id for m in await self.retiring(job, cube)}
+            return {r[0] for r in await conn.execute(
+                select(_x.provider).where(_x.job_id == job.job_id).distinct())}
 
-    async def replaced_by(self, tenant_id: str,
-                          planned: Sequence[tuple[str, PlannedSession]]) -> int:
+    async def finish(self, job_id: str, status: str, now: datetime) -> None:
+        """Move the job to ``status``; ``done`` or ``abandoned`` frees its tenant."""
+        values: dict[str, Any] = {"status": status, "updated_at": naive_utc(now)}
+        if status in FINISHED:
+            values.update(finished_at=naive_utc(now), active=None)
+        async with self.engine.begin() as conn:
+            await conn.execute(update(reprocess_job).where(_j.job_id == job_id).values(**values))
+
+    async def counts(self, job: Job) -> Counts:
+        mine = (select(_o.provider, _o.memory_id)
+                .select_from(memory_origin.join(reprocess_session, _s.closed_id == _o.closed_id))
+                .where(_s.job_id == job.job_id, _o.tenant_id == job.tenant_id).subquery())
+        kept = select(func.count()).select_from(mine.join(reprocess_retire, and_(
+            _x.job_id == job.job_id, _x.provider == mine.c.provider,
+            _x.memory_id == mine.c.memory_id)))
+        async with self.engine.connect() as conn:
+            total = int((await conn.execute(select(func.count()).select_from(mine))).scalar_one())
+            same = int((await conn.execute(kept)).scalar_one())
+        return Counts(total - same, same)
+
+    async def held(self, tenant_id: str,
+                   planned: Sequence[tuple[str, PlannedSession]]) -> int:
         """How many memories held now came from inside the planned sessions."""
         found: set[tuple[str, str]] = set()
         async with self.engine.connect() as conn:
@@ -210,50 +297,16 @@ class ReprocessStore:
         return len(found)
 
     async def messages(self, tenant_id: str, ids: Sequence[int]) -> list[SessionMessage]:
-        """Stored messages by id, oldest first."""
+        """Stored messages by id, oldest first, each content hash once."""
         out: list[SessionMessage] = []
         async with self.engine.connect() as conn:
             for i in range(0, len(ids), 500):
-                q = select(*MESSAGE_COLUMNS).where(_m.tenant_id == tenant_id,
-                                                    _m.id.in_(list(ids[i:i + 500])))
+                q = select(*MESSAGE_COLUMNS).where(
+                    _m.tenant_id == tenant_id, _m.id.in_(list(ids[i:i + 500])))
                 out += [session_message(r) for r in (await conn.execute(q)).all()]
-        return sorted(out, key=lambda m: m.id)
-
-    async def set_status(self, job_id: str, status: str, now: datetime) -> None:
-        done = {"finished_at": naive_utc(now)} if status == "done" else {}
-        async with self.engine.begin() as conn:
-            await conn.execute(update(reprocess_job).where(_j.job_id == job_id).values(
-                status=status, updated_at=naive_utc(now), **done))
-
-    async def written(self, job_id: str) -> int:
-        """How many memories the job's runs wrote (still theirs)."""
-        ours = select(_s.closed_id).where(_s.job_id == job_id)
-        async with self.engine.connect() as conn:
-            return int((await conn.execute(select(func.count()).select_from(memory_origin)
-                                           .where(_o.closed_id.in_(ours)))).scalar_one())
+        return distinct_messages(tenant_id, sorted(out, key=lambda m: m.id))
 
 
 def _job(row: Any) -> Job:
     return Job(row.job_id, row.tenant_id, row.user_id, aware_utc(row.since), row.status,
                int(row.sessions), int(row.retired))
-
-
-class ReprocessClaims(LedgerStore):
-    """The ledger of a job's runs: their messages were fixed when it was planned."""
-
-    async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
-                    closed_id: str, session_seq: int, bound: datetime, limit: int,
-                    now: datetime, until_event_id: str | None = None,
-                    late_since: datetime | None = None) -> int:
-        x = reprocess_message.c
-        return int((await conn.execute(select(func.count()).select_from(reprocess_message)
-                                       .where(x.closed_id == closed_id))).scalar_one())
-
-    async def claimed_messages(self, tenant_id: str, closed_id: str) -> list[SessionMessage]:
-        x = reprocess_message.c
-        q = (select(*MESSAGE_COLUMNS)
-             .select_from(conversation_message.join(reprocess_message, and_(
-                 x.message_id == _m.id, x.closed_id == closed_id)))
-             .where(_m.tenant_id == tenant_id).order_by(_m.id))
-        async with self.engine.connect() as conn:
-            return [session_message(r) for r in (await conn.execute(q)).all()]

@@ -104,6 +104,15 @@ class Origin:
                 "written_at": naive_utc(now), "retired_at": None}
 
 
+@dataclass(frozen=True)
+class Retired:
+    """Memories a provider no longer holds as valid (expired or superseded)."""
+
+    tenant_id: str
+    provider: str
+    memory_ids: tuple[str, ...]
+
+
 def candidate_hash(cube: str, cand: MemoryCandidate) -> str:
     text = "\x1f".join((cube, cand.kind, cand.content, ",".join(cand.source_event_ids)))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -269,15 +278,31 @@ class RunStore:
         return int(result.rowcount or 0)
 
     async def mark_expired(self, closed_id: str, seq: int, now: datetime,
-                           conn: AsyncConnection | None = None) -> None:
+                           conn: AsyncConnection | None = None,
+                           retired: Retired | None = None) -> None:
+        """The row's superseded memories are expired (or handed to the sweeper);
+        ``retired``: they are gone from the provider, their origins say so."""
         c = consolidation_candidate.c
         stmt = update(consolidation_candidate).where(
             c.closed_id == closed_id, c.seq == seq).values(expired_at=naive_utc(now))
-        if conn is not None:
-            await conn.execute(stmt)
+        if conn is None:
+            async with self.engine.begin() as own:
+                await own.execute(stmt)
+                await self.retire_origins(own, retired, now)
             return
-        async with self.engine.begin() as own:
-            await own.execute(stmt)
+        await conn.execute(stmt)
+        await self.retire_origins(conn, retired, now)
+
+    @staticmethod
+    async def retire_origins(conn: AsyncConnection, retired: Retired | None,
+                             now: datetime) -> None:
+        if retired is None or not retired.memory_ids:
+            return
+        o = memory_origin.c
+        await conn.execute(update(memory_origin).where(
+            o.tenant_id == retired.tenant_id, o.provider == retired.provider,
+            o.memory_id.in_(list(retired.memory_ids)), o.retired_at.is_(None)).values(
+            retired_at=naive_utc(now)))
 
     async def finish(self, closed_id: str, now: datetime) -> None:
         r = consolidation_run.c

@@ -9,6 +9,12 @@
     {conversation}#{n}``), with the event-time span of its messages.
 ``reprocess_message``
     which stored messages each of those sessions holds.
+``reprocess_retire``
+    the memories the job replaces, fixed when it is planned (from
+    ``memory_origin``), and when each was retired.
+
+One job per tenant is unfinished at a time: ``active`` holds the tenant while
+the job is not done (NULL after), under a unique index.
 
 A job is resumable: every step is recorded, and running the same job again
 continues where it stopped.
@@ -31,6 +37,7 @@ reprocess_job = Table(
     Column("user_id", BinaryKey(255)),
     Column("since", Timestamp),
     Column("status", String(16), nullable=False),
+    Column("active", BinaryKey(64), unique=True),
     Column("sessions", Integer, nullable=False),
     Column("retired", Integer, nullable=False),
     Column("created_at", Timestamp, nullable=False),
@@ -58,4 +65,17 @@ reprocess_message = Table(
     metadata,
     Column("closed_id", ClosedId, primary_key=True),
     Column("message_id", BigInteger, primary_key=True, autoincrement=False),
+)
+
+reprocess_retire = Table(
+    "reprocess_retire",
+    metadata,
+    Column("job_id", BinaryKey(JOB_ID_LEN), primary_key=True),
+    Column("provider", String(16), primary_key=True),
+    Column("memory_id", BinaryKey(255), primary_key=True),
+    Column("cube", BinaryKey(255), nullable=False),
+    Column("user_id", BinaryKey(255), nullable=False),
+    Column("agent_id", BinaryKey(255), nullable=False),
+    Column("retired_at", Timestamp),
+    Index(None, "job_id", "cube", "user_id"),
 )

@@ -8,7 +8,9 @@ scope's memories get grow in commit order — the scope cache
 (:mod:`.scope_cache`) relies on that to read only what was added since it
 last looked. An expiry never deletes a memory: it sets ``valid_to`` and
 ``superseded_by``, deletes the postings and vectors and updates the
-statistics. Both bump the scope's version.
+statistics. Both bump the scope's version. A memory written again while an
+identical one is expired (a rebuild from the history, a write decided again
+after its first attempt stopped) is stored anew, valid, under a new id.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ from streams.memory.model import MemoryCandidate
 from streams.memory.provider import PermanentProviderError, Scope
 from streams.memory.providers.builtin.rows import content_hash
 from streams.memory.rules.lexical import term_counts, tokenize
+
+
+def retired_hash(content_hash: str, memory_id: int) -> str:
+    """The hash an expired memory keeps once the same memory is written again."""
+    return hashlib.sha256(f"expired\x1f{content_hash}\x1f{memory_id}".encode()).hexdigest()
 
 
 @dataclass
@@ -79,21 +86,31 @@ class Writes:
 
     async def ids_by_hash_outside(self, scope: Scope, cube: str, owner: str,
                                   hashes: list[str]) -> dict[str, str]:
-        """Stored ids of ``hashes`` in the scope, read before the write transaction."""
+        """Ids of the valid memories with ``hashes`` in the scope, read before the
+        write transaction."""
         s, m = memory_scope_stats.c, memory.c
         q = (select(m.content_hash, m.id)
              .join(memory_scope_stats, s.id == m.scope_id)
              .where(s.tenant_id == scope.tenant_id, s.cube == cube, s.owner_id == owner,
-                    m.content_hash.in_(hashes)))
+                    m.content_hash.in_(hashes), m.valid_to.is_(None)))
         async with self.engine.connect() as conn:
             return {r.content_hash: str(r.id) for r in await conn.execute(q)}
 
     @staticmethod
     async def ids_by_hash(conn: AsyncConnection, scope_id: int, hashes: list[str],
                           ) -> dict[str, str]:
+        """Ids of the valid memories with ``hashes``. An expired memory with one of
+        them gives its hash up first (it keeps its row, text and ``superseded_by``
+        as history), so writing it again stores it anew, valid, under a new id:
+        ids keep growing in commit order, which the scope cache relies on."""
         m = memory.c
-        q = select(m.content_hash, m.id).where(m.scope_id == scope_id, m.content_hash.in_(hashes))
-        return {r.content_hash: str(r.id) for r in await conn.execute(q)}
+        rows = (await conn.execute(select(m.content_hash, m.id, m.valid_to).where(
+            m.scope_id == scope_id, m.content_hash.in_(hashes)))).all()
+        for r in rows:
+            if r.valid_to is not None:
+                await conn.execute(update(memory).where(m.id == r.id).values(
+                    content_hash=retired_hash(r.content_hash, int(r.id))))
+        return {r.content_hash: str(r.id) for r in rows if r.valid_to is None}
 
     async def lock_scope(self, conn: AsyncConnection, scope: Scope, cube: str, owner: str,
                          ) -> int:
