@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start, stop and check the local services memstream's tests run against.
 
-    python3 scripts/services.py up [kafka redis mariadb prometheus]
+    python3 scripts/services.py up [kafka redis mariadb prometheus postgres fake-openai memos]
     python3 scripts/services.py down [...]
     python3 scripts/services.py status
 
@@ -31,6 +31,9 @@ STATE = Path(os.environ.get("MEMSTREAM_SERVICES_DIR", ROOT / ".services"))
 sys.path.insert(0, str(ROOT))
 from streams.devtools import embedded_broker as broker  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import provider_services as ps  # noqa: E402
+
 CACHE, KAFKA_VERSION = broker.CACHE, broker.KAFKA_VERSION
 
 PORTS = {
@@ -39,9 +42,12 @@ PORTS = {
     "redis": int(os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379")),
     "mariadb": int(os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306")),
     "prometheus": int(os.environ.get("MEMSTREAM_TEST_PROMETHEUS_PORT", "19090")),
+    "postgres": int(os.environ.get("MEMSTREAM_TEST_POSTGRES_PORT", "15432")),
+    "fake-openai": int(os.environ.get("MEMSTREAM_TEST_FAKE_OPENAI_PORT", "18100")),
+    "memos": int(os.environ.get("MEMSTREAM_TEST_MEMOS_PORT", "18001")),
 }
 ALL = ["kafka", "redis", "mariadb"]
-OPTIONAL = ["prometheus"]
+OPTIONAL = ["prometheus", "postgres", "fake-openai", "memos"]
 
 def log(msg: str) -> None:
     print(f"[services] {msg}", flush=True)
@@ -75,7 +81,8 @@ def pid_of(name: str) -> int | None:
     return pid
 
 
-def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+def spawn(name: str, argv: list[str], env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> int:
     d = STATE / name
     d.mkdir(parents=True, exist_ok=True)
     out = open(d / "stdout.log", "ab")
@@ -85,6 +92,7 @@ def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
         start_new_session=True,
     )
     (d / "pid").write_text(str(proc.pid))
@@ -225,6 +233,27 @@ def prometheus_up() -> None:
     log(f"prometheus up on 127.0.0.1:{port}")
 
 
+# ------------------------------------------------- the real memory providers
+def providers() -> ps.Services:
+    return ps.Services(STATE, CACHE, PORTS, spawn=spawn, wait_until=wait_until,
+                       port_open=port_open, pid_of=pid_of, log=log)
+
+
+def fake_openai_up() -> None:
+    """The project's OpenAI-compatible fake (LLM and embeddings of the real providers)."""
+    port = PORTS["fake-openai"]
+    if pid_of("fake-openai") and port_open(port):
+        log(f"fake-openai already running on 127.0.0.1:{port}")
+        return
+    python = ROOT / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit("fake-openai runs in the project's virtual environment: make venv")
+    spawn("fake-openai", [str(python), "-m", "tests.fakes.openai", "--host", "127.0.0.1",
+                          "--port", str(port), "--dim", str(ps.EMBED_DIM)], cwd=ROOT)
+    wait_until("fake-openai", lambda: port_open(port), 30)
+    log(f"fake-openai up on 127.0.0.1:{port}")
+
+
 # ---------------------------------------------------------------------- down
 def down(name: str) -> None:
     pid = pid_of(name)
@@ -243,7 +272,9 @@ def down(name: str) -> None:
     log(f"{name} stopped (pid {pid})")
 
 
-UP = {"kafka": kafka_up, "redis": redis_up, "mariadb": mariadb_up, "prometheus": prometheus_up}
+UP = {"kafka": kafka_up, "redis": redis_up, "mariadb": mariadb_up, "prometheus": prometheus_up,
+      "fake-openai": fake_openai_up, "postgres": lambda: ps.postgres_up(providers()),
+      "memos": lambda: ps.memos_up(providers(), fake_openai_up)}
 
 
 def main(argv: list[str]) -> int:

@@ -10,7 +10,11 @@ Follows ``src/memos/api/product_models.py`` (``APIADDRequest``,
   ``{detail, retry_after}`` with ``Retry-After``.
 - memories live per cube; a pure text item or a plain string becomes a
   ``LongTermMemory``, a ``user`` chat message a ``UserMemory`` (the fast add
-  pipeline). ``info`` is kept in ``metadata.info``.
+  pipeline). ``info`` is kept in ``metadata.info``, less the keys named like a
+  field of the memory item (``type`` among them), as MemOS 2.0.32 does; custom
+  tags are not kept in fast mode.
+- ``dedup: "mmr"`` answers success with no memories, as the server on its
+  postgres backend does (checked against the real server).
 - search scores by token overlap into ``metadata.relativity`` (0..1), drops
   memories below ``relativity``, returns ``text_mem`` / ``pref_mem`` /
   ``tool_mem`` / ``skill_mem`` buckets per readable cube.
@@ -32,6 +36,15 @@ from aiohttp import web
 from tests.fakes.server import BODY, FakeServer, Field, main, overlap_score, validate
 
 S, L, D, B, N, F = str, list, dict, bool, int, float
+# the fields of the server's memory item metadata (an ``info`` key with one of these
+# names is deleted by the server before it stores ``info``)
+ITEM_FIELDS = frozenset({
+    "user_id", "session_id", "status", "is_fast", "evolve_to", "version", "history",
+    "working_binding", "type", "key", "confidence", "source", "tags", "visibility",
+    "updated_at", "info", "internal_info", "covered_history", "memory_type", "sources",
+    "created_at", "usage", "background", "file_ids", "embedding", "relativity", "id",
+    "memory", "ref_id",
+})
 ADD_SPEC = {
     "user_id": Field((S,), required=True), "session_id": Field((S,)), "task_id": Field((S,)),
     "manager_user_id": Field((S,)), "project_id": Field((S,)),
@@ -154,14 +167,15 @@ class FakeMemOS(FakeServer):
         if items is None:
             return web.json_response({"code": 422, "message": "invalid messages", "data": None,
                                       "detail": []}, status=422)
-        info = dict(body.get("info") or {})
-        info["custom_tags"] = body.get("custom_tags")
+        # as the server does: an info key named like a field of its memory items is
+        # dropped, and fast mode keeps no custom tags
+        info = {k: v for k, v in (body.get("info") or {}).items() if k not in ITEM_FIELDS}
         data = []
         with self.lock:
             for cube_id in body["writable_cube_ids"]:
                 for text, memory_type in items:
                     memory_id = self._store(cube_id, text, memory_type, body["user_id"], info,
-                                            list(body.get("custom_tags") or []))
+                                            [])
                     data.append({"memory": text, "memory_id": memory_id,
                                  "memory_type": memory_type, "cube_id": cube_id})
         return self.ok("Memory added successfully", data)
@@ -228,7 +242,9 @@ class FakeMemOS(FakeServer):
             meta = dict(m["metadata"], relativity=score, id=m["id"], memory=m["memory"], ref_id=ref)
             scored.append({"id": m["id"], "memory": m["memory"], "metadata": meta, "ref_id": ref})
         scored.sort(key=lambda h: h["metadata"]["relativity"], reverse=True)
-        if dedup in ("sim", "mmr"):
+        if dedup == "mmr":  # the postgres backend's MMR fails on its own embeddings, and
+            return []       # the handler answers success with nothing
+        if dedup == "sim":
             seen: set[str] = set()
             unique = []
             for hit in scored:

@@ -104,7 +104,7 @@ async def test_memos_add_sends_the_documented_body(memos: MemOSProvider,
         "messages": [{"type": "text", "text": "Likes green tea"}],
         "async_mode": "sync", "mode": "fast",
         "custom_tags": ["memstream", "type:preference", "scope:user"],
-        "info": {"tenant_id": "tenant-a", "cube": "user_profile", "type": "preference",
+        "info": {"tenant_id": "tenant-a", "cube": "user_profile", "memstream_type": "preference",
                  "scope": "user", "importance": 0.8, "kind": "fact",
                  "source_event_ids": ["e1", "e2"], "event_time": "2024-05-01T09:30:00+00:00"},
     }]
@@ -125,7 +125,7 @@ async def test_memos_search_sends_every_field_and_maps_all_buckets(
     assert memos_srv.bodies("/product/search") == [{
         "query": "green tea", "user_id": "tenant-a:u1",
         "readable_cube_ids": ["tenant-a:u1:user_profile", "tenant-a:agent_a1"],
-        "mode": "fast", "top_k": 5, "relativity": 0.2, "dedup": "mmr",
+        "mode": "fast", "top_k": 5, "relativity": 0.2, "dedup": "no",
         "include_preference": True, "pref_top_k": 3,
     }]
     by_text = {m.content: m for m in found}

@@ -12,15 +12,21 @@ and ``help/error_codes.md``. Every answer is ``{code, message, data}``.
   The judged text goes as a pure text input item ``{"type": "text", "text": ...}``
   (the documented shape for content without a dialog), with
   ``async_mode="sync"`` and ``mode="fast"``: the call returns the ids, and MemOS
-  stores the text as given instead of re-extracting it with its own model.
+  stores the text as given instead of re-extracting it with its own model. The
+  memory's type goes in ``info.memstream_type``: MemOS 2.0.32 deletes every
+  ``info`` key named like a field of its memory items (``type`` is one), and
+  keeps no ``custom_tags`` in fast mode.
 - ``search`` -> ``POST /product/search`` with ``query, user_id, readable_cube_ids,
-  mode, top_k, relativity, dedup, include_preference, pref_top_k``.
+  mode, top_k, relativity, dedup, include_preference, pref_top_k``. ``dedup`` is
+  always ``"no"``: the server's MMR answers nothing on its postgres backend
+  (code 200, no memories); a deduplicating search is done here instead
+  (:func:`diverse`).
   ``text_mem`` / ``pref_mem`` / ``tool_mem`` / ``skill_mem`` buckets become
   :class:`StoredMemory`: the score is ``metadata.relativity``; the type comes from
   the bucket or ``memory_type`` (``PreferenceMemory`` -> preference,
   ``ToolSchemaMemory``/``ToolTrajectoryMemory`` -> tool, ``SkillMemory`` -> skill),
   and for plain text types (``LongTermMemory``, ``UserMemory``, ...) from the type
-  memstream recorded in ``info``; the event time is ``info.event_time`` (when the
+  memstream recorded in ``info.memstream_type``; the event time is ``info.event_time`` (when the
   source message was written) or else ``metadata.created_at``. Buckets of a cube
   the request did not name are dropped.
 - ``expire`` -> ``POST /product/delete_memory`` with ``writable_cube_ids`` and
@@ -81,8 +87,12 @@ from streams.memory.model import (
     StoredMemory,
 )
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
+from streams.memory.rules.mmr import Scored, mmr
 
 log = logging.getLogger(__name__)
+# where memstream keeps a memory's type in ``info``: MemOS deletes an ``info`` key
+# named like a field of its memory items, and ``type`` is one
+TYPE_KEY = "memstream_type"
 
 RATE_LIMIT_CODES = frozenset({429, 40300})
 SERVER_FAILURE_CODES = frozenset({50000, 50002, 50004, 50005, 50143, 50144})
@@ -178,7 +188,7 @@ class MemOSProvider:
         written: list[str] = []
         for memory in memories:
             info: dict[str, Any] = {
-                "tenant_id": scope.tenant_id, "cube": cube, "type": memory.type,
+                "tenant_id": scope.tenant_id, "cube": cube, TYPE_KEY: memory.type,
                 "scope": memory.scope, "importance": memory.importance, "kind": memory.kind,
                 "source_event_ids": list(memory.source_event_ids),
                 "event_time": memory.event_time.isoformat() if memory.event_time else None,
@@ -215,7 +225,7 @@ class MemOSProvider:
             "mode": "fast" if request.keyword_only else self.mode,
             "top_k": request.top_k,
             "relativity": request.relativity,
-            "dedup": "mmr" if request.dedup else "no",
+            "dedup": "no",
             "include_preference": request.include_preference,
             "pref_top_k": request.pref_top_k,
         }
@@ -234,10 +244,10 @@ class MemOSProvider:
                     memory = self._stored(item, cube, bucket_type)
                     if memory is not None and memory.id not in found:
                         found[memory.id] = memory
-        results = list(found.values())
+        results = sorted(found.values(), key=lambda m: m.score, reverse=True)
         if request.keyword_only:
             results = [m for m in results if keyword_match(request.query, m.content)]
-        return sorted(results, key=lambda m: m.score, reverse=True)
+        return diverse(results) if request.dedup else results
 
     def _stored(self, item: Any, cube: str, bucket_type: MemoryType | None) -> StoredMemory | None:
         if not isinstance(item, dict) or not item.get("id"):
@@ -249,7 +259,7 @@ class MemOSProvider:
         info = meta.get("info") if isinstance(meta.get("info"), dict) else {}
         info = cast(dict[str, Any], info)
         memos_type = str(meta.get("memory_type") or "")
-        own_type = info.get("type")
+        own_type = info.get(TYPE_KEY, info.get("type"))
         mem_type: MemoryType = (
             bucket_type or _MEMORY_TYPES.get(memos_type)
             or (cast(MemoryType, own_type) if own_type in MEMORY_TYPES else "text")
@@ -282,6 +292,20 @@ class MemOSProvider:
         body = {"writable_cube_ids": [memos_ids(scope, cube).cube_id],
                 "memory_ids": list(memory_ids)}
         await self._call("delete", "/product/delete_memory", body)
+
+
+def diverse(found: Sequence[StoredMemory]) -> list[StoredMemory]:
+    """What ``dedup`` asks for, done here: MemOS' own MMR (``dedup: "mmr"``) answers
+    nothing on its postgres backend. Exact repeats of a text go (the best kept), and
+    the rest is ordered by maximal marginal relevance over their words."""
+    seen: set[str] = set()
+    unique = []
+    for m in found:
+        if m.content not in seen:
+            seen.add(m.content)
+            unique.append(m)
+    items = [Scored(m, m.score, m.content) for m in unique]
+    return [s.item for s in mmr(items, len(items))]
 
 
 def _failure(message: str, provider: str, operation: str) -> ProviderError:

@@ -1,0 +1,120 @@
+"""What memstream relies on from MemOS, against the fake and against the real server.
+
+Each test runs twice: on ``tests/fakes/memos.py`` and on the MemOS server of the
+``MemoryOS`` wheel (``python3 scripts/services.py up memos``: postgres graph on
+pgvector, the project's fake model), through memstream's own client. A
+difference between the two is a bug in the fake; a failure on both, one in the
+client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from streams.adapters.http.client import RetryPolicy
+from streams.memory.model import USER_CUBE, MemoryCandidate, readable_cubes
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.memos import MemOSProvider
+from tests.fakes.memos import FakeMemOS
+from tests.support.worker import ROOT
+
+REAL_PORT = 18001
+T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module", params=["fake", "real"])
+def memos_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "fake":
+        with FakeMemOS() as srv:
+            yield srv.url
+        return
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "memos"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=600)
+    yield f"http://127.0.0.1:{REAL_PORT}"
+
+
+@pytest.fixture
+async def memos(memos_url: str) -> AsyncIterator[MemOSProvider]:
+    async with httpx.AsyncClient() as client:
+        yield MemOSProvider(client, memos_url, timeout_s=60,
+                            retry=RetryPolicy(attempts=2, initial_s=0.05, max_s=0.1))
+
+
+@pytest.fixture
+def scope() -> Scope:
+    return Scope(f"t{uuid.uuid4().hex[:8]}", "alice", "a1")
+
+
+def fact(text: str, source: str, **kw: object) -> MemoryCandidate:
+    return MemoryCandidate(text, source_event_ids=(source,), event_time=T0, **kw)  # type: ignore[arg-type]
+
+
+def ask(query: str, *, dedup: bool = False, top_k: int = 10) -> SearchRequest:
+    return SearchRequest(query, readable_cubes("a1"), top_k=top_k, relativity=0.0,
+                         dedup=dedup)
+
+
+async def test_each_memory_comes_back_with_its_type_sources_and_time(
+        memos: MemOSProvider, scope: Scope) -> None:
+    written = [fact("Alice prefers window seats on flights.", "e1", type="preference"),
+               fact("Alice lives in Berlin.", "e2"),
+               fact("Alice books trains with the rail tool.", "e3", type="tool",
+                    importance=0.8),
+               fact("User: I live in Berlin.", "e4", kind="episode")]
+    ids = (await memos.add(scope, USER_CUBE, written)).ids
+    assert len(ids) == len(set(ids)) == 4
+    found = {m.id: m for m in await memos.search(scope, ask("Alice Berlin seats trains"))}
+    assert set(found) == set(ids)
+    for memory_id, cand in zip(ids, written, strict=True):
+        got = found[memory_id]
+        assert (got.content, got.type, got.kind, got.source_event_ids, got.event_time) == (
+            cand.content, cand.type, cand.kind, cand.source_event_ids, T0)
+        assert got.cube == USER_CUBE and got.scope == "user"
+    assert found[ids[2]].importance == 0.8
+
+
+async def test_a_deduplicated_search_still_finds_what_is_stored(
+        memos: MemOSProvider, scope: Scope) -> None:
+    ids = (await memos.add(scope, USER_CUBE, [fact("Alice drinks green tea.", "e1"),
+                                              fact("Alice drinks green tea.", "e2"),
+                                              fact("Alice plays the cello.", "e3")])).ids
+    plain = await memos.search(scope, ask("what does Alice drink"))
+    deduped = await memos.search(scope, ask("what does Alice drink", dedup=True))
+    assert {m.id for m in plain} == set(ids)
+    assert deduped, "a deduplicated search found nothing"
+    assert [m.content for m in deduped].count("Alice drinks green tea.") == 1
+    assert "Alice plays the cello." in {m.content for m in deduped}
+
+
+async def test_delete_removes_the_memory_and_only_it(memos: MemOSProvider, scope: Scope) -> None:
+    gone, kept = (await memos.add(scope, USER_CUBE, [fact("Alice lives in Porto.", "e1"),
+                                                     fact("Alice works at Acme.", "e2")])).ids
+    await memos.expire(scope, USER_CUBE, [gone], superseded_by=kept)
+    assert [m.id for m in await memos.search(scope, ask("Alice Porto Acme"))] == [kept]
+
+
+async def test_tenants_and_users_never_see_each_other(memos: MemOSProvider,
+                                                      scope: Scope) -> None:
+    await memos.add(scope, USER_CUBE, [fact("Alice keeps bees.", "e1")])
+    other_tenant = Scope(f"{scope.tenant_id}x", scope.user_id, scope.agent_id)
+    other_user = Scope(scope.tenant_id, "bob", scope.agent_id)
+    assert await memos.search(other_tenant, ask("Alice bees")) == []
+    assert await memos.search(other_user, ask("Alice bees")) == []
+    assert [m.content for m in await memos.search(scope, ask("Alice bees"))] == [
+        "Alice keeps bees."]
+
+
+async def test_agent_memories_are_shared_by_the_agents_users(memos: MemOSProvider,
+                                                             scope: Scope) -> None:
+    await memos.add(scope, "agent_a1", [fact("Ask for the city before suggesting trails.",
+                                             "e1", scope="agent")])
+    bob = Scope(scope.tenant_id, "bob", scope.agent_id)
+    [found] = await memos.search(bob, ask("suggesting trails city"))
+    assert (found.cube, found.scope, found.content) == (
+        "agent_a1", "agent", "Ask for the city before suggesting trails.")
