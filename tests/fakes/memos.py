@@ -15,6 +15,8 @@ Follows ``src/memos/api/product_models.py`` (``APIADDRequest``,
   tags are not kept in fast mode.
 - ``dedup: "mmr"`` answers success with no memories, as the server on its
   postgres backend does (checked against the real server).
+- ``embedder_down``: an add answers success with ``data: []`` and stores
+  nothing, as the server does when its embedder fails.
 - search scores by token overlap into ``metadata.relativity`` (0..1), drops
   memories below ``relativity``, returns ``text_mem`` / ``pref_mem`` /
   ``tool_mem`` / ``skill_mem`` buckets per readable cube.
@@ -88,6 +90,7 @@ class FakeMemOS(FakeServer):
         super().__init__(host=host, port=port)
         self.api_key = api_key
         self.cubes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.embedder_down = False  # the server's embedder failing: adds store nothing
 
     # ------------------------------------------------------------- envelope
     def error_body(self, status: int, message: str) -> Any:
@@ -170,7 +173,9 @@ class FakeMemOS(FakeServer):
         # as the server does: an info key named like a field of its memory items is
         # dropped, and fast mode keeps no custom tags
         info = {k: v for k, v in (body.get("info") or {}).items() if k not in ITEM_FIELDS}
-        data = []
+        data: list[dict[str, Any]] = []
+        if self.embedder_down:  # the server answers success and stores nothing
+            return self.ok("Memory added successfully", data)
         with self.lock:
             for cube_id in body["writable_cube_ids"]:
                 for text, memory_type in items:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
@@ -19,24 +20,49 @@ import pytest
 
 from streams.adapters.http.client import RetryPolicy
 from streams.memory.model import USER_CUBE, MemoryCandidate, readable_cubes
-from streams.memory.provider import Scope, SearchRequest
+from streams.memory.provider import RetryableProviderError, Scope, SearchRequest
 from streams.memory.providers.memos import MemOSProvider
 from tests.fakes.memos import FakeMemOS
+from tests.fakes.server import FakeControl
 from tests.support.worker import ROOT
 
 REAL_PORT = 18001
+FAKE_MODEL_PORT = 18100
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 
+@dataclass
+class Server:
+    url: str
+    embedder_down: Callable[[bool], None]
+
+
 @pytest.fixture(scope="module", params=["fake", "real"])
-def memos_url(request: pytest.FixtureRequest) -> Iterator[str]:
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     if request.param == "fake":
         with FakeMemOS() as srv:
-            yield srv.url
+            yield Server(srv.url, lambda down: setattr(srv, "embedder_down", down))
         return
     subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "memos"],
                    check=True, stdout=subprocess.DEVNULL, timeout=600)
-    yield f"http://127.0.0.1:{REAL_PORT}"
+    model = FakeControl(f"http://127.0.0.1:{FAKE_MODEL_PORT}")  # the server's embedder
+
+    def embedder_down(down: bool) -> None:
+        if down:
+            model.fail_always(500, path="/v1/embeddings")
+        else:
+            model.recover()
+
+    try:
+        yield Server(f"http://127.0.0.1:{REAL_PORT}", embedder_down)
+    finally:
+        model.recover()
+        model.close()
+
+
+@pytest.fixture
+def memos_url(server: Server) -> str:
+    return server.url
 
 
 @pytest.fixture
@@ -118,3 +144,15 @@ async def test_agent_memories_are_shared_by_the_agents_users(memos: MemOSProvide
     [found] = await memos.search(bob, ask("suggesting trails city"))
     assert (found.cube, found.scope, found.content) == (
         "agent_a1", "agent", "Ask for the city before suggesting trails.")
+
+
+async def test_an_add_the_server_could_not_store_is_a_retryable_error(
+        server: Server, memos: MemOSProvider, scope: Scope) -> None:
+    server.embedder_down(True)
+    try:
+        with pytest.raises(RetryableProviderError, match="no memory"):
+            await memos.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e1")])
+    finally:
+        server.embedder_down(False)
+    [memory_id] = (await memos.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e1")])).ids
+    assert [m.id for m in await memos.search(scope, ask("Alice diary"))] == [memory_id]

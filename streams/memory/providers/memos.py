@@ -51,6 +51,11 @@ handlers of ``src/memos/api/exceptions.py``):
 - everything else (400, 422, 4xxxx parameter/auth/quota, 501xx) -> permanent
   :class:`ProviderRequestRejected`
 
+An add answers code 200 with ``data: []`` when the server's embedder (or its
+database) failed: retryable :class:`ProviderUnavailable`. A search whose
+embedder failed answers code 200 with no memories, which cannot be told from a
+search that found nothing.
+
 A delete answers code 200 with ``data.status == "failure"`` when it failed:
 "Failed to delete memories" (an exception on the server) is retryable, any
 other failure message (a malformed request) permanent.
@@ -207,6 +212,10 @@ class MemOSProvider:
         return WriteResult(ids=written)
 
     def _added_id(self, data: Any, cube_id: str) -> str:
+        if data == []:  # how the server answers an add its embedder or database failed
+            raise ProviderUnavailable(f"{self.name} add: answered success with no memory "
+                                      "(the server's embedder or database failed)",
+                                      provider=self.name, operation="add")
         items = [d for d in data or [] if isinstance(d, dict) and d.get("memory_id")]
         if not items:
             raise bad_answer(self.name, "add", "no memory_id in data")
