@@ -1,7 +1,7 @@
 """The real long-term memory providers memstream is tested against, as local services.
 
-    python3 scripts/services.py up postgres memos
-    python3 scripts/services.py down memos postgres
+    python3 scripts/services.py up memos mem0
+    python3 scripts/services.py down mem0 memos
 
 - ``postgres``: PostgreSQL with pgvector, the binaries of the PyPI package
   ``pgserver`` (both bundled), on 127.0.0.1; as root it runs as the system user
@@ -13,6 +13,10 @@
   ``scripts/fake_openai.py``, service ``fake-openai``). The ``gpt2`` tokenizer it
   loads at import (to count chunk sizes) is a stand-in generated locally
   (``scripts/tokenizer_standin.py``); ``HF_HUB_OFFLINE=1``.
+- ``mem0``: the real ``mem0.Memory`` of the ``mem0ai`` wheel behind the three
+  OSS REST routes memstream uses (``scripts/mem0_server.py``: the routing is
+  ours, validation of filters, scoring and storage Mem0's), on the same
+  Postgres, with the same fake model; telemetry off.
 
 Each runs from a virtual environment of its own under ``$MEMSTREAM_CACHE``
 (default ``~/.cache/memstream``), created once: a second start installs nothing.
@@ -30,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 MEMOS_VERSION = "2.0.32"
+MEM0_VERSION = "2.0.18"
 PGSERVER_VERSION = "0.1.4"
 PG_USER = "memstream-pg"
 EMBED_DIM = 64
@@ -181,3 +186,41 @@ def memos_up(s: Services, fake_openai_up: Callable[[], None]) -> None:
 
     s.wait_until("memos", ready, 180)
     s.log(f"memos {MEMOS_VERSION} up on 127.0.0.1:{port} (postgres graph, fake model)")
+
+
+def mem0_venv(s: Services) -> Path:
+    return venv(s, "mem0-venv", [f"mem0ai=={MEM0_VERSION}", "psycopg2-binary", "fastapi",
+                                 "uvicorn"])
+
+
+def mem0_up(s: Services, fake_openai_up: Callable[[], None]) -> None:
+    """The real ``mem0.Memory`` behind the OSS REST routes (``scripts/mem0_server.py``),
+    on pgvector, with the fake model."""
+    port = s.ports["mem0"]
+    if s.pid_of("mem0") and s.port_open(port):
+        s.log(f"mem0 already running on 127.0.0.1:{port}")
+        return
+    fake_openai_up()
+    postgres_up(s)
+    home = mem0_venv(s)
+    d = s.state / "mem0"
+    d.mkdir(parents=True, exist_ok=True)
+    env = {"MEM0_TELEMETRY": "false", "MEM0_DIR": str(d), "HOME": str(d),
+           "MEM0_MODEL_BASE_URL": f"http://127.0.0.1:{s.ports['fake-openai']}/v1",
+           "MEM0_EMBEDDING_DIMS": str(EMBED_DIM), "POSTGRES_HOST": "127.0.0.1",
+           "POSTGRES_PORT": str(s.ports["postgres"]), "POSTGRES_DB": "mem0",
+           "POSTGRES_USER": "postgres", "MEM0_HISTORY_DB": str(d / "history.db"),
+           "PYTHONUNBUFFERED": "1"}
+    script = Path(__file__).resolve().parent / "mem0_server.py"
+    s.spawn("mem0", [str(home / "bin" / "python"), str(script), "--port", str(port)], env=env,
+            cwd=d)
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    s.wait_until("mem0", ready, 120)
+    s.log(f"mem0 {MEM0_VERSION} up on 127.0.0.1:{port} (mem0.Memory on pgvector, fake model)")

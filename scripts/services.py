@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start, stop and check the local services memstream's tests run against.
 
-    python3 scripts/services.py up [kafka redis mariadb prometheus postgres fake-openai memos]
+    python3 scripts/services.py up [kafka redis mariadb prometheus postgres fake-openai memos mem0]
     python3 scripts/services.py down [...]
     python3 scripts/services.py status
 
@@ -45,9 +45,10 @@ PORTS = {
     "postgres": int(os.environ.get("MEMSTREAM_TEST_POSTGRES_PORT", "15432")),
     "fake-openai": int(os.environ.get("MEMSTREAM_TEST_FAKE_OPENAI_PORT", "18100")),
     "memos": int(os.environ.get("MEMSTREAM_TEST_MEMOS_PORT", "18001")),
+    "mem0": int(os.environ.get("MEMSTREAM_TEST_MEM0_PORT", "18002")),
 }
 ALL = ["kafka", "redis", "mariadb"]
-OPTIONAL = ["prometheus", "postgres", "fake-openai", "memos"]
+OPTIONAL = ["prometheus", "postgres", "fake-openai", "memos", "mem0"]
 
 def log(msg: str) -> None:
     print(f"[services] {msg}", flush=True)
@@ -274,7 +275,8 @@ def down(name: str) -> None:
 
 UP = {"kafka": kafka_up, "redis": redis_up, "mariadb": mariadb_up, "prometheus": prometheus_up,
       "fake-openai": fake_openai_up, "postgres": lambda: ps.postgres_up(providers()),
-      "memos": lambda: ps.memos_up(providers(), fake_openai_up)}
+      "memos": lambda: ps.memos_up(providers(), fake_openai_up),
+      "mem0": lambda: ps.mem0_up(providers(), fake_openai_up)}
 
 
 def main(argv: list[str]) -> int:

@@ -125,7 +125,7 @@ async def test_memos_search_sends_every_field_and_maps_all_buckets(
     assert memos_srv.bodies("/product/search") == [{
         "query": "green tea", "user_id": "tenant-a:u1",
         "readable_cube_ids": ["tenant-a:u1:user_profile", "tenant-a:agent_a1"],
-        "mode": "fast", "top_k": 5, "relativity": 0.2, "dedup": "no",
+        "mode": "fast", "top_k": 5, "relativity": 0.0, "dedup": "no",
         "include_preference": True, "pref_top_k": 3,
     }]
     by_text = {m.content: m for m in found}
@@ -268,9 +268,9 @@ async def test_mem0_add_search_expire_follow_the_documented_shapes(
     found = await mem0.search(A, ask("peanuts safety", relativity=0.1, top_k=4))
     canonical = partial(json.dumps, sort_keys=True)
     assert sorted(map(canonical, mem0_srv.bodies("/search"))) == sorted(map(canonical, [
-        {"query": "peanuts safety", "top_k": 4, "threshold": 0.1,
+        {"query": "peanuts safety", "top_k": 4, "threshold": 0.0,
          "filters": {"user_id": "tenant-a:u1", "tenant_id": "tenant-a", "cube": "user_profile"}},
-        {"query": "peanuts safety", "top_k": 4, "threshold": 0.1,
+        {"query": "peanuts safety", "top_k": 4, "threshold": 0.0,
          "filters": {"agent_id": "tenant-a:a1", "tenant_id": "tenant-a", "cube": "agent_a1"}},
     ]))
     by_id = {m.id: m for m in found}

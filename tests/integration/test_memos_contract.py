@@ -156,3 +156,13 @@ async def test_an_add_the_server_could_not_store_is_a_retryable_error(
         server.embedder_down(False)
     [memory_id] = (await memos.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e1")])).ids
     assert [m.id for m in await memos.search(scope, ask("Alice diary"))] == [memory_id]
+
+
+async def test_a_relevant_memory_is_found_with_the_query_default_relativity(
+        memos: MemOSProvider, scope: Scope) -> None:
+    await memos.add(scope, USER_CUBE, [fact("Alice likes flat white coffee.", "e1"),
+                                       fact("Alice plays the cello.", "e2")])
+    found = await memos.search(scope, SearchRequest(
+        "what coffee does Alice like", readable_cubes("a1"), top_k=10, relativity=0.45))
+    assert "Alice likes flat white coffee." in {m.content for m in found}
+    assert max(m.score for m in found) == 1.0

@@ -13,7 +13,9 @@ The OSS server has no ``/v1`` prefix.
   The answer is ``{"results": [{"id", "memory", "event": "ADD", ...}]}``.
 - ``search`` -> ``POST /search`` ``{query, filters, top_k, threshold}``, one
   request per cube (Mem0 needs an entity id at the top level of ``filters``, so
-  two cubes cannot share one request). ``threshold`` is the relativity; the
+  two cubes cannot share one request). ``threshold`` is 0: Mem0's threshold
+  is an absolute floor on a hybrid score, so the relativity is applied here,
+  relative to the best hit (:mod:`streams.memory.rules.relative`); the
   answer is ``{"results": [{"id", "memory", "score", "metadata", "created_at", ...}]}``.
 - ``expire`` -> ``DELETE /memories/{id}``; 404 (already gone) counts as done.
   Mem0 deletes; ``superseded_by`` is not kept.
@@ -59,6 +61,7 @@ from streams.adapters.http.client import (
 )
 from streams.memory.model import MEMORY_TYPES, USER_CUBE, MemoryCandidate, MemoryType, StoredMemory
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
+from streams.memory.rules.relative import relative_to_best
 
 log = logging.getLogger(__name__)
 PERMANENT_UPSTREAM_CODES = frozenset({"provider_auth_failed", "provider_bad_request"})
@@ -169,7 +172,8 @@ class Mem0Provider:
                     seen.add(m.content.strip().lower())
                     unique.append(m)
             results = unique
-        return sorted(results, key=lambda m: m.score, reverse=True)
+        return relative_to_best(sorted(results, key=lambda m: m.score, reverse=True),
+                                request.relativity)
 
     async def _search_cube(self, scope: Scope, cube: str,
                            request: SearchRequest) -> list[StoredMemory]:
@@ -178,7 +182,7 @@ class Mem0Provider:
             "query": request.query,
             "filters": {**entity, "tenant_id": scope.tenant_id, "cube": cube},
             "top_k": request.top_k,
-            "threshold": request.relativity,
+            "threshold": 0.0,  # the relativity applies to the best hit, here
         }
         answer = await self._call("search", "POST", "/search", body)
         results = answer.get("results") if isinstance(answer, dict) else None

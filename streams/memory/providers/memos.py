@@ -20,7 +20,9 @@ and ``help/error_codes.md``. Every answer is ``{code, message, data}``.
   mode, top_k, relativity, dedup, include_preference, pref_top_k``. ``dedup`` is
   always ``"no"``: the server's MMR answers nothing on its postgres backend
   (code 200, no memories); a deduplicating search is done here instead
-  (:func:`diverse`).
+  (:func:`diverse`). ``relativity`` is 0: the server applies it as an absolute
+  floor (and scores a constant 0.5 under its default reranker), so it is
+  applied here, relative to the best hit (:mod:`streams.memory.rules.relative`).
   ``text_mem`` / ``pref_mem`` / ``tool_mem`` / ``skill_mem`` buckets become
   :class:`StoredMemory`: the score is ``metadata.relativity``; the type comes from
   the bucket or ``memory_type`` (``PreferenceMemory`` -> preference,
@@ -93,6 +95,7 @@ from streams.memory.model import (
 )
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
 from streams.memory.rules.mmr import Scored, mmr
+from streams.memory.rules.relative import relative_to_best
 
 log = logging.getLogger(__name__)
 # where memstream keeps a memory's type in ``info``: MemOS deletes an ``info`` key
@@ -233,7 +236,7 @@ class MemOSProvider:
             "readable_cube_ids": list(qualified),
             "mode": "fast" if request.keyword_only else self.mode,
             "top_k": request.top_k,
-            "relativity": request.relativity,
+            "relativity": 0.0,  # the relativity applies to the best hit, here
             "dedup": "no",
             "include_preference": request.include_preference,
             "pref_top_k": request.pref_top_k,
@@ -256,6 +259,7 @@ class MemOSProvider:
         results = sorted(found.values(), key=lambda m: m.score, reverse=True)
         if request.keyword_only:
             results = [m for m in results if keyword_match(request.query, m.content)]
+        results = relative_to_best(results, request.relativity)
         return diverse(results) if request.dedup else results
 
     def _stored(self, item: Any, cube: str, bucket_type: MemoryType | None) -> StoredMemory | None:

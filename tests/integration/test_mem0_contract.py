@@ -1,0 +1,119 @@
+"""What memstream relies on from Mem0, against the fake and against the real library.
+
+Each test runs twice: on ``tests/fakes/mem0.py`` and on the real ``mem0.Memory``
+of the ``mem0ai`` wheel behind the OSS REST routes (``python3
+scripts/services.py up mem0``: pgvector, the project's fake model), through
+memstream's own client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from streams.adapters.http.client import RetryPolicy
+from streams.memory.model import USER_CUBE, MemoryCandidate, readable_cubes
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.mem0 import Mem0Provider
+from tests.fakes.mem0 import FakeMem0
+from tests.support.worker import ROOT
+
+REAL_PORT = 18002
+T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module", params=["fake", "real"])
+def mem0_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "fake":
+        with FakeMem0() as srv:
+            yield srv.url
+        return
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "mem0"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=600)
+    yield f"http://127.0.0.1:{REAL_PORT}"
+
+
+@pytest.fixture
+async def mem0(mem0_url: str) -> AsyncIterator[Mem0Provider]:
+    async with httpx.AsyncClient() as client:
+        yield Mem0Provider(client, mem0_url, timeout_s=60,
+                           retry=RetryPolicy(attempts=2, initial_s=0.05, max_s=0.1))
+
+
+@pytest.fixture
+def scope() -> Scope:
+    return Scope(f"t{uuid.uuid4().hex[:8]}", "alice", "a1")
+
+
+def fact(text: str, source: str, **kw: object) -> MemoryCandidate:
+    return MemoryCandidate(text, source_event_ids=(source,), event_time=T0, **kw)  # type: ignore[arg-type]
+
+
+def ask(query: str, *, relativity: float = 0.0, top_k: int = 10) -> SearchRequest:
+    return SearchRequest(query, readable_cubes("a1"), top_k=top_k, relativity=relativity,
+                         dedup=False)
+
+
+async def test_each_memory_comes_back_as_written(mem0: Mem0Provider, scope: Scope) -> None:
+    written = [fact("Alice prefers window seats on flights.", "e1", type="preference"),
+               fact("Alice lives in Berlin.", "e2", importance=0.8),
+               fact("User: I live in Berlin.", "e3", kind="episode")]
+    ids = (await mem0.add(scope, USER_CUBE, written)).ids
+    assert len(ids) == len(set(ids)) == 3
+    found = {m.id: m for m in await mem0.search(scope, ask("Alice Berlin window seats"))}
+    assert set(found) == set(ids)
+    for memory_id, cand in zip(ids, written, strict=True):
+        got = found[memory_id]
+        assert (got.content, got.type, got.kind, got.source_event_ids, got.event_time) == (
+            cand.content, cand.type, cand.kind, cand.source_event_ids, T0)
+    assert found[ids[1]].importance == 0.8
+
+
+async def test_delete_removes_the_memory_and_only_it(mem0: Mem0Provider, scope: Scope) -> None:
+    gone, kept = (await mem0.add(scope, USER_CUBE, [fact("Alice lives in Porto.", "e1"),
+                                                    fact("Alice works at Acme.", "e2")])).ids
+    await mem0.expire(scope, USER_CUBE, [gone], superseded_by=kept)
+    await mem0.expire(scope, USER_CUBE, [gone], superseded_by=kept)  # gone already: done
+    assert [m.id for m in await mem0.search(scope, ask("Alice Porto Acme"))] == [kept]
+
+
+async def test_tenants_and_users_never_see_each_other(mem0: Mem0Provider, scope: Scope) -> None:
+    await mem0.add(scope, USER_CUBE, [fact("Alice keeps bees.", "e1")])
+    other_tenant = Scope(f"{scope.tenant_id}x", scope.user_id, scope.agent_id)
+    other_user = Scope(scope.tenant_id, "bob", scope.agent_id)
+    assert await mem0.search(other_tenant, ask("Alice bees")) == []
+    assert await mem0.search(other_user, ask("Alice bees")) == []
+    assert [m.content for m in await mem0.search(scope, ask("Alice bees"))] == [
+        "Alice keeps bees."]
+
+
+async def test_agent_memories_are_shared_by_the_agents_users(mem0: Mem0Provider,
+                                                             scope: Scope) -> None:
+    await mem0.add(scope, "agent_a1", [fact("Ask for the city before suggesting trails.",
+                                            "e1", scope="agent")])
+    bob = Scope(scope.tenant_id, "bob", scope.agent_id)
+    [found] = await mem0.search(bob, ask("suggesting trails city"))
+    assert (found.cube, found.scope, found.content) == (
+        "agent_a1", "agent", "Ask for the city before suggesting trails.")
+
+
+async def test_the_best_match_comes_first(mem0: Mem0Provider, scope: Scope) -> None:
+    await mem0.add(scope, USER_CUBE, [fact("Alice drinks green tea every morning.", "e1"),
+                                      fact("Alice plays the cello in an orchestra.", "e2"),
+                                      fact("Alice works as a nurse in Lyon.", "e3")])
+    found = await mem0.search(scope, ask("Alice drinks green tea every morning."))
+    assert found[0].content == "Alice drinks green tea every morning."
+
+
+async def test_a_relevant_memory_is_found_with_the_query_default_relativity(
+        mem0: Mem0Provider, scope: Scope) -> None:
+    await mem0.add(scope, USER_CUBE, [fact("Alice likes flat white coffee.", "e1"),
+                                      fact("Alice plays the cello.", "e2")])
+    found = await mem0.search(scope, ask("what coffee does Alice like", relativity=0.45))
+    assert found and found[0].content == "Alice likes flat white coffee."
+    assert found[0].score == 1.0  # relative to the best hit, as every provider scores
