@@ -79,11 +79,23 @@ def memos_venv(s: Services) -> Path:
 
 
 def pg_bin(s: Services) -> Path:
+    """PostgreSQL's binaries, copied from the pgserver package into the state
+    directory, where the PostgreSQL user may read them (the cache may be in a
+    home directory it cannot enter)."""
+    site = s.state / "postgres" / "pgserver"
+    here = site / "pgserver" / "pginstall" / "bin"
+    if (here / "postgres").exists():
+        return here
     home = memos_venv(s)
-    found = list(home.glob("lib/python3*/site-packages/pgserver/pginstall/bin"))
+    found = list(home.glob("lib/python3*/site-packages/pgserver"))
     if not found:
         raise SystemExit(f"pgserver's binaries are missing under {home}")
-    return found[0]
+    # the package and its bundled libraries, side by side (the binaries find the
+    # libraries through a relative rpath)
+    site.mkdir(parents=True, exist_ok=True)
+    for part in ("pgserver", "pgserver.libs"):
+        shutil.copytree(found[0].parent / part, site / part, symlinks=True)
+    return here
 
 
 def as_pg_user() -> list[str]:
@@ -114,12 +126,11 @@ def postgres_up(s: Services) -> None:
     data = d / "data"
     d.mkdir(parents=True, exist_ok=True)
     prefix = as_pg_user()
-    if prefix:  # the binaries and the data directory must be the user's to read and own
-        for p in (d, *d.iterdir()):
-            shutil.chown(p, PG_USER, PG_USER)
+    if prefix:  # the data directory is the user's; the binaries the user may read
+        shutil.chown(d, PG_USER, PG_USER)
+        if data.exists():
+            shutil.chown(data, PG_USER, PG_USER)
         os.chmod(d, 0o755)
-        for parent in [bin_dir, *bin_dir.parents][:12]:
-            os.chmod(parent, os.stat(parent).st_mode | 0o055)
     if not (data / "PG_VERSION").exists():
         subprocess.run([*prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres",
                         "--auth=trust", "--encoding=utf8"], check=True,

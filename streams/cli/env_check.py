@@ -39,6 +39,12 @@ NOT_SETTINGS: Mapping[str, str] = {
     "MEMSTREAM_TEST_MYSQL_PORT": "`scripts/services.py`, `tests/`: port of the test MariaDB",
     "MEMSTREAM_TEST_PROMETHEUS_PORT": "`scripts/services.py`, `tests/`: port of the test "
     "Prometheus",
+    "MEMSTREAM_TEST_POSTGRES_PORT": "`scripts/services.py`: port of the test PostgreSQL "
+    "(pgvector) under MemOS and Mem0",
+    "MEMSTREAM_TEST_FAKE_OPENAI_PORT": "`scripts/services.py`: port of the fake model of the "
+    "real MemOS and Mem0",
+    "MEMSTREAM_TEST_MEMOS_PORT": "`scripts/services.py`, `tests/`: port of the real MemOS server",
+    "MEMSTREAM_TEST_MEM0_PORT": "`scripts/services.py`, `tests/`: port of the real Mem0 server",
     "MEMSTREAM_COMPOSE_VERSION": "`scripts/install-compose.sh`: the Docker Compose version built",
     "MEMSTREAM_COMPOSE_KAFKA_PORT": "`docker-compose.yml`: host port of Kafka",
     "MEMSTREAM_COMPOSE_MYSQL_PORT": "`docker-compose.yml`: host port of MySQL",

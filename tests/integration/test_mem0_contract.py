@@ -21,9 +21,9 @@ from streams.memory.model import USER_CUBE, MemoryCandidate, readable_cubes
 from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.mem0 import Mem0Provider
 from tests.fakes.mem0 import FakeMem0
+from tests.support.services import MEM0_PORT
 from tests.support.worker import ROOT
 
-REAL_PORT = 18002
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 
@@ -35,7 +35,7 @@ def mem0_url(request: pytest.FixtureRequest) -> Iterator[str]:
         return
     subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "mem0"],
                    check=True, stdout=subprocess.DEVNULL, timeout=600)
-    yield f"http://127.0.0.1:{REAL_PORT}"
+    yield f"http://127.0.0.1:{MEM0_PORT}"
 
 
 @pytest.fixture

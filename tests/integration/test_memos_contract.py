@@ -24,10 +24,9 @@ from streams.memory.provider import RetryableProviderError, Scope, SearchRequest
 from streams.memory.providers.memos import MemOSProvider
 from tests.fakes.memos import FakeMemOS
 from tests.fakes.server import FakeControl
+from tests.support.services import FAKE_OPENAI_PORT, MEMOS_PORT
 from tests.support.worker import ROOT
 
-REAL_PORT = 18001
-FAKE_MODEL_PORT = 18100
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 
@@ -45,7 +44,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         return
     subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "memos"],
                    check=True, stdout=subprocess.DEVNULL, timeout=600)
-    model = FakeControl(f"http://127.0.0.1:{FAKE_MODEL_PORT}")  # the server's embedder
+    model = FakeControl(f"http://127.0.0.1:{FAKE_OPENAI_PORT}")  # the server's embedder
 
     def embedder_down(down: bool) -> None:
         if down:
@@ -54,7 +53,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
             model.recover()
 
     try:
-        yield Server(f"http://127.0.0.1:{REAL_PORT}", embedder_down)
+        yield Server(f"http://127.0.0.1:{MEMOS_PORT}", embedder_down)
     finally:
         model.recover()
         model.close()

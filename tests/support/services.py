@@ -20,6 +20,10 @@ KAFKA_PORT = int(os.environ.get("MEMSTREAM_TEST_KAFKA_PORT", "19092"))
 REDIS_PORT = int(os.environ.get("MEMSTREAM_TEST_REDIS_PORT", "16379"))
 MYSQL_PORT = int(os.environ.get("MEMSTREAM_TEST_MYSQL_PORT", "13306"))
 PROMETHEUS_PORT = int(os.environ.get("MEMSTREAM_TEST_PROMETHEUS_PORT", "19090"))
+# the real providers (``scripts/services.py up memos mem0``) and their fake model
+MEMOS_PORT = int(os.environ.get("MEMSTREAM_TEST_MEMOS_PORT", "18001"))
+MEM0_PORT = int(os.environ.get("MEMSTREAM_TEST_MEM0_PORT", "18002"))
+FAKE_OPENAI_PORT = int(os.environ.get("MEMSTREAM_TEST_FAKE_OPENAI_PORT", "18100"))
 MYSQL_USER = "memstream"
 MYSQL_PASSWORD = "memstream"
 

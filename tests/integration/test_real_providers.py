@@ -1,0 +1,68 @@
+"""A session through each real provider, end to end: chat events in, the session
+closed, the judged memories stored in MemOS (the server of the ``MemoryOS``
+wheel) or Mem0 (``mem0.Memory``), then a query over Kafka that returns them
+with the types the judge gave them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.integration.conftest import Stack, chat_event, session_end_event
+from tests.integration.consolidation_support import FAST, run_status, set_agent
+from tests.support.services import MEM0_PORT, MEMOS_PORT
+from tests.support.worker import ROOT, eventually
+
+URLS = {"memos": f"http://127.0.0.1:{MEMOS_PORT}", "mem0": f"http://127.0.0.1:{MEM0_PORT}"}
+SETTING = {"memos": "MEMSTREAM_MEMOS__BASE_URL", "mem0": "MEMSTREAM_MEM0__BASE_URL"}
+
+
+def judged(stack: Stack, closed_id: str) -> dict[str, str]:
+    """What the judge made of the session: fact text -> type."""
+    rows = stack.sql("SELECT content, type FROM consolidation_candidate "
+                     f"WHERE closed_id = '{closed_id}' AND kind = 'fact'")
+    return {r[0]: r[1] for r in rows}
+
+
+@pytest.mark.parametrize("provider", ["memos", "mem0"])
+async def test_a_session_reaches_the_real_provider_and_a_query_finds_it(
+        stack: Stack, provider: str) -> None:
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", provider],
+                   check=True, stdout=subprocess.DEVNULL, timeout=600)
+    tenant = f"r{uuid.uuid4().hex[:8]}"
+    stack.extra_env.update(FAST)
+    stack.extra_env[SETTING[provider]] = URLS[provider]
+    set_agent(stack, tenant, "a1", "--provider", provider.upper(), "--open-long-memory", "on",
+              "--model", "chat-model")  # long memory needs a model bound (the rule judge runs)
+    stack.worker().start()
+    await stack.produce([
+        chat_event(0, "c1", tenant=tenant, content="I live in Oslo. I prefer window seats."),
+        chat_event(1, "c1", tenant=tenant, content="Noted, Oslo and window seats."),
+        chat_event(2, "c1", tenant=tenant, content="My dog is called Rex."),
+        session_end_event("c1", tenant=tenant)])
+    closed = f"{tenant}/c1#1"
+    await eventually(lambda: run_status(stack, closed) == "done", 90, "the session consolidated")
+    facts = judged(stack, closed)
+    assert {"I live in Oslo.", "My dog is called Rex."} <= set(facts)
+    assert stack.sql("SELECT COUNT(*) FROM memory")[0][0] == "0"  # nothing went elsewhere
+
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "query", "--tenant", tenant, "--user", "u1",
+         "--agent", "a1", "--no-short-term", "--timeout", "30",
+         "where does the user live, what seats does the user prefer, what is the dog called"],
+        env={**os.environ, **stack.env()}, cwd=ROOT, capture_output=True, text=True,
+        timeout=60)
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["long_term"]["provider"] == provider and not reply.get("warnings")
+    returned = {m["content"]: m["type"] for m in reply["memories"] if m["kind"] == "fact"}
+    assert returned, reply
+    for content, kind in returned.items():
+        assert facts.get(content) == kind, (content, kind, facts)
+    assert "I live in Oslo." in returned
+    print(f"\n{provider}: judged {facts}; the query returned {returned}")
