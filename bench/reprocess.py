@@ -34,6 +34,7 @@ from sqlalchemy import event
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from streams.cli.reprocess import NothingToPublish  # noqa: E402
 from streams.consolidation.reprocess import ReprocessRequest  # noqa: E402
 from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import ConsolidationSettings, DatabaseSettings, RedisSettings, Settings  # noqa: E402
@@ -51,18 +52,13 @@ _spec.loader.exec_module(live)
 PAD = "That is what I told you last week, when we talked about it."
 
 
-class NoRecords:
-    async def publish(self, records: Any) -> None:
-        raise RuntimeError("reprocess publishes nothing")
-
-
 async def rebuild(settings: Settings, n: int) -> dict[str, Any]:
     runtime = await Runtime(settings, migrate=False).start()
     statements = [0]
     event.listen(runtime.engine.sync_engine, "before_cursor_execute",
                  lambda *a: statements.__setitem__(0, statements[0] + 1))
     try:
-        r = Wiring(settings, runtime, publisher=NoRecords(),
+        r = Wiring(settings, runtime, publisher=NothingToPublish(),
                    agent_configs=StaticAgentConfigs()).reprocessor()
         req = ReprocessRequest("bench")
         started = time.perf_counter()

@@ -149,6 +149,15 @@ def postgres_up(s: Services) -> None:
     s.log(f"postgres up on 127.0.0.1:{port} (user postgres, databases {', '.join(DATABASES)})")
 
 
+def healthy(port: int) -> bool:
+    """Whether the HTTP service on ``port`` answers ``GET /health`` with 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 def memos_env(s: Services) -> dict[str, str]:
     """The server's settings: postgres graph, the fake model, nothing else enabled."""
     fake = f"http://127.0.0.1:{s.ports['fake-openai']}/v1"
@@ -188,14 +197,7 @@ def memos_up(s: Services, fake_openai_up: Callable[[], None]) -> None:
                       "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
             env=memos_env(s), cwd=d)
 
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    s.wait_until("memos", ready, 180)
+    s.wait_until("memos", lambda: healthy(port), 180)
     s.log(f"memos {MEMOS_VERSION} up on 127.0.0.1:{port} (postgres graph, fake model)")
 
 
@@ -226,12 +228,5 @@ def mem0_up(s: Services, fake_openai_up: Callable[[], None]) -> None:
     s.spawn("mem0", [str(home / "bin" / "python"), str(script), "--port", str(port)], env=env,
             cwd=d)
 
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    s.wait_until("mem0", ready, 120)
+    s.wait_until("mem0", lambda: healthy(port), 120)
     s.log(f"mem0 {MEM0_VERSION} up on 127.0.0.1:{port} (mem0.Memory on pgvector, fake model)")

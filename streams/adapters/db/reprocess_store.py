@@ -286,14 +286,17 @@ class ReprocessStore:
     async def held(self, tenant_id: str,
                    planned: Sequence[tuple[str, PlannedSession]]) -> int:
         """How many memories held now came from inside the planned sessions."""
+        spans: dict[str, list[tuple[datetime, datetime]]] = {}
+        for conv, s in planned:
+            spans.setdefault(conv, []).append((naive_utc(s.first_at), naive_utc(s.last_at)))
         found: set[tuple[str, str]] = set()
         async with self.engine.connect() as conn:
-            for conv, s in planned:
-                rows = await conn.execute(select(_o.provider, _o.memory_id).where(
+            for conv, within in spans.items():  # one read per conversation
+                rows = await conn.execute(select(_o.provider, _o.memory_id, _o.event_time).where(
                     _o.tenant_id == tenant_id, _o.conversation_id == conv,
-                    _o.retired_at.is_(None), _o.event_time >= naive_utc(s.first_at),
-                    _o.event_time <= naive_utc(s.last_at)))
-                found.update((r.provider, r.memory_id) for r in rows)
+                    _o.retired_at.is_(None)))
+                found.update((r.provider, r.memory_id) for r in rows
+                             if any(a <= r.event_time <= b for a, b in within))
         return len(found)
 
     async def messages(self, tenant_id: str, ids: Sequence[int]) -> list[SessionMessage]:
