@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-reprocess bench-locomo bench-retrieval bench-memory docs schemas clean
+        bench-query bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -69,6 +69,10 @@ bench-reprocess: $(STAMP) services  ## memstream reprocess: sessions rebuilt per
 
 bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s
 	$(PY) bench/query.py
+
+bench-provider-ranking: $(STAMP) services  ## LoCoMo through the real MemOS and Mem0: provider order vs memstream's own ranking
+	$(PY) scripts/services.py up memos mem0
+	$(PY) bench/provider_ranking.py
 
 bench-locomo: $(STAMP) services  ## LoCoMo evidence recall through Kafka (local embedder, rule judge)
 	$(PY) bench/locomo.py

@@ -256,13 +256,17 @@ def fake_openai_up() -> None:
 
 
 # ---------------------------------------------------------------------- down
+STOP_SIGNAL = {"postgres": signal.SIGINT}
+
+
 def down(name: str) -> None:
     pid = pid_of(name)
     if pid is None:
         log(f"{name} not running")
         (STATE / name / "pid").unlink(missing_ok=True)
         return
-    os.kill(pid, signal.SIGTERM)
+    # postgres' SIGTERM waits for its clients to leave; SIGINT is its fast shutdown
+    os.kill(pid, STOP_SIGNAL.get(name, signal.SIGTERM))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and pid_of(name) is not None:
         time.sleep(0.2)

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from streams.memory.rules.relative import LEXICAL_WEIGHT
+
 
 class KafkaSettings(BaseModel):
     """Brokers, the consumer group and topic names."""
@@ -239,6 +241,11 @@ class MemOSSettings(BaseModel):
     )
     timeout_s: float = Field(10.0, gt=0, description="Timeout of one MemOS call.")
     mode: str = Field("fast", description="MemOS search mode (`fast`, `fine`, `mixture`).")
+    verify_writes: bool = Field(
+        True, description="Read every add back with a search of its cube before recording it "
+        "as stored: MemOS answers success with an id it never wrote while its database is down "
+        "(costs one search per memory written; docs/providers.md)."
+    )
 
 
 class Mem0Settings(BaseModel):
@@ -392,6 +399,12 @@ class QuerySettings(BaseModel):
     )
     relativity: float = Field(
         0.45, ge=0, le=1, description="Provider relevance floor (relative to the best hit)."
+    )
+    provider_lexical_weight: float = Field(
+        LEXICAL_WEIGHT, ge=0, le=1, description=(
+            "How MemOS and Mem0 answers are ranked: 0 keeps the provider's order, 1 orders by "
+            "memstream's BM25 over the returned memories, between mixes both "
+            "(`make bench-provider-ranking`; docs/providers.md)."),
     )
     min_score: float = Field(0.3, ge=0, le=1, description="Results scoring lower are dropped.")
     max_memory_chars: int = Field(

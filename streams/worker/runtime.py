@@ -172,12 +172,15 @@ class Runtime:
         if s.memos.base_url:
             handles["memos"] = ProviderHandle("memos", MemOSProvider(
                 self.http, s.memos.base_url, api_key=_secret(s.memos.api_key),
-                timeout_s=s.memos.timeout_s, retry=self.provider_retry(), mode=s.memos.mode),
+                timeout_s=s.memos.timeout_s, retry=self.provider_retry(), mode=s.memos.mode,
+                verify_writes=s.memos.verify_writes,
+                lexical_weight=s.query.provider_lexical_weight),
                 episodes=c.episodes_external)
         if s.mem0.base_url:
             handles["mem0"] = ProviderHandle("mem0", Mem0Provider(
                 self.http, s.mem0.base_url, api_key=_secret(s.mem0.api_key),
-                timeout_s=s.mem0.timeout_s, retry=self.provider_retry()),
+                timeout_s=s.mem0.timeout_s, retry=self.provider_retry(),
+                lexical_weight=s.query.provider_lexical_weight),
                 episodes=c.episodes_external)
         return ProviderRegistry(handles)
 

@@ -17,11 +17,20 @@ Follows ``src/memos/api/product_models.py`` (``APIADDRequest``,
   postgres backend does (checked against the real server).
 - ``embedder_down``: an add answers success with ``data: []`` and stores
   nothing, as the server does when its embedder fails.
-- search scores by token overlap into ``metadata.relativity`` (0..1), drops
-  memories below ``relativity``, returns ``text_mem`` / ``pref_mem`` /
-  ``tool_mem`` / ``skill_mem`` buckets per readable cube.
+- ``database_down``: as the server with its database stopped, an add answers
+  success with a ``memory_id`` it never stores, a search success with no
+  memories, a delete success while deleting nothing.
+- search returns every memory of the cube (the server's vector search has no
+  floor), ordered by token overlap with the query (the nearest first), each with
+  ``metadata.relativity`` 0.5 (the constant score of the server's default
+  ``cosine_local`` reranker on memories without embeddings); ``relativity`` is an
+  absolute floor on that score, so any floor above 0.5 answers nothing. The
+  buckets are ``text_mem`` / ``pref_mem`` / ``tool_mem`` / ``skill_mem``, per
+  readable cube.
 - delete needs exactly one mode (memory_ids, file_ids, or filter/user_id/session_id)
-  and otherwise answers code 200 with ``data.status == "failure"``, as MemOS does.
+  and otherwise answers code 200 with ``data.status == "failure"``, as MemOS does;
+  ``memory_ids`` are deleted in whatever cube they are: the server does not
+  check them against ``writable_cube_ids``.
 
 ``seed()`` stores a memory directly, e.g. a ``PreferenceMemory`` that MemOS'
 own extraction would have produced.
@@ -77,6 +86,8 @@ DELETE_SPEC = {
     "file_ids": Field((L,)), "filter": Field((D,)), "user_id": Field((S,)),
     "session_id": Field((S,)), "conversation_id": Field((S,)), "auto_cleanup_working": Field((B,)),
 }
+# what the server's default reranker scores every memory without an embedding
+CONSTANT_SCORE = 0.5
 TEXT_TYPES = ("WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory")
 TOOL_TYPES = ("ToolSchemaMemory", "ToolTrajectoryMemory")
 ROLES = ("user", "assistant", "system", "tool")
@@ -91,6 +102,7 @@ class FakeMemOS(FakeServer):
         self.api_key = api_key
         self.cubes: dict[str, dict[str, dict[str, Any]]] = {}
         self.embedder_down = False  # the server's embedder failing: adds store nothing
+        self.database_down = False  # the server's database stopped: success, nothing done
 
     # ------------------------------------------------------------- envelope
     def error_body(self, status: int, message: str) -> Any:
@@ -176,6 +188,11 @@ class FakeMemOS(FakeServer):
         data: list[dict[str, Any]] = []
         if self.embedder_down:  # the server answers success and stores nothing
             return self.ok("Memory added successfully", data)
+        if self.database_down:  # an id for every item, none of them stored
+            return self.ok("Memory added successfully", [
+                {"memory": text, "memory_id": str(uuid.uuid4()), "memory_type": memory_type,
+                 "cube_id": cube_id}
+                for cube_id in body["writable_cube_ids"] for text, memory_type in items])
         with self.lock:
             for cube_id in body["writable_cube_ids"]:
                 for text, memory_type in items:
@@ -226,7 +243,7 @@ class FakeMemOS(FakeServer):
         }
         with self.lock:
             for cube_id in body["readable_cube_ids"]:
-                stored = list(self.cubes.get(cube_id, {}).values())
+                stored = [] if self.database_down else list(self.cubes.get(cube_id, {}).values())
                 for key, (types, limit) in limits.items():
                     hits = self._rank(query, stored, types, floor, dedup)[:limit]
                     data[key].append({"cube_id": cube_id, "memories": hits,
@@ -236,17 +253,23 @@ class FakeMemOS(FakeServer):
     @staticmethod
     def _rank(query: str, stored: list[dict[str, Any]], types: tuple[str, ...], floor: float,
               dedup: str | None) -> list[dict[str, Any]]:
+        if floor > CONSTANT_SCORE:  # the floor is absolute, on the constant score
+            return []
         scored = []
         for m in stored:
             if m["metadata"]["memory_type"] not in types:
                 continue
-            score = overlap_score(query, m["memory"])
-            if score <= 0 or (floor > 0 and score < floor):
-                continue
             ref = f"[{m['id'].split('-')[0]}]"
-            meta = dict(m["metadata"], relativity=score, id=m["id"], memory=m["memory"], ref_id=ref)
-            scored.append({"id": m["id"], "memory": m["memory"], "metadata": meta, "ref_id": ref})
-        scored.sort(key=lambda h: h["metadata"]["relativity"], reverse=True)
+            meta = dict(m["metadata"], relativity=CONSTANT_SCORE, id=m["id"], memory=m["memory"],
+                        ref_id=ref)
+            hit = {"id": m["id"], "memory": m["memory"], "metadata": meta, "ref_id": ref}
+            scored.append((overlap_score(query, m["memory"]), hit))
+        # the nearest first (stable: equally near memories keep their order)
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        return FakeMemOS._deduped([hit for _, hit in scored], dedup)
+
+    @staticmethod
+    def _deduped(scored: list[dict[str, Any]], dedup: str | None) -> list[dict[str, Any]]:
         if dedup == "mmr":  # the postgres backend's MMR fails on its own embeddings, and
             return []       # the handler answers success with nothing
         if dedup == "sim":
@@ -270,9 +293,10 @@ class FakeMemOS(FakeServer):
             return self.ok("Exactly one delete mode must be provided: "
                            "memory_ids, file_ids, or filter/user_id/session_id.",
                            {"status": "failure"})
-        with self.lock:
-            for cube_id in body["writable_cube_ids"]:
-                cube = self.cubes.get(cube_id, {})
+        if self.database_down:
+            return self.ok("Memories deleted successfully", {"status": "success"})
+        with self.lock:  # by id in any cube: the server does not check writable_cube_ids
+            for cube in self.cubes.values():
                 for memory_id in body.get("memory_ids") or []:
                     cube.pop(memory_id, None)
         return self.ok("Memories deleted successfully", {"status": "success"})

@@ -10,7 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
@@ -18,24 +19,46 @@ import pytest
 
 from streams.adapters.http.client import RetryPolicy
 from streams.memory.model import USER_CUBE, MemoryCandidate, readable_cubes
-from streams.memory.provider import Scope, SearchRequest
+from streams.memory.provider import RetryableProviderError, Scope, SearchRequest
 from streams.memory.providers.mem0 import Mem0Provider
 from tests.fakes.mem0 import FakeMem0
-from tests.support.services import MEM0_PORT
-from tests.support.worker import ROOT
+from tests.support.services import MEM0_PORT, provider_database
+from tests.support.worker import ROOT, eventually
 
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 
+@dataclass
+class Server:
+    url: str
+    database_down: Callable[[bool], None]
+
+
+def fake_database_down(srv: FakeMem0, down: bool) -> None:
+    """What the OSS server answers while its database is away: 500 and the library's error."""
+    if down:
+        srv.fail_always(500)
+    else:
+        srv.recover()
+
+
 @pytest.fixture(scope="module", params=["fake", "real"])
-def mem0_url(request: pytest.FixtureRequest) -> Iterator[str]:
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     if request.param == "fake":
         with FakeMem0() as srv:
-            yield srv.url
+            yield Server(srv.url, lambda down: fake_database_down(srv, down))
         return
     subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "mem0"],
                    check=True, stdout=subprocess.DEVNULL, timeout=600)
-    yield f"http://127.0.0.1:{MEM0_PORT}"
+    try:
+        yield Server(f"http://127.0.0.1:{MEM0_PORT}", lambda down: provider_database(not down))
+    finally:
+        provider_database(True)
+
+
+@pytest.fixture
+def mem0_url(server: Server) -> str:
+    return server.url
 
 
 @pytest.fixture
@@ -117,3 +140,28 @@ async def test_a_relevant_memory_is_found_with_the_query_default_relativity(
     found = await mem0.search(scope, ask("what coffee does Alice like", relativity=0.45))
     assert found and found[0].content == "Alice likes flat white coffee."
     assert found[0].score == 1.0  # relative to the best hit, as every provider scores
+
+
+async def test_every_call_while_the_database_is_down_fails_retryably(
+        server: Server, mem0: Mem0Provider, scope: Scope) -> None:
+    [kept] = (await mem0.add(scope, USER_CUBE, [fact("Alice lives in Porto.", "e1")])).ids
+    server.database_down(True)
+    try:
+        with pytest.raises(RetryableProviderError):
+            await mem0.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e2")])
+        with pytest.raises(RetryableProviderError):
+            await mem0.search(scope, ask("Alice diary"))
+        with pytest.raises(RetryableProviderError):
+            await mem0.expire(scope, USER_CUBE, [kept], superseded_by=None)
+    finally:
+        server.database_down(False)
+
+    async def answers() -> bool:  # the library's pool drops its dead connections one by one
+        try:
+            await mem0.search(scope, ask("Alice"))
+            return True
+        except RetryableProviderError:
+            return False
+
+    await eventually(answers, 30, "mem0 answers again")
+    assert [m.id for m in await mem0.search(scope, ask("Alice diary Porto"))] == [kept]

@@ -24,7 +24,7 @@ from streams.memory.provider import RetryableProviderError, Scope, SearchRequest
 from streams.memory.providers.memos import MemOSProvider
 from tests.fakes.memos import FakeMemOS
 from tests.fakes.server import FakeControl
-from tests.support.services import FAKE_OPENAI_PORT, MEMOS_PORT
+from tests.support.services import FAKE_OPENAI_PORT, MEMOS_PORT, provider_database
 from tests.support.worker import ROOT
 
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
@@ -34,13 +34,15 @@ T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 class Server:
     url: str
     embedder_down: Callable[[bool], None]
+    database_down: Callable[[bool], None]
 
 
 @pytest.fixture(scope="module", params=["fake", "real"])
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     if request.param == "fake":
         with FakeMemOS() as srv:
-            yield Server(srv.url, lambda down: setattr(srv, "embedder_down", down))
+            yield Server(srv.url, lambda down: setattr(srv, "embedder_down", down),
+                         lambda down: setattr(srv, "database_down", down))
         return
     subprocess.run([sys.executable, str(ROOT / "scripts" / "services.py"), "up", "memos"],
                    check=True, stdout=subprocess.DEVNULL, timeout=600)
@@ -53,8 +55,10 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
             model.recover()
 
     try:
-        yield Server(f"http://127.0.0.1:{MEMOS_PORT}", embedder_down)
+        yield Server(f"http://127.0.0.1:{MEMOS_PORT}", embedder_down,
+                     lambda down: provider_database(not down))
     finally:
+        provider_database(True)
         model.recover()
         model.close()
 
@@ -64,11 +68,20 @@ def memos_url(server: Server) -> str:
     return server.url
 
 
+RETRY = RetryPolicy(attempts=2, initial_s=0.05, max_s=0.1)
+
+
 @pytest.fixture
 async def memos(memos_url: str) -> AsyncIterator[MemOSProvider]:
     async with httpx.AsyncClient() as client:
-        yield MemOSProvider(client, memos_url, timeout_s=60,
-                            retry=RetryPolicy(attempts=2, initial_s=0.05, max_s=0.1))
+        yield MemOSProvider(client, memos_url, timeout_s=60, retry=RETRY)
+
+
+@pytest.fixture
+async def trusting(memos_url: str) -> AsyncIterator[MemOSProvider]:
+    """memstream's client taking the server's word for its writes."""
+    async with httpx.AsyncClient() as client:
+        yield MemOSProvider(client, memos_url, timeout_s=60, retry=RETRY, verify_writes=False)
 
 
 @pytest.fixture
@@ -165,3 +178,50 @@ async def test_a_relevant_memory_is_found_with_the_query_default_relativity(
         "what coffee does Alice like", readable_cubes("a1"), top_k=10, relativity=0.45))
     assert "Alice likes flat white coffee." in {m.content for m in found}
     assert max(m.score for m in found) == 1.0
+
+
+async def test_an_add_while_the_database_is_down_is_not_taken_as_stored(
+        server: Server, memos: MemOSProvider, trusting: MemOSProvider, scope: Scope) -> None:
+    server.database_down(True)
+    try:
+        # the server answers success with an id it never wrote ...
+        [claimed] = (await trusting.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e1")])).ids
+        assert claimed
+        # ... which memstream's read-back refuses
+        with pytest.raises(RetryableProviderError, match="not recorded as stored"):
+            await memos.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e1")])
+    finally:
+        server.database_down(False)
+    assert await memos.search(scope, ask("Alice diary")) == []  # nothing was written
+    [memory_id] = (await memos.add(scope, USER_CUBE, [fact("Alice keeps a diary.", "e1")])).ids
+    assert [m.id for m in await memos.search(scope, ask("Alice diary"))] == [memory_id]
+
+
+async def test_a_delete_while_the_database_is_down_answers_success_and_deletes_nothing(
+        server: Server, memos: MemOSProvider, scope: Scope) -> None:
+    [memory_id] = (await memos.add(scope, USER_CUBE, [fact("Alice lives in Porto.", "e1")])).ids
+    server.database_down(True)
+    try:
+        await memos.expire(scope, USER_CUBE, [memory_id], superseded_by=None)  # no error
+    finally:
+        server.database_down(False)
+    assert [m.id for m in await memos.search(scope, ask("Alice Porto"))] == [memory_id]
+
+
+async def test_a_delete_by_id_is_not_confined_to_the_cube_it_names(
+        memos: MemOSProvider, scope: Scope) -> None:
+    """Why memstream deletes only ids it found in, or wrote to, the cube it names."""
+    other = Scope(f"{scope.tenant_id}x", "mallory", scope.agent_id)
+    [theirs] = (await memos.add(other, USER_CUBE, [fact("Mallory owns a boat.", "e1")])).ids
+    await memos.expire(scope, USER_CUBE, [theirs], superseded_by=None)
+    assert await memos.search(other, ask("Mallory boat")) == []
+
+
+async def test_a_constant_score_still_ranks_the_matching_memory_first(
+        memos: MemOSProvider, scope: Scope) -> None:
+    await memos.add(scope, USER_CUBE, [fact("Alice plays the cello.", "e1"),
+                                       fact("Alice has a dog called Rex.", "e2"),
+                                       fact("Alice lives in Oslo.", "e3")])
+    found = await memos.search(scope, ask("what is the name of the dog of Alice"))
+    assert found[0].content == "Alice has a dog called Rex."
+    assert found[0].score == 1.0 and all(m.score < 1.0 for m in found[1:])

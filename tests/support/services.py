@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -102,6 +103,14 @@ async def delete_topics_containing(marker: str, bootstrap: str = KAFKA_BOOTSTRAP
         return len(names)
     finally:
         await admin.close()
+
+
+def provider_database(up: bool) -> None:
+    """Start or stop the PostgreSQL of the real providers (``scripts/services.py``),
+    the outage MemOS and Mem0 see when their database goes away."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "services.py"
+    subprocess.run([sys.executable, str(script), "up" if up else "down", "postgres"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=120)
 
 
 def unique(prefix: str = "t") -> str:

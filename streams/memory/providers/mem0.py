@@ -61,7 +61,7 @@ from streams.adapters.http.client import (
 )
 from streams.memory.model import MEMORY_TYPES, USER_CUBE, MemoryCandidate, MemoryType, StoredMemory
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
-from streams.memory.rules.relative import relative_to_best
+from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked
 
 log = logging.getLogger(__name__)
 PERMANENT_UPSTREAM_CODES = frozenset({"provider_auth_failed", "provider_bad_request"})
@@ -86,13 +86,14 @@ class Mem0Provider:
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, *, api_key: str | None = None,
                  timeout_s: float = 10.0, retry: RetryPolicy = DEFAULT_RETRY,
-                 name: str = "mem0") -> None:
+                 name: str = "mem0", lexical_weight: float = LEXICAL_WEIGHT) -> None:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = {"X-API-Key": api_key} if api_key else {}
         self._timeout_s = timeout_s
         self._retry = retry
         self.name = name
+        self.lexical_weight = lexical_weight
 
     def _classify(self, operation: str, response: httpx.Response) -> ProviderError | None:
         """A 502 caused by Mem0's own model rejecting the call will not heal by retrying."""
@@ -172,8 +173,8 @@ class Mem0Provider:
                     seen.add(m.content.strip().lower())
                     unique.append(m)
             results = unique
-        return relative_to_best(sorted(results, key=lambda m: m.score, reverse=True),
-                                request.relativity)
+        return reranked(request.query, sorted(results, key=lambda m: m.score, reverse=True),
+                        request.relativity, lexical_weight=self.lexical_weight)
 
     async def _search_cube(self, scope: Scope, cube: str,
                            request: SearchRequest) -> list[StoredMemory]:

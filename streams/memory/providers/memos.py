@@ -21,8 +21,9 @@ and ``help/error_codes.md``. Every answer is ``{code, message, data}``.
   always ``"no"``: the server's MMR answers nothing on its postgres backend
   (code 200, no memories); a deduplicating search is done here instead
   (:func:`diverse`). ``relativity`` is 0: the server applies it as an absolute
-  floor (and scores a constant 0.5 under its default reranker), so it is
-  applied here, relative to the best hit (:mod:`streams.memory.rules.relative`).
+  floor (and scores a constant 0.5 under its default reranker), so the answer
+  is ranked and cut here (:func:`~streams.memory.rules.relative.reranked`:
+  the server's order mixed with memstream's BM25 over the returned memories).
   ``text_mem`` / ``pref_mem`` / ``tool_mem`` / ``skill_mem`` buckets become
   :class:`StoredMemory`: the score is ``metadata.relativity``; the type comes from
   the bucket or ``memory_type`` (``PreferenceMemory`` -> preference,
@@ -53,8 +54,15 @@ handlers of ``src/memos/api/exceptions.py``):
 - everything else (400, 422, 4xxxx parameter/auth/quota, 501xx) -> permanent
   :class:`ProviderRequestRejected`
 
-An add answers code 200 with ``data: []`` when the server's embedder (or its
-database) failed: retryable :class:`ProviderUnavailable`. A search whose
+An add answers code 200 with ``data: []`` when the server's embedder failed:
+retryable :class:`ProviderUnavailable`. With its database down it answers code
+200 and a ``memory_id`` it never wrote. So with ``verify_writes`` (the default)
+every add is read back before its id is returned: a search of the cube for the
+memory's own text (one embedding and one vector query on the server) must
+return that id, else the add fails with retryable :class:`ProviderUnavailable`
+and nothing is recorded as stored; the writer's next attempt first looks the
+memory up again (:class:`~streams.consolidation.writer.MemoryWriter` adopts it), so
+a write that did land is not stored twice. A search whose
 embedder failed answers code 200 with no memories, which cannot be told from a
 search that found nothing.
 
@@ -95,7 +103,7 @@ from streams.memory.model import (
 )
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
 from streams.memory.rules.mmr import Scored, mmr
-from streams.memory.rules.relative import relative_to_best
+from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked
 
 log = logging.getLogger(__name__)
 # where memstream keeps a memory's type in ``info``: MemOS deletes an ``info`` key
@@ -155,7 +163,8 @@ class MemOSProvider:
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, *, api_key: str | None = None,
                  timeout_s: float = 10.0, retry: RetryPolicy = DEFAULT_RETRY,
-                 mode: str = "fast", name: str = "memos") -> None:
+                 mode: str = "fast", name: str = "memos", verify_writes: bool = True,
+                 verify_top_k: int = 20, lexical_weight: float = LEXICAL_WEIGHT) -> None:
         self._client = client
         self._base = base_url.rstrip("/")
         self._headers = auth_headers(api_key, "Token")
@@ -163,6 +172,9 @@ class MemOSProvider:
         self._retry = retry
         self.mode = mode
         self.name = name
+        self.verify_writes = verify_writes
+        self.verify_top_k = verify_top_k
+        self.lexical_weight = lexical_weight
 
     async def _call(self, operation: str, path: str, body: dict[str, Any]) -> Any:
         """POST with retries; the ``data`` of a ``code == 200`` answer."""
@@ -211,8 +223,27 @@ class MemOSProvider:
                 "info": info,
             }
             data = await self._call("add", "/product/add", body)
-            written.append(self._added_id(data, ids.cube_id))
+            memory_id = self._added_id(data, ids.cube_id)
+            if self.verify_writes:
+                await self._read_back(ids, memory.content, memory_id)
+            written.append(memory_id)
         return WriteResult(ids=written)
+
+    async def _read_back(self, ids: MemOSIds, content: str, memory_id: str) -> None:
+        """Raise unless a search of the cube for ``content`` returns ``memory_id``."""
+        body = {"query": content, "user_id": ids.user_id, "readable_cube_ids": [ids.cube_id],
+                "mode": "fast", "top_k": self.verify_top_k, "relativity": 0.0, "dedup": "no",
+                "include_preference": False}
+        data = await self._call("verify", "/product/search", body)
+        found = {str(item.get("id")) for key in _BUCKETS
+                 for bucket in (data.get(key) or [] if isinstance(data, dict) else [])
+                 if isinstance(bucket, dict) and bucket.get("cube_id") == ids.cube_id
+                 for item in bucket.get("memories") or [] if isinstance(item, dict)}
+        if memory_id not in found:
+            raise ProviderUnavailable(
+                f"{self.name} add: answered memory_id {memory_id}, which a search of its cube "
+                "does not return (the server's database may be down); not recorded as stored",
+                provider=self.name, operation="add")
 
     def _added_id(self, data: Any, cube_id: str) -> str:
         if data == []:  # how the server answers an add its embedder or database failed
@@ -244,7 +275,7 @@ class MemOSProvider:
         data = await self._call("search", "/product/search", body)
         if not isinstance(data, dict):
             raise bad_answer(self.name, "search", "data is not an object")
-        found: dict[str, StoredMemory] = {}
+        lists: list[list[StoredMemory]] = []
         for key, bucket_type in _BUCKETS.items():
             for bucket in data.get(key) or []:
                 if not isinstance(bucket, dict):
@@ -252,14 +283,17 @@ class MemOSProvider:
                 cube = qualified.get(str(bucket.get("cube_id")))
                 if cube is None:  # a cube this request may not read: never returned
                     continue
-                for item in bucket.get("memories") or []:
-                    memory = self._stored(item, cube, bucket_type)
-                    if memory is not None and memory.id not in found:
-                        found[memory.id] = memory
-        results = sorted(found.values(), key=lambda m: m.score, reverse=True)
+                stored = (self._stored(item, cube, bucket_type)
+                          for item in bucket.get("memories") or [])
+                lists.append([m for m in stored if m is not None])
+        first: dict[str, StoredMemory] = {}
+        for m in _by_score(lists):
+            first.setdefault(m.id, m)
+        results = list(first.values())
         if request.keyword_only:
             results = [m for m in results if keyword_match(request.query, m.content)]
-        results = relative_to_best(results, request.relativity)
+        results = reranked(request.query, results, request.relativity,
+                           lexical_weight=self.lexical_weight)
         return diverse(results) if request.dedup else results
 
     def _stored(self, item: Any, cube: str, bucket_type: MemoryType | None) -> StoredMemory | None:
@@ -305,6 +339,14 @@ class MemOSProvider:
         body = {"writable_cube_ids": [memos_ids(scope, cube).cube_id],
                 "memory_ids": list(memory_ids)}
         await self._call("delete", "/product/delete_memory", body)
+
+
+def _by_score(lists: Sequence[Sequence[StoredMemory]]) -> list[StoredMemory]:
+    """The memories of all buckets, best score first; equal scores (the server's
+    constant 0.5) taken in turns from each bucket's own order, nearest first, so
+    that no cube or bucket goes first only for being listed first."""
+    turns = [(i, n, m) for n, bucket in enumerate(lists) for i, m in enumerate(bucket)]
+    return [m for _, _, m in sorted(turns, key=lambda t: (-t[2].score, t[0], t[1]))]
 
 
 def diverse(found: Sequence[StoredMemory]) -> list[StoredMemory]:
