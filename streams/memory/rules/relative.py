@@ -35,15 +35,6 @@ LEXICAL_WEIGHT = 0.75
 _SAME = 1e-9
 
 
-def relative_to_best(found: Sequence[StoredMemory], relativity: float) -> list[StoredMemory]:
-    """``found`` (best first) with scores relative to the best, below ``relativity`` gone."""
-    best = max((m.score for m in found), default=0.0)
-    if best <= 0:
-        return list(found)
-    out = [replace(m, score=round(m.score / best, 6)) for m in found]
-    return [m for m in out if m.score >= relativity]
-
-
 def provider_signal(found: Sequence[StoredMemory]) -> list[float]:
     """The provider's scores relative to its best, or its order when they are all equal."""
     scores = [max(m.score, 0.0) for m in found]
