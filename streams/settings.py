@@ -153,11 +153,29 @@ class WindowSettings(BaseModel):
     )
 
 
+class StatsToken(BaseModel):
+    """A bearer token of the stats API, by its SHA-256 (`memstream stats-token`)."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the token, hex.")
+    tenants: list[str] = Field(min_length=1, description='Tenants it may read; `"*"`: all.')
+
+
 class WebSettings(BaseModel):
     """The worker's HTTP server."""
 
     host: str = Field("127.0.0.1", description="Bind address of the worker's web server.")
     port: int = Field(6066, ge=1, le=65535, description="Port of /metrics, /health and /stats.")
+    stats_tokens: list[StatsToken] = Field(
+        default_factory=list, description=(
+            'Who may read /stats: JSON `[{"sha256": "<hex>", "tenants": ["acme"]}, ...]` '
+            "(`memstream stats-token` makes one). With none, /stats answers 401; /metrics "
+            "and /health/* stay open."),
+    )
+    faust_pages: bool = Field(
+        False, description=(
+            "Serve Faust's own /router and /table pages (the partition layout, and any "
+            "tenant's table state, without authentication)."),
+    )
     stats_max_limit: int = Field(
         100, ge=1, le=10_000, description="Largest `limit` a /stats list answer accepts."
     )
@@ -416,6 +434,17 @@ class QuerySettings(BaseModel):
     pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."
+    )
+    reply_topics: list[str] = Field(
+        ["*.replies", "*-replies"], description=(
+            "Where replies may go: shell-style patterns of `kafka_replyTopic` (JSON list); "
+            "`reply_topic` is always allowed and memstream's own topics never are. A request "
+            "naming another topic is dead-lettered (`reply_topic_not_allowed`)."),
+    )
+    reply_send_timeout_s: float = Field(
+        5.0, gt=0, description=(
+            "A reply the broker has not taken in this time (e.g. its topic does not exist) "
+            "is given up on; the caller's timeout reports it."),
     )
     group_id: str | None = Field(
         None,

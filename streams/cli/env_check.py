@@ -52,6 +52,9 @@ NOT_SETTINGS: Mapping[str, str] = {
     "MEMSTREAM_COMPOSE_WEB_PORT": "`docker-compose.yml`: host port of the worker's web server",
     "MEMSTREAM_COMPOSE_PROMETHEUS_PORT": "`docker-compose.yml`: host port of Prometheus",
     "MEMSTREAM_COMPOSE_GRAFANA_PORT": "`docker-compose.yml`: host port of Grafana",
+    "MEMSTREAM_COMPOSE_STATS_TOKEN": "`docker-compose.yml`: the /stats bearer token Grafana sends",
+    "MEMSTREAM_COMPOSE_STATS_TOKENS": "`docker-compose.yml`: the worker's "
+    "`MEMSTREAM_WEB__STATS_TOKENS`",
 }
 
 PREFIX: str = Settings.model_config.get("env_prefix") or ""

@@ -28,6 +28,7 @@ COMMANDS = [
     "streams.cli.query",
     "streams.cli.demo",
     "streams.cli.config",
+    "streams.cli.stats_token",
     "streams.cli.bench",
 ]
 

@@ -4,7 +4,10 @@ Every request that names a reply topic gets a reply — also a malformed one,
 with ``error`` set — unless its caller has given up: a request older than its
 ``options.timeout_ms`` (:mod:`streams.query.expiry`) is counted and not
 answered. A request that names no usable reply topic cannot be answered; it
-goes to the dead-letter topic with the reason, never silence.
+goes to the dead-letter topic with the reason, never silence. So does one
+whose reply topic :class:`~streams.query.rules.reply_targets.ReplyTargets`
+refuses (``reply_topic_not_allowed``): nothing is written there, and nothing
+of the request is read.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
 from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
+from streams.query.rules.reply_targets import ReplyTargets
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
+_ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReplyHeaders",
+                "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
 
 
 @dataclass(frozen=True)
@@ -48,10 +54,12 @@ def _short_errors(exc: ValidationError) -> str:
 
 class QueryProcessor:
     def __init__(self, engine: QueryEngine, dlq_topic: str, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 reply_targets: ReplyTargets | None = None) -> None:
         self.engine = engine
         self.dlq_topic = dlq_topic
         self.clock = clock
+        self.reply_targets = reply_targets
 
     def outdated(self, rec: SourceRecord) -> bool:
         """Older than any caller waits: skipped (and counted) without reading it."""
@@ -64,7 +72,7 @@ class QueryProcessor:
         DEAD_LETTERS.labels("query", reason).inc()
         return Answer(dead_letter=dead_letter(
             rec, dlq_topic=self.dlq_topic, stage="query", reason=reason,
-            error_class="NoReplyTopic" if reason == "no_reply_topic" else "BadReplyHeaders",
+            error_class=_ERROR_CLASS[reason],
             message=message,
         ))
 
@@ -80,6 +88,10 @@ class QueryProcessor:
             return self._dead(rec, "bad_reply_headers", str(exc))
         if addr is None:
             return self._dead(rec, "no_reply_topic", "the request has no kafka_replyTopic header")
+        if self.reply_targets is not None and (
+                why := self.reply_targets.refusal(addr.topic)) is not None:
+            log.warning("query reply to %r refused: %s", addr.topic, why)
+            return self._dead(rec, "reply_topic_not_allowed", f"{why}: {addr.topic}")
         doc = load_object(rec.value)
         if isinstance(doc, Rejected):
             return self._error(rec, addr, None,

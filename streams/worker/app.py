@@ -30,6 +30,10 @@ app = faust.App(
     web_host=settings.web.host,
     web_bind=settings.web.host,
     web_port=settings.web.port,
+    # Faust's /router (the partition layout) and /table (any tenant's session
+    # state) answer without authentication
+    web_router_enabled=settings.web.faust_pages,
+    web_tables_enabled=settings.web.faust_pages,
     web_in_thread=False,
     datadir=settings.kafka.data_dir,
     table_standby_replicas=0,

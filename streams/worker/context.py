@@ -166,7 +166,8 @@ class WorkerContext:
             wiring = await self.wiring()
             replies = ReplyPublisher(
                 self.settings.kafka.broker,
-                every_partition=self.settings.query.unaddressed_replies == "all_partitions")
+                every_partition=self.settings.query.unaddressed_replies == "all_partitions",
+                send_timeout_s=self.settings.query.reply_send_timeout_s)
             await replies.start()
             self._replies = replies
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))

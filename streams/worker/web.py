@@ -4,7 +4,11 @@
   sensor (prefixed ``faust_``, without its per-record series), one registry;
 * ``/health/live`` and ``/health/ready`` (:mod:`streams.worker.health`), over Faust's
   consumer and the query consumer;
-* ``/stats/*``, the read-only stats API (:mod:`streams.stats`).
+* ``/stats/*``, the read-only stats API (:mod:`streams.stats`), behind bearer
+  tokens (:mod:`streams.stats.access`).
+
+Faust's own ``/router`` and ``/table`` pages are off unless ``web.faust_pages``
+(``streams/worker/app.py``).
 
 :func:`install` also replaces Faust's monitor with :class:`KafkaMonitor`
 (commit latency, progress, rebalances), samples the lag of both consumers on a
@@ -28,6 +32,7 @@ from streams.adapters.kafka.progress import ProgressTracker
 from streams.clock import naive_utc_now
 from streams.query.consumer import QueryConsumer
 from streams.settings import Settings
+from streams.stats.access import StatsAccess, TokenGrant
 from streams.stats.http import install_stats
 from streams.stats.search_log import SearchLog
 from streams.stats.service import StatsService
@@ -104,7 +109,8 @@ def install(app: Any, runtime: Runtime, settings: Settings,
     w = settings.web
     stats = StatsService(engine, max_limit=w.stats_max_limit, max_buckets=w.stats_max_buckets,
                          timeout_s=w.stats_timeout_s)
-    install_stats(app, stats)
+    install_stats(app, stats, StatsAccess(
+        TokenGrant(t.sha256, frozenset(t.tenants)) for t in w.stats_tokens))
 
     @timer(app, SEARCH_LOG_PURGE_INTERVAL_S, on_leader=True, name="search-log-purge")
     async def purge_search_log() -> None:

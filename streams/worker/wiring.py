@@ -51,6 +51,7 @@ from streams.query.answering import DeliverReply, QueryAnswering
 from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.processor import QueryProcessor
+from streams.query.rules.reply_targets import ReplyTargets
 from streams.session.idle import IdleScanner
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
@@ -234,7 +235,11 @@ class Wiring:
                 user_share=q.user_share, pref_top_k=q.pref_top_k,
                 default_long_memory=s.consolidation.default_long_memory),
             p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
-        return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock)
+        own = [getattr(s.kafka, name) for name in type(s.kafka).model_fields
+               if name.endswith("_topic")]
+        targets = ReplyTargets.of([*q.reply_topics, q.reply_topic], own, s.kafka.app_id)
+        return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
+                              reply_targets=targets)
 
     def query_answering(self, deliver_reply: DeliverReply,
                         search_log: SearchRecorder | None = None, *,

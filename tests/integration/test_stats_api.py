@@ -11,15 +11,21 @@ from typing import Any
 import httpx
 import pytest
 
+from streams.stats.access import new_token, token_hash
 from tests.integration.conftest import Stack
 from tests.support import stats_api
 from tests.support.stats_load import BAD_REQUESTS, CASES, load
 from tests.support.worker import WorkerProcess
 
+ADMIN, ACME = new_token(), new_token()
+TOKENS = json.dumps([{"sha256": token_hash(ADMIN), "tenants": ["*"]},
+                     {"sha256": token_hash(ACME), "tenants": ["acme"]}])
+
 
 @pytest.fixture(scope="module")
 def worker(shared_stack: Stack) -> Iterator[WorkerProcess]:
-    w = shared_stack.worker().start()  # migrates the schema on start
+    # migrates the schema on start
+    w = shared_stack.worker(MEMSTREAM_WEB__STATS_TOKENS=TOKENS).start()
 
     async def fill() -> None:
         engine = shared_stack.engine()
@@ -36,8 +42,58 @@ def worker(shared_stack: Stack) -> Iterator[WorkerProcess]:
 @pytest.fixture(scope="module")
 def http(worker: WorkerProcess) -> Iterator[httpx.Client]:
     port = worker.env["MEMSTREAM_WEB__PORT"]
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10,
+                      headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def anonymous(worker: WorkerProcess) -> Iterator[httpx.Client]:
+    port = worker.env["MEMSTREAM_WEB__PORT"]
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
         yield client
+
+
+ENDPOINTS = [("/stats/overview", {}), ("/stats/top-agents", {"limit": "100"}),
+             ("/stats/memory-types", {"by": "cube"}), ("/stats/cubes/user_profile", {}),
+             ("/stats/trends", {"from": "2026-11-29", "to": "2026-12-01"}),
+             ("/stats/search-trends", {"from": "2026-11-29", "to": "2026-12-01"})]
+
+
+@pytest.mark.parametrize(("path", "extra"), ENDPOINTS)
+def test_no_data_without_the_right_token(anonymous: httpx.Client, path: str,
+                                         extra: dict[str, str]) -> None:
+    beta = {"tenant": "beta", **extra}
+    for headers, status, code in (
+            ({}, 401, "unauthorized"),
+            ({"Authorization": "Bearer not-a-token"}, 401, "unauthorized"),
+            ({"Authorization": f"Basic {ADMIN}"}, 401, "unauthorized"),
+            ({"Authorization": f"Bearer {token_hash(ADMIN)}"}, 401, "unauthorized"),
+            ({"Authorization": f"Bearer {ACME}"}, 403, "forbidden")):
+        r = anonymous.get(path, params=beta, headers=headers)
+        assert r.status_code == status, (headers, r.text)
+        assert r.json() == {"error": {"code": code, "message": r.json()["error"]["message"]}}
+        assert "beta" not in r.text and "memory" not in r.text
+        template = "/stats/cubes/{cube_id}" if path.startswith("/stats/cubes/") else path
+        stats_api.check_answer(template, status, r.json())
+        if status == 401:
+            assert r.headers["WWW-Authenticate"] == "Bearer"
+    # a repeated tenant is checked for each value before it is refused as repeated
+    r = anonymous.get(path, params=[("tenant", "acme"), ("tenant", "beta"), *extra.items()],
+                      headers={"Authorization": f"Bearer {ACME}"})
+    assert r.status_code == 403
+    r = anonymous.get(path, params={"tenant": "acme", **extra},
+                      headers={"Authorization": f"Bearer {ACME}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["tenant"] == "acme"
+
+
+def test_metrics_and_health_stay_open_and_faust_pages_are_off(anonymous: httpx.Client) -> None:
+    assert anonymous.get("/metrics").status_code == 200
+    assert anonymous.get("/health/live").status_code == 200
+    for page in ("/router/", "/table/sessions/", "/table/sessions/t1/c1/"):
+        r = anonymous.get(page)
+        assert r.status_code == 404, (page, r.status_code, r.text[:200])
 
 
 def _case_id(case: tuple[Any, ...]) -> str:

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.settings import WebSettings
+from streams.stats.access import StatsAccess
 from streams.stats.http import install_stats
 from streams.stats.service import StatsService
 from tests.support import stats_api
@@ -44,7 +45,7 @@ def test_the_document_is_valid_openapi_3_1() -> None:
 
 def test_routes_match() -> None:
     app = RecordingApp()
-    install_stats(app, service())
+    install_stats(app, service(), StatsAccess([]))
     assert set(app.pages) == set(stats_api.spec()["paths"])
     assert set(service().endpoints) == set(stats_api.spec()["paths"])
     for path in stats_api.spec()["paths"]:
@@ -79,7 +80,7 @@ def test_parameters_match(path: str) -> None:
 @pytest.mark.parametrize("path", sorted(service().endpoints))
 def test_answer_schemas_match(path: str) -> None:
     assert stats_api.response_schema(path) == service().endpoints[path].schema
-    for status in ("400", "503", "504"):
+    for status in ("400", "401", "403", "503", "504"):
         assert stats_api.response_schema(path, status) == "Error"
 
 

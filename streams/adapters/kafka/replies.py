@@ -23,7 +23,8 @@ class ReplyPublisher:
     """Sends replies and dead letters; a failed send is retried a few times,
     then logged (the caller's own timeout reports it)."""
 
-    def __init__(self, broker: str, attempts: int = 3, *, every_partition: bool = True) -> None:
+    def __init__(self, broker: str, attempts: int = 3, *, every_partition: bool = True,
+                 send_timeout_s: float = 5.0) -> None:
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker),
                                           linger_ms=0, acks=1)
         # a reply with no partition: one copy per partition of its topic (see
@@ -32,6 +33,9 @@ class ReplyPublisher:
         self._started = False
         self._lock = asyncio.Lock()
         self.attempts = attempts
+        # all attempts of one reply together: a topic that does not exist would
+        # otherwise hold the sender for the producer's metadata wait, per attempt
+        self.send_timeout_s = send_timeout_s
         self.backoff = Backoff(0.05)  # 0.05 s, then 0.1 s between the three attempts
 
     async def start(self) -> None:
@@ -46,8 +50,18 @@ class ReplyPublisher:
             self._started = False
 
     async def deliver(self, r: Outgoing) -> bool:
-        """Send one reply; True once the broker acknowledged it (every copy)."""
+        """Send one reply; True once the broker acknowledged it (every copy), False
+        when it could not be sent within ``send_timeout_s``."""
         await self.start()
+        try:
+            async with asyncio.timeout(self.send_timeout_s):
+                return await self._attempts(r)
+        except TimeoutError:
+            log.error("reply to %s not sent within %.1fs (does the topic exist?)",
+                      r.topic, self.send_timeout_s)
+            return False
+
+    async def _attempts(self, r: Outgoing) -> bool:
         for attempt in range(1, self.attempts + 1):
             try:
                 if r.partition is None and self.every_partition:
