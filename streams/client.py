@@ -10,6 +10,10 @@ Spring Kafka's ReplyingKafkaTemplate (``kafka_replyTopic``,
 ``kafka_correlationId``, ``kafka_replyPartition``). The client reads one
 partition of its reply topic (``memory.replies`` unless given) and matches
 replies by correlation id, so many clients may share the topic.
+
+A secured cluster: pass ``security=KafkaSecurity(protocol="SASL_SSL",
+sasl_mechanism="SCRAM-SHA-512", username=..., password=..., cafile=...)``
+(:mod:`streams.adapters.kafka.security`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
+from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
@@ -46,8 +51,10 @@ class MemoryClient:
         reply_partitions: int = 8,
         reply_partition: int | None = None,
         timeout_s: float = 5.0,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self.servers = bootstrap_servers(bootstrap)
+        self._options = security.client_options()
         self.request_topic = request_topic
         self.reply_topic = reply_topic
         self.reply_partitions = reply_partitions
@@ -68,7 +75,7 @@ class MemoryClient:
 
     async def _ensure_reply_topic(self, timeout_s: float = 30.0) -> int:
         """Create the reply topic when missing; wait until every partition has a leader."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.servers)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.servers, **self._options)
         await admin.start()
         try:
             loop = asyncio.get_running_loop()
@@ -95,9 +102,10 @@ class MemoryClient:
         count = await self._ensure_reply_topic()
         if self.reply_partition is None:
             self.reply_partition = random.randrange(count)
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.servers, linger_ms=0, acks=1)
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.servers, linger_ms=0, acks=1,
+                                          **self._options)
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, enable_auto_commit=False,
-                                          fetch_max_wait_ms=100)
+                                          fetch_max_wait_ms=100, **self._options)
         await self._producer.start()
         await self._consumer.start()
         tp = TopicPartition(self.reply_topic, self.reply_partition)

@@ -58,6 +58,23 @@ class KafkaSettings(BaseModel):
     agent_config_topic: str = Field(
         "memory.agent-config", description="Compacted agent configuration."
     )
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="How every Kafka client connects (docs/security.md)."
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        "PLAIN", description="SASL mechanism (with `SASL_SSL` / `SASL_PLAINTEXT`)."
+    )
+    sasl_username: str | None = Field(None, description="SASL user name.")
+    sasl_password: SecretStr | None = Field(None, description="SASL password.")
+    ssl_cafile: str | None = Field(
+        None, description="PEM file of the CAs the brokers' certificates are checked against; "
+        "unset: the system's trust store."
+    )
+    ssl_certfile: str | None = Field(None, description="PEM client certificate (mutual TLS).")
+    ssl_keyfile: str | None = Field(None, description="PEM private key of the client certificate.")
+    ssl_key_password: SecretStr | None = Field(
+        None, description="Password of `ssl_keyfile`, if it is encrypted."
+    )
     idle_topic: str = Field(
         "memory.session-idle",
         description="Internal: idle checks from the session scan to the ingest agent.",

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.admin import ensure_topics
-from streams.adapters.kafka.clients import publish_events
+from streams.adapters.kafka.clients import kafka_security, publish_events
 from streams.cli._common import fail
 from streams.cli.history import render_window
 from streams.cli.memories import as_doc, render_memories
@@ -183,7 +183,8 @@ class Demo:
              f'--agent {first["agent_id"]} --conversation {conversation} "{question}"')
         async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
                                 reply_topic=settings.query.reply_topic,
-                                timeout_s=self.args.timeout) as client:
+                                timeout_s=self.args.timeout,
+                                security=kafka_security(settings.kafka)) as client:
             reply = await client.query(tenant_id=first["tenant_id"], user_id=first["user_id"],
                                        agent_id=first["agent_id"], message=question,
                                        conversation_id=conversation, top_k=5)

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from streams.adapters.kafka.clients import kafka_security
 from streams.cli._common import fail, print_json
 from streams.client import MemoryClient, QueryTimeoutError
 from streams.settings import get_settings
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> dict[str, Any]:
         async with MemoryClient(s.kafka.broker, request_topic=s.kafka.queries_topic,
-                                reply_topic=s.query.reply_topic, timeout_s=args.timeout) as client:
+                                reply_topic=s.query.reply_topic, timeout_s=args.timeout,
+                                security=kafka_security(s.kafka)) as client:
             reply = await client.query(tenant_id=args.tenant, user_id=args.user,
                                        agent_id=args.agent, message=args.message,
                                        conversation_id=args.conversation,

@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.publish import SourceRecord
+from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class QueryConsumerConfig:
     instance_id: str | None = None
     concurrency: int = 16
     drain_timeout_s: float = 3.0
+    security: KafkaSecurity = PLAINTEXT
 
 
 def kafka_consumer(c: QueryConsumerConfig) -> Any:
@@ -36,7 +38,7 @@ def kafka_consumer(c: QueryConsumerConfig) -> Any:
         auto_offset_reset="earliest", session_timeout_ms=int(c.session_timeout_s * 1000),
         heartbeat_interval_ms=int(c.heartbeat_interval_s * 1000),
         rebalance_timeout_ms=int((c.session_timeout_s + c.drain_timeout_s) * 1000),
-        max_poll_records=c.concurrency,
+        max_poll_records=c.concurrency, **c.security.client_options(),
     )
 
 

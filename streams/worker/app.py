@@ -5,10 +5,26 @@ from __future__ import annotations
 
 import faust
 
+from streams.adapters.kafka.clients import kafka_security
+from streams.adapters.kafka.security import KafkaSecurity
 from streams.settings import get_settings
 from streams.worker.faust_glue import delivery_settings
 
 settings = get_settings()
+
+
+def broker_credentials(security: KafkaSecurity) -> faust.auth.Credentials | None:
+    """Faust's form of the Kafka security settings (the other clients take
+    :meth:`KafkaSecurity.client_options`)."""
+    security.check()
+    if security.sasl:
+        return faust.SASLCredentials(username=security.username, password=security.password,
+                                     mechanism=security.sasl_mechanism,
+                                     ssl_context=security.ssl_context())
+    if security.tls:
+        return faust.SSLCredentials(security.ssl_context())
+    return None
+
 
 app = faust.App(
     settings.kafka.app_id,
@@ -35,6 +51,7 @@ app = faust.App(
     web_router_enabled=settings.web.faust_pages,
     web_tables_enabled=settings.web.faust_pages,
     web_in_thread=False,
+    broker_credentials=broker_credentials(kafka_security(settings.kafka)),
     datadir=settings.kafka.data_dir,
     table_standby_replicas=0,
     Worker="streams.worker.faust_glue:QuietWorker",

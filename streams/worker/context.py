@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
+from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import Outgoing, ProducerPublisher
 from streams.adapters.kafka.replies import ReplyPublisher
@@ -167,7 +168,8 @@ class WorkerContext:
             replies = ReplyPublisher(
                 self.settings.kafka.broker,
                 every_partition=self.settings.query.unaddressed_replies == "all_partitions",
-                send_timeout_s=self.settings.query.reply_send_timeout_s)
+                send_timeout_s=self.settings.query.reply_send_timeout_s,
+                security=kafka_security(self.settings.kafka))
             await replies.start()
             self._replies = replies
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))

@@ -30,6 +30,7 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.reprocess_claims import ReprocessClaims
 from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
+from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.kafka.publish import Publisher, SourceRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
@@ -269,4 +270,5 @@ def query_consumer_config(s: Settings) -> QueryConsumerConfig:
         client_id=f"{group}.{q.instance_id or socket.gethostname()}.{os.getpid()}",
         session_timeout_s=q.session_timeout_s, heartbeat_interval_s=q.heartbeat_interval_s,
         instance_id=q.instance_id, concurrency=q.concurrency, drain_timeout_s=q.drain_timeout_s,
+        security=kafka_security(s.kafka),
     )

@@ -17,6 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
+from streams.adapters.kafka.clients import client_options, kafka_security
+from streams.adapters.kafka.security import refusal
 from streams.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -56,15 +58,16 @@ def copartitioned(k: KafkaSettings) -> set[str]:
 
 async def ensure_topics(k: KafkaSettings, *, timeout_s: float = 60.0) -> list[str]:
     """Create missing topics; return the names created. Raises TopicLayoutError on a mismatch."""
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap_servers(k.broker), request_timeout_ms=15000
-    )
+    admin = AIOKafkaAdminClient(**client_options(k), request_timeout_ms=15000)
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         try:
             await admin.start()
             break
         except KafkaError as exc:
+            # refused credentials or TLS will not heal by waiting: say so, once
+            if (why := await refusal(bootstrap_servers(k.broker), kafka_security(k))) is not None:
+                raise TopicLayoutError(f"Kafka at {k.broker}: {why}") from exc
             if asyncio.get_running_loop().time() > deadline:
                 raise TopicLayoutError(f"Kafka at {k.broker} is not reachable: {exc}") from exc
             await asyncio.sleep(1.0)

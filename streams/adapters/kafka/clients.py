@@ -11,19 +11,35 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
+from streams.adapters.kafka.security import KafkaSecurity
 from streams.settings import KafkaSettings
+
+
+def kafka_security(k: KafkaSettings) -> KafkaSecurity:
+    """The Kafka security settings as plain values (secrets revealed here only)."""
+    return KafkaSecurity(
+        protocol=k.security_protocol, sasl_mechanism=k.sasl_mechanism, username=k.sasl_username,
+        password=k.sasl_password.get_secret_value() if k.sasl_password else None,
+        cafile=k.ssl_cafile, certfile=k.ssl_certfile, keyfile=k.ssl_keyfile,
+        key_password=k.ssl_key_password.get_secret_value() if k.ssl_key_password else None)
+
+
+def client_options(k: KafkaSettings) -> dict[str, Any]:
+    """``bootstrap_servers`` and the security options of every aiokafka client."""
+    return {"bootstrap_servers": bootstrap_servers(k.broker),
+            **kafka_security(k).client_options()}
 
 
 def producer(k: KafkaSettings, **kwargs: Any) -> AIOKafkaProducer:
     opts: dict[str, Any] = {"acks": "all", "linger_ms": 5, "max_batch_size": 1 << 20}
     opts.update(kwargs)
-    return AIOKafkaProducer(bootstrap_servers=bootstrap_servers(k.broker), **opts)
+    return AIOKafkaProducer(**client_options(k), **opts)
 
 
 def consumer(k: KafkaSettings, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
     opts: dict[str, Any] = {"auto_offset_reset": "earliest", "enable_auto_commit": False}
     opts.update(kwargs)
-    return AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap_servers(k.broker), **opts)
+    return AIOKafkaConsumer(*topics, **client_options(k), **opts)
 
 
 def chat_key(event: dict[str, Any]) -> bytes:
@@ -54,7 +70,7 @@ async def publish_events(
 async def partitions(k: KafkaSettings, topic: str) -> list[int]:
     """The partition numbers of ``topic`` ([] when it does not exist). A plain
     consumer knows the partitions of the topics it subscribed to only."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(k.broker))
+    admin = AIOKafkaAdminClient(**client_options(k))
     await admin.start()
     try:
         described = await admin.describe_topics([topic])

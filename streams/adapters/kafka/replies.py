@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaProducer
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.publish import Outgoing
+from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.backoff import Backoff
 
 log = logging.getLogger(__name__)
@@ -24,9 +25,9 @@ class ReplyPublisher:
     then logged (the caller's own timeout reports it)."""
 
     def __init__(self, broker: str, attempts: int = 3, *, every_partition: bool = True,
-                 send_timeout_s: float = 5.0) -> None:
+                 send_timeout_s: float = 5.0, security: KafkaSecurity = PLAINTEXT) -> None:
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker),
-                                          linger_ms=0, acks=1)
+                                          linger_ms=0, acks=1, **security.client_options())
         # a reply with no partition: one copy per partition of its topic (see
         # QuerySettings.unaddressed_replies), else the producer's choice by key
         self.every_partition = every_partition

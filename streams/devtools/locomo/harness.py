@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 
 from streams.adapters.db.engine import create_engine
 from streams.adapters.db.schema.consolidation import consolidation_run
-from streams.adapters.kafka.clients import publish_events
+from streams.adapters.kafka.clients import kafka_security, publish_events
 from streams.client import MemoryClient
 from streams.clock import aware_utc
 from streams.devtools.locomo.dataset import Sample
@@ -104,7 +104,8 @@ async def ask_all(settings: Settings, samples: Sequence[Sample], opts: HarnessOp
     sem = asyncio.Semaphore(opts.in_flight)
     async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
                             reply_topic=settings.query.reply_topic,
-                            timeout_s=opts.query_timeout_s) as client:
+                            timeout_s=opts.query_timeout_s,
+                            security=kafka_security(settings.kafka)) as client:
 
         async def one(q: Any) -> None:
             async with sem:
