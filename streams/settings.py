@@ -87,7 +87,8 @@ class DatabaseSettings(BaseModel):
 
     url: SecretStr = Field(
         SecretStr("sqlite+aiosqlite:///./memstream.db"),
-        description="SQLAlchemy URL; `mysql+aiomysql://user:pw@host:3306/db` for MySQL.",
+        description="SQLAlchemy URL; `mysql+aiomysql://user:pw@host:3306/db` for MySQL (TLS: "
+        "`?ssl_ca=/path/ca.pem`, also `ssl_cert`, `ssl_key`, `ssl_check_hostname`).",
     )
     pool_size: int = Field(10, ge=1, description="Connection pool size (MySQL).")
     connect_timeout_s: float = Field(5.0, gt=0, description="Connect timeout.")
@@ -98,7 +99,9 @@ class RedisSettings(BaseModel):
     """The hot cache of recent messages and summaries; unset `url` turns it off."""
 
     url: SecretStr | None = Field(
-        None, description="`redis://host:6379/0`; unset turns the cache off."
+        None, description="`redis://host:6379/0`; unset turns the cache off. TLS: "
+        "`rediss://:password@host:6380/0?ssl_ca_certs=/path/ca.pem` (also `ssl_certfile`, "
+        "`ssl_keyfile`)."
     )
     key_prefix: str = Field("ms", description="Prefix of every key memstream writes.")
     history_max: int = Field(200, ge=1, description="Messages kept per conversation list.")

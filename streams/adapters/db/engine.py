@@ -1,12 +1,21 @@
-"""Engine creation and the dialect differences the stores need."""
+"""Engine creation and the dialect differences the stores need.
+
+MySQL over TLS: the URL's ``ssl_ca``, ``ssl_cert``, ``ssl_key`` and
+``ssl_check_hostname`` (default true) query parameters, or ``ssl=true`` for
+the system's CAs, become the TLS context of every connection (aiomysql takes a
+context, not the driver options SQLAlchemy would pass)::
+
+    mysql+aiomysql://memstream:pw@db:3306/memstream?ssl_ca=/etc/ssl/db-ca.pem
+"""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from sqlalchemy import Table
 from sqlalchemy.dialects import mysql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert
 
@@ -14,7 +23,7 @@ from streams.settings import DatabaseSettings
 
 
 def create_engine(settings: DatabaseSettings) -> AsyncEngine:
-    url = make_url(settings.url.get_secret_value())
+    url, context = mysql_tls(make_url(settings.url.get_secret_value()))
     kwargs: dict[str, Any] = {"echo": settings.echo}
     if url.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": settings.connect_timeout_s * 6}
@@ -25,9 +34,32 @@ def create_engine(settings: DatabaseSettings) -> AsyncEngine:
             pool_pre_ping=True,
             pool_recycle=1800,
             pool_timeout=settings.connect_timeout_s,
-            connect_args={"connect_timeout": int(max(1, settings.connect_timeout_s))},
+            connect_args={"connect_timeout": int(max(1, settings.connect_timeout_s)),
+                          **({"ssl": context} if context is not None else {})},
         )
     return create_async_engine(url, **kwargs)
+
+
+TLS_PARAMS = ("ssl", "ssl_ca", "ssl_cert", "ssl_key", "ssl_check_hostname")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def mysql_tls(url: URL) -> tuple[URL, ssl.SSLContext | None]:
+    """The URL without its TLS parameters, and the TLS context they describe (None:
+    no TLS asked for). Raises ValueError on a certificate without its key."""
+    if url.get_backend_name() != "mysql" or not any(p in url.query for p in TLS_PARAMS):
+        return url, None
+    q = {k: v if isinstance(v, str) else v[-1] for k, v in url.query.items()}
+    rest = url.difference_update_query(TLS_PARAMS)
+    if q.get("ssl", "true").lower() not in _TRUE and not q.get("ssl_ca"):
+        return rest, None
+    if bool(q.get("ssl_cert")) != bool(q.get("ssl_key")):
+        raise ValueError("database URL: ssl_cert and ssl_key go together")
+    context = ssl.create_default_context(cafile=q.get("ssl_ca"))
+    context.check_hostname = q.get("ssl_check_hostname", "true").lower() in _TRUE
+    if q.get("ssl_cert"):
+        context.load_cert_chain(q["ssl_cert"], q["ssl_key"])
+    return rest, context
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:
