@@ -13,7 +13,8 @@ replies by correlation id, so many clients may share the topic.
 
 A secured cluster: pass ``security=KafkaSecurity(protocol="SASL_SSL",
 sasl_mechanism="SCRAM-SHA-512", username=..., password=..., cafile=...)``
-(:mod:`streams.adapters.kafka.security`).
+(:mod:`streams.adapters.kafka.security`). With ``signing_key`` (the tenant's
+key) every query is signed (:mod:`streams.wire.signing`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
@@ -34,6 +36,7 @@ from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
+from streams.wire.signing import signed_headers
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
 
 
@@ -52,9 +55,11 @@ class MemoryClient:
         reply_partition: int | None = None,
         timeout_s: float = 5.0,
         security: KafkaSecurity = PLAINTEXT,
+        signing_key: str | None = None,
     ) -> None:
         self.servers = bootstrap_servers(bootstrap)
         self._options = security.client_options()
+        self.signing_key = signing_key
         self.request_topic = request_topic
         self.reply_topic = reply_topic
         self.reply_partitions = reply_partitions
@@ -180,7 +185,8 @@ class MemoryClient:
             conversation_id=conversation_id, message=message, context=context,
             options=QueryOptions(**options),
         )
-        return await self.send_raw(
-            request.model_dump_json(exclude_none=True).encode(),
-            key=f"{tenant_id}/{user_id}".encode(), timeout_s=timeout_s,
-        )
+        body = request.model_dump_json(exclude_none=True).encode()
+        signed = (signed_headers(self.signing_key, int(time.time()), body)
+                  if self.signing_key is not None else None)
+        return await self.send_raw(body, key=f"{tenant_id}/{user_id}".encode(),
+                                   timeout_s=timeout_s, headers=signed)

@@ -461,6 +461,20 @@ class QuerySettings(BaseModel):
             "`reply_topic` is always allowed and memstream's own topics never are. A request "
             "naming another topic is dead-lettered (`reply_topic_not_allowed`)."),
     )
+    require_signature: bool = Field(
+        False, description=(
+            "Answer only queries signed with their tenant's key (`tenant_keys`); others get "
+            "an `unauthorized` error reply and nothing of the tenant (docs/security.md)."),
+    )
+    tenant_keys: dict[str, SecretStr] = Field(
+        default_factory=dict, description=(
+            'Signing keys by tenant, JSON `{"acme": "<key>", ...}`; used when '
+            "`require_signature` is on."),
+    )
+    signature_max_age_s: float = Field(
+        300.0, gt=0, description="How far a signed query's timestamp may be from the worker's "
+        "clock, either way."
+    )
     reply_send_timeout_s: float = Field(
         5.0, gt=0, description=(
             "A reply the broker has not taken in this time (e.g. its topic does not exist) "

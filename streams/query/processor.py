@@ -7,14 +7,16 @@ answered. A request that names no usable reply topic cannot be answered; it
 goes to the dead-letter topic with the reason, never silence. So does one
 whose reply topic :class:`~streams.query.rules.reply_targets.ReplyTargets`
 refuses (``reply_topic_not_allowed``): nothing is written there, and nothing
-of the request is read.
+of the request is read. With :class:`Signing`, a request not signed with its
+tenant's key gets an ``unauthorized`` error reply carrying its ``request_id``
+only.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -24,14 +26,29 @@ from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_RE
 from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.rules.reply_targets import ReplyTargets
+from streams.wire.headers import header
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
+from streams.wire.signing import SIGNATURE, TIMESTAMP, refusal
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
 _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReplyHeaders",
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
+
+
+@dataclass(frozen=True)
+class Signing:
+    """Signed queries required (:mod:`streams.wire.signing`)."""
+
+    keys: Mapping[str, str]
+    max_age_s: float = 300.0
+
+    def refusal(self, tenant: str, rec: SourceRecord, now: float) -> str | None:
+        return refusal(self.keys, tenant, header(rec.headers, TIMESTAMP),
+                       header(rec.headers, SIGNATURE), rec.value or b"", now=now,
+                       max_age_s=self.max_age_s)
 
 
 @dataclass(frozen=True)
@@ -55,11 +72,13 @@ def _short_errors(exc: ValidationError) -> str:
 class QueryProcessor:
     def __init__(self, engine: QueryEngine, dlq_topic: str, *,
                  clock: Callable[[], float] = time.time,
-                 reply_targets: ReplyTargets | None = None) -> None:
+                 reply_targets: ReplyTargets | None = None,
+                 signing: Signing | None = None) -> None:
         self.engine = engine
         self.dlq_topic = dlq_topic
         self.clock = clock
         self.reply_targets = reply_targets
+        self.signing = signing
 
     def outdated(self, rec: SourceRecord) -> bool:
         """Older than any caller waits: skipped (and counted) without reading it."""
@@ -104,6 +123,13 @@ class QueryProcessor:
                 return Answer(expired=True)
         except ValidationError as exc:
             return self._error(rec, addr, doc, _short_errors(exc), start)
+        if self.signing is not None and (why := self.signing.refusal(
+                query.tenant_id, rec, self.clock())) is not None:
+            log.warning("query %s of tenant %r refused: %s", query.request_id, query.tenant_id,
+                        why)
+            QUERY_REPLIES.labels("error").inc()
+            return self._reply(rec, addr, MemoryReply(
+                request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         try:
             reply = await self.engine.answer(query)
             if ignored := unknown_fields(doc):

@@ -104,7 +104,7 @@ class ReplyMemory(BaseModel):
 
 
 class ReplyError(BaseModel):
-    code: Literal["bad_request", "internal", "timeout"]
+    code: Literal["bad_request", "internal", "timeout", "unauthorized"]
     message: str
 
 

@@ -51,7 +51,7 @@ from streams.query.answered import AnsweredRequests
 from streams.query.answering import DeliverReply, QueryAnswering
 from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
-from streams.query.processor import QueryProcessor
+from streams.query.processor import QueryProcessor, Signing
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.session.idle import IdleScanner
 from streams.session.reader import SessionReader
@@ -239,8 +239,10 @@ class Wiring:
         own = [getattr(s.kafka, name) for name in type(s.kafka).model_fields
                if name.endswith("_topic")]
         targets = ReplyTargets.of([*q.reply_topics, q.reply_topic], own, s.kafka.app_id)
+        signing = Signing({t: k.get_secret_value() for t, k in q.tenant_keys.items()},
+                          q.signature_max_age_s) if q.require_signature else None
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
-                              reply_targets=targets)
+                              reply_targets=targets, signing=signing)
 
     def query_answering(self, deliver_reply: DeliverReply,
                         search_log: SearchRecorder | None = None, *,

@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.clients import client_options, kafka_security
-from streams.adapters.kafka.security import refusal
+from streams.adapters.kafka.security import credentials_refusal
 from streams.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,8 @@ async def ensure_topics(k: KafkaSettings, *, timeout_s: float = 60.0) -> list[st
             break
         except KafkaError as exc:
             # refused credentials or TLS will not heal by waiting: say so, once
-            if (why := await refusal(bootstrap_servers(k.broker), kafka_security(k))) is not None:
+            why = await credentials_refusal(bootstrap_servers(k.broker), kafka_security(k))
+            if why is not None:
                 raise TopicLayoutError(f"Kafka at {k.broker}: {why}") from exc
             if asyncio.get_running_loop().time() > deadline:
                 raise TopicLayoutError(f"Kafka at {k.broker} is not reachable: {exc}") from exc

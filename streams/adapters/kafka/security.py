@@ -90,7 +90,7 @@ class KafkaSecurity:
 PLAINTEXT = KafkaSecurity()
 
 
-async def refusal(servers: list[str], security: KafkaSecurity, timeout_s: float = 10.0
+async def credentials_refusal(servers: list[str], security: KafkaSecurity, timeout_s: float = 10.0
                   ) -> str | None:
     """Why the first reachable broker refuses this client's credentials or TLS, or
     None (reachable and accepted, or not reachable at all: that is worth waiting
