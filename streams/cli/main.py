@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from streams import __version__
 from streams.cli._common import fail
 from streams.cli.env_check import UnknownSettingsError, check_environment
+from streams.redaction import redact_logs
 
 # each module defines ``register(subparsers)``; its parser sets ``func``
 COMMANDS = [
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    redact_logs()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -28,6 +28,7 @@ from streams.clock import naive_utc
 from streams.memory.provider import ProviderError, Scope
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import MEMORIES_EXPIRED
+from streams.redaction import error_text
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class ExpirySweeper:
                 next_at = now + timedelta(seconds=self.backoff.delay(item.attempts + 1))
                 log.warning("expiry of %s in %s still failing (attempt %d): %s",
                             item.memory_ids, item.cube, item.attempts + 1, exc)
-                await self.store.failed(item, f"{type(exc).__name__}: {exc}", next_at)
+                await self.store.failed(item, error_text(exc), next_at)
                 continue
             MEMORIES_EXPIRED.labels(item.provider).inc(len(item.memory_ids))
             await self.store.done(item, now)

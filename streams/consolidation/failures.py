@@ -46,6 +46,7 @@ from streams.backoff import Backoff
 from streams.clock import aware_utc
 from streams.memory.provider import PermanentProviderError, RetryableProviderError
 from streams.memory.registry import ProviderNotConfigured
+from streams.redaction import redacted
 from streams.wire.headers import Headers, header
 
 ATTEMPT = "memstream.attempt"
@@ -87,7 +88,7 @@ def classify(exc: BaseException) -> Failure:
     """A database error is ``infrastructure`` only when it is transient
     (:mod:`streams.adapters.db.errors`): an error the data will always get goes through the
     retry topic, whose attempts are bounded, instead of being waited out for ever."""
-    name, text = type(exc).__name__, str(exc)
+    name, text = type(exc).__name__, redacted(str(exc))
     if isinstance(exc, CubeLockError):
         reason = "cube_lock_timeout" if isinstance(exc, CubeLockTimeout) else "cube_lock_lost"
         return Failure("infrastructure", reason, name, text)

@@ -58,6 +58,7 @@ from streams.memory.model import CubeKey, StoredMemory, cube_key
 from streams.memory.provider import PermanentProviderError, ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderHandle
 from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
+from streams.redaction import error_text
 
 log = logging.getLogger(__name__)
 RECHECK_DECIDER = "recheck"
@@ -293,7 +294,7 @@ class MemoryWriter:
         except ProviderError as exc:
             log.warning("run %s: expiring %s failed, left for the sweeper: %s",
                         run.closed_id, list(row.expire_ids), exc)
-            await self.expiries.hand_over(run, row, f"{type(exc).__name__}: {exc}", self._now(),
+            await self.expiries.hand_over(run, row, error_text(exc), self._now(),
                                           self.expiry_retry_s)
             stats.expiries_pending += 1
             return

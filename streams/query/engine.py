@@ -40,6 +40,7 @@ from streams.metrics import (
 from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.query.rules.query_text import build_query_text
 from streams.query.rules.window_access import may_read_window
+from streams.redaction import error_text
 from streams.session.reader import SessionReader
 from streams.tokens import CountTokens
 from streams.wire.query import (
@@ -223,6 +224,6 @@ def _warning(code: str, exc: BaseException) -> Warning_:
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return Warning_(code=code, message="timed out")
     if isinstance(exc, ProviderError):
-        return Warning_(code=code, message=f"{type(exc).__name__}: {exc}")
+        return Warning_(code=code, message=error_text(exc))
     log.warning("query part failed: %s", code, exc_info=exc)
     return Warning_(code=code, message=type(exc).__name__)

@@ -56,6 +56,7 @@ from faust.types import TP
 
 from streams.adapters.kafka.publish import SourceRecord
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
+from streams.redaction import redact_logs
 from streams.session.table import SessionTable
 from streams.wire.headers import Headers
 from streams.worker.commit_guard import CommitGuard
@@ -303,3 +304,4 @@ class QuietWorker(faust.Worker):
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         self.spinner = None
         super().on_setup_root_logger(logger, level)
+        redact_logs(logger)  # no SQL, row contents or credentials in any log line

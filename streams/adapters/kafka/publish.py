@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from streams.redaction import redacted
 from streams.wire.headers import Headers
 
 TPKey = tuple[str, int]  # (topic, partition): where a record was read
@@ -89,7 +90,7 @@ def dead_letter(
         ("memstream.stage", stage.encode()),
         ("memstream.error.reason", reason.encode()),
         ("memstream.error.class", error_class.encode()),
-        ("memstream.error.message", message[:1000].encode("utf-8", "replace")),
+        ("memstream.error.message", redacted(message)[:1000].encode("utf-8", "replace")),
         ("memstream.source.topic", record.topic.encode()),
         ("memstream.source.partition", str(record.partition).encode()),
         ("memstream.source.offset", str(record.offset).encode()),
