@@ -61,8 +61,12 @@ class KafkaSettings(BaseModel):
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="How every Kafka client connects (docs/security.md)."
     )
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] = Field(
         "PLAIN", description="SASL mechanism (with `SASL_SSL` / `SASL_PLAINTEXT`)."
+    )
+    sasl_oauth_token_file: str | None = Field(
+        None, description="OAUTHBEARER: file holding the token, read at every authentication "
+        "(whatever refreshes the token rewrites it)."
     )
     sasl_username: str | None = Field(None, description="SASL user name.")
     sasl_password: SecretStr | None = Field(None, description="SASL password.")

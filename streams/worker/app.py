@@ -17,6 +17,9 @@ def broker_credentials(security: KafkaSecurity) -> faust.auth.Credentials | None
     """Faust's form of the Kafka security settings (the other clients take
     :meth:`KafkaSecurity.client_options`)."""
     security.check()
+    if security.sasl and security.sasl_mechanism == "OAUTHBEARER":
+        return faust.OAuthCredentials(oauth_cb=security.token_provider(),
+                                      ssl_context=security.ssl_context())
     if security.sasl:
         return faust.SASLCredentials(username=security.username, password=security.password,
                                      mechanism=security.sasl_mechanism,

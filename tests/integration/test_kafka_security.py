@@ -1,6 +1,6 @@
 """memstream on a secured Kafka: a broker of the test's own with a ``SASL_SSL``
-listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; SCRAM users created when its
-storage is formatted) and an ``SSL`` listener requiring a client certificate,
+listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; SCRAM users created
+when its storage is formatted) and an ``SSL`` listener requiring a client certificate,
 certificates generated here. The command line, the worker and ``MemoryClient``
 connect with the settings alone; a wrong password is one clear error and a
 non-zero exit, not a retry loop."""
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from streams.adapters.kafka.security import KafkaSecurity
 from streams.client import MemoryClient
@@ -42,7 +43,7 @@ def memstream(env: dict[str, str], *args: str, timeout: float = 90
 
 @pytest.mark.parametrize(("protocol", "mechanism"), [
     ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512"),
-    ("SSL", "client certificate")])
+    ("SASL_SSL", "OAUTHBEARER"), ("SSL", "client certificate")])
 def test_the_command_line_works_over_each_mechanism(broker: SecureKafka, stack: Stack,
                                                     protocol: str, mechanism: str) -> None:
     env = {**stack.env(), **broker.env(protocol, mechanism)}
@@ -95,4 +96,22 @@ async def test_the_worker_and_memory_client_over_sasl_ssl(broker: SecureKafka, s
             if len(said) == 3 or time.monotonic() > deadline:
                 break
         assert said == [f"secure message {i}" for i in range(3)], reply
+
+        # a reply topic that does not exist (this broker creates none): given up on
+        # after MEMSTREAM_QUERY__REPLY_SEND_TIMEOUT_S, and the worker answers on
+        producer = AIOKafkaProducer(bootstrap_servers=env["MEMSTREAM_KAFKA__BROKER"][8:],
+                                    **security.client_options())
+        await producer.start()
+        try:
+            await producer.send_and_wait(stack.topics["queries"], json.dumps({
+                "tenant_id": "t1", "user_id": "u1", "agent_id": "a1", "message": "hello?"}
+            ).encode(), key=b"t1/u1", headers=[
+                ("kafka_replyTopic", f"{stack.name}.missing.replies".encode()),
+                ("kafka_correlationId", b"lost")])
+        finally:
+            await producer.stop()
+        worker.wait_for_log("not sent within 5.0s", 60)
+        again = await client.query(tenant_id="t1", user_id="u1", agent_id="a1",
+                                   message="still there?", conversation_id="c1")
+        assert again.error is None and again.short_term is not None
     assert "refused" not in worker.log_text()

@@ -4,8 +4,9 @@ The certificates (a CA, the broker's for ``127.0.0.1``/``localhost``, a client's
 are generated with ``cryptography``. The broker runs in KRaft mode from the
 jars of :mod:`streams.devtools.embedded_broker`, with listeners
 
-- ``SASL_SSL``: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (SCRAM users created at
-  storage-format time, PLAIN users in the listener's JAAS configuration);
+- ``SASL_SSL``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM users created at
+  storage-format time, PLAIN users in the listener's JAAS configuration) and
+  OAUTHBEARER (Kafka's unsecured-token validator: a JWT with ``alg: none``);
 - ``SSL`` requiring a client certificate signed by the CA;
 - ``INTERNAL`` plaintext between broker and controller only.
 
@@ -14,8 +15,10 @@ It is started and stopped by its own pid.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import ipaddress
+import json
 import signal
 import subprocess
 import time
@@ -85,6 +88,14 @@ def make_certs(folder: Path) -> Certs:
     return certs
 
 
+def unsecured_jwt(subject: str, lifetime_s: int = 3600) -> str:
+    """A token Kafka's unsecured OAUTHBEARER validator accepts (no signature)."""
+    def part(doc: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+    now = int(time.time())
+    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + lifetime_s})}."
+
+
 class SecureKafka:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -109,7 +120,9 @@ class SecureKafka:
             "controller.listener.names=CONTROLLER", "inter.broker.listener.name=INTERNAL",
             "listener.security.protocol.map=INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
             "SASL_SSL:SASL_SSL,SSL:SSL",
-            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common."
+            "security.oauthbearer.OAuthBearerLoginModule required;",
             f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas_plain}",
             f"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config={scram}",
             f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}",
@@ -164,7 +177,12 @@ class SecureKafka:
         env = {"MEMSTREAM_KAFKA__BROKER": f"kafka://127.0.0.1:{port}",
                "MEMSTREAM_KAFKA__SECURITY_PROTOCOL": protocol,
                "MEMSTREAM_KAFKA__SSL_CAFILE": str(self.certs.ca)}
-        if protocol == "SASL_SSL":
+        if protocol == "SASL_SSL" and mechanism == "OAUTHBEARER":
+            token = self.workdir / "oauth.token"
+            token.write_text(unsecured_jwt(USER))
+            env.update({"MEMSTREAM_KAFKA__SASL_MECHANISM": mechanism,
+                        "MEMSTREAM_KAFKA__SASL_OAUTH_TOKEN_FILE": str(token)})
+        elif protocol == "SASL_SSL":
             env.update({"MEMSTREAM_KAFKA__SASL_MECHANISM": mechanism,
                         "MEMSTREAM_KAFKA__SASL_USERNAME": USER,
                         "MEMSTREAM_KAFKA__SASL_PASSWORD": password})

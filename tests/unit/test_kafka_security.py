@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,8 @@ from streams.adapters.kafka.security import KafkaSecurity, KafkaSecurityError
     (KafkaSecurity("TLS"), "security_protocol 'TLS'"),
     (KafkaSecurity("SSL", certfile="c.pem"), "both ssl_certfile and ssl_keyfile"),
     (KafkaSecurity("PLAINTEXT", cafile="ca.pem"), "security_protocol is PLAINTEXT"),
+    (KafkaSecurity("SASL_SSL", "OAUTHBEARER", oauth_token_file="/t"), None),
+    (KafkaSecurity("SASL_SSL", "OAUTHBEARER"), "needs sasl_oauth_token_file"),
 ])
 def test_problems(security: KafkaSecurity, problem: str | None) -> None:
     problems = security.problems()
@@ -42,3 +45,18 @@ def test_client_options() -> None:
     assert tls["ssl_context"].check_hostname and tls["ssl_context"].verify_mode == ssl.CERT_REQUIRED
     assert "hunter2" not in repr(KafkaSecurity("SASL_SSL", "PLAIN", "u", "hunter2",
                                                key_password="hunter2"))
+
+
+async def test_the_oauth_token_is_read_again_at_every_authentication(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("first\n")
+    options = KafkaSecurity("SASL_PLAINTEXT", "OAUTHBEARER",
+                            oauth_token_file=str(path)).client_options()
+    provider = options["sasl_oauth_token_provider"]
+    assert options["sasl_mechanism"] == "OAUTHBEARER" and "sasl_plain_password" not in options
+    assert await provider.token() == "first"
+    path.write_text("refreshed")
+    assert await provider.token() == "refreshed"
+    path.write_text("")
+    with pytest.raises(KafkaSecurityError, match="empty"):
+        await provider.token()

@@ -21,7 +21,8 @@ def kafka_security(k: KafkaSettings) -> KafkaSecurity:
         protocol=k.security_protocol, sasl_mechanism=k.sasl_mechanism, username=k.sasl_username,
         password=k.sasl_password.get_secret_value() if k.sasl_password else None,
         cafile=k.ssl_cafile, certfile=k.ssl_certfile, keyfile=k.ssl_keyfile,
-        key_password=k.ssl_key_password.get_secret_value() if k.ssl_key_password else None)
+        key_password=k.ssl_key_password.get_secret_value() if k.ssl_key_password else None,
+        oauth_token_file=k.sasl_oauth_token_file)
 
 
 def client_options(k: KafkaSettings) -> dict[str, Any]:

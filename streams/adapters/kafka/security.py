@@ -8,7 +8,10 @@ clients and :class:`~streams.client.MemoryClient`.
   system's trust store), and a client certificate (``ssl_certfile`` +
   ``ssl_keyfile``, optionally ``ssl_key_password``) is presented when given.
 - ``SASL_SSL`` / ``SASL_PLAINTEXT``: SASL ``PLAIN``, ``SCRAM-SHA-256`` or
-  ``SCRAM-SHA-512`` with ``sasl_username`` / ``sasl_password``, over TLS or not.
+  ``SCRAM-SHA-512`` with ``sasl_username`` / ``sasl_password``, over TLS or not;
+  or ``OAUTHBEARER`` with the token in ``sasl_oauth_token_file``, read again at
+  every (re)authentication, so whatever refreshes the token (a sidecar, a
+  projected service-account token) only rewrites the file.
 
 :meth:`KafkaSecurity.problems` lists what is missing or contradictory, so a
 command or a worker stops with one clear message instead of failing to connect.
@@ -16,12 +19,16 @@ command or a worker stops with one clear message instead of failing to connect.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from aiokafka.abc import AbstractTokenProvider
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 class KafkaSecurityError(ValueError):
@@ -38,6 +45,7 @@ class KafkaSecurity:
     certfile: str | None = None
     keyfile: str | None = None
     key_password: str | None = field(default=None, repr=False)
+    oauth_token_file: str | None = None
 
     @property
     def tls(self) -> bool:
@@ -53,7 +61,10 @@ class KafkaSecurity:
             out.append(f"security_protocol {self.protocol!r}: one of {', '.join(PROTOCOLS)}")
         if self.sasl and self.sasl_mechanism not in MECHANISMS:
             out.append(f"sasl_mechanism {self.sasl_mechanism!r}: one of {', '.join(MECHANISMS)}")
-        if self.sasl and not (self.username and self.password):
+        if self.sasl and self.sasl_mechanism == "OAUTHBEARER":
+            if not self.oauth_token_file:
+                out.append("OAUTHBEARER needs sasl_oauth_token_file")
+        elif self.sasl and not (self.username and self.password):
             out.append(f"{self.protocol} needs sasl_username and sasl_password")
         if bool(self.certfile) != bool(self.keyfile):
             out.append("a client certificate needs both ssl_certfile and ssl_keyfile")
@@ -80,11 +91,31 @@ class KafkaSecurity:
         options: dict[str, Any] = {"security_protocol": self.protocol}
         if self.tls:
             options["ssl_context"] = self.ssl_context()
-        if self.sasl:
+        if self.sasl and self.sasl_mechanism == "OAUTHBEARER":
+            options.update(sasl_mechanism="OAUTHBEARER",
+                           sasl_oauth_token_provider=self.token_provider())
+        elif self.sasl:
             options.update(sasl_mechanism=self.sasl_mechanism,
                            sasl_plain_username=self.username,
                            sasl_plain_password=self.password)
         return options
+
+    def token_provider(self) -> AbstractTokenProvider:
+        assert self.oauth_token_file is not None
+        return TokenFile(self.oauth_token_file)
+
+
+class TokenFile(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka is untyped
+    """An OAUTHBEARER token read from a file each time the client authenticates."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    async def token(self) -> str:
+        value = (await asyncio.to_thread(Path(self.path).read_text, encoding="utf-8")).strip()
+        if not value:
+            raise KafkaSecurityError(f"the OAUTHBEARER token file {self.path} is empty")
+        return value
 
 
 PLAINTEXT = KafkaSecurity()
