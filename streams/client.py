@@ -186,7 +186,7 @@ class MemoryClient:
             options=QueryOptions(**options),
         )
         body = request.model_dump_json(exclude_none=True).encode()
-        signed = (signed_headers(self.signing_key, int(time.time()), body)
+        signed = (signed_headers(self.signing_key, int(time.time()), self.reply_topic, body)
                   if self.signing_key is not None else None)
         return await self.send_raw(body, key=f"{tenant_id}/{user_id}".encode(),
                                    timeout_s=timeout_s, headers=signed)

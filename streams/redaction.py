@@ -17,11 +17,17 @@ import traceback
 
 _SQL_TAIL = re.compile(r"\s*\[(?:SQL|parameters|generated in)[: ].*", re.S)
 _BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
-# scheme://user:password@  ->  scheme://user:***@
-_URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*):[^@\s]+@", re.I)
-_AUTHORIZATION = re.compile(r"\b(Bearer|Token|Basic)\s+[A-Za-z0-9._~+/=-]{6,}", re.I)
-_KEYED = re.compile(r"\b(password|passwd|api[_-]?key|secret|token)(\s*[=:]\s*)(['\"]?)[^\s'\",;&]+",
-                    re.I)
+# scheme://user:password@host  ->  scheme://user:***@host (the last @ before the host)
+_URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]*):[^/\s]*@", re.I)
+_AUTHORIZATION = re.compile(r"\b(Bearer|Token|Basic)\s+[A-Za-z0-9._~+/=-]+", re.I)
+# password=x, "api_key": "x", sasl_password='a b', client_secret: x, access_token=x
+_KEYED = re.compile(
+    r"(?<![A-Za-z0-9])([\w-]*(?:password|passwd|secret|token|api[_-]?key)[\"']?)"
+    r"(\s*[=:]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;&}]+)", re.I)
+# the quoted row value in MySQL's duplicate / syntax / conversion errors
+_DRIVER_VALUE = re.compile(
+    r"(Duplicate entry |near |Incorrect [a-z ]+ value: )'(?:[^'\\]|\\.)*'",
+    re.I)
 MASK = "***"
 
 
@@ -31,7 +37,8 @@ def redacted(text: str) -> str:
     text = _BACKGROUND.sub("", text)
     text = _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
     text = _AUTHORIZATION.sub(rf"\1 {MASK}", text)
-    return _KEYED.sub(rf"\1\2\3{MASK}", text)
+    text = _DRIVER_VALUE.sub(rf"\1'{MASK}'", text)
+    return _KEYED.sub(rf"\1\2{MASK}", text)
 
 
 def error_text(exc: BaseException) -> str:

@@ -475,6 +475,14 @@ class QuerySettings(BaseModel):
             'Signing keys by tenant, JSON `{"acme": "<key>", ...}`; used when '
             "`require_signature` is on."),
     )
+    @field_validator("tenant_keys")
+    @classmethod
+    def _long_keys(cls, keys: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        short = sorted(t for t, k in keys.items() if len(k.get_secret_value()) < 16)
+        if short:
+            raise ValueError(f"signing keys shorter than 16 characters: {', '.join(short)}")
+        return keys
+
     signature_max_age_s: float = Field(
         300.0, gt=0, description="How far a signed query's timestamp may be from the worker's "
         "clock, either way."

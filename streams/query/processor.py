@@ -45,10 +45,11 @@ class Signing:
     keys: Mapping[str, str]
     max_age_s: float = 300.0
 
-    def refusal(self, tenant: str, rec: SourceRecord, now: float) -> str | None:
+    def refusal(self, tenant: str, rec: SourceRecord, reply_topic: str,
+                now: float) -> str | None:
         return refusal(self.keys, tenant, header(rec.headers, TIMESTAMP),
-                       header(rec.headers, SIGNATURE), rec.value or b"", now=now,
-                       max_age_s=self.max_age_s)
+                       header(rec.headers, SIGNATURE), reply_topic, rec.value or b"",
+                       now=now, max_age_s=self.max_age_s)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class QueryProcessor:
         except ValidationError as exc:
             return self._error(rec, addr, doc, _short_errors(exc), start)
         if self.signing is not None and (why := self.signing.refusal(
-                query.tenant_id, rec, self.clock())) is not None:
+                query.tenant_id, rec, addr.topic, self.clock())) is not None:
             log.warning("query %s of tenant %r refused: %s", query.request_id, query.tenant_id,
                         why)
             QUERY_REPLIES.labels("error").inc()

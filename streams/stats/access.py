@@ -60,7 +60,8 @@ def new_token() -> str:
 
 
 def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    # surrogateescape: header bytes that are not UTF-8 hash too (and match nothing)
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def bearer(header: str | None) -> str | None:

@@ -14,7 +14,7 @@ from tests.integration.conftest import Stack, chat_event
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually
 
-KEYS = {"t1": "t1-signing-key", "t2": "t2-signing-key"}
+KEYS = {"t1": "t1-signing-key-0123", "t2": "t2-signing-key-0123"}
 
 
 def client(stack: Stack, key: str | None = None) -> MemoryClient:
@@ -41,10 +41,12 @@ async def test_only_queries_signed_with_the_tenants_key_are_answered(stack: Stac
     refused = []
     async with client(stack) as unsigned:
         refused.append(await unsigned.query(**ask))
-        body = json.dumps(ask).encode()
-        for headers in (signed_headers(KEYS["t1"], int(time.time()) - 3600, body),  # stale
-                        signed_headers(KEYS["t2"], int(time.time()), body),  # t2's key
-                        signed_headers(KEYS["t1"], int(time.time()), body + b" ")):  # other body
+        body, topic = json.dumps(ask).encode(), unsigned.reply_topic
+        now = int(time.time())
+        for headers in (signed_headers(KEYS["t1"], now - 3600, topic, body),  # stale
+                        signed_headers(KEYS["t2"], now, topic, body),  # t2's key
+                        signed_headers(KEYS["t1"], now, topic, body + b" "),  # other body
+                        signed_headers(KEYS["t1"], now, "other.replies", body)):  # other topic
             refused.append(await unsigned.send_raw(body, key=b"t1/u1", headers=headers))
     async with client(stack, KEYS["t2"]) as other:  # t2's own key, asking for t1
         refused.append(await other.query(**ask))
@@ -56,7 +58,7 @@ async def test_only_queries_signed_with_the_tenants_key_are_answered(stack: Stac
         reasons.append(reply.error.message)
     assert [("not signed" in r, "from now" in r, "does not match" in r) for r in reasons] == [
         (True, False, False), (False, True, False), (False, False, True),
-        (False, False, True), (False, False, True)]
+        (False, False, True), (False, False, True), (False, False, True)]
 
 
 async def _equals(got: object, want: list[str]) -> bool:

@@ -33,6 +33,7 @@ ACCESS = StatsAccess([
     (f"Bearer {ACME}", None, 200),  # no tenant asked: the parameter check answers 400
     (f"Bearer {BOTH}", "beta", 200),
     (f"Bearer {BOTH}", "gamma", 403),
+    ("Bearer \udcff", "acme", 401),  # a header byte that is not UTF-8 (aiohttp's surrogate)
 ])
 def test_check(header: str | None, tenant: str | None, status: int) -> None:
     decision = ACCESS.check(header, tenant)
