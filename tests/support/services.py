@@ -132,7 +132,7 @@ class PrivateRedis:
              "--appendonly", "no", "--dir", str(self.workdir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        _wait(lambda: port_open(self.port), 20, "private redis")
+        wait_up(lambda: port_open(self.port), 20, "private redis")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -180,7 +180,7 @@ class PrivateMariaDB:
             return port_open(self.port) and subprocess.run(
                 ["mariadb", f"--socket={sock}", "-uroot", "-e", "SELECT 1"], capture_output=True
             ).returncode == 0
-        _wait(ready, 60, "private mariadb")
+        wait_up(ready, 60, "private mariadb")
         if first:
             subprocess.run(
                 ["mariadb", f"--socket={sock}", "-uroot", "-e",
@@ -205,7 +205,7 @@ class PrivateMariaDB:
         return mysql_url("memstream", self.port)
 
 
-def _wait(check: object, timeout: float, what: str) -> None:
+def wait_up(check: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():  # type: ignore[operator]

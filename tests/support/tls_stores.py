@@ -8,11 +8,10 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from tests.support.secure_kafka import Certs
-from tests.support.services import free_port, port_open
+from tests.support.services import free_port, port_open, wait_up
 
 DB_USER, DB_PASSWORD, DB_NAME = "memstream", "db-pw-9", "memstream"
 REDIS_PASSWORD = "redis-pw-7"
@@ -28,13 +27,13 @@ def _stop(proc: subprocess.Popen[bytes] | None) -> None:
             proc.wait(10)
 
 
-def _wait(check: object, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.3)
-    raise TimeoutError(f"{what} did not start")
+def server_key_and_cert(workdir: Path, certs: Certs) -> tuple[Path, Path]:
+    """The server's key and certificate as two files (Kafka's PEM keystore holds both)."""
+    text = certs.server.read_text()
+    key, cert = workdir / "server.key", workdir / "server.crt"
+    key.write_text(text[:text.index("-----END PRIVATE KEY-----") + 26])
+    cert.write_text(text[text.index("-----BEGIN CERTIFICATE-----"):])
+    return key, cert
 
 
 class TlsMariaDB:
@@ -47,11 +46,7 @@ class TlsMariaDB:
         data, sock = self.workdir / "data", self.workdir / "mysqld.sock"
         self.workdir.mkdir(parents=True, exist_ok=True)
         user = os.environ.get("USER") or "root"
-        key = self.workdir / "server.key"
-        text = self.certs.server.read_text()
-        key.write_text(text[:text.index("-----END PRIVATE KEY-----") + 26])
-        cert = self.workdir / "server.crt"
-        cert.write_text(text[text.index("-----BEGIN CERTIFICATE-----"):])
+        key, cert = server_key_and_cert(self.workdir, self.certs)
         subprocess.run(["mariadb-install-db", f"--datadir={data}", f"--user={user}",
                         "--auth-root-authentication-method=normal", "--skip-test-db",
                         "--no-defaults"], check=True, stdout=subprocess.DEVNULL)
@@ -69,7 +64,7 @@ class TlsMariaDB:
                 ["mariadb", f"--socket={sock}", "-uroot", "-e", "SELECT 1"],
                 capture_output=True).returncode == 0
 
-        _wait(ready, "the TLS MariaDB")
+        wait_up(ready, 60, "the TLS MariaDB")
         sql = (f"CREATE DATABASE {DB_NAME} CHARACTER SET utf8mb4; "
                f"CREATE USER '{DB_USER}'@'%' IDENTIFIED BY '{DB_PASSWORD}' REQUIRE SSL; "
                f"GRANT ALL ON {DB_NAME}.* TO '{DB_USER}'@'%';")
@@ -94,10 +89,7 @@ class TlsRedis:
 
     def start(self) -> TlsRedis:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        text = self.certs.server.read_text()
-        key, cert = self.workdir / "server.key", self.workdir / "server.crt"
-        key.write_text(text[:text.index("-----END PRIVATE KEY-----") + 26])
-        cert.write_text(text[text.index("-----BEGIN CERTIFICATE-----"):])
+        key, cert = server_key_and_cert(self.workdir, self.certs)
         self.proc = subprocess.Popen(
             ["redis-server", "--port", "0", "--tls-port", str(self.port),
              "--bind", "127.0.0.1", "--tls-cert-file", str(cert), "--tls-key-file", str(key),
@@ -105,7 +97,7 @@ class TlsRedis:
              "--requirepass", REDIS_PASSWORD, "--save", "", "--appendonly", "no",
              "--dir", str(self.workdir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait(lambda: port_open(self.port), "the TLS Redis", 20)
+        wait_up(lambda: port_open(self.port), 20, "the TLS Redis")
         return self
 
     def url(self, password: str = REDIS_PASSWORD) -> str:

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -126,9 +128,6 @@ async def credentials_refusal(servers: list[str], security: KafkaSecurity, timeo
     """Why the first reachable broker refuses this client's credentials or TLS, or
     None (reachable and accepted, or not reachable at all: that is worth waiting
     for, a refusal is not). aiokafka only logs the cause of a failed bootstrap."""
-    from aiokafka.conn import create_conn
-    from aiokafka.errors import KafkaError
-
     options = security.client_options()
     for server in servers:
         host, _, port = server.rpartition(":")
