@@ -264,6 +264,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             session_closed_topic=f"bench.closed.{run}",
                             retry_topic=f"bench.retry.{run}", queries_topic=f"bench.q.{run}",
                             agent_config_topic=f"bench.cfg.{run}",
+                            erasures_topic=f"bench.erase.{run}",
                             data_dir=str(ROOT / ".bench" / f"state-{run}")),
         database=DatabaseSettings(url=SecretStr(await migrated_database("bench_ingest"))),
         redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS_PORT}/1"),

@@ -98,6 +98,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             session_closed_topic=f"bench.closed.{run}",
                             retry_topic=f"bench.retry.{run}", queries_topic=f"bench.q.{run}",
                             agent_config_topic=f"bench.cfg.{run}",
+                            erasures_topic=f"bench.erase.{run}",
                             idle_topic=f"bench.idle.{run}",
                             data_dir=str(ROOT / ".bench" / f"state-{run}")),
         database=DatabaseSettings(url=SecretStr(await migrated_database("bench_memory"))),

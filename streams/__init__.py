@@ -11,7 +11,9 @@ The flow, stage by stage (each package's ``__init__`` names the file to open fir
 4. :mod:`streams.memory` — long-term memory: the provider contract, the built-in
    provider, MemOS and Mem0, routing by agent configuration;
 5. :mod:`streams.query` — ``memory.queries`` answered: recent history plus ranked
-   memories within a token budget, one reply per request.
+   memories within a token budget, one reply per request;
+6. :mod:`streams.erasure` — forgetting: a user, a conversation, a memory or a
+   tenant erased from every store on request, and retention by age.
 
 Beside the stages: :mod:`streams.wire` (every byte-level contract),
 :mod:`streams.adapters` (Kafka, database, Redis, HTTP, embeddings),

@@ -82,9 +82,10 @@ async def retry_forever(
     max_s: float,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rand: Callable[[], float] = random.random,
+    give_up: Callable[[Exception], bool] = lambda exc: False,
 ) -> T:
     """Run ``op`` until it succeeds, backing off exponentially with jitter
-    (:func:`forever`).
+    (:func:`forever`); an error ``give_up`` says no attempt can heal is raised.
 
     Used where giving up would lose data: the batch stays unacknowledged
     while this waits, so Kafka keeps it.
@@ -97,6 +98,8 @@ async def retry_forever(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if give_up(exc):
+                raise
             attempt += 1
             SINK_FAILURES.labels(what, type(exc).__name__).inc()
             SINK_RETRIES.labels(what).inc()

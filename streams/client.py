@@ -34,6 +34,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
+from streams.wire.erasure import ErasureReceipt, ErasureRequest, ErasureTarget
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.signing import signed_headers
@@ -44,12 +45,16 @@ class QueryTimeoutError(TimeoutError):
     """No reply arrived within the client's timeout."""
 
 
+ERASE_TIMEOUT_S = 300.0  # an erasure waits for every ingest partition and every provider
+
+
 class MemoryClient:
     def __init__(
         self,
         bootstrap: str | Sequence[str],
         *,
         request_topic: str = "memory.queries",
+        erasures_topic: str = "memory.erasures",
         reply_topic: str = "memory.replies",
         reply_partitions: int = 8,
         reply_partition: int | None = None,
@@ -61,6 +66,7 @@ class MemoryClient:
         self._options = security.client_options()
         self.signing_key = signing_key
         self.request_topic = request_topic
+        self.erasures_topic = erasures_topic
         self.reply_topic = reply_topic
         self.reply_partitions = reply_partitions
         self.reply_partition = reply_partition
@@ -68,7 +74,7 @@ class MemoryClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._waiting: dict[bytes, asyncio.Future[MemoryReply]] = {}
+        self._waiting: dict[bytes, asyncio.Future[bytes]] = {}
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -141,25 +147,30 @@ class MemoryClient:
                     cid = header(r.headers, CORRELATION_ID)
                     fut = self._waiting.pop(cid, None) if cid is not None else None
                     if fut is not None and not fut.done():
-                        fut.set_result(MemoryReply.model_validate_json(r.value))
+                        fut.set_result(r.value or b"")
 
     async def send_raw(self, value: bytes, *, key: bytes | None = None,
                        headers: list[tuple[str, bytes]] | None = None,
                        timeout_s: float | None = None) -> MemoryReply:
         """Send any request bytes (the reply headers are added) and await the reply."""
+        answer = await self._ask(self.request_topic, value, key=key, headers=headers,
+                                 timeout_s=timeout_s or self.timeout_s)
+        return MemoryReply.model_validate_json(answer)
+
+    async def _ask(self, topic: str, value: bytes, *, key: bytes | None,
+                   headers: list[tuple[str, bytes]] | None, timeout_s: float) -> bytes:
+        """Send a request to ``topic`` with the reply headers; the reply's bytes."""
         if self._producer is None or self.reply_partition is None:
             raise RuntimeError("client not started")
         cid = uuid.uuid4().bytes
-        fut: asyncio.Future[MemoryReply] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting[cid] = fut
         all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
         try:
-            await self._producer.send_and_wait(
-                self.request_topic, value, key=key, headers=all_headers
-            )
-            return await asyncio.wait_for(fut, timeout_s or self.timeout_s)
+            await self._producer.send_and_wait(topic, value, key=key, headers=all_headers)
+            return await asyncio.wait_for(fut, timeout_s)
         except TimeoutError as exc:
-            raise QueryTimeoutError(f"no reply within {timeout_s or self.timeout_s:.1f}s") from exc
+            raise QueryTimeoutError(f"no reply within {timeout_s:.1f}s") from exc
         finally:
             self._waiting.pop(cid, None)
 
@@ -190,3 +201,32 @@ class MemoryClient:
                   if self.signing_key is not None else None)
         return await self.send_raw(body, key=f"{tenant_id}/{user_id}".encode(),
                                    timeout_s=timeout_s, headers=signed)
+
+    async def erase(
+        self,
+        *,
+        tenant_id: str,
+        target: ErasureTarget,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+        memory_id: str | None = None,
+        provider: str | None = None,
+        dry_run: bool = False,
+        erasure_id: str | None = None,
+        reference: str | None = None,
+        timeout_s: float = ERASE_TIMEOUT_S,
+    ) -> ErasureReceipt:
+        """Erase a user, a conversation, one memory or a whole tenant (``target``);
+        the receipt says what went from each store. Repeating a request with the same
+        ``erasure_id`` changes nothing and returns the same counts."""
+        request = ErasureRequest.model_validate({
+            "erasure_id": erasure_id or f"py-{uuid.uuid4().hex}", "tenant_id": tenant_id,
+            "target": target, "user_id": user_id, "conversation_id": conversation_id,
+            "memory_id": memory_id, "provider": provider, "dry_run": dry_run,
+            "reference": reference})
+        body = request.model_dump_json(exclude_none=True).encode()
+        signed = (signed_headers(self.signing_key, int(time.time()), self.reply_topic, body)
+                  if self.signing_key is not None else None)
+        answer = await self._ask(self.erasures_topic, body, key=request.key(), headers=signed,
+                                 timeout_s=timeout_s)
+        return ErasureReceipt.model_validate_json(answer)

@@ -225,3 +225,30 @@ GROUP_REJOINS = Counter(
     "memstream_group_rejoins_total",
     "Rebalances the worker asked for so that records passed over are delivered again.",
 )
+
+# ---------------------------------------------------------------- erasure
+ERASURES = Counter(
+    "memstream_erasures_total",
+    "Erasure requests handled, by target and outcome (done, repeated, dry_run, rejected, "
+    "blocked).",
+    ["target", "outcome"],
+)
+ERASED = Counter(
+    "memstream_erased_total",
+    "Rows, keys and provider copies deleted by erasures, by store.",
+    ["store"],
+)
+ERASURE_SECONDS = Histogram(
+    "memstream_erasure_seconds", "Time to carry out one erasure (fence to done).",
+    buckets=LATENCY_BUCKETS,
+)
+ERASURE_SKIPPED = Counter(
+    "memstream_erasure_skipped_total",
+    "Events and session ends skipped because an erasure covers them, by stage.",
+    ["stage"],
+)
+RETENTION_DELETED = Counter(
+    "memstream_retention_deleted_total",
+    "Rows and keys deleted by the retention runs, by store.",
+    ["store"],
+)

@@ -58,6 +58,9 @@ class KafkaSettings(BaseModel):
     agent_config_topic: str = Field(
         "memory.agent-config", description="Compacted agent configuration."
     )
+    erasures_topic: str = Field(
+        "memory.erasures", description="Compacted erasure requests (docs/operations.md)."
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="How every Kafka client connects (docs/security.md)."
     )
@@ -539,6 +542,31 @@ class EmbeddingSettings(BaseModel):
     timeout_s: float = Field(10.0, gt=0, description="Request timeout (kind openai).")
 
 
+class ErasureSettings(BaseModel):
+    """Erasure requests and retention (docs/operations.md, *Erasure and retention*)."""
+
+    sync_interval_s: float = Field(
+        1.0, gt=0, description=(
+            "How often every worker reads the erasure log: new erasures are skipped by its "
+            "ingest and consolidation, finished ones drop its in-process caches."),
+    )
+    chunk_rows: int = Field(
+        1000, ge=1, description="Rows deleted per transaction by an erasure or a retention run."
+    )
+    message_retention_days: float | None = Field(
+        None, gt=0, description=(
+            "Delete stored messages older than this (event time), with their ledger rows and "
+            "cached lists; unset: kept until erased."),
+    )
+    summary_retention_days: float | None = Field(
+        None, gt=0, description=(
+            "Delete conversation summaries not updated for this long; unset: kept until erased."),
+    )
+    retention_interval_s: float = Field(
+        3600.0, gt=0, description="How often the leader runs the retention deletes."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMSTREAM_",
@@ -558,6 +586,7 @@ class Settings(BaseSettings):
     mem0: Mem0Settings = Mem0Settings()
     consolidation: ConsolidationSettings = ConsolidationSettings()
     query: QuerySettings = QuerySettings()
+    erasure: ErasureSettings = ErasureSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     log_level: str = Field("info", description="Worker log level.")
 

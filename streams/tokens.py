@@ -48,6 +48,10 @@ class TokenCounter:
             return self._raw_count(text)
         return self._count(text)
 
+    def clear(self) -> None:
+        """Forget the memoised counts (texts an erasure removed among them)."""
+        self._count.cache_clear()
+
     def encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())
 

@@ -25,6 +25,7 @@ COMMANDS = [
     "streams.cli.agent_config",
     "streams.cli.replay",
     "streams.cli.reprocess",
+    "streams.cli.erase",
     "streams.cli.memories",
     "streams.cli.query",
     "streams.cli.demo",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -37,11 +37,12 @@ from streams.consolidation.rules.llm_judge import clip_text
 from streams.consolidation.rules.summary import CHAT_ROLES
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter, WriteStats
+from streams.erasure.rules.coverage import ErasureIndex
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.model import USER_CUBE, MemoryCandidate, cube_for
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.memory.rules.routing import long_memory_enabled, route
-from streams.metrics import DEDUP_DROPPED
+from streams.metrics import DEDUP_DROPPED, ERASURE_SKIPPED
 from streams.wire.records import SessionClosed
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,8 @@ class PipelineConfig:
 
 @dataclass
 class Outcome:
-    """What one run did: ``done``, ``duplicate`` (done before), ``nothing_new``
-    or ``skipped`` (long memory off)."""
+    """What one run did: ``done``, ``duplicate`` (done before), ``nothing_new``,
+    ``skipped`` (long memory off) or ``erased`` (an erasure covers the session)."""
 
     outcome: str
     provider: str
@@ -95,7 +96,9 @@ class ConsolidationPipeline:
     def __init__(self, engine: AsyncEngine, ledger: LedgerStore, runs: RunStore,
                  judge: MemoryJudge, writer: MemoryWriter, summarizer: Summarizer,
                  registry: ProviderRegistry, models: ModelFactory, configs: AgentConfigs,
-                 config: PipelineConfig, clock: Callable[[], float] = time.time) -> None:
+                 config: PipelineConfig, clock: Callable[[], float] = time.time, *,
+                 erasures: ErasureIndex | None = None,
+                 refresh_erasures: Callable[[], Awaitable[None]] | None = None) -> None:
         self.engine = engine
         self.ledger = ledger
         self.runs = runs
@@ -107,6 +110,8 @@ class ConsolidationPipeline:
         self.configs = configs
         self.config = config
         self.clock = clock
+        self.erasures = erasures if erasures is not None else ErasureIndex()
+        self.refresh_erasures = refresh_erasures
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -115,6 +120,9 @@ class ConsolidationPipeline:
         run = await self.runs.get(closed.closed_id)
         if run is not None and run.status == "done":
             return Outcome("duplicate", run.provider)
+        if await self._erased(closed):
+            ERASURE_SKIPPED.labels("consolidation").inc()
+            return Outcome("erased", run.provider if run else "none")
         agent = self.configs.get(closed.tenant_id, closed.agent_id)
         if run is None:
             run = await self._claim(closed, route(agent), long_memory_enabled(
@@ -135,6 +143,15 @@ class ConsolidationPipeline:
                 run.tenant_id, run.conversation_id, self.models.for_agent(None))
         await self.runs.finish(run.closed_id, self.now())
         return out
+
+    async def _erased(self, closed: SessionClosed) -> bool:
+        """Whether an erasure covers the session (read afresh: an erasure recorded on
+        another worker a moment ago counts)."""
+        if self.refresh_erasures is not None:
+            await self.refresh_erasures()
+        return self.erasures.session_covered(
+            closed.tenant_id, closed.user_id, closed.conversation_id,
+            naive_utc(closed.last_activity)) is not None
 
     async def _claim(self, closed: SessionClosed, provider: str, long_memory: bool) -> Run:
         now = self.now()
@@ -194,4 +211,10 @@ class ConsolidationPipeline:
         authors = {m.event_id: Author(m.role, m.user_id) for m in chat if m.user_id}
         planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c, user_id=(
             attributed_user(c.source_event_ids, authors, run.user_id))) for c in kept]
-        return judged.kind, planned + episodes
+        return judged.kind, [p for p in planned + episodes if not self._erased_memory(run, p)]
+
+    def _erased_memory(self, run: Run, p: PlannedCandidate) -> bool:
+        """A candidate that would bring an erased memory back (its cube and user, judged
+        from that memory's source events)."""
+        return self.erasures.erased_memory(run.tenant_id, p.cube, p.user_id or run.user_id,
+                                           p.candidate.source_event_ids) is not None

@@ -38,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
@@ -45,10 +46,14 @@ from streams.adapters.db.messages import MessageStore, message_row, row_to_doc
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, dead_letter
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
+from streams.clock import naive_utc
+from streams.erasure.model import ErasureMark
+from streams.erasure.rules.coverage import ErasureIndex, EventPlace
 from streams.ingest.rules.routing import place
 from streams.ingest.rules.subagent import as_parent_message
 from streams.metrics import (
     DEAD_LETTERS,
+    ERASURE_SKIPPED,
     INGEST_BATCH,
     INGEST_EVENTS,
     SESSION_STATES_DROPPED,
@@ -67,14 +72,18 @@ from streams.wire.decode import (
     UNSTORABLE,
     Rejected,
     decode_chat_event,
-    decode_record,
+    decode_idle_record,
 )
+from streams.wire.erasure import ErasureFence
 from streams.wire.headers import header
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
 log = logging.getLogger(__name__)
 
 ORIGIN_PARTITION = "memstream.origin.partition"  # on what ingest re-keys: where it was read
+ORIGIN_OFFSET = "memstream.origin.offset"
+# an erasure's fence passed by one partition: the fence, the tombstones it wrote
+FencePassed = Callable[[ErasureFence, int], Coroutine[Any, Any, None]]
 NOT_REROUTED = Rejected(
     SCHEMA, "NotRekeyed",
     "the re-key topic carries only sub-agent chat for a parent conversation and chat events "
@@ -105,6 +114,7 @@ class IngestResult:
     dead_lettered: int = 0
     rerouted: int = 0
     dropped: int = 0
+    erased: int = 0
     closed: list[SessionClosed] = field(default_factory=list)
     cache_ok: bool = True
 
@@ -144,6 +154,8 @@ class IngestProcessor:
         stale: StaleHistories,
         state_flush_interval_s: float = 0.0,
         home: Callable[[str], int] | None = None,
+        erasures: ErasureIndex | None = None,
+        fence_passed: FencePassed | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -154,6 +166,9 @@ class IngestProcessor:
         self.states = SessionStateBuffer(table, interval_s=state_flush_interval_s)
         self.clock = clock
         self.home = home  # a conversation's home partition (None: where the producer put it)
+        # events an erasure covers are skipped; its fence tombstones the erased states
+        self.erasures = erasures if erasures is not None else ErasureIndex()
+        self.fence_passed = fence_passed
         # conversation -> done, while an earlier batch's stage two publishes its
         # closing events (they leave the outbox only then)
         self._publishing: dict[str, asyncio.Future[None]] = {}
@@ -176,17 +191,22 @@ class IngestProcessor:
         reroute: list[Outgoing] = []
         for rec in records:
             if cfg.idle_topic is not None and rec.topic == cfg.idle_topic:
-                check = decode_record(rec.value, IdleCheck)
+                check = decode_idle_record(rec.value)
                 if isinstance(check, Rejected):
                     dlq.append(self._dead_letter(rec, check, tally))
-                else:
+                elif isinstance(check, IdleCheck):
                     items.append(_Item(rec, check))
-                continue
+                continue  # a fence was taken in before (see _fences)
             decoded = decode_chat_event(rec.value, cfg.max_content_bytes)
             if not isinstance(decoded, Rejected):
                 decoded = self._not_ahead(decoded)
             if isinstance(decoded, Rejected):
                 dlq.append(self._dead_letter(rec, decoded, tally))
+                continue
+            if self._erased(decoded, rec):
+                tally.add(rec.topic, "erased")
+                ERASURE_SKIPPED.labels("ingest").inc()
+                result.erased += 1
                 continue
             where = place(decoded, internal=rec.topic == cfg.subagent_topic,
                           partition=rec.partition, home=self.home,
@@ -215,6 +235,56 @@ class IngestProcessor:
         result.dead_lettered = len(dlq)
         result.rerouted = len(reroute)
         return items, dlq, reroute
+
+    def _fences(self, records: Sequence[SourceRecord]) -> list[tuple[SourceRecord, ErasureFence]]:
+        """The batch's erasure fences, taken in before anything of the batch is
+        classified: from here on, the events they cover are skipped."""
+        idle = self.config.idle_topic
+        out = []
+        for rec in records:
+            if rec.topic == idle and (fence := decode_idle_record(rec.value)) is not None \
+                    and isinstance(fence, ErasureFence):
+                self.erasures.add(ErasureMark(
+                    fence.erasure_id, fence.tenant_id, fence.target, fence.subject,
+                    naive_utc(fence.cutoff), dict(fence.chat_offsets)))
+                out.append((rec, fence))
+        return out
+
+    def _erased(self, event: ChatMessage | SessionEnd, rec: SourceRecord) -> bool:
+        """Whether an erasure covers ``event``: of its subject, and up to its cutoff or
+        read below the chat-topic offsets recorded with it."""
+        if not len(self.erasures):
+            return False
+        if rec.topic == self.config.chat_topic:
+            where: EventPlace | None = EventPlace(rec.partition, rec.offset)
+        else:
+            part, offset = header(rec.headers, ORIGIN_PARTITION), header(rec.headers,
+                                                                         ORIGIN_OFFSET)
+            where = (EventPlace(int(part), int(offset))
+                     if part and offset and part.isdigit() and offset.isdigit() else None)
+        parent = getattr(event, "parent_conversation_id", None)
+        conversations = (event.conversation_id, parent) if parent else (event.conversation_id,)
+        return self.erasures.event_covered(event.tenant_id, event.user_id, conversations,
+                                           naive_utc(event.created_at), where) is not None
+
+    def _tombstones(self, fences: Sequence[tuple[SourceRecord, ErasureFence]],
+                    ) -> list[tuple[ErasureFence, int]]:
+        """Stage the deletes of the sessions-table entries the fences erase that live
+        in the fence's partition; each fence with how many it deleted."""
+        out = []
+        for rec, fence in fences:
+            if fence.conversations is None:
+                prefix = table_key(fence.tenant_id, "")
+                keys = [k for k in self.states.stored_keys() if k.startswith(prefix)]
+            else:
+                keys = [table_key(fence.tenant_id, c) for c in fence.conversations]
+            mine = [k for k in keys if self.home is None
+                    or self.home(split_table_key(k)[1]) == rec.partition]
+            gone = [k for k in mine if self.states.get(k) is not None]
+            for k in gone:
+                self.states.stage(k, None, rec)
+            out.append((fence, len(gone)))
+        return out
 
     def _not_ahead(self, event: ChatMessage | SessionEnd) -> ChatMessage | SessionEnd | Rejected:
         """An event dated further ahead of this worker's clock than
@@ -253,6 +323,7 @@ class IngestProcessor:
         result = IngestResult()
         tally = _Tally()
         INGEST_BATCH.observe(len(records))
+        fences = self._fences(records)
         items, dlq, reroute = self._classify(records, result, tally)
         await self._deliver(dlq, "dlq")
         await self._deliver(reroute, "reroute")
@@ -264,13 +335,14 @@ class IngestProcessor:
 
         appended, invalidate, last = self._apply(items, plan, rows, new_keys, refused, result,
                                                  tally)
+        passed = self._tombstones(fences)
         tally.flush()
         if plan.publish:
             done = asyncio.get_running_loop().create_future()
             for c in plan.publish:
                 self._publishing[table_key(c.tenant_id, c.conversation_id)] = done
         return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
-                                    result)
+                                    result, passed)
 
     async def _store(
         self, items: Sequence[_Item], plan: SessionPlan, result: IngestResult, tally: _Tally
@@ -431,6 +503,7 @@ class IngestProcessor:
         plan: SessionPlan,
         last: dict[str, SourceRecord],
         result: IngestResult,
+        passed: Sequence[tuple[ErasureFence, int]] = (),
     ) -> None:
         # the states (with the closing events in their outbox) are in the table
         # before the events are published, and each event leaves its outbox only
@@ -446,8 +519,20 @@ class IngestProcessor:
                 ]
                 await self._deliver(closed, "session-closed")
                 self._sent(plan, last)
+            # the fence is passed once everything stored before it is written (the
+            # tails of earlier batches ran before this one) and its tombstones are
+            await self._pass_fences(passed)
         finally:
             self._published(plan)
+
+    async def _pass_fences(self, passed: Sequence[tuple[ErasureFence, int]]) -> None:
+        record = self.fence_passed
+        if record is None:
+            return
+        for fence, tombstones in passed:
+            await retry_forever(partial(record, fence, tombstones), what="erasure-fence",
+                                initial_s=self.config.retry_initial_s,
+                                max_s=self.config.retry_max_s)
 
     def _published(self, plan: SessionPlan) -> None:
         """Let batches waiting on this one's closing events go on (after a

@@ -82,3 +82,14 @@ class MemoryProvider(Protocol):
     ) -> None:
         """Retire memories: the built-in provider marks them invalid; external ones delete."""
         ...
+
+    async def forget(self, scope: Scope, cube: str, memory_ids: Sequence[str]) -> int:
+        """Erase memories for good (no history kept where the provider allows it); ids
+        already gone are no error. How many were erased, as far as the provider says."""
+        ...
+
+    async def forget_cube(self, scope: Scope, cube: str) -> int:
+        """Erase every memory the provider holds in ``cube`` for this scope, copies
+        memstream holds no id of included; raise a retryable error when the provider
+        still returns any afterwards. How many were erased."""
+        ...

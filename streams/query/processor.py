@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -26,30 +26,15 @@ from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_RE
 from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.wire.headers import header
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
-from streams.wire.signing import SIGNATURE, TIMESTAMP, refusal
+from streams.wire.signing import Signing
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
 _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReplyHeaders",
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
-
-
-@dataclass(frozen=True)
-class Signing:
-    """Signed queries required (:mod:`streams.wire.signing`)."""
-
-    keys: Mapping[str, str]
-    max_age_s: float = 300.0
-
-    def refusal(self, tenant: str, rec: SourceRecord, reply_topic: str,
-                now: float) -> str | None:
-        return refusal(self.keys, tenant, header(rec.headers, TIMESTAMP),
-                       header(rec.headers, SIGNATURE), reply_topic, rec.value or b"",
-                       now=now, max_age_s=self.max_age_s)
 
 
 @dataclass(frozen=True)
@@ -125,7 +110,7 @@ class QueryProcessor:
         except ValidationError as exc:
             return self._error(rec, addr, doc, _short_errors(exc), start)
         if self.signing is not None and (why := self.signing.refusal(
-                query.tenant_id, rec, addr.topic, self.clock())) is not None:
+                query.tenant_id, rec.headers, rec.value, addr.topic, self.clock())) is not None:
             log.warning("query %s of tenant %r refused: %s", query.request_id, query.tenant_id,
                         why)
             QUERY_REPLIES.labels("error").inc()

@@ -48,6 +48,16 @@ class SessionStateBuffer:
         staged = self._pending.get(key)
         return staged[0] if staged is not None else self.table.get(key)
 
+    def stored_keys(self) -> set[str]:
+        """Every key with a state, staged or in the table."""
+        live = {k for k in self.table.stored_keys() if self.table.get(k) is not None}
+        for key, (value, _) in self._pending.items():
+            if value is None:
+                live.discard(key)
+            else:
+                live.add(key)
+        return live
+
     def stage(self, key: str, value: dict[str, Any] | None, record: SourceRecord) -> None:
         """The newest state of ``key`` (None: delete it); ``record`` (the last
         event applied to it) decides the table partition it is written to."""

@@ -8,6 +8,7 @@ Values are :meth:`SessionState.to_table` documents keyed by
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -18,6 +19,10 @@ class SessionTable(Protocol):
     def get(self, key: str) -> dict[str, Any] | None: ...
 
     def set(self, key: str, value: dict[str, Any]) -> None: ...
+
+    def stored_keys(self) -> Iterable[str]:
+        """The keys this worker holds (of the partitions assigned to it)."""
+        ...
 
     def delete(self, key: str) -> None:
         """Remove ``key``; a table with a changelog writes a tombstone."""

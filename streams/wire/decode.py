@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from streams.wire.erasure import ErasureFence
 from streams.wire.json_doc import MAX_DEPTH, load_object
-from streams.wire.records import EVENT_TYPES, ChatEvent, ChatMessage, SessionEnd
+from streams.wire.records import EVENT_TYPES, ChatEvent, ChatMessage, IdleCheck, SessionEnd
 from streams.wire.rejections import (
     BAD_TIME,
     INVALID_TEXT,
@@ -39,7 +40,7 @@ from streams.wire.rejections import (
 __all__ = [
     "INVALID_TEXT", "MAX_DEPTH", "MISSING_TENANT", "OUT_OF_RANGE", "REASONS", "SCHEMA",
     "TOO_DEEP", "TOO_LARGE", "UNDECODABLE", "UNKNOWN_TYPE", "UNSTORABLE", "Rejected",
-    "decode_chat_event", "decode_record",
+    "decode_chat_event", "decode_idle_record", "decode_record",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -92,6 +93,20 @@ def decode_record(raw: bytes | None, model: type[M], *, max_depth: int = MAX_DEP
     doc = load_object(raw, max_depth=max_depth)
     if isinstance(doc, Rejected):
         return doc
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        return invalid(exc)
+
+
+def decode_idle_record(raw: bytes | None) -> IdleCheck | ErasureFence | Rejected:
+    """One record of the idle topic: an idle check, or (``type: erasure_fence``) an
+    erasure's fence."""
+    doc = load_object(raw)
+    if isinstance(doc, Rejected):
+        return doc
+    model: type[IdleCheck | ErasureFence] = (
+        ErasureFence if doc.get("type") == "erasure_fence" else IdleCheck)
     try:
         return model.model_validate(doc)
     except ValidationError as exc:

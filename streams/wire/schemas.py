@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from streams.wire.erasure import ErasureFence, ErasureReceipt, ErasureRequest
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.records import AgentConfigValue, ChatEvent, IdleCheck, SessionClosed
 
@@ -34,10 +35,11 @@ def all_schemas() -> dict[str, dict[str, Any]]:
             "One session end (explicit or by inactivity), keyed by conversation id.",
         ),
         "session-idle.schema.json": _doc(
-            IdleCheck.model_json_schema(),
+            TypeAdapter(IdleCheck | ErasureFence).json_schema(),
             "session-idle.schema.json",
             "memory.session-idle event",
-            "Internal: an idle check from the session scan, keyed by conversation id.",
+            "Internal: an idle check from the session scan (keyed by conversation id), or an "
+            "erasure's fence (type erasure_fence, one per partition).",
         ),
         "agent-config.schema.json": _doc(
             AgentConfigValue.model_json_schema(),
@@ -54,6 +56,20 @@ def all_schemas() -> dict[str, dict[str, Any]]:
             "id travel in the Kafka headers kafka_replyTopic, kafka_correlationId and optional "
             "kafka_replyPartition (4-byte big-endian int), as Spring's ReplyingKafkaTemplate "
             "sets them.",
+        ),
+        "erasure-request.schema.json": _doc(
+            ErasureRequest.model_json_schema(),
+            "erasure-request.schema.json",
+            "memory.erasures request",
+            "Erase a user, a conversation, one memory or a tenant; keyed "
+            "\"{tenant_id}/{target}:{subject}\" on the compacted topic. A receipt goes to the "
+            "topic of the kafka_replyTopic header, with kafka_correlationId, as for a query.",
+        ),
+        "erasure-receipt.schema.json": _doc(
+            ErasureReceipt.model_json_schema(),
+            "erasure-receipt.schema.json",
+            "erasure receipt",
+            "What an erasure deleted from each store (counts only, never content).",
         ),
         "memory-reply.schema.json": _doc(
             MemoryReply.model_json_schema(),

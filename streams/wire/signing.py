@@ -23,6 +23,9 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+
+from streams.wire.headers import Headers, header
 
 TIMESTAMP = "memstream-timestamp"
 SIGNATURE = "memstream-signature"
@@ -59,3 +62,17 @@ def refusal(keys: Mapping[str, str], tenant: str, timestamp: bytes | None,
     if not hmac.compare_digest(signed, signature(key, when, reply_topic, body).encode()):
         return "the signature does not match"
     return None
+
+
+@dataclass(frozen=True)
+class Signing:
+    """Signed requests required: the tenants' keys and how old a signature may be."""
+
+    keys: Mapping[str, str]
+    max_age_s: float = 300.0
+
+    def refusal(self, tenant: str, headers: Headers, body: bytes | None, reply_topic: str,
+                now: float) -> str | None:
+        """Why a request with these headers and body may not be served (None: it may)."""
+        return refusal(self.keys, tenant, header(headers, TIMESTAMP), header(headers, SIGNATURE),
+                       reply_topic, body or b"", now=now, max_age_s=self.max_age_s)

@@ -20,12 +20,14 @@ from typing import Any, TypeVar
 
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
-from streams.adapters.kafka.clients import kafka_security
+from streams.adapters.kafka.clients import end_offsets, kafka_security, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import Outgoing, ProducerPublisher
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.erasure.processor import ErasureProcessor, Handled
+from streams.erasure.retention import RetentionRunner
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
@@ -110,12 +112,16 @@ class WorkerContext:
         return self._publisher
 
     async def wiring(self) -> Wiring:
-        """The composition root over this worker's started runtime."""
+        """The composition root over this worker's started runtime, with every erasure
+        recorded so far taken in (nothing an erasure covers is stored again)."""
         async def build() -> Wiring:
             await self.runtime.start()
+            i = self.settings.ingest
+            await retry_forever(self.runtime.erasures.refresh, what="erasure-log",
+                                initial_s=i.retry_initial_s, max_s=i.retry_max_s)
             return Wiring(self.settings, self.runtime, publisher=self.publisher,
                           agent_configs=TableAgentConfigs(agent_configs),
-                          sessions=FaustTable(sessions))
+                          sessions=FaustTable(sessions), erasures=self.runtime.erasures)
         return await self._once("wiring", build)
 
     async def ingest_processor(self) -> IngestProcessor:
@@ -161,10 +167,9 @@ class WorkerContext:
         topic = self.settings.kafka.idle_topic
         return [idle_check_record(topic, c) for c in scanner.scan(FaustTable(sessions).items())]
 
-    async def query_answering(self) -> QueryAnswering:
-        """What the query consumer runs for each request, with one reply producer."""
-        async def build() -> QueryAnswering:
-            wiring = await self.wiring()
+    async def replies(self) -> ReplyPublisher:
+        """The producer of query replies and erasure receipts."""
+        async def build() -> ReplyPublisher:
             replies = ReplyPublisher(
                 self.settings.kafka.broker,
                 every_partition=self.settings.query.unaddressed_replies == "all_partitions",
@@ -172,11 +177,43 @@ class WorkerContext:
                 security=kafka_security(self.settings.kafka))
             await replies.start()
             self._replies = replies
+            return replies
+        return await self._once("replies", build)
+
+    async def query_answering(self) -> QueryAnswering:
+        """What the query consumer runs for each request, with one reply producer."""
+        async def build() -> QueryAnswering:
+            wiring = await self.wiring()
+            replies = await self.replies()
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
             await self._search_log.start()
             return wiring.query_answering(replies.deliver, search_log=self._search_log,
                                           maybe_seen=self.queries.maybe_seen)
         return await self._once("query-answering", build)
+
+    async def erasure_processor(self) -> ErasureProcessor:
+        async def build() -> ErasureProcessor:
+            k = self.settings.kafka
+            count = len(await partitions(k, k.idle_topic)) or k.partitions
+            return (await self.wiring()).erasure_processor(
+                lambda: end_offsets(k, k.chat_topic), count)
+        return await self._once("erasure", build)
+
+    async def deliver_erasure(self, handled: Handled) -> None:
+        """The receipt to its caller, the dead letter to the dead-letter topic."""
+        if handled.dead_letter is not None:
+            await self.publisher.publish([handled.dead_letter])
+        if handled.receipt is not None:
+            await (await self.replies()).deliver(handled.receipt)
+
+    async def sync_erasures(self) -> None:
+        await self.runtime.start()
+        await self.runtime.erasures.refresh()
+
+    async def retention(self) -> RetentionRunner:
+        async def build() -> RetentionRunner:
+            return (await self.wiring()).retention()
+        return await self._once("retention", build)
 
     async def purge(self, retention_days: float) -> tuple[int, int, int]:
         """Ledger rows, finished runs and dead-letter records older than the

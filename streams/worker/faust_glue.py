@@ -286,6 +286,9 @@ class FaustTable(SessionTable):
     def set(self, key: str, value: dict[str, Any]) -> None:
         self._table[key] = value
 
+    def stored_keys(self) -> list[str]:
+        return [k for k, v in self._table.items() if v is not None]
+
     def delete(self, key: str) -> None:
         """Remove ``key``: a tombstone in the changelog, so compaction forgets it."""
         if key in self._table:

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import create_engine
+from streams.adapters.db.erasure_log import ErasureLog
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.stale_marks import StaleMarkStore
@@ -22,6 +23,8 @@ from streams.adapters.embeddings.embedders import Embedder, LocalEmbedder, limit
 from streams.adapters.http.client import RetryPolicy
 from streams.adapters.http.openai_compat import ChatModel, OpenAIEmbedder
 from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.consolidation.rules.dedup import normalize
+from streams.erasure.registry import ErasureRegistry
 from streams.memory.providers.mem0 import Mem0Provider
 from streams.memory.providers.memos import MemOSProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
@@ -183,6 +186,31 @@ class Runtime:
                 lexical_weight=s.query.provider_lexical_weight),
                 episodes=c.episodes_external)
         return ProviderRegistry(handles)
+
+    @cached_property
+    def erasures(self) -> ErasureRegistry:
+        """The erasures this process knows; a finished one drops its caches."""
+        registry = ErasureRegistry(ErasureLog(self.engine))
+        registry.on_finished(self.drop_caches)
+        return registry
+
+    def drop_caches(self) -> None:
+        """Drop what this process holds of stored texts in memory: the built-in
+        provider's scope states and rows, memoised token counts and normalised texts,
+        the local embedder's vectors of texts."""
+        built = self.__dict__
+        self.tokens.clear()
+        normalize.cache_clear()
+        if isinstance(embedder := built.get("embedder"), LocalEmbedder):
+            embedder.clear_cache()
+        if "providers" in built:
+            from streams.memory.providers.builtin.provider import BuiltinProvider
+
+            for route in self.providers.configured():
+                provider = self.providers.get(route).provider
+                if isinstance(provider, BuiltinProvider):
+                    provider.drop_caches()
+        log.info("in-process caches dropped after an erasure")
 
     @cached_property
     def models(self) -> ModelFactory:

@@ -41,4 +41,9 @@ agent_config = app.topic(
     _k.agent_config_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
     value_serializer="raw", partitions=1, compacting=True, internal=True,
 )
+# compacted, one partition: erasure requests, carried out one after the other
+erasures = app.topic(
+    _k.erasures_topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+    value_serializer="raw", partitions=1, compacting=True, internal=True,
+)
 # memory.queries is not declared here: the query consumer reads it outside Faust

@@ -14,7 +14,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -25,6 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.cube_lock import CubeLocks
 from streams.adapters.db.engine import is_sqlite
+from streams.adapters.db.erasure_deletes import TableDeletes
+from streams.adapters.db.erasure_origins import OriginRows
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.reprocess_claims import ReprocessClaims
@@ -44,14 +46,19 @@ from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import HiddenMemories, MemoryWriter
+from streams.erasure.executor import ErasureConfig, ErasureExecutor
+from streams.erasure.processor import ErasureProcessor
+from streams.erasure.registry import ErasureRegistry
+from streams.erasure.retention import RetentionConfig, RetentionRunner
 from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.memory.agent_configs import AgentConfigs
+from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import DeliverReply, QueryAnswering
 from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
-from streams.query.processor import QueryProcessor, Signing
+from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.session.idle import IdleScanner
 from streams.session.reader import SessionReader
@@ -59,6 +66,8 @@ from streams.session.stale import StaleHistories
 from streams.session.table import SessionTable
 from streams.settings import Settings
 from streams.tokens import TokenCounter
+from streams.wire.erasure import ErasureFence
+from streams.wire.signing import Signing
 
 
 class Parts(Protocol):
@@ -118,12 +127,14 @@ class Wiring:
     ``clock`` (seconds since the epoch) and ``rng`` (uniform in [0, 1)) reach
     every part built here that reads the wall clock or draws a jitter, so a test
     can drive them (the database retries of the stores wait on their own).
+    ``erasures``: the process's erasure registry; without it nothing is skipped.
     """
 
     def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
                  agent_configs: AgentConfigs, sessions: SessionTable | None = None,
                  clock: Callable[[], float] = time.time,
-                 rng: Callable[[], float] = random.random) -> None:
+                 rng: Callable[[], float] = random.random,
+                 erasures: ErasureRegistry | None = None) -> None:
         self.settings = settings
         self.parts = parts
         self.publisher = publisher
@@ -131,6 +142,7 @@ class Wiring:
         self.sessions = sessions
         self.clock = clock
         self.rng = rng
+        self.erasures = erasures
 
     # ① ingest (and ② the session state it keeps)
     def ingest_config(self) -> IngestConfig:
@@ -146,11 +158,18 @@ class Wiring:
     def ingest(self) -> IngestProcessor:
         if self.sessions is None:
             raise ValueError("the ingest processor needs the sessions table")
+        e = self.erasures
         return IngestProcessor(
             self.ingest_config(), self.parts.store, self.parts.cache, self.publisher,
             self.sessions, self.clock, stale=self.parts.stale,
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
-            home=home_partitions(self.settings.kafka.partitions))
+            home=home_partitions(self.settings.kafka.partitions),
+            erasures=e.index if e else None, fence_passed=self._fence_passed if e else None)
+
+    async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
+        assert self.erasures is not None
+        await self.erasures.log.pass_fence(fence.erasure_id, fence.partition, tombstones,
+                                           datetime.fromtimestamp(self.clock(), UTC))
 
     def idle_scanner(self) -> IdleScanner:
         c = self.settings.consolidation
@@ -184,7 +203,8 @@ class Wiring:
                 dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
                 dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
                 late_window_days=c.ledger_retention_days, summarize=summarize),
-            clock=self.clock)
+            clock=self.clock, erasures=self.erasures.index if self.erasures else None,
+            refresh_erasures=self.erasures.refresh if self.erasures else None)
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts
@@ -225,6 +245,37 @@ class Wiring:
                               retry_topic=s.kafka.retry_topic, should_release=should_release,
                               max_held=s.consolidation.retry_max_held, clock=self.clock)
 
+    # ⑥ erasure and retention
+    def _builtin(self) -> BuiltinProvider:
+        provider = self.parts.providers.get("mysql").provider
+        assert isinstance(provider, BuiltinProvider)
+        return provider
+
+    def erasure_processor(self, chat_offsets: Callable[[], Awaitable[dict[int, int]]],
+                          partitions: int) -> ErasureProcessor:
+        """Erasure requests; ``chat_offsets``: the chat topic's end offsets now,
+        ``partitions``: those of the ingest stage's topics (each gets a fence)."""
+        if self.erasures is None:
+            raise ValueError("the erasure processor needs the erasure registry")
+        s, p = self.settings, self.parts
+        engine = p.engine
+        executor = ErasureExecutor(
+            ErasureConfig(idle_topic=s.kafka.idle_topic, partitions=partitions,
+                          retry_initial_s=s.ingest.retry_initial_s,
+                          retry_max_s=s.ingest.retry_max_s),
+            self.erasures.log, TableDeletes(engine, chunk=s.erasure.chunk_rows),
+            OriginRows(engine), self._builtin(), p.providers, p.cache, self.publisher,
+            self.erasures, chat_offsets=chat_offsets, home=home_partitions(partitions),
+            clock=self.clock)
+        return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
+                                signing=self.signing(), clock=self.clock)
+
+    def retention(self) -> RetentionRunner:
+        e = self.settings.erasure
+        return RetentionRunner(
+            RetentionConfig(e.message_retention_days, e.summary_retention_days),
+            TableDeletes(self.parts.engine, chunk=e.chunk_rows), self.parts.cache, self.clock)
+
     # ⑤ query
     def query_processor(self, search_log: SearchRecorder | None = None) -> QueryProcessor:
         s, p = self.settings, self.parts
@@ -236,13 +287,24 @@ class Wiring:
                 user_share=q.user_share, pref_top_k=q.pref_top_k,
                 default_long_memory=s.consolidation.default_long_memory),
             p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
+        return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
+                              reply_targets=self.reply_targets(), signing=self.signing())
+
+    def reply_targets(self) -> ReplyTargets:
+        """Where replies and receipts may go: never to memstream's own topics."""
+        s = self.settings
         own = [getattr(s.kafka, name) for name in type(s.kafka).model_fields
                if name.endswith("_topic")]
-        targets = ReplyTargets.of([*q.reply_topics, q.reply_topic], own, s.kafka.app_id)
-        signing = Signing({t: k.get_secret_value() for t, k in q.tenant_keys.items()},
-                          q.signature_max_age_s) if q.require_signature else None
-        return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
-                              reply_targets=targets, signing=signing)
+        return ReplyTargets.of([*s.query.reply_topics, s.query.reply_topic], own,
+                               s.kafka.app_id)
+
+    def signing(self) -> Signing | None:
+        """The tenants' keys when queries and erasures must be signed."""
+        q = self.settings.query
+        if not q.require_signature:
+            return None
+        return Signing({t: k.get_secret_value() for t, k in q.tenant_keys.items()},
+                       q.signature_max_age_s)
 
     def query_answering(self, deliver_reply: DeliverReply,
                         search_log: SearchRecorder | None = None, *,

@@ -183,6 +183,9 @@ class FakeTable:
         self.writes += 1
         self.data.pop(key, None)
 
+    def stored_keys(self) -> list[str]:
+        return list(self.data)
+
     @contextmanager
     def context(self, record: SourceRecord) -> Iterator[None]:
         self.in_context = record

@@ -76,6 +76,7 @@ class Stack:
             "queries": f"{n}.queries",
             "agent_config": f"{n}.agent-config",
             "idle": f"{n}.idle",
+            "erasures": f"{n}.erasures",
         }
 
     @property
@@ -99,6 +100,7 @@ class Stack:
             "MEMSTREAM_KAFKA__QUERIES_TOPIC": t["queries"],
             "MEMSTREAM_KAFKA__AGENT_CONFIG_TOPIC": t["agent_config"],
             "MEMSTREAM_KAFKA__IDLE_TOPIC": t["idle"],
+            "MEMSTREAM_KAFKA__ERASURES_TOPIC": t["erasures"],
             "MEMSTREAM_KAFKA__DATA_DIR": str(self.tmp / f"data-{app_id or self.name}"),
             "MEMSTREAM_DATABASE__URL": self.db_url,
             "MEMSTREAM_REDIS__KEY_PREFIX": self.name,

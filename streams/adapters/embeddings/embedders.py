@@ -502,6 +502,10 @@ class LocalEmbedder:
                 self._remember(text, row.copy())
         return [cast(list[float], found[t].tolist()) for t in texts]
 
+    def clear_cache(self) -> None:
+        """Forget the vectors of texts seen (texts an erasure removed among them)."""
+        self._cache.clear()
+
     def _remember(self, text: str, row: Matrix) -> None:
         if self._cache_size <= 0:
             return

@@ -48,6 +48,9 @@ def topic_specs(k: KafkaSettings) -> list[TopicSpec]:
         TopicSpec(k.queries_topic, p, {"retention.ms": week}),
         # one partition: a global table's changelog (tiny, read whole by every worker)
         TopicSpec(k.agent_config_topic, 1, {"cleanup.policy": "compact"}),
+        # one partition: erasures are carried out one after the other; compacted, the
+        # newest request per subject stays (its receipt is in the database)
+        TopicSpec(k.erasures_topic, 1, {"cleanup.policy": "compact"}),
     ]
 
 

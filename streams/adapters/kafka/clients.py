@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
@@ -81,3 +81,18 @@ async def partitions(k: KafkaSettings, topic: str) -> list[int]:
         if t.get("error_code", 0) == 0 and t.get("partitions"):
             return sorted(int(p["partition"]) for p in t["partitions"])
     return []
+
+
+async def end_offsets(k: KafkaSettings, topic: str) -> dict[int, int]:
+    """Each partition of ``topic`` and the offset the next record will get ({} when
+    the topic does not exist)."""
+    parts = await partitions(k, topic)
+    if not parts:
+        return {}
+    c = consumer(k)
+    await c.start()
+    try:
+        ends = await c.end_offsets([TopicPartition(topic, p) for p in parts])
+    finally:
+        await c.stop()
+    return {tp.partition: int(offset) for tp, offset in ends.items()}

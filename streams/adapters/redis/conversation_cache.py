@@ -264,3 +264,78 @@ class ConversationCache:
         except (RedisError, OSError) as exc:
             self._failed(exc, "summary write")
             raise CacheUnavailableError(str(exc)) from exc
+
+    # ------------------------------------------------------------- erasure
+    def conversation_keys(self, key: ConversationKey) -> list[str]:
+        """Every key memstream keeps for one conversation."""
+        return [*self._history_keys(key), self.summary_key(*key)]
+
+    async def forget(self, conversations: Iterable[ConversationKey]) -> int:
+        """Delete every key of ``conversations``; how many there were. One DEL per
+        conversation (its keys share a hash tag, so this works on Redis Cluster too).
+        Never skipped after a recent failure, as reads and writes are: an erasure must
+        reach Redis. Raises :class:`CacheUnavailableError` when Redis fails."""
+        redis = self.redis
+        keys = list(conversations)
+        if redis is None or not keys:
+            return 0
+        try:
+            n = 0
+            for i in range(0, len(keys), 500):
+                async with redis.pipeline(transaction=False) as pipe:
+                    for key in keys[i: i + 500]:
+                        pipe.delete(*self.conversation_keys(key))
+                    n += sum(int(x) for x in await pipe.execute())
+            return n
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailableError(f"redis erase failed: {exc}") from exc
+
+    async def count(self, conversations: Iterable[ConversationKey]) -> int:
+        """How many keys of ``conversations`` exist (what :meth:`forget` would delete)."""
+        redis = self.redis
+        keys = list(conversations)
+        if redis is None or not keys:
+            return 0
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.exists(*self.conversation_keys(key))
+                return sum(int(x) for x in await pipe.execute())
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailableError(f"redis count failed: {exc}") from exc
+
+    def tenant_pattern(self, tenant_id: str) -> str:
+        """The SCAN pattern of every conversation key of ``tenant_id`` (tenant ids hold
+        no ``:``, so ``t1`` does not match ``t10``)."""
+        return f"{_glob_escape(self.prefix)}:{{{_glob_escape(tenant_id)}:*"
+
+    async def forget_tenant(self, tenant_id: str, *, dry_run: bool = False) -> int:
+        """Delete (or count) every conversation key of ``tenant_id``."""
+        redis = self.redis
+        if redis is None:
+            return 0
+        n = 0
+        try:
+            batch: list[str | bytes] = []
+            async for key in redis.scan_iter(match=self.tenant_pattern(tenant_id), count=1000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    n += len(batch) if dry_run else await self._delete_each(redis, batch)
+                    batch = []
+            if batch:
+                n += len(batch) if dry_run else await self._delete_each(redis, batch)
+            return n
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailableError(f"redis erase failed: {exc}") from exc
+
+    @staticmethod
+    async def _delete_each(redis: Redis, keys: list[str | bytes]) -> int:
+        async with redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.delete(key)
+            return sum(int(x) for x in await pipe.execute())
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

@@ -52,6 +52,7 @@ import httpx
 from streams.adapters.http.client import (
     DEFAULT_RETRY,
     ProviderRequestRejected,
+    ProviderUnavailable,
     RetryPolicy,
     bad_answer,
     keyword_match,
@@ -234,3 +235,38 @@ class Mem0Provider:
         for memory_id in memory_ids:
             await self._call("delete", "DELETE", f"/memories/{quote(memory_id, safe='')}",
                              allow_status=(404,))
+
+    # --------------------------------------------------------------- erasure
+    async def forget(self, scope: Scope, cube: str, memory_ids: Sequence[str]) -> int:
+        """Delete by id; an id Mem0 does not know (404) counts nothing. Mem0 writes the
+        text of a deleted memory into its history database (docs/providers.md)."""
+        erased = 0
+        for memory_id in dict.fromkeys(memory_ids):
+            answer = await self._call("delete", "DELETE",
+                                      f"/memories/{quote(memory_id, safe='')}",
+                                      allow_status=(404,))
+            erased += 1 if isinstance(answer, dict) and "message" in answer else 0  # not 404
+        return erased
+
+    async def forget_cube(self, scope: Scope, cube: str, *, max_rounds: int = 100) -> int:
+        """Search the cube's entity and delete what it returns until nothing comes back;
+        memories still found after their delete are a retryable error."""
+        entity = mem0_entity(scope, cube)
+        erased = 0
+        previous: set[str] = set()
+        for _ in range(max_rounds):
+            answer = await self._call("erase", "POST", "/search", {
+                "query": "memory", "filters": {**entity, "tenant_id": scope.tenant_id,
+                                               "cube": cube},
+                "top_k": 100, "threshold": 0.0})
+            results = answer.get("results") if isinstance(answer, dict) else None
+            found = {str(r["id"]) for r in results or [] if isinstance(r, dict) and r.get("id")}
+            if not found:
+                return erased
+            if found & previous:
+                raise ProviderUnavailable(f"{self.name} erase: memories still found after "
+                                          "their delete", provider=self.name, operation="erase")
+            erased += await self.forget(scope, cube, sorted(found))
+            previous = found
+        raise ProviderUnavailable(f"{self.name} erase: the cube was not empty after "
+                                  f"{max_rounds} rounds", provider=self.name, operation="erase")

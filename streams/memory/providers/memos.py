@@ -340,6 +340,50 @@ class MemOSProvider:
                 "memory_ids": list(memory_ids)}
         await self._call("delete", "/product/delete_memory", body)
 
+    # --------------------------------------------------------------- erasure
+    async def forget(self, scope: Scope, cube: str, memory_ids: Sequence[str]) -> int:
+        """Delete by id (MemOS deletes physically; an unknown id is no error, and the
+        server does not say how many it found: the ids given are counted)."""
+        ids = list(dict.fromkeys(memory_ids))
+        if ids:
+            await self.expire(scope, cube, ids, None)
+        return len(ids)
+
+    async def forget_cube(self, scope: Scope, cube: str, *, max_rounds: int = 100) -> int:
+        """Search the cube and delete what it returns until a search returns nothing. A
+        delete answered success while the same memories come back (the server's
+        database is down) is a retryable error, never taken as done."""
+        ids = memos_ids(scope, cube)
+        erased = 0
+        previous: set[str] = set()
+        for _ in range(max_rounds):
+            found = await self._cube_ids(ids)
+            if not found:
+                return erased
+            if found & previous:
+                raise ProviderUnavailable(
+                    f"{self.name} erase: memories still found after their delete (the "
+                    "server's database may be down)", provider=self.name, operation="erase")
+            await self._call("delete", "/product/delete_memory", {
+                "writable_cube_ids": [ids.cube_id], "memory_ids": sorted(found)})
+            erased += len(found)
+            previous = found
+        raise ProviderUnavailable(f"{self.name} erase: the cube was not empty after "
+                                  f"{max_rounds} rounds", provider=self.name, operation="erase")
+
+    async def _cube_ids(self, ids: MemOSIds, top_k: int = 100) -> set[str]:
+        """Ids of memories of the cube a search returns (the server returns the whole
+        cube, nearest first, whatever the query)."""
+        body = {"query": "memory", "user_id": ids.user_id, "readable_cube_ids": [ids.cube_id],
+                "mode": "fast", "top_k": top_k, "relativity": 0.0, "dedup": "no",
+                "include_preference": True, "pref_top_k": top_k}
+        data = await self._call("erase", "/product/search", body)
+        return {str(item.get("id")) for key in _BUCKETS
+                for bucket in (data.get(key) or [] if isinstance(data, dict) else [])
+                if isinstance(bucket, dict) and bucket.get("cube_id") == ids.cube_id
+                for item in bucket.get("memories") or []
+                if isinstance(item, dict) and item.get("id")}
+
 
 def _by_score(lists: Sequence[Sequence[StoredMemory]]) -> list[StoredMemory]:
     """The memories of all buckets, best score first; equal scores (the server's

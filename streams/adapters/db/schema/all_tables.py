@@ -13,9 +13,17 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from streams.adapters.db.schema import consolidation, conversation, memory, reprocess, stats
+from streams.adapters.db.schema import (
+    consolidation,
+    conversation,
+    erasure,
+    memory,
+    reprocess,
+    stats,
+)
 from streams.adapters.db.schema.conversation import metadata
 
-TABLE_MODULES: tuple[ModuleType, ...] = (conversation, memory, consolidation, reprocess, stats)
+TABLE_MODULES: tuple[ModuleType, ...] = (conversation, memory, consolidation, reprocess, stats,
+                                         erasure)
 
 __all__ = ["TABLE_MODULES", "metadata"]

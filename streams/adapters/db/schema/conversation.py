@@ -91,6 +91,7 @@ conversation_message = Table(
     UniqueConstraint("tenant_id", "event_id"),
     Index(None, "tenant_id", "conversation_id", "id"),
     Index(None, "tenant_id", "conversation_id", "session_seq"),
+    Index(None, "created_at"),  # retention (streams.erasure.retention)
 )
 
 # The last closed session of a conversation whose state left the sessions table,

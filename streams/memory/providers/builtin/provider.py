@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -44,6 +44,7 @@ from streams.memory.provider import (
     SearchRequest,
     WriteResult,
 )
+from streams.memory.providers.builtin.erase import Eraser, Record
 from streams.memory.providers.builtin.rows import (
     Vector,
     as_provider_error,
@@ -87,6 +88,7 @@ class BuiltinProvider:
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)
+        self.eraser = Eraser(engine)
 
     # ---------------------------------------------------------------- scoping
     def _check(self, scope: Scope, operation: str) -> None:
@@ -189,6 +191,41 @@ class BuiltinProvider:
             ids = sorted({int(i) for i in memory_ids if str(i).isdigit()})
             if ids:
                 await self._writes.expire(scope, cube, owner, ids, superseded_by)
+
+    # ---------------------------------------------------------------- erasure
+    def _in_cube(self, scope: Scope, cube: str, operation: str) -> ColumnElement[bool]:
+        s = memory_scope_stats.c
+        owner = self._owner_or_fail(scope, cube, operation)
+        return memory.c.scope_id.in_(select(s.id).where(
+            s.tenant_id == scope.tenant_id, s.cube == cube, s.owner_id == owner))
+
+    async def forget(self, scope: Scope, cube: str, memory_ids: Sequence[str]) -> int:
+        """Delete memories of ``cube`` for good (rows, postings, vectors; expired ones too)."""
+        async with self._call("forget"):
+            ids = sorted({int(i) for i in memory_ids if str(i).isdigit()})
+            if not ids:
+                return 0
+            where = and_(memory.c.id.in_(ids), self._in_cube(scope, cube, "forget"))
+            return (await self.eraser.erase(scope.tenant_id, where)).get("memory", 0)
+
+    async def forget_cube(self, scope: Scope, cube: str) -> int:
+        """Delete every memory of ``cube`` for this scope (an agent cube: of every user)."""
+        async with self._call("forget"):
+            where = self._in_cube(scope, cube, "forget")
+            return (await self.eraser.erase(scope.tenant_id, where)).get("memory", 0)
+
+    async def erase(self, tenant_id: str, where: ColumnElement[bool],
+                    record: Record | None = None) -> dict[str, int]:
+        """Delete the memories of ``tenant_id`` matching ``where`` in any cube (an
+        erasure's selection); counts per table, each chunk's added by ``record``
+        inside its transaction."""
+        async with self._call("forget"):
+            return await self.eraser.erase(tenant_id, where, record)
+
+    def drop_caches(self) -> None:
+        """Forget every scope state and memory this worker holds (after an erasure)."""
+        self.cache.clear()
+        self.memories.clear()
 
     # ----------------------------------------------------------------- search
     async def search(self, scope: Scope, request: SearchRequest) -> list[StoredMemory]:

@@ -374,6 +374,12 @@ class ScopeCache:
             self._rows -= rows
             self._postings -= postings
 
+    def clear(self) -> None:
+        """Drop every state (a refresh in flight finishes for its callers only)."""
+        self._states.clear()
+        self._weights.clear()
+        self._rows = self._postings = 0
+
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
         """Hold postings that were read at ``version``, if the state is at it."""
         if st.version != version or self._states.get(st.scope_id) is not st:
@@ -453,6 +459,11 @@ class MemoryCache:
             found.update((c.id, c) for c in loaded)
             self._keep(loaded)
         return found
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._words.clear()
+        self.table = WordIds()
 
     def put(self, rows: Sequence[DbRow]) -> None:
         """Hold these rows of valid memories."""

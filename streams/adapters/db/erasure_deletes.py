@@ -1,0 +1,260 @@
+"""The database side of erasure and retention: which rows of which table go.
+
+:func:`erasure_steps` turns a :class:`~streams.erasure.model.Selection` into one
+:class:`TableStep` per table, in an order where no step needs rows an earlier one
+deleted (candidates before their runs, ledger rows before the messages they
+name). :class:`TableDeletes` runs a step in chunks, each chunk in one
+transaction with the count it adds to the erasure's record, so an interrupted
+erasure resumes with exact counts; or only counts (a dry run). Every step is
+idempotent: a second run finds nothing left.
+
+The built-in provider's memories (rows, postings, vectors, scope statistics)
+are deleted by the provider itself
+(:meth:`streams.memory.providers.builtin.provider.BuiltinProvider.erase`);
+``memory_origin`` rows go with the provider copies they point to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Select, Table, and_, false, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from streams.adapters.db.schema.consolidation import (
+    consolidation_candidate,
+    consolidation_ledger,
+    consolidation_progress,
+    consolidation_run,
+    memory_origin,
+    pending_expiry,
+)
+from streams.adapters.db.schema.conversation import (
+    conversation_message,
+    conversation_session,
+    conversation_summary,
+    stale_history_mark,
+)
+from streams.adapters.db.schema.reprocess import (
+    reprocess_job,
+    reprocess_message,
+    reprocess_retire,
+    reprocess_session,
+)
+from streams.adapters.db.schema.stats import memory_search_log
+from streams.clock import naive_utc
+from streams.erasure.model import EraseConversation, Selection
+
+CHUNK = 1000
+# adds counts inside the transaction that deleted them
+Record = Callable[[AsyncConnection, dict[str, int]], Awaitable[None]]
+
+_m, _r = conversation_message.c, consolidation_run.c
+_rs, _rj = reprocess_session.c, reprocess_job.c
+
+
+@dataclass(frozen=True)
+class TableStep:
+    """Delete the rows of ``table`` matching ``where``; ``chunk_by``: the integer key
+    deleted a chunk at a time (None: one statement); ``cached``: the Redis keys of
+    the conversations whose rows went must go too (what a retention run deletes)."""
+
+    table: Table
+    where: ColumnElement[bool]
+    chunk_by: str | None = None
+    cached: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+
+def _in(column: ColumnElement[str], values: tuple[str, ...]) -> ColumnElement[bool]:
+    return column.in_(values) if values else false()
+
+
+def _runs(where: ColumnElement[bool]) -> Select[tuple[str]]:
+    return select(_r.closed_id).where(where)
+
+
+def _jobs(tenant_id: str) -> Select[tuple[str]]:
+    return select(_rj.job_id).where(_rj.tenant_id == tenant_id)
+
+
+def erasure_steps(sel: Selection) -> list[TableStep]:
+    """The tables an erasure deletes from, in order (memories aside)."""
+    t = sel.tenant_id
+    if sel.target == "memory":
+        return [
+            TableStep(consolidation_candidate, and_(
+                consolidation_candidate.c.memory_id == sel.subject,
+                consolidation_candidate.c.closed_id.in_(_runs(_r.tenant_id == t)))),
+            TableStep(reprocess_retire, and_(reprocess_retire.c.memory_id == sel.subject,
+                                             reprocess_retire.c.job_id.in_(_jobs(t)))),
+        ]
+    if sel.target == "tenant":
+        mine: Callable[[Table], ColumnElement[bool]] = lambda tb: tb.c.tenant_id == t  # noqa: E731
+        runs = _runs(_r.tenant_id == t)
+        return [
+            TableStep(consolidation_candidate, consolidation_candidate.c.closed_id.in_(runs)),
+            TableStep(pending_expiry, mine(pending_expiry)),
+            TableStep(consolidation_run, mine(consolidation_run)),
+            TableStep(consolidation_ledger, mine(consolidation_ledger)),
+            TableStep(consolidation_progress, mine(consolidation_progress)),
+            TableStep(reprocess_message, reprocess_message.c.closed_id.in_(
+                select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t))))),
+            TableStep(reprocess_session, _rs.job_id.in_(_jobs(t))),
+            TableStep(reprocess_retire, reprocess_retire.c.job_id.in_(_jobs(t))),
+            TableStep(reprocess_job, mine(reprocess_job)),
+            TableStep(conversation_summary, mine(conversation_summary)),
+            TableStep(conversation_session, mine(conversation_session)),
+            TableStep(stale_history_mark, mine(stale_history_mark)),
+            TableStep(memory_search_log, mine(memory_search_log)),
+            TableStep(memory_origin, mine(memory_origin)),
+            TableStep(conversation_message, _m.tenant_id == t, chunk_by="id"),
+        ]
+    whole, touched = sel.whole, sel.touched
+    if sel.target == "user":
+        u = sel.subject
+        runs = _runs(and_(_r.tenant_id == t, or_(_r.user_id == u, _in(_r.conversation_id, whole))))
+        sessions = select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t)), or_(
+            _rs.user_id == u, _in(_rs.conversation_id, whole)))
+        cand = consolidation_candidate.c
+        ledger = consolidation_ledger.c
+        said = select(_m.event_id).where(_m.tenant_id == t, _m.user_id == u)
+        return [
+            TableStep(consolidation_candidate, or_(cand.closed_id.in_(runs), and_(
+                cand.user_id == u, cand.closed_id.in_(_runs(_r.tenant_id == t))))),
+            TableStep(pending_expiry, and_(pending_expiry.c.tenant_id == t,
+                                           pending_expiry.c.user_id == u)),
+            TableStep(consolidation_run, and_(_r.tenant_id == t, or_(
+                _r.user_id == u, _in(_r.conversation_id, whole)))),
+            TableStep(consolidation_ledger, and_(ledger.tenant_id == t, or_(
+                _in(ledger.conversation_id, whole), ledger.event_id.in_(said)))),
+            *_conversation_rows(t, whole, touched),
+            TableStep(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
+            TableStep(reprocess_session, _rs.closed_id.in_(sessions)),
+            TableStep(reprocess_retire, and_(reprocess_retire.c.job_id.in_(_jobs(t)),
+                                             reprocess_retire.c.user_id == u)),
+            TableStep(reprocess_job, and_(_rj.tenant_id == t, _rj.user_id == u,
+                                          _rj.active.is_(None))),
+            TableStep(memory_search_log, and_(memory_search_log.c.tenant_id == t,
+                                              memory_search_log.c.user_id == u)),
+            TableStep(memory_origin, and_(memory_origin.c.tenant_id == t,
+                                          memory_origin.c.user_id == u)),
+            TableStep(conversation_message, and_(_m.tenant_id == t, _m.user_id == u),
+                      chunk_by="id"),
+        ]
+    c = sel.subject  # one conversation, every speaker
+    runs = _runs(and_(_r.tenant_id == t, _r.conversation_id == c))
+    sessions = select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t)), _rs.conversation_id == c)
+    return [
+        TableStep(consolidation_candidate, consolidation_candidate.c.closed_id.in_(runs)),
+        TableStep(pending_expiry, pending_expiry.c.closed_id.in_(runs)),
+        TableStep(consolidation_run, and_(_r.tenant_id == t, _r.conversation_id == c)),
+        TableStep(consolidation_ledger, and_(consolidation_ledger.c.tenant_id == t,
+                                             consolidation_ledger.c.conversation_id == c)),
+        *_conversation_rows(t, (c,), (c,)),
+        TableStep(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
+        TableStep(reprocess_session, _rs.closed_id.in_(sessions)),
+        TableStep(memory_origin, and_(memory_origin.c.tenant_id == t,
+                                      memory_origin.c.conversation_id == c)),
+        TableStep(conversation_message, and_(_m.tenant_id == t, or_(
+            _m.conversation_id == c, _m.origin_conversation_id == c)), chunk_by="id"),
+    ]
+
+
+def _conversation_rows(tenant_id: str, whole: tuple[str, ...],
+                       touched: tuple[str, ...]) -> list[TableStep]:
+    """What belongs to a conversation rather than to a message: the consolidation
+    progress and session numbers (conversations that go whole), the summary and the
+    stale-history mark (every conversation touched: the summary was made from the
+    erased messages too)."""
+    def of(table: Table, ids: tuple[str, ...]) -> TableStep:
+        return TableStep(table, and_(table.c.tenant_id == tenant_id,
+                                     _in(table.c.conversation_id, ids)))
+    return [of(consolidation_progress, whole), of(conversation_summary, touched),
+            of(conversation_session, whole), of(stale_history_mark, touched)]
+
+
+def retention_steps(messages_before: datetime | None,
+                    summaries_before: datetime | None) -> list[TableStep]:
+    """Messages created before ``messages_before`` (with their ledger rows) and
+    summaries last updated before ``summaries_before``, in every tenant."""
+    steps = []
+    if messages_before is not None:
+        before = naive_utc(messages_before)
+        steps += [
+            TableStep(consolidation_ledger, consolidation_ledger.c.message_id.in_(
+                select(_m.id).where(_m.created_at < before))),
+            TableStep(conversation_message, _m.created_at < before, chunk_by="id", cached=True),
+        ]
+    if summaries_before is not None:
+        steps.append(TableStep(conversation_summary, conversation_summary.c.updated_at
+                               < naive_utc(summaries_before), cached=True))
+    return steps
+
+
+class TableDeletes:
+    def __init__(self, engine: AsyncEngine, *, chunk: int = CHUNK) -> None:
+        self.engine = engine
+        self.chunk = chunk
+
+    async def count(self, step: TableStep) -> int:
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(
+                select(func.count()).select_from(step.table).where(step.where))).scalar_one())
+
+    async def delete(self, step: TableStep, record: Record | None = None,
+                     touched: Callable[[list[tuple[str, str]]], Awaitable[None]] | None = None,
+                     ) -> int:
+        """Delete the step's rows; ``record`` adds each chunk's count in its
+        transaction. ``touched`` hears, after each chunk, the (tenant, conversation)
+        pairs it deleted rows of (tables with a ``conversation_id``)."""
+        done = 0
+        while True:
+            async with self.engine.begin() as conn:
+                n, pairs = await self._chunk(conn, step, touched is not None)
+                if n and record is not None:
+                    await record(conn, {step.name: n})
+            done += n
+            if pairs and touched is not None:
+                await touched(pairs)
+            if step.chunk_by is None or n < self.chunk:
+                return done
+
+    async def _chunk(self, conn: AsyncConnection, step: TableStep,
+                     want_pairs: bool) -> tuple[int, list[tuple[str, str]]]:
+        c = step.table.c
+        pairs: list[tuple[str, str]] = []
+        with_pairs = want_pairs and "conversation_id" in c
+        if step.chunk_by is None:
+            if with_pairs:
+                pairs = [(str(t), str(v)) for t, v in (await conn.execute(
+                    select(c.tenant_id, c.conversation_id).where(step.where).distinct())).all()]
+            n = (await conn.execute(step.table.delete().where(step.where))).rowcount
+            return int(n or 0), pairs
+        key = c[step.chunk_by]
+        cols = [key, c.tenant_id, c.conversation_id] if with_pairs else [key]
+        rows = (await conn.execute(select(*cols).where(step.where).order_by(key)
+                                   .limit(self.chunk))).all()
+        if not rows:
+            return 0, []
+        n = (await conn.execute(step.table.delete().where(key.in_([r[0] for r in rows])))).rowcount
+        if with_pairs:
+            pairs = sorted({(str(r[1]), str(r[2])) for r in rows})
+        return int(n or 0), pairs
+
+    async def conversations_of(self, tenant_id: str, user_id: str) -> list[EraseConversation]:
+        """The conversations ``user_id`` has messages in; ``whole`` when nobody else does."""
+        speakers = func.count(func.distinct(_m.user_id))
+        q = (select(_m.conversation_id, speakers.label("speakers"))
+             .where(_m.tenant_id == tenant_id, _m.conversation_id.in_(
+                 select(_m.conversation_id).where(_m.tenant_id == tenant_id,
+                                                  _m.user_id == user_id)))
+             .group_by(_m.conversation_id).order_by(_m.conversation_id))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [EraseConversation(str(r.conversation_id), int(r.speakers) == 1) for r in rows]

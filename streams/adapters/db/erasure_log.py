@@ -1,0 +1,184 @@
+"""ErasureLog: the durable record of erasures (tables in
+:mod:`streams.adapters.db.schema.erasure`).
+
+A record is written once per ``erasure_id`` (a repeated request finds the first
+one) and never holds content: who, the cutoff, the chat-topic offsets, the
+progress, the counts. Counts are added inside the transaction that deleted what
+they count (:meth:`ErasureLog.add_count`), so an erasure resumed after a crash
+reports each row once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Executable, delete, func, select, update
+from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from streams.adapters.db.engine import insert_ignoring_duplicates, is_sqlite
+from streams.adapters.db.schema.erasure import (
+    erasure,
+    erasure_conversation,
+    erasure_count,
+    erasure_fence,
+)
+from streams.clock import naive_utc
+from streams.erasure.model import (
+    EraseConversation,
+    ErasureMark,
+    MemorySource,
+    Status,
+    Target,
+)
+
+_e = erasure.c
+
+
+@dataclass(frozen=True)
+class ErasureRecord:
+    """An erasure as recorded: the mark the stages use, and its progress."""
+
+    mark: ErasureMark
+    status: Status
+    reference: str | None
+    requested_at: datetime
+    finished_at: datetime | None
+
+
+def _mark(r: Row[tuple[object, ...]]) -> ErasureMark:
+    source = None
+    if r.memory_sources is not None:
+        source = MemorySource(str(r.memory_cube), str(r.memory_user_id),
+                              frozenset(json.loads(r.memory_sources)))
+    return ErasureMark(str(r.erasure_id), str(r.tenant_id), r.target, str(r.subject),
+                       r.cutoff, {int(p): int(o) for p, o in json.loads(r.chat_offsets).items()},
+                       source, int(r.seq))
+
+
+def _record(r: Row[tuple[object, ...]]) -> ErasureRecord:
+    return ErasureRecord(_mark(r), r.status, r.reference, r.requested_at, r.finished_at)
+
+
+class ErasureLog:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._insert = insert_ignoring_duplicates(engine, erasure, ["erasure_id"])
+        self._fence = insert_ignoring_duplicates(engine, erasure_fence,
+                                                 ["erasure_id", "partition"])
+        self._conversation = insert_ignoring_duplicates(engine, erasure_conversation,
+                                                        ["erasure_id", "conversation_id"])
+
+    async def record(self, *, erasure_id: str, tenant_id: str, target: Target, subject: str,
+                     cutoff: datetime, chat_offsets: Mapping[int, int], now: datetime,
+                     source: MemorySource | None = None,
+                     reference: str | None = None) -> ErasureRecord:
+        """Record the erasure, or find the one recorded under ``erasure_id`` before."""
+        at = naive_utc(now)
+        async with self.engine.begin() as conn:
+            await conn.execute(self._insert, {
+                "erasure_id": erasure_id, "tenant_id": tenant_id, "target": target,
+                "subject": subject, "reference": reference, "cutoff": naive_utc(cutoff),
+                "chat_offsets": json.dumps({str(p): o for p, o in sorted(chat_offsets.items())}),
+                "memory_cube": source.cube if source else None,
+                "memory_user_id": source.user_id if source else None,
+                "memory_sources": json.dumps(sorted(source.event_ids)) if source else None,
+                "status": "recorded", "requested_at": at, "updated_at": at})
+            row = (await conn.execute(select(erasure).where(_e.erasure_id == erasure_id))).one()
+        return _record(row)
+
+    async def get(self, erasure_id: str) -> ErasureRecord | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(erasure).where(_e.erasure_id == erasure_id))).first()
+        return _record(row) if row is not None else None
+
+    async def marks_since(self, seq: int) -> list[ErasureMark]:
+        """Every erasure recorded after ``seq``, oldest first."""
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(erasure).where(_e.seq > seq)
+                                       .order_by(_e.seq))).all()
+        return [_mark(r) for r in rows]
+
+    async def last_done(self) -> int:
+        """The highest ``seq`` of a finished erasure (0: none)."""
+        async with self.engine.connect() as conn:
+            value = (await conn.execute(select(func.max(_e.seq)).where(
+                _e.status == "done"))).scalar()
+        return int(value or 0)
+
+    async def unfinished(self) -> list[ErasureRecord]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(erasure).where(_e.status != "done")
+                                       .order_by(_e.seq))).all()
+        return [_record(r) for r in rows]
+
+    async def set_status(self, erasure_id: str, status: Status, now: datetime) -> None:
+        at = naive_utc(now)
+        async with self.engine.begin() as conn:
+            await conn.execute(update(erasure).where(_e.erasure_id == erasure_id).values(
+                status=status, updated_at=at, finished_at=at if status == "done" else None))
+            if status == "done":  # the conversation ids served their turn
+                await conn.execute(delete(erasure_conversation).where(
+                    erasure_conversation.c.erasure_id == erasure_id))
+
+    async def plan(self, erasure_id: str, conversations: Sequence[EraseConversation],
+                   now: datetime) -> None:
+        """Fix the conversations the erasure touches, and mark it planned."""
+        async with self.engine.begin() as conn:
+            rows = [{"erasure_id": erasure_id, "conversation_id": c.conversation_id,
+                     "whole": c.whole} for c in conversations]
+            for i in range(0, len(rows), 1000):
+                await conn.execute(self._conversation, rows[i: i + 1000])
+            await conn.execute(update(erasure).where(_e.erasure_id == erasure_id).values(
+                status="planned", updated_at=naive_utc(now)))
+
+    async def conversations(self, erasure_id: str) -> list[EraseConversation]:
+        c = erasure_conversation.c
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(c.conversation_id, c.whole).where(
+                c.erasure_id == erasure_id).order_by(c.conversation_id))).all()
+        return [EraseConversation(str(r.conversation_id), bool(r.whole)) for r in rows]
+
+    async def pass_fence(self, erasure_id: str, partition: int, tombstones: int,
+                         now: datetime) -> None:
+        """Partition ``partition`` of the ingest stage took the erasure in, writing
+        ``tombstones`` to the sessions table (counted once per partition)."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(self._fence, {
+                "erasure_id": erasure_id, "partition": partition, "passed_at": naive_utc(now)})
+            if result.rowcount:
+                await self.add_count(conn, erasure_id, {"sessions_table": tombstones})
+
+    async def fences(self, erasure_id: str) -> set[int]:
+        f = erasure_fence.c
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(f.partition).where(f.erasure_id == erasure_id))
+            return {int(r.partition) for r in rows}
+
+    async def counts(self, erasure_id: str) -> dict[str, int]:
+        c = erasure_count.c
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(c.store, c["count"]).where(
+                c.erasure_id == erasure_id))
+            return {str(store): int(n) for store, n in rows if n}
+
+    async def add_count(self, conn: AsyncConnection, erasure_id: str,
+                        counts: Mapping[str, int]) -> None:
+        """Add ``counts`` inside the caller's transaction (the one that deleted them)."""
+        rows = [{"erasure_id": erasure_id, "store": s, "count": n} for s, n in counts.items() if n]
+        if not rows:
+            return
+        total = erasure_count.c["count"]
+        stmt: Executable
+        if is_sqlite(self.engine):
+            s = sqlite.insert(erasure_count)
+            stmt = s.on_conflict_do_update(index_elements=["erasure_id", "store"],
+                                           set_={"count": total + s.excluded["count"]})
+        else:
+            m = mysql.insert(erasure_count)
+            stmt = m.on_duplicate_key_update({"count": total + m.inserted["count"]})
+        await conn.execute(stmt, rows)

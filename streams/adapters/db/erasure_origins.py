@@ -1,0 +1,122 @@
+"""Where the long-term memories an erasure removes are: ``memory_origin`` rows (every
+memory consolidation wrote, in whichever provider) and, for one memory, the
+built-in provider's own row.
+
+An erasure deletes each provider's copies by these ids, then the origin rows
+(:meth:`OriginRows.drop`, counted in the same transaction), so a resumed
+erasure finds only what is left to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, and_, delete, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.adapters.db.erasure_deletes import Record
+from streams.adapters.db.schema.consolidation import consolidation_candidate, memory_origin
+from streams.adapters.db.schema.memory import memory
+from streams.erasure.model import Selection
+
+_o = memory_origin.c
+BUILTIN = "mysql"
+
+
+@dataclass(frozen=True)
+class OriginRow:
+    provider: str
+    memory_id: str
+    cube: str
+    user_id: str
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class LocatedMemory:
+    """One memory an erasure names: its provider, cube, owner and source events."""
+
+    provider: str
+    memory_id: str
+    cube: str
+    user_id: str
+    agent_id: str
+    source_event_ids: tuple[str, ...]
+
+
+def origin_filter(sel: Selection) -> ColumnElement[bool]:
+    t = sel.tenant_id
+    if sel.target == "user":
+        return and_(_o.tenant_id == t, _o.user_id == sel.subject)
+    if sel.target == "conversation":
+        return and_(_o.tenant_id == t, _o.conversation_id == sel.subject)
+    if sel.target == "memory":
+        return and_(_o.tenant_id == t, _o.memory_id == sel.subject)
+    return _o.tenant_id == t
+
+
+class OriginRows:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def of(self, sel: Selection, provider: str | None = None) -> list[OriginRow]:
+        where = origin_filter(sel)
+        if provider is not None:
+            where = and_(where, _o.provider == provider)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(
+                _o.provider, _o.memory_id, _o.cube, _o.user_id, _o.agent_id).where(where)
+                .order_by(_o.provider, _o.cube, _o.user_id, _o.memory_id))).all()
+        return [OriginRow(str(r.provider), str(r.memory_id), str(r.cube), str(r.user_id),
+                          str(r.agent_id)) for r in rows]
+
+    async def drop(self, tenant_id: str, provider: str, memory_ids: Sequence[str],
+                   record: Record | None = None) -> int:
+        """Delete the origin rows of ``memory_ids``; ``record`` hears how many, as
+        copies of ``provider`` erased, in the same transaction."""
+        async with self.engine.begin() as conn:
+            n = int((await conn.execute(delete(memory_origin).where(
+                _o.tenant_id == tenant_id, _o.provider == provider,
+                _o.memory_id.in_(list(memory_ids))))).rowcount or 0)
+            if n and record is not None:
+                await record(conn, {provider: n})
+        return n
+
+    async def locate(self, tenant_id: str, memory_id: str,
+                     provider: str | None) -> list[LocatedMemory]:
+        """The memories ``memory_id`` may name in the tenant (one per provider holding
+        that id): from ``memory_origin``, or else the built-in provider's row."""
+        c = consolidation_candidate.c
+        q = select(_o.provider, _o.cube, _o.user_id, _o.agent_id, _o.closed_id).where(
+            _o.tenant_id == tenant_id, _o.memory_id == memory_id)
+        if provider is not None:
+            q = q.where(_o.provider == provider)
+        found: list[LocatedMemory] = []
+        async with self.engine.connect() as conn:
+            for r in (await conn.execute(q)).all():
+                sources = (await conn.execute(select(c.source_event_ids).where(
+                    c.closed_id == r.closed_id, c.memory_id == memory_id))).scalars().first()
+                found.append(LocatedMemory(str(r.provider), memory_id, str(r.cube),
+                                           str(r.user_id), str(r.agent_id),
+                                           _event_ids(sources)))
+            if not found and provider in (None, BUILTIN) and memory_id.isdigit():
+                m = memory.c
+                row = (await conn.execute(select(m.cube, m.user_id, m.agent_id,
+                                                 m.source_event_ids).where(
+                    m.tenant_id == tenant_id, m.id == int(memory_id)))).first()
+                if row is not None:
+                    found.append(LocatedMemory(BUILTIN, memory_id, str(row.cube),
+                                               str(row.user_id), str(row.agent_id),
+                                               _event_ids(row.source_event_ids)))
+        return found
+
+
+def _event_ids(raw: object) -> tuple[str, ...]:
+    """Source event ids as stored (a JSON list), tolerating what is not one."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()

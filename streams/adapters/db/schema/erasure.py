@@ -1,0 +1,74 @@
+"""Tables of erasure (:mod:`streams.erasure`). They keep *who* was erased and up to
+where, never *what*:
+
+``erasure``
+    one row per erasure request (``erasure_id`` unique), in the order recorded
+    (``seq``): tenant, target and subject, the event-time ``cutoff`` and the
+    chat-topic end offsets when it was recorded (JSON ``{partition: offset}``),
+    its progress (``recorded`` -> ``planned`` -> ``fenced`` -> ``deleting`` ->
+    ``done``). A memory erasure also keeps the memory's cube, user and source
+    event ids, so the same messages do not promote it again. Kept for good:
+    ingest, replay and reprocess skip what it covers.
+``erasure_count``
+    what went, per store (a table, ``redis_keys``, ``sessions_table``,
+    ``memos``, ``mem0``), added in the transaction that deleted it, so a
+    resumed erasure reports the whole count.
+``erasure_fence``
+    the partitions of the ingest stage that passed the erasure's fence.
+``erasure_conversation``
+    the conversations a user or conversation erasure touches, fixed when it is
+    planned (``whole``: the conversation goes entirely); dropped when done.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, Text
+
+from streams.adapters.db.schema.conversation import BigId, BinaryKey, Timestamp, metadata
+
+ERASURE_ID_LEN = 64
+
+erasure = Table(
+    "erasure",
+    metadata,
+    Column("seq", BigId, primary_key=True, autoincrement=True),
+    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), nullable=False, unique=True),
+    Column("tenant_id", BinaryKey(64), nullable=False),
+    Column("target", String(16), nullable=False),
+    Column("subject", BinaryKey(255), nullable=False),
+    Column("reference", String(128)),
+    Column("cutoff", Timestamp, nullable=False),
+    Column("chat_offsets", Text, nullable=False),
+    Column("memory_cube", BinaryKey(255)),
+    Column("memory_user_id", BinaryKey(255)),
+    Column("memory_sources", Text),
+    Column("status", String(16), nullable=False),
+    Column("requested_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("finished_at", Timestamp),
+    Index(None, "tenant_id", "target", "subject"),
+)
+
+erasure_count = Table(
+    "erasure_count",
+    metadata,
+    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), primary_key=True),
+    Column("store", String(64), primary_key=True),
+    Column("count", BigInteger, nullable=False),
+)
+
+erasure_fence = Table(
+    "erasure_fence",
+    metadata,
+    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), primary_key=True),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("passed_at", Timestamp, nullable=False),
+)
+
+erasure_conversation = Table(
+    "erasure_conversation",
+    metadata,
+    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), primary_key=True),
+    Column("conversation_id", BinaryKey(255), primary_key=True),
+    Column("whole", Boolean, nullable=False),
+)

@@ -1,0 +1,134 @@
+"""ErasureProcessor: one request record from ``memory.erasures`` in, a receipt (or a
+dead letter) out.
+
+A request naming a reply topic (the Spring headers of a query) gets a receipt,
+also a bad one (``status: rejected`` and the reason); one naming a topic the
+reply rules refuse is dead-lettered unread and nothing is erased. A request that
+cannot be answered (no reply topic) and cannot be carried out (malformed,
+unknown memory, refused signature) is dead-lettered, never dropped. An erasure a
+provider blocks for good (``status: blocked``) is answered and dead-lettered
+both: ``memstream replay`` re-drives it once the provider is fixed, and it
+continues where it stopped. With :class:`~streams.wire.signing.Signing`, a
+request must be signed with its tenant's key, as a query.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
+from streams.erasure.executor import ErasureExecutor, ErasureRefused, refusal
+from streams.memory.provider import PermanentProviderError
+from streams.metrics import DEAD_LETTERS, ERASURE_SECONDS, ERASURES
+from streams.query.rules.reply_targets import ReplyTargets
+from streams.redaction import error_text
+from streams.wire.erasure import ErasureError, ErasureReceipt, ErasureRequest
+from streams.wire.json_doc import load_object
+from streams.wire.rejections import SCHEMA, Rejected
+from streams.wire.signing import Signing
+from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Handled:
+    """What to send for one request: a receipt and/or a dead letter."""
+
+    receipt: Outgoing | None = None
+    dead_letter: Outgoing | None = None
+
+
+class ErasureProcessor:
+    def __init__(self, executor: ErasureExecutor, dlq_topic: str, *,
+                 reply_targets: ReplyTargets | None = None, signing: Signing | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.executor = executor
+        self.dlq_topic = dlq_topic
+        self.reply_targets = reply_targets
+        self.signing = signing
+        self.clock = clock
+
+    def _dead(self, rec: SourceRecord, reason: str, error_class: str, message: str) -> Outgoing:
+        DEAD_LETTERS.labels("erasure", reason).inc()
+        return dead_letter(rec, dlq_topic=self.dlq_topic, stage="erasure", reason=reason,
+                           error_class=error_class, message=message)
+
+    @staticmethod
+    def _receipt(rec: SourceRecord, addr: ReplyAddress | None,
+                 receipt: ErasureReceipt) -> Outgoing | None:
+        if addr is None:
+            return None
+        body = receipt.model_dump_json().encode()
+        return Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition)
+
+    async def handle(self, rec: SourceRecord) -> Handled:
+        try:
+            addr = reply_address(rec.headers)
+        except BadReplyHeaders as exc:
+            return Handled(dead_letter=self._dead(rec, "bad_reply_headers", "BadReplyHeaders",
+                                                  str(exc)))
+        if addr is not None and self.reply_targets is not None and (
+                why := self.reply_targets.refusal(addr.topic)) is not None:
+            log.warning("erasure receipt to %r refused: %s", addr.topic, why)
+            return Handled(dead_letter=self._dead(rec, "reply_topic_not_allowed",
+                                                  "ReplyTopicNotAllowed", f"{why}: {addr.topic}"))
+        doc = load_object(rec.value)
+        try:
+            if isinstance(doc, Rejected):
+                raise ErasureRefused("bad_request", f"not a JSON object memstream can read "
+                                     f"({doc.reason}): {doc.message}")
+            try:
+                req = ErasureRequest.model_validate(doc)
+            except ValidationError as exc:
+                raise ErasureRefused("bad_request", "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}"
+                    for e in exc.errors()[:3])) from exc
+        except ErasureRefused as exc:
+            return self._refused(rec, addr, None, exc)
+        if self.signing is not None and (why := self.signing.refusal(
+                req.tenant_id, rec.headers, rec.value, addr.topic if addr else "",
+                self.clock())) is not None:
+            log.warning("erasure %s of tenant %r refused: %s", req.erasure_id, req.tenant_id, why)
+            return self._refused(rec, addr, req, ErasureRefused("unauthorized", why))
+        return await self._carry_out(rec, addr, req)
+
+    async def _carry_out(self, rec: SourceRecord, addr: ReplyAddress | None,
+                         req: ErasureRequest) -> Handled:
+        started = time.perf_counter()
+        try:
+            if req.dry_run:
+                receipt = await self.executor.dry_run(req)
+                outcome = "dry_run"
+            else:
+                known = await self.executor.log.get(req.erasure_id)
+                receipt = await self.executor.erase(req)
+                outcome = "repeated" if known is not None and known.status == "done" else "done"
+                ERASURE_SECONDS.observe(time.perf_counter() - started)
+        except ErasureRefused as exc:
+            return self._refused(rec, addr, req, exc)
+        except PermanentProviderError as exc:
+            ERASURES.labels(req.target, "blocked").inc()
+            message = error_text(exc)
+            log.error("erasure %s blocked: %s", req.erasure_id, message)
+            receipt = ErasureReceipt(
+                erasure_id=req.erasure_id, tenant_id=req.tenant_id, target=req.target,
+                subject=req.subject, status="blocked",
+                error=ErasureError(code="provider", message=message))
+            return Handled(self._receipt(rec, addr, receipt), self._dead(
+                rec, "erasure_blocked", type(exc).__name__, message))
+        ERASURES.labels(req.target, outcome).inc()
+        return Handled(receipt=self._receipt(rec, addr, receipt))
+
+    def _refused(self, rec: SourceRecord, addr: ReplyAddress | None, req: ErasureRequest | None,
+                 exc: ErasureRefused) -> Handled:
+        ERASURES.labels(req.target if req else "unknown", "rejected").inc()
+        if addr is not None:
+            return Handled(receipt=self._receipt(rec, addr, refusal(req, exc)))
+        reason = SCHEMA if exc.code == "bad_request" else f"erasure_{exc.code}"
+        return Handled(dead_letter=self._dead(rec, reason, "ErasureRefused", str(exc)))

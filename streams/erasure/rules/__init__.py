@@ -1,0 +1,1 @@
+"""Pure rules of erasure: what an erasure covers."""

@@ -1,0 +1,122 @@
+"""Which events, sessions and memories an erasure covers: pure rules.
+
+An event of the erased subject is covered when it happened up to the erasure's
+``cutoff`` (event time), or when it was read from a chat-topic partition below
+the end offset recorded with the erasure (a producer whose clock runs ahead
+cannot slip an old event past it). An event published after the erasure, with a
+later ``created_at``, is new and is kept. Ingest skips covered events, so a replay
+of the chat topic from offset 0 brings nothing back; consolidation skips covered
+session ends.
+
+:class:`ErasureIndex` holds every erasure a worker knows, indexed by tenant and
+subject, so a check costs a few dictionary lookups whatever the number of
+erasures.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from streams.erasure.model import ErasureMark
+
+
+@dataclass(frozen=True)
+class EventPlace:
+    """Where an event was first read: chat-topic partition and offset (None when it
+    was not read from the chat topic, e.g. re-driven from the dead-letter topic)."""
+
+    partition: int
+    offset: int
+
+
+def covers(mark: ErasureMark, created_at: datetime, place: EventPlace | None) -> bool:
+    """Whether an event of ``mark``'s subject at ``created_at`` (naive UTC) read at
+    ``place`` is covered by it."""
+    if created_at <= mark.cutoff:
+        return True
+    if place is None:
+        return False
+    end = mark.chat_offsets.get(place.partition)
+    return end is not None and place.offset < end
+
+
+class ErasureIndex:
+    """The erasures one worker knows, by tenant and subject."""
+
+    def __init__(self, marks: Iterable[ErasureMark] = ()) -> None:
+        self._by_user: dict[tuple[str, str], list[ErasureMark]] = defaultdict(list)
+        self._by_conversation: dict[tuple[str, str], list[ErasureMark]] = defaultdict(list)
+        self._by_tenant: dict[str, list[ErasureMark]] = defaultdict(list)
+        self._memories: dict[str, list[ErasureMark]] = defaultdict(list)
+        self._ids: set[str] = set()
+        self.last_seq = 0
+        for m in marks:
+            self.add(m)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, erasure_id: object) -> bool:
+        return erasure_id in self._ids
+
+    def add(self, mark: ErasureMark) -> bool:
+        """Take ``mark`` in; False when it was known already."""
+        self.last_seq = max(self.last_seq, mark.seq)
+        if mark.erasure_id in self._ids:
+            return False
+        self._ids.add(mark.erasure_id)
+        if mark.target == "user":
+            self._by_user[(mark.tenant_id, mark.subject)].append(mark)
+        elif mark.target == "conversation":
+            self._by_conversation[(mark.tenant_id, mark.subject)].append(mark)
+        elif mark.target == "tenant":
+            self._by_tenant[mark.tenant_id].append(mark)
+        elif mark.source is not None:
+            self._memories[mark.tenant_id].append(mark)
+        return True
+
+    def _marks(self, tenant_id: str, user_id: str | None,
+               conversations: Iterable[str]) -> list[ErasureMark]:
+        out = list(self._by_tenant.get(tenant_id, ()))
+        if user_id is not None:
+            out += self._by_user.get((tenant_id, user_id), ())
+        for c in conversations:
+            out += self._by_conversation.get((tenant_id, c), ())
+        return out
+
+    def event_covered(self, tenant_id: str, user_id: str, conversations: Iterable[str],
+                      created_at: datetime, place: EventPlace | None) -> ErasureMark | None:
+        """The erasure covering a chat event (``conversations``: the one it is stored
+        in and, for sub-agent chat, its own), if any."""
+        if not (self._by_tenant or self._by_user or self._by_conversation):
+            return None
+        for mark in self._marks(tenant_id, user_id, conversations):
+            if covers(mark, created_at, place):
+                return mark
+        return None
+
+    def session_covered(self, tenant_id: str, user_id: str, conversation_id: str,
+                        last_activity: datetime) -> ErasureMark | None:
+        """The erasure covering a closed session whose newest event was at
+        ``last_activity`` (naive UTC), if any: its messages are gone or going."""
+        for mark in self._marks(tenant_id, user_id, (conversation_id,)):
+            if last_activity <= mark.cutoff:
+                return mark
+        return None
+
+    def erased_memory(self, tenant_id: str, cube: str, user_id: str,
+                      source_event_ids: Iterable[str]) -> ErasureMark | None:
+        """The memory erasure whose memory a candidate would bring back: same cube and
+        user, judged from none but that memory's source events."""
+        sources = frozenset(source_event_ids)
+        if not sources:
+            return None
+        for mark in self._memories.get(tenant_id, ()):
+            s = mark.source
+            if (s is not None and s.cube == cube and s.user_id == user_id
+                    and sources <= s.event_ids):
+                return mark
+        return None

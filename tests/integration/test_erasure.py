@@ -1,0 +1,150 @@
+"""Erasure from the outside, on two workers over Kafka, MariaDB and Redis: a user's
+conversations and memories are stored, the user is erased, and then every query
+for the user is answered with nothing by every worker, ``memstream history`` and
+``/stats`` show nothing, no table holds a row of the user, no Redis key of theirs
+is left, the sessions changelog holds tombstones for their conversations, and a
+replay of the chat topic from offset 0 into a fresh deployment brings nothing
+back; another user of the tenant and the same user id in another tenant keep
+everything. The same for one conversation and for one memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from streams.stats.access import new_token, token_hash
+from tests.integration.conftest import Stack, chat_event, new_stack, session_end_event
+from tests.integration.consolidation_support import FAST, memstream, run_status
+from tests.integration.erasure_support import (
+    ask_every_worker,
+    changelog,
+    erase,
+    redis_keys,
+    subject_rows,
+    tenant_rows,
+)
+from tests.support.worker import eventually
+
+ADMIN = new_token()
+TOKENS = json.dumps([{"sha256": token_hash(ADMIN), "tenants": ["*"]}])
+SAID = {
+    ("t1", "u1", "c1"): ["I live in Oslo.", "Noted, Oslo.", "My dog is called Rex.", "Sweet."],
+    ("t1", "u1", "c2"): ["I work at Philips.", "Nice.", "I prefer window seats.", "Noted."],
+    ("t1", "u2", "c3"): ["I live in Lisbon.", "Noted, Lisbon.", "My cat is called Tom.", "Ok."],
+    ("t2", "u1", "c1"): ["I live in Bergen.", "Noted, Bergen.", "My dog is called Fido.", "Ok."],
+}
+
+
+def conversation(tenant: str, user: str, conv: str, lines: list[str],
+                 start: int = 0) -> list[dict[str, Any]]:
+    events = [chat_event(start + i, conv, tenant=tenant, user_id=user, content=text,
+                         created_at=f"2026-11-30T08:00:{start + i:02d}Z")
+              for i, text in enumerate(lines)]
+    return [*events, session_end_event(conv, tenant=tenant, user_id=user, n=start,
+                                       created_at=f"2026-11-30T08:00:{start + 10:02d}Z")]
+
+
+async def stored(stack: Stack) -> None:
+    """Every conversation of SAID published and consolidated."""
+    await stack.produce([e for (t, u, c), lines in SAID.items()
+                         for e in conversation(t, u, c, lines)])
+    for t, _, c in SAID:
+        await eventually(lambda t=t, c=c: run_status(stack, f"{t}/{c}#1") == "done", 90,  # type: ignore[misc]
+                         f"{t}/{c} consolidated")
+
+
+def stats_cube(stack: Stack, port: str, tenant: str, user: str) -> dict[str, Any]:
+    answer = httpx.get(f"http://127.0.0.1:{port}/stats/cubes/user_profile",
+                       params={"tenant": tenant, "user": user},
+                       headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    doc: dict[str, Any] = answer.json()
+    return doc
+
+
+def history(stack: Stack, tenant: str, conv: str) -> list[dict[str, Any]]:
+    out = memstream(stack, "history", conv, "--tenant", tenant)
+    window: dict[str, Any] = json.loads(out.stdout)
+    return [*window["messages"], *window["system"], *window["tool"]]
+
+
+async def test_erasing_a_user(tmp_path: Path) -> None:
+    with new_stack(tmp_path) as stack:
+        stack.extra_env.update(FAST)
+        stack.extra_env["MEMSTREAM_WEB__STATS_TOKENS"] = TOKENS
+        workers = [stack.worker().start(), stack.worker().start()]
+        await stored(stack)
+        port = workers[0].env["MEMSTREAM_WEB__PORT"]
+
+        before = await ask_every_worker(stack, tenant="t1", user="u1", conversation="c1")
+        assert all(r.memories and r.short_term and r.short_term["messages"] for r in before)
+        assert stats_cube(stack, port, "t1", "u1")["memories"] > 0
+        kept_t2, kept_u2 = tenant_rows(stack, "t2"), subject_rows(
+            stack, "t1", user="u2", conversations=["c3"])
+        assert kept_u2.get("memory") and kept_u2.get("conversation_message") == 4
+
+        dry = erase(stack, "--tenant", "t1", "--user", "u1", "--dry-run")
+        assert dry["status"] == "dry_run" and dry["counts"]["conversation_message"] == 8
+        assert dry["counts"]["sessions_table"] == 2
+        assert subject_rows(stack, "t1", user="u1", conversations=["c1", "c2"])[
+            "conversation_message"] == 8  # a dry run changes nothing
+
+        receipt = erase(stack, "--tenant", "t1", "--user", "u1", "--id", "gdpr-1",
+                        "--reference", "ticket-7")
+        assert receipt["status"] == "done", receipt
+        counts = receipt["counts"]
+        assert counts["conversation_message"] == 8 and counts["memory"] > 0
+        assert counts["consolidation_run"] == 2 and counts["sessions_table"] == 2
+        assert counts["redis_keys"] > 0 and counts["consolidation_ledger"] == 8
+        print(f"\nreceipt: {counts}")
+        assert subject_rows(stack, "t1", user="u1", conversations=["c1", "c2"]) == {}
+
+        after = await ask_every_worker(stack, tenant="t1", user="u1", conversation="c1")
+        for reply in after:
+            assert reply.error is None, reply.error
+            assert reply.memories == [] and not reply.user_profile, reply
+            assert not (reply.short_term or {}).get("messages"), reply.short_term
+            assert reply.summary is None
+        assert history(stack, "t1", "c1") == [] and history(stack, "t1", "c2") == []
+        cube = stats_cube(stack, port, "t1", "u1")
+        assert cube["memories"] == 0 and cube["items"] == [], cube
+        # the queries just asked are the user's new activity (searches logged after the
+        # erasure), nothing else
+        assert set(subject_rows(stack, "t1", user="u1", conversations=["c1", "c2"])) <= {
+            "memory_search_log"}
+        assert stack.sql("SELECT COUNT(*) FROM memory_search_log WHERE user_id = 'u1' AND "
+                         "tenant_id = 't1' AND created_at < (SELECT finished_at FROM erasure "
+                         "WHERE erasure_id = 'gdpr-1')")[0][0] == "0"
+        assert stack.sql("SELECT COUNT(*) FROM erasure_conversation")[0][0] == "0"
+        assert await redis_keys(stack, "t1", "c1") == [] == await redis_keys(stack, "t1", "c2")
+        log = await changelog(stack)
+        assert "t1/c1" in log and log["t1/c1"] is None and log["t1/c2"] is None, log
+        assert log.get("t1/c3") is not None and log.get("t2/c1") is not None
+        # the other user of the tenant and the same user id elsewhere keep everything
+        assert tenant_rows(stack, "t2") == kept_t2
+        assert subject_rows(stack, "t1", user="u2", conversations=["c3"]) == kept_u2
+        other = await ask_every_worker(stack, tenant="t2", user="u1", conversation="c1")
+        assert all(any("Bergen" in m.content for m in r.memories) for r in other)
+
+        again = erase(stack, "--tenant", "t1", "--user", "u1", "--id", "gdpr-1")
+        assert again["status"] == "done" and again["counts"] == counts  # nothing twice
+
+        # a fresh deployment reads the chat topic from offset 0: nothing of u1 comes back
+        replay = stack.worker(app_id=f"{stack.name}-replay").start()
+        await eventually(lambda: stack.group_caught_up(f"{stack.name}-replay",
+                                                       [stack.topics["chat"]]),
+                         90, "the replay read the chat topic")
+        await asyncio.sleep(8)  # idle sessions of the replay closed and consolidated
+        assert set(subject_rows(stack, "t1", user="u1", conversations=["c1", "c2"])) <= {
+            "memory_search_log"}
+        assert subject_rows(stack, "t1", user="u2", conversations=["c3"]) == kept_u2
+        metrics = httpx.get(f"http://127.0.0.1:{replay.env['MEMSTREAM_WEB__PORT']}/metrics",
+                            timeout=10).text
+        skipped = [line for line in metrics.splitlines()
+                   if line.startswith('memstream_ingest_events_total') and 'outcome="erased"'
+                   in line]
+        assert sum(float(line.rsplit(" ", 1)[1]) for line in skipped) >= 10, skipped
