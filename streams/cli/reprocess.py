@@ -87,8 +87,11 @@ async def reprocess(args: argparse.Namespace, req: ReprocessRequest) -> dict[str
     rt = await Runtime(s, migrate=False).start()
     try:
         await require_current(rt.engine)
+        # a memory erased on request is not rebuilt from the messages it came from
+        await rt.erasures.refresh()
         reprocessor = Wiring(s, rt, publisher=NothingToPublish(),
-                             agent_configs=await agent_configs(s)).reprocessor()
+                             agent_configs=await agent_configs(s),
+                             erasures=rt.erasures).reprocessor()
         if args.abandon:
             gone = await reprocessor.abandon(req.tenant_id)
             return {"abandoned": gone.job_id if gone else None}

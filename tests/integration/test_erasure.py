@@ -148,3 +148,81 @@ async def test_erasing_a_user(tmp_path: Path) -> None:
                    if line.startswith('memstream_ingest_events_total') and 'outcome="erased"'
                    in line]
         assert sum(float(line.rsplit(" ", 1)[1]) for line in skipped) >= 10, skipped
+
+
+def memory_id(stack: Stack, tenant: str, user: str, content: str) -> str:
+    rows = stack.sql(f"SELECT id FROM memory WHERE tenant_id = '{tenant}' AND user_id = '{user}' "
+                     f"AND content = '{content}' AND kind = 'fact'")
+    assert len(rows) == 1, rows
+    return rows[0][0]
+
+
+async def test_erasing_a_conversation_a_memory_and_a_tenant(tmp_path: Path) -> None:
+    with new_stack(tmp_path) as stack:
+        stack.extra_env.update(FAST)
+        stack.extra_env["MEMSTREAM_WEB__STATS_TOKENS"] = TOKENS
+        worker = stack.worker().start()
+        await stored(stack)
+        port = worker.env["MEMSTREAM_WEB__PORT"]
+        kept_c2 = subject_rows(stack, "t1", conversations=["c2"])
+
+        # one conversation: every row, key and memory of c1 goes, c2 of the same user stays
+        receipt = erase(stack, "--tenant", "t1", "--conversation", "c1")
+        assert receipt["status"] == "done" and receipt["counts"]["conversation_message"] == 4
+        assert receipt["counts"]["sessions_table"] == 1
+        assert subject_rows(stack, "t1", conversations=["c1"]) == {}
+        assert subject_rows(stack, "t1", conversations=["c2"]) == kept_c2
+        assert await redis_keys(stack, "t1", "c1") == [] and history(stack, "t1", "c1") == []
+        assert (await changelog(stack))["t1/c1"] is None
+        for reply in await ask_every_worker(stack, tenant="t1", user="u1", conversation="c1",
+                                            message="Where do I live, where do I work?"):
+            assert not (reply.short_term or {}).get("messages")
+            assert not any(w in m.content for m in reply.memories for w in ("Oslo", "Rex"))
+            assert any("Philips" in m.content for m in reply.memories), reply.memories
+
+        # one memory: it goes from every store; the messages it came from stay
+        tom = memory_id(stack, "t1", "u2", "My cat is called Tom.")
+        receipt = erase(stack, "--tenant", "t1", "--memory", tom)
+        assert receipt["status"] == "done" and receipt["counts"]["memory"] == 1, receipt
+        assert subject_rows(stack, "t1", memory_ids=[tom]) == {}
+        assert not any(i["content"] == "My cat is called Tom." for i in
+                       stats_cube(stack, port, "t1", "u2")["items"])
+        for reply in await ask_every_worker(stack, tenant="t1", user="u2",
+                                            message="What is my cat called?"):
+            assert all(m.id != tom and m.content != "My cat is called Tom."
+                       for m in reply.memories), reply.memories
+        assert len(history(stack, "t1", "c3")) == 4
+        unknown = erase(stack, "--tenant", "t1", "--memory", "999999", check=False)
+        assert unknown["status"] == "rejected" and unknown["error"]["code"] == "not_found"
+
+        # a whole tenant; the other keeps everything
+        kept_t1 = tenant_rows(stack, "t1")
+        receipt = erase(stack, "--tenant", "t2", "--all-of-tenant", "--yes")
+        assert receipt["status"] == "done", receipt
+        assert not any(tenant_rows(stack, "t2").values()), tenant_rows(stack, "t2")
+        assert await redis_keys(stack, "t2") == []
+        assert tenant_rows(stack, "t1") == kept_t1
+
+        # rebuilding the tenant's memories from what is stored does not bring Tom back
+        out = memstream(stack, "reprocess", "--tenant", "t1", "--user", "u2", "--quiet")
+        assert json.loads(out.stdout)["sessions"] == 1, out.stdout
+        assert stack.sql("SELECT COUNT(*) FROM memory WHERE content = 'My cat is called Tom.' "
+                         "AND valid_to IS NULL")[0][0] == "0"
+        assert stack.sql("SELECT COUNT(*) FROM memory WHERE content = 'I live in Lisbon.' "
+                         "AND valid_to IS NULL")[0][0] == "1"
+
+        # a fresh deployment replaying the chat topic: nothing erased comes back
+        worker.stop()
+        before_replay = tenant_rows(stack, "t1")
+        stack.worker(app_id=f"{stack.name}-replay").start()
+        await eventually(lambda: stack.group_caught_up(f"{stack.name}-replay",
+                                                       [stack.topics["chat"]]),
+                         90, "the replay read the chat topic")
+        await asyncio.sleep(8)
+        assert subject_rows(stack, "t1", conversations=["c1"]) == {}
+        assert not any(tenant_rows(stack, "t2").values())
+        assert stack.sql("SELECT COUNT(*) FROM memory WHERE content = 'My cat is called Tom.'"
+                         )[0][0] == "0"
+        after_replay = tenant_rows(stack, "t1")
+        assert {k: v for k, v in after_replay.items() if k != "memory_search_log"} == {
+            k: v for k, v in before_replay.items() if k != "memory_search_log"}
