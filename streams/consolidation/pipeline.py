@@ -133,6 +133,9 @@ class ConsolidationPipeline:
             model = self.models.for_agent(agent.model if agent else None)
             if run.status == "claimed":
                 await self._judge(run, handle, model, out)
+            if await self._erased(closed):  # erased while it was judged: nothing is written
+                ERASURE_SKIPPED.labels("consolidation").inc()
+                return Outcome("erased", run.provider)
             rows = await self.runs.candidates(run.closed_id)
             out.candidates = len(rows)
             out.stats = await self.writer.write(run, handle, model, rows)

@@ -14,8 +14,8 @@ planned    a fence through every ingest partition: each takes the erasure in
 fenced     delete (``deleting``): provider copies by id (and, for a user or a
            tenant, every copy left in their cubes), the built-in provider's
            memories, then table by table, the messages last, then the Redis
-           keys; the tables once more for anything a run in flight wrote
-           meanwhile; ``done``
+           keys; all of it once more, for what a consolidation that had started
+           before the erasure wrote meanwhile; ``done``
 done       nothing: the receipt of the first run again
 ========== ==================================================================
 
@@ -183,11 +183,10 @@ class ErasureExecutor:
         sel = selection(mark, conversations)
         log.info("erasure %s: deleting (%s in tenant %r, %d conversations)", eid, mark.target,
                  mark.tenant_id, len(conversations))
-        await self._memories(eid, sel)
-        await self._tables(eid, sel)
-        await self._redis(eid, sel)
-        await self._tables(eid, sel)  # whatever a run in flight wrote meanwhile
-        await self._redis(eid, sel)
+        for _ in range(2):  # the second pass: what a run in flight wrote meanwhile
+            await self._memories(eid, sel)
+            await self._tables(eid, sel)
+            await self._redis(eid, sel)
         await self.log.set_status(eid, "done", self.now())
         self.registry.finished()
         counts = await self.log.counts(eid)
@@ -262,8 +261,8 @@ class ErasureExecutor:
 
     async def _forget_ids(self, eid: str, provider: str, scope: Scope, cube: str,
                           ids: list[str]) -> None:
-        """One provider's copies by id, then their origin rows (the count of an external
-        provider's copies goes with those, in one transaction)."""
+        """One provider's copies by id, then their origin rows (counted with them, in one
+        transaction)."""
         record = self._record_counts(eid)
         if provider == BUILTIN:
             where = memory.c.id.in_([int(x) for x in ids if x.isdigit()])
@@ -273,7 +272,7 @@ class ErasureExecutor:
             forget = self.providers.get(provider).provider.forget
             await self._retry(f"erase-{provider}", lambda: forget(scope, cube, ids))
         await self._retry("erase-origins", lambda: self.origins.drop(
-            scope.tenant_id, provider, ids, None if provider == BUILTIN else record))
+            scope.tenant_id, provider, ids, record))
 
     async def _sweep(self, eid: str, provider: str, scope: Scope, cube: str) -> None:
         """Copies memstream holds no id of (a retried add whose first answer was lost),
@@ -323,32 +322,38 @@ class ErasureExecutor:
 
     # -------------------------------------------------------------- dry run
     async def dry_run(self, req: ErasureRequest) -> ErasureReceipt:
-        """What ``req`` would delete, counted; nothing changes, nothing is recorded."""
+        """What ``req`` would delete, counted; nothing changes, nothing is recorded.
+        Copies a provider holds that memstream has no id of are not counted (only the
+        erasure's sweep of the provider finds them)."""
         started = self.now()
+        mark = ErasureMark(req.erasure_id, req.tenant_id, req.target, req.subject,
+                           naive_utc(started))
         if req.target == "memory":
-            found = await self._locate(req)
-            counts = Counts({found[0].provider if found[0].provider != BUILTIN
-                             else memory.name: 1})
+            found = (await self._locate(req))[0]
             conversations: list[EraseConversation] = []
         else:
-            mark = ErasureMark(req.erasure_id, req.tenant_id, req.target, req.subject,
-                               naive_utc(started))
             conversations = await self._conversations(mark)
-            counts = Counts()
-            sel = selection(mark, conversations)
-            for row in await self.origins.of(sel):
-                counts.add(row.provider if row.provider != BUILTIN else memory.name, 1)
+        sel = selection(mark, conversations)
+        counts = Counts()
+        origins = await self.origins.of(sel)
+        for row in origins:
+            counts.add(row.provider if row.provider != BUILTIN else memory.name, 1)
+        if req.target == "memory":  # (the other targets count origin rows as a table)
+            counts.add("memory_origin", len(origins))
+            if found.provider == BUILTIN and not origins:
+                counts.add(memory.name, 1)  # a memory no consolidation wrote
+        if req.target in ("user", "tenant"):
             m = memory.c
-            if req.target in ("user", "tenant"):
-                counts.by_store[memory.name] = await self.builtin.eraser.count(
-                    req.tenant_id, (m.user_id == req.subject) if req.target == "user"
-                    else true())
-            for step in erasure_steps(sel):
-                counts.add(step.name, await self.tables.count(step))
-            counts.add(REDIS_KEYS, await self.cache.forget_tenant(req.tenant_id, dry_run=True)
-                       if req.target == "tenant" else await self.cache.count(
-                           [(req.tenant_id, c) for c in sel.touched]))
-            counts.add(SESSIONS_TABLE, sum(1 for c in conversations if c.whole))
+            counts.by_store[memory.name] = await self.builtin.eraser.count(
+                req.tenant_id, (m.user_id == req.subject) if req.target == "user" else true())
+        for step in erasure_steps(sel):
+            counts.add(step.name, await self.tables.count(step))
+        if req.target == "tenant":
+            counts.add(REDIS_KEYS, await self.cache.forget_tenant(req.tenant_id, dry_run=True))
+        else:
+            counts.add(REDIS_KEYS, await self.cache.count([(req.tenant_id, c)
+                                                           for c in sel.touched]))
+        counts.add(SESSIONS_TABLE, sum(1 for c in conversations if c.whole))
         return ErasureReceipt(
             erasure_id=req.erasure_id, tenant_id=req.tenant_id, target=req.target,
             subject=req.subject, status="dry_run", counts=counts.by_store, started_at=started,

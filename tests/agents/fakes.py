@@ -101,6 +101,20 @@ class FakeCache:
                 self.lists[k] = list(reversed(docs)) + self.lists[k]
 
 
+    async def forget(self, conversations: Iterable[tuple[str, str]]) -> int:
+        n = 0
+        for key in conversations:
+            n += (self.lists.pop(key, None) is not None) + (
+                self.summaries.pop(key, None) is not None)
+        return n
+
+    async def count(self, conversations: Iterable[tuple[str, str]]) -> int:
+        return sum((k in self.lists) + (k in self.summaries) for k in conversations)
+
+    async def forget_tenant(self, tenant_id: str, *, dry_run: bool = False) -> int:
+        keys = {k for k in [*self.lists, *self.summaries] if k[0] == tenant_id}
+        return await (self.count(keys) if dry_run else self.forget(keys))
+
     async def set_summary(self, tenant_id: str, conversation_id: str,
                           summary: dict[str, Any]) -> None:
         if self.failing:

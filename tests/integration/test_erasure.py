@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,22 @@ async def test_erasing_a_conversation_a_memory_and_a_tenant(tmp_path: Path) -> N
         after_replay = tenant_rows(stack, "t1")
         assert {k: v for k, v in after_replay.items() if k != "memory_search_log"} == {
             k: v for k, v in before_replay.items() if k != "memory_search_log"}
+
+
+async def test_retention_runs_on_a_schedule(stack: Stack) -> None:
+    stack.extra_env.update({"MEMSTREAM_ERASURE__MESSAGE_RETENTION_DAYS": "30",
+                            "MEMSTREAM_ERASURE__RETENTION_INTERVAL_S": "1"})
+    stack.worker().start()
+    old = [chat_event(i, "old", created_at=f"2026-01-0{i + 1}T08:00:00Z") for i in range(3)]
+    today = datetime.now(UTC).date()
+    fresh = [chat_event(i, "new", created_at=f"{today}T00:00:0{i}Z") for i in range(3)]
+    await stack.produce([*old, *fresh])
+
+    def left(conv: str) -> int:
+        return int(stack.sql("SELECT COUNT(*) FROM conversation_message "
+                             f"WHERE conversation_id = '{conv}'")[0][0])
+
+    await eventually(lambda: left("new") == 3, 60, "the new messages stored")
+    await eventually(lambda: left("old") == 0, 60, "the old messages deleted")
+    assert left("new") == 3 and await redis_keys(stack, "t1", "old") == []
+    assert history(stack, "t1", "old") == [] and len(history(stack, "t1", "new")) == 3

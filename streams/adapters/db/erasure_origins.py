@@ -74,14 +74,18 @@ class OriginRows:
 
     async def drop(self, tenant_id: str, provider: str, memory_ids: Sequence[str],
                    record: Record | None = None) -> int:
-        """Delete the origin rows of ``memory_ids``; ``record`` hears how many, as
-        copies of ``provider`` erased, in the same transaction."""
+        """Delete the origin rows of ``memory_ids``; ``record`` hears how many in the
+        same transaction, and for an external provider as its copies erased too (the
+        built-in provider's rows are counted where they are deleted)."""
         async with self.engine.begin() as conn:
             n = int((await conn.execute(delete(memory_origin).where(
                 _o.tenant_id == tenant_id, _o.provider == provider,
                 _o.memory_id.in_(list(memory_ids))))).rowcount or 0)
             if n and record is not None:
-                await record(conn, {provider: n})
+                counts = {memory_origin.name: n}
+                if provider != BUILTIN:
+                    counts[provider] = n
+                await record(conn, counts)
         return n
 
     async def locate(self, tenant_id: str, memory_id: str,

@@ -1,0 +1,190 @@
+"""Erasure and retention on the embedded default (SQLite), with the real built-in
+provider and the real consolidation pipeline: a dry run counts what the erasure
+then deletes, every table is empty of the user afterwards while the other user's
+memories stay searchable, a repeat changes nothing, one memory goes alone, and a
+retention run deletes old messages with their ledger rows and cached lists."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from streams.adapters.db.erasure_log import ErasureLog
+from streams.adapters.db.messages import MessageStore, message_row
+from streams.adapters.db.schema.all_tables import metadata
+from streams.adapters.kafka.publish import Outgoing
+from streams.erasure.registry import ErasureRegistry
+from streams.memory.agent_configs import StaticAgentConfigs
+from streams.memory.model import USER_CUBE
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.wire.erasure import ErasureFence, ErasureRequest
+from streams.wire.records import ChatMessage, SessionClosed
+from tests.agents.fakes import FakeCache
+from tests.support.wiring import FakeParts, settings_for_tests, wiring
+
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+SAID = {("u1", "c1"): ["I live in Oslo.", "Noted.", "My dog is called Rex.", "Nice."],
+        ("u2", "c2"): ["I live in Lisbon.", "Noted.", "My cat is called Tom.", "Nice."]}
+
+
+class FencePassingPublisher:
+    """Publishes nothing; a fence is passed at once, as every ingest partition would."""
+
+    def __init__(self, log: ErasureLog) -> None:
+        self.log = log
+        self.fences: list[ErasureFence] = []
+
+    async def publish(self, records: Sequence[Outgoing]) -> None:
+        for r in records:
+            f = ErasureFence.model_validate_json(r.value or b"")
+            self.fences.append(f)
+            await self.log.pass_fence(f.erasure_id, f.partition, len(f.conversations or []),
+                                      T0)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    e = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'ms.db'}")
+    async with e.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    yield e
+    await e.dispose()
+
+
+class Setup:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.builtin = BuiltinProvider(engine)
+        self.cache = FakeCache()
+        self.registry = ErasureRegistry(ErasureLog(engine))
+        self.publisher = FencePassingPublisher(self.registry.log)
+        parts = FakeParts(engine=engine, store=MessageStore(engine), cache=self.cache,
+                          providers=ProviderRegistry({"mysql": ProviderHandle(
+                              "mysql", self.builtin, atomic_batch=True, episodes=True,
+                              idempotent_add=True)}), models=ModelFactory(None, None))
+        self.wiring = wiring(parts, publisher=self.publisher,
+                             settings=settings_for_tests(erasure={"chunk_rows": 2}),
+                             agent_configs=StaticAgentConfigs({}))
+        self.wiring.erasures = self.registry
+        self.pipeline = self.wiring.consolidation().pipeline
+        self.processor = self.wiring.erasure_processor(self.offsets, 1)
+        self.executor = self.processor.executor
+
+    @staticmethod
+    async def offsets() -> dict[int, int]:
+        return {0: 8}
+
+    async def said(self, created: datetime = T0) -> None:
+        rows = []
+        for (user, conv), lines in SAID.items():
+            for i, line in enumerate(lines):
+                msg = ChatMessage(event_id=f"{conv}-{i}", type="message", tenant_id="t1",
+                                  user_id=user, agent_id="a1", conversation_id=conv,
+                                  role="user" if i % 2 == 0 else "assistant", content=line,
+                                  created_at=created + timedelta(minutes=i))
+                rows.append(message_row(msg, created, session_seq=1))
+            self.cache.lists[("t1", conv)] = [{"event_id": "x"}]
+        await MessageStore(self.engine).store(rows)
+        for (user, conv) in SAID:
+            at = created + timedelta(minutes=5)
+            out = await self.pipeline.run(SessionClosed(
+                closed_id=f"t1/{conv}#1", tenant_id="t1", user_id=user, agent_id="a1",
+                conversation_id=conv, trigger="explicit", session_seq=1, closed_at=at,
+                last_activity=at, message_count=4))
+            assert out.outcome == "done"
+
+    async def rows_of(self, user: str, conversation: str) -> dict[str, int]:
+        out = {}
+        async with self.engine.connect() as conn:
+            for table in metadata.sorted_tables:
+                if table.name.startswith("erasure"):
+                    continue
+                c = table.c
+                where = []
+                if "user_id" in c:
+                    where.append(c.user_id == user)
+                if "conversation_id" in c:
+                    where.append(c.conversation_id == conversation)
+                if "closed_id" in c:
+                    where.append(c.closed_id.like(f"t1/{conversation}#%"))
+                if where:
+                    n = (await conn.execute(select(func.count()).select_from(table)
+                                            .where(or_(*where)))).scalar_one()
+                    if n:
+                        out[table.name] = int(n)
+        return out
+
+    async def search(self, user: str, query: str) -> list[str]:
+        found = await self.builtin.search(Scope("t1", user, "a1"),
+                                          SearchRequest(query, [USER_CUBE], relativity=0.0))
+        return [m.content for m in found]
+
+
+def request(**fields: Any) -> ErasureRequest:
+    return ErasureRequest.model_validate({"erasure_id": "e-1", "tenant_id": "t1", **fields})
+
+
+async def test_a_user_erased_on_sqlite(engine: AsyncEngine) -> None:
+    s = Setup(engine)
+    await s.said()
+    assert "I live in Oslo." in await s.search("u1", "where do I live")
+    assert "I live in Lisbon." in await s.search("u2", "where do I live")
+    before = await s.rows_of("u1", "c1")
+    assert before["conversation_message"] == 4 and before["memory"] > 0
+
+    dry = await s.executor.dry_run(request(target="user", user_id="u1", dry_run=True))
+    assert dry.status == "dry_run" and await s.rows_of("u1", "c1") == before
+    receipt = await s.executor.erase(request(target="user", user_id="u1"))
+    assert receipt.status == "done"
+    for table in ("conversation_message", "memory", "consolidation_run", "consolidation_ledger",
+                  "consolidation_candidate", "memory_origin"):
+        assert receipt.counts[table] == dry.counts[table] == before[table], table
+    assert receipt.counts["redis_keys"] == 1 and ("t1", "c1") not in s.cache.lists
+    assert await s.rows_of("u1", "c1") == {}
+    assert await s.search("u1", "where do I live") == []
+    assert "I live in Lisbon." in await s.search("u2", "where do I live")  # cache consistent
+    async with engine.connect() as conn:  # the scope statistics still add up
+        valid, counted = (await conn.execute(text(
+            "SELECT (SELECT COUNT(*) FROM memory WHERE valid_to IS NULL), "
+            "(SELECT SUM(doc_count) FROM memory_scope_stats)"))).one()
+    assert valid == counted
+    assert [f.conversations for f in s.publisher.fences] == [["c1"]]
+
+    again = await s.executor.erase(request(target="user", user_id="u1"))
+    assert again.counts == receipt.counts and len(s.publisher.fences) == 1
+
+
+async def test_one_memory_erased_on_sqlite(engine: AsyncEngine) -> None:
+    s = Setup(engine)
+    await s.said()
+    async with engine.connect() as conn:
+        tom = str((await conn.execute(text(
+            "SELECT id FROM memory WHERE content = 'My cat is called Tom.'"))).scalar_one())
+    receipt = await s.executor.erase(request(target="memory", memory_id=tom))
+    assert receipt.counts["memory"] == 1 and receipt.counts["memory_origin"] == 1
+    assert "My cat is called Tom." not in await s.search("u2", "what is my cat called")
+    assert (await s.rows_of("u2", "c2"))["conversation_message"] == 4  # the messages stay
+    assert s.publisher.fences == []  # a memory erasure covers no event
+    mark = next(iter(s.registry.index._memories["t1"]))
+    assert mark.source is not None and mark.source.user_id == "u2"
+
+
+async def test_retention_deletes_old_messages_and_their_lists(engine: AsyncEngine) -> None:
+    s = Setup(engine)
+    await s.said(created=datetime.now(UTC) - timedelta(days=40))
+    s.wiring.settings.erasure.message_retention_days = 30
+    s.wiring.settings.erasure.summary_retention_days = 30
+    counts = await s.wiring.retention().run()
+    assert counts["conversation_message"] == 8 and counts["consolidation_ledger"] == 8
+    assert counts["redis_keys"] == 2 and s.cache.lists == {}
+    assert (await s.rows_of("u1", "c1")).get("conversation_message") is None
+    assert "I live in Oslo." in await s.search("u1", "where do I live")  # memories stay
+    assert await s.wiring.retention().run() == {}

@@ -1,0 +1,108 @@
+"""The ingest stage and an erasure's fence: from the fence on, events the erasure
+covers are skipped (also those earlier in the fence's own batch, and those
+delivered again by a replay), the erased conversations' session states are
+deleted (tombstones), the fence is recorded as passed only after the batch's
+second stage, and a later event of the same user is stored as new."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from streams.adapters.kafka.publish import SourceRecord
+from streams.erasure.rules.coverage import ErasureIndex
+from streams.ingest.processor import IngestProcessor
+from streams.session.stale import StaleHistories
+from streams.wire.erasure import ErasureFence
+from tests.agents.fakes import (
+    FakeCache,
+    FakeMessageStore,
+    FakePublisher,
+    FakeStaleMarkStore,
+    FakeTable,
+)
+from tests.agents.test_ingest_processor import ev, recs
+from tests.support.wiring import FakeParts, settings_for_tests, wiring
+
+CUTOFF = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+@dataclass
+class FakeErasureLog:
+    passed: list[tuple[str, int, int]] = field(default_factory=list)
+
+    async def pass_fence(self, erasure_id: str, partition: int, tombstones: int,
+                         now: datetime) -> None:
+        self.passed.append((erasure_id, partition, tombstones))
+
+
+@dataclass
+class FakeRegistry:
+    index: ErasureIndex = field(default_factory=ErasureIndex)
+    log: FakeErasureLog = field(default_factory=FakeErasureLog)
+
+
+def fence(offset: int, conversations: list[str] | None, *, target: str = "user",
+          subject: str = "u1", chat_end: int = 3) -> SourceRecord:
+    doc = ErasureFence(type="erasure_fence", erasure_id="e-1", tenant_id="t1",
+                       target=target, subject=subject, cutoff=CUTOFF,  # type: ignore[arg-type]
+                       chat_offsets={0: chat_end}, conversations=conversations, partition=0,
+                       issued_at=CUTOFF)
+    return SourceRecord("idle", 0, offset, b"erasure:e-1", doc.model_dump_json().encode())
+
+
+def build() -> tuple[IngestProcessor, FakeMessageStore, FakeTable, FakeRegistry]:
+    store, cache, table, registry = FakeMessageStore(), FakeCache(), FakeTable(), FakeRegistry()
+    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    w = wiring(FakeParts(store=store, cache=cache, stale=stale), publisher=FakePublisher(),
+               settings=settings_for_tests(), sessions=table)
+    w.erasures = registry  # type: ignore[assignment]
+    return w.ingest(), store, table, registry
+
+
+def stored(store: FakeMessageStore) -> list[str]:
+    return [r["event_id"] for r in store.rows]
+
+
+async def test_after_the_fence_the_users_events_are_skipped_and_their_states_gone() -> None:
+    proc, store, table, registry = build()
+    first = recs([ev(0, "c1", user_id="u1"), ev(1, "c1", user_id="u1"),
+                  ev(0, "c2", user_id="u2")])
+    await proc.process(first)
+    assert set(table.data) == {"t1/c1", "t1/c2"}
+
+    await proc.process([fence(0, ["c1"])])
+    assert "t1/c1" not in table.data and "t1/c2" in table.data  # the tombstone
+    assert registry.log.passed == [("e-1", 0, 1)]
+
+    # a replay delivers the same records again: nothing of u1 is stored again
+    store.rows.clear()
+    result = await proc.process(first)
+    assert stored(store) == ["c2-0"] and result.erased == 2
+    assert "t1/c1" not in table.data
+
+    # the user speaks again after the erasure: a new event, kept
+    later = ev(5, "c1", user_id="u1", created_at="2026-11-30T10:00:00Z")
+    result = await proc.process(recs([later], start=3))
+    assert stored(store) == ["c2-0", "c1-5"] and result.erased == 0
+
+
+async def test_events_before_the_fence_in_its_own_batch_are_skipped_too() -> None:
+    proc, store, table, registry = build()
+    late_clock = ev(2, "c9", user_id="u1", created_at="2026-11-30T11:00:00Z")  # clock ahead
+    batch = [*recs([ev(0, "c9", user_id="u1"), late_clock]), fence(0, ["c9"], chat_end=2)]
+    result = await proc.process(batch)
+    assert stored(store) == [] and result.erased == 2
+    assert "t1/c9" not in table.data and registry.log.passed == [("e-1", 0, 0)]
+
+
+async def test_a_tenant_fence_deletes_every_state_of_the_tenant_in_its_partition() -> None:
+    proc, store, table, registry = build()
+    await proc.process(recs([ev(0, "c1"), ev(0, "c2"), ev(0, "c3", tenant="t2")]))
+    await proc.process([fence(0, None, target="tenant", subject="t1")])
+    assert set(table.data) == {"t2/c3"} and registry.log.passed == [("e-1", 0, 2)]
+    again = await proc.process(recs([ev(1, "c1", created_at="2026-11-30T08:30:00Z")],
+                                    start=3))
+    assert again.erased == 1
+
+
