@@ -62,6 +62,7 @@ from streams.metrics import ERASED
 from streams.wire.erasure import ErasureError, ErasureFence, ErasureReceipt, ErasureRequest
 
 log = logging.getLogger(__name__)
+FENCE_LOG_S = 30.0  # how often a wait for the fence says which partitions it waits for
 EXTERNAL_NOTES = {
     "mem0": "mem0 keeps the text of deleted memories in its history database "
             "(history_db_path); purge it there (docs/providers.md)",
@@ -220,11 +221,11 @@ class ErasureExecutor:
                                partition=p, issued_at=issued).model_dump_json().encode(),
                            partition=p) for p in parts]
         await self._retry("erasure-fence", lambda: self.publisher.publish(fences))
-        waited, wanted = 0.0, set(parts)
+        wanted, said = set(parts), time.monotonic()
         while not wanted <= (passed := await self.log.fences(mark.erasure_id)):
             await asyncio.sleep(self.config.fence_poll_s)
-            waited += self.config.fence_poll_s
-            if waited % 30 < self.config.fence_poll_s:
+            if time.monotonic() - said >= FENCE_LOG_S:
+                said = time.monotonic()
                 log.info("erasure %s: waiting for ingest partitions %s to pass its fence",
                          mark.erasure_id, sorted(wanted - passed))
 

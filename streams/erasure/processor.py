@@ -90,7 +90,7 @@ class ErasureProcessor:
                     f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}"
                     for e in exc.errors()[:3])) from exc
         except ErasureRefused as exc:
-            return self._refused(rec, addr, None, exc)
+            return self._refused(rec, addr, None, exc, reason=SCHEMA)
         if self.signing is not None and (why := self.signing.refusal(
                 req.tenant_id, rec.headers, rec.value, addr.topic if addr else "",
                 self.clock())) is not None:
@@ -126,9 +126,11 @@ class ErasureProcessor:
         return Handled(receipt=self._receipt(rec, addr, receipt))
 
     def _refused(self, rec: SourceRecord, addr: ReplyAddress | None, req: ErasureRequest | None,
-                 exc: ErasureRefused) -> Handled:
+                 exc: ErasureRefused, *, reason: str | None = None) -> Handled:
+        """A receipt saying why; with no reply topic, a dead letter (``reason``, by
+        default ``erasure_<code>``)."""
         ERASURES.labels(req.target if req else "unknown", "rejected").inc()
         if addr is not None:
             return Handled(receipt=self._receipt(rec, addr, refusal(req, exc)))
-        reason = SCHEMA if exc.code == "bad_request" else f"erasure_{exc.code}"
-        return Handled(dead_letter=self._dead(rec, reason, "ErasureRefused", str(exc)))
+        return Handled(dead_letter=self._dead(rec, reason or f"erasure_{exc.code}",
+                                              "ErasureRefused", str(exc)))
