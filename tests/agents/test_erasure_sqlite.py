@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -21,12 +22,14 @@ from streams.adapters.db.schema.all_tables import metadata
 from streams.adapters.kafka.publish import Outgoing
 from streams.erasure.registry import ErasureRegistry
 from streams.memory.agent_configs import StaticAgentConfigs
-from streams.memory.model import USER_CUBE
+from streams.memory.model import USER_CUBE, MemoryCandidate
 from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.settings import DatabaseSettings, Settings
 from streams.wire.erasure import ErasureFence, ErasureRequest
 from streams.wire.records import ChatMessage, SessionClosed
+from streams.worker.runtime import Runtime
 from tests.agents.fakes import FakeCache
 from tests.support.wiring import FakeParts, settings_for_tests, wiring
 
@@ -188,3 +191,33 @@ async def test_retention_deletes_old_messages_and_their_lists(engine: AsyncEngin
     assert (await s.rows_of("u1", "c1")).get("conversation_message") is None
     assert "I live in Oslo." in await s.search("u1", "where do I live")  # memories stay
     assert await s.wiring.retention().run() == {}
+
+
+async def test_a_finished_erasure_drops_what_the_worker_holds_in_memory(tmp_path: Path) -> None:
+    settings = Settings(database=DatabaseSettings(
+        url=SecretStr(f"sqlite+aiosqlite:///{tmp_path / 'rt.db'}")))
+    rt = await Runtime(settings, migrate=True).start()
+    try:
+        builtin = rt.providers.get("mysql").provider
+        assert isinstance(builtin, BuiltinProvider)
+        scope = Scope("t1", "u1", "a1")
+        await builtin.add(scope, USER_CUBE, [MemoryCandidate("I live in Oslo.")])
+        assert [m.content for m in await builtin.search(scope, SearchRequest(
+            "where do I live", [USER_CUBE], relativity=0.0))] == ["I live in Oslo."]
+        rt.tokens("I live in Oslo.")
+        assert builtin.cache._states and builtin.memories._items
+        assert rt.tokens._count.cache_info().currsize > 0
+
+        await rt.erasures.refresh()  # nothing finished yet: nothing dropped
+        assert builtin.memories._items
+        async with rt.engine.begin() as conn:  # an erasure another worker finished
+            await conn.execute(text(
+                "INSERT INTO erasure (erasure_id, tenant_id, target, subject, cutoff, "
+                "chat_offsets, status, requested_at, updated_at) VALUES ('e-9', 't1', 'user', "
+                "'u1', '2026-12-01', '{}', 'done', '2026-12-01', '2026-12-01')"))
+        await rt.erasures.refresh()
+        assert not builtin.cache._states and not builtin.memories._items
+        assert rt.tokens._count.cache_info().currsize == 0
+        assert "e-9" in rt.erasures.index
+    finally:
+        await rt.stop()

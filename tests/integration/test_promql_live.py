@@ -266,8 +266,11 @@ async def test_every_promql_expression_returns_data(
         await fail_one_mysql_write(stack, worker)
         step("mysql write failed and retried")
         await ask_queries(stack)
-
         step("queries answered")
+        receipt = memstream(stack, "erase", "--tenant", "t1", "--conversation", "p2", "--quiet")
+        assert '"status": "done"' in receipt.stdout, receipt.stdout
+        await stack.produce([chat_event(0, "p2", content="I enjoy hiking.")])  # skipped
+        step("a conversation erased, its event replayed")
         exprs = dashboard_expressions() + alert_expressions()
         families = referenced_families(exprs)
         assert len(families) > 25
