@@ -7,8 +7,9 @@ Nested groups use ``__`` as the delimiter: ``MEMSTREAM_KAFKA__BROKER``,
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -614,11 +615,26 @@ def settings_env(settings: BaseSettings, prefix: str = "MEMSTREAM_") -> dict[str
                 out[key] = value.get_secret_value()
             elif isinstance(value, bool):
                 out[key] = "true" if value else "false"
+            elif isinstance(value, (list, tuple, set, dict)):
+                out[key] = json.dumps(_plain(value))  # how pydantic-settings reads them
             else:
                 out[key] = str(value)
 
     walk(settings, prefix)
     return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON can hold it, secrets revealed (the environment carries them)."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, BaseModel):
+        return {k: _plain(getattr(value, k)) for k in type(value).model_fields}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    return value
 
 
 @lru_cache(maxsize=1)

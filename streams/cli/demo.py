@@ -155,6 +155,7 @@ class Demo:
                 step(f"memstream memories --tenant {tenant} --user {user} --agent {agent}")
                 print(render_memories(await self.memories(rt, tenant, user, agent)))
                 await self.ask(settings, first, conversation)
+                await self.erase_preview(settings, first)
         finally:
             await rt.stop()
 
@@ -191,6 +192,19 @@ class Demo:
         if reply.error is not None:
             raise RuntimeError(f"the query failed: {reply.error.code}: {reply.error.message}")
         print(render_reply(reply.model_dump(mode="json")))
+
+    async def erase_preview(self, settings: Settings, first: dict[str, Any]) -> None:
+        """What erasing the user would delete, counted (a dry run changes nothing)."""
+        tenant, user = first["tenant_id"], first["user_id"]
+        step(f"memstream erase --tenant {tenant} --user {user} --dry-run")
+        async with MemoryClient(settings.kafka.broker, erasures_topic=settings.kafka.erasures_topic,
+                                reply_topic=settings.query.reply_topic,
+                                security=kafka_security(settings.kafka)) as client:
+            receipt = await client.erase(tenant_id=tenant, target="user", user_id=user,
+                                         dry_run=True, timeout_s=self.args.timeout)
+        if receipt.error is not None:
+            raise RuntimeError(f"the erasure dry run failed: {receipt.error.message}")
+        print(json.dumps(receipt.counts))
 
     def stop(self) -> None:
         if self.worker is not None:

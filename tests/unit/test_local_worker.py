@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import SecretStr
 
 from streams.devtools.local_worker import LocalWorker, log_tail, worker_env
-from streams.settings import KafkaSettings, Settings
+from streams.settings import KafkaSettings, QuerySettings, Settings, StatsToken, WebSettings
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +103,20 @@ def test_log_tail(tmp_path: Path) -> None:
     (tmp_path / "w.log").write_text("x" * 10 + "end")
     assert log_tail(tmp_path / "w.log", 3) == "end"
     assert LocalWorker(None, tmp_path / "w.log").log_tail(5) == "x" * 2 + "end"
+
+
+def test_settings_of_every_kind_reach_the_worker_as_they_were(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lists, mappings of secrets and lists of models go as JSON (secrets revealed), so
+    the worker's settings equal the launcher's."""
+    launched = Settings(
+        query=QuerySettings(reply_topics=["svc.replies", "*-out"],
+                            tenant_keys={"acme": SecretStr("k" * 20)}),
+        web=WebSettings(stats_tokens=[StatsToken(sha256="a" * 64, tenants=["acme", "*"])]))
+    for name, value in worker_env(launched).items():
+        if name.startswith("MEMSTREAM_"):
+            monkeypatch.setenv(name, value)
+    rebuilt = Settings()
+    assert rebuilt.query.reply_topics == ["svc.replies", "*-out"]
+    assert rebuilt.query.tenant_keys["acme"].get_secret_value() == "k" * 20
+    assert rebuilt.web.stats_tokens == launched.web.stats_tokens
