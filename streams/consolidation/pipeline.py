@@ -133,14 +133,15 @@ class ConsolidationPipeline:
             model = self.models.for_agent(agent.model if agent else None)
             if run.status == "claimed":
                 await self._judge(run, handle, model, out)
-            if await self._erased(closed):  # erased while it was judged: nothing is written
-                ERASURE_SKIPPED.labels("consolidation").inc()
-                return Outcome("erased", run.provider)
             rows = await self.runs.candidates(run.closed_id)
             out.candidates = len(rows)
-            out.stats = await self.writer.write(run, handle, model, rows)
+            out.stats = await self.writer.write(run, handle, model, rows,
+                                                erased=lambda: self._erased(closed))
             out.judge = out.judge or (await self.runs.get(run.closed_id) or run).judge
             out.outcome = "done" if rows or run.message_count else "nothing_new"
+        if await self._erased(closed):  # erased meanwhile: nothing more written, no summary
+            ERASURE_SKIPPED.labels("consolidation").inc()
+            return Outcome("erased", run.provider)
         if self.config.summarize:
             out.summary = await self.summarizer.maybe_summarize(
                 run.tenant_id, run.conversation_id, self.models.for_agent(None))

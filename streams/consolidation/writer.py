@@ -119,10 +119,13 @@ class MemoryWriter:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     async def write(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                    rows: Sequence[CandidateRow]) -> WriteStats:
+                    rows: Sequence[CandidateRow], *,
+                    erased: Callable[[], Awaitable[bool]] | None = None) -> WriteStats:
         """Decide, write and expire; ``rows`` as persisted. Each cube with anything
         left to decide or write is done under the cube's lock, on its rows as read
-        again inside the lock (another attempt of this run may have recorded steps)."""
+        again inside the lock (another attempt of this run may have recorded steps).
+        ``erased``, asked inside each lock: an erasure covers the run (an erasure
+        deletes a cube's memories under the same lock), so nothing more is written."""
         stats = WriteStats()
         current = {r.seq: r for r in rows}
         for key, cube_rows in _by_cube(run, rows).items():
@@ -131,6 +134,10 @@ class MemoryWriter:
                 continue
             scope = provider_scope(run, cube_rows[0].owner(run))
             async with self.locks.hold(key) as held:
+                if erased is not None and await erased():
+                    log.info("run %s: erased meanwhile; nothing written to %s",
+                             run.closed_id, key.cube)
+                    return stats
                 fresh = await self._in_lock(run, handle, model, scope, key.cube, held, stats)
             current.update((r.seq, r) for r in fresh)
             stats.skipped += sum(1 for r in fresh if r.action == "skip")

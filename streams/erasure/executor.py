@@ -30,12 +30,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from streams.adapters.db.cube_lock import CubeLocks
 from streams.adapters.db.erasure_deletes import TableDeletes, TableStep, erasure_steps
 from streams.adapters.db.erasure_log import ErasureLog, ErasureRecord
 from streams.adapters.db.erasure_origins import BUILTIN, LocatedMemory, OriginRows
@@ -54,7 +56,7 @@ from streams.erasure.model import (
     Selection,
 )
 from streams.erasure.registry import ErasureRegistry
-from streams.memory.model import USER_CUBE
+from streams.memory.model import USER_CUBE, CubeKey, cube_key
 from streams.memory.provider import PermanentProviderError, Scope
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ProviderRegistry
@@ -90,7 +92,7 @@ class ErasureExecutor:
     def __init__(self, config: ErasureConfig, erasure_log: ErasureLog, tables: TableDeletes,
                  origins: OriginRows, builtin: BuiltinProvider, providers: ProviderRegistry,
                  cache: ConversationCache, publisher: Publisher, registry: ErasureRegistry,
-                 *, chat_offsets: Callable[[], Awaitable[dict[int, int]]],
+                 locks: CubeLocks, *, chat_offsets: Callable[[], Awaitable[dict[int, int]]],
                  home: Callable[[str], int], clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.log = erasure_log
@@ -101,6 +103,7 @@ class ErasureExecutor:
         self.cache = cache
         self.publisher = publisher
         self.registry = registry
+        self.locks = locks
         self.chat_offsets = chat_offsets
         self.home = home
         self.clock = clock
@@ -185,7 +188,7 @@ class ErasureExecutor:
         log.info("erasure %s: deleting (%s in tenant %r, %d conversations)", eid, mark.target,
                  mark.tenant_id, len(conversations))
         for _ in range(2):  # the second pass: what a run in flight wrote meanwhile
-            await self._memories(eid, sel)
+            await self._retry("erase-memories", lambda: self._memories_locked(eid, sel))
             await self._tables(eid, sel)
             await self._redis(eid, sel)
         await self.log.set_status(eid, "done", self.now())
@@ -235,6 +238,22 @@ class ErasureExecutor:
         async def record(conn: AsyncConnection, counts: dict[str, int]) -> None:
             await self.log.add_count(conn, eid, counts)
         return record
+
+    async def _memories_locked(self, eid: str, sel: Selection) -> None:
+        """:meth:`_memories` holding the locks of the subject's own cubes (a user's
+        profile; those of a conversation's users), which a consolidation holds while it
+        decides and writes: a run either wrote before (its memories are deleted here)
+        or finds the erasure when it takes the lock (and writes nothing)."""
+        users = {sel.subject} if sel.target == "user" else (
+            {r.user_id for r in await self.origins.of(sel)} | set(
+                await self.tables.speakers(sel.tenant_id, sel.subject))
+            if sel.target == "conversation" else set())
+        keys: list[CubeKey] = sorted((cube_key(sel.tenant_id, USER_CUBE, u) for u in users),
+                                     key=repr)
+        async with AsyncExitStack() as stack:
+            for key in keys:
+                await stack.enter_async_context(self.locks.hold(key))
+            await self._memories(eid, sel)
 
     async def _memories(self, eid: str, sel: Selection) -> None:
         """Every provider's copies: by the ids memstream recorded, then (a user or a

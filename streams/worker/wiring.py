@@ -143,6 +143,7 @@ class Wiring:
         self.clock = clock
         self.rng = rng
         self.erasures = erasures
+        self._cube_locks: CubeLocks | None = None
 
     # ① ingest (and ② the session state it keeps)
     def ingest_config(self) -> IngestConfig:
@@ -178,6 +179,16 @@ class Wiring:
                            retention_s=c.closed_session_retention_s, clock=self.clock)
 
     # ③ consolidation into ④ long-term memory
+    def cube_locks(self) -> CubeLocks:
+        """The locks of memory cubes, one set per process: consolidation writes and
+        erasures hold them (on MySQL, named locks shared by every worker)."""
+        if self._cube_locks is None:
+            engine = self.parts.engine
+            self._cube_locks = CubeLocks(
+                timeout_s=self.settings.consolidation.cube_lock_timeout_s,
+                engine=None if is_sqlite(engine) else engine)
+        return self._cube_locks
+
     def _pipeline(self, ledger: LedgerStore, runs: RunStore, *, summarize: bool = True,
                   hidden: HiddenMemories | None = None) -> ConsolidationPipeline:
         s, p = self.settings, self.parts
@@ -186,8 +197,7 @@ class Wiring:
         expiries = ExpiryStore(engine, runs)
         writer = MemoryWriter(
             runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
-            CubeLocks(timeout_s=c.cube_lock_timeout_s,
-                      engine=None if is_sqlite(engine) else engine),
+            self.cube_locks(),
             top_k=c.conflict_top_k, relativity=c.conflict_relativity,
             expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden)
         summarizer = Summarizer(engine, p.cache, p.tokens, threshold=c.summary_threshold,
@@ -265,8 +275,8 @@ class Wiring:
                           retry_max_s=s.ingest.retry_max_s),
             self.erasures.log, TableDeletes(engine, chunk=s.erasure.chunk_rows),
             OriginRows(engine), self._builtin(), p.providers, p.cache, self.publisher,
-            self.erasures, chat_offsets=chat_offsets, home=home_partitions(partitions),
-            clock=self.clock)
+            self.erasures, self.cube_locks(), chat_offsets=chat_offsets,
+            home=home_partitions(partitions), clock=self.clock)
         return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
                                 signing=self.signing(), clock=self.clock)
 

@@ -6,6 +6,7 @@ retention run deletes old messages with their ledger rows and cached lists."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -85,7 +86,7 @@ class Setup:
     async def offsets() -> dict[int, int]:
         return {0: 8}
 
-    async def said(self, created: datetime = T0) -> None:
+    async def said(self, created: datetime = T0, *, consolidate: bool = True) -> None:
         rows = []
         for (user, conv), lines in SAID.items():
             for i, line in enumerate(lines):
@@ -96,7 +97,7 @@ class Setup:
                 rows.append(message_row(msg, created, session_seq=1))
             self.cache.lists[("t1", conv)] = [{"event_id": "x"}]
         await MessageStore(self.engine).store(rows)
-        for (user, conv) in SAID:
+        for (user, conv) in SAID if consolidate else ():
             at = created + timedelta(minutes=5)
             out = await self.pipeline.run(SessionClosed(
                 closed_id=f"t1/{conv}#1", tenant_id="t1", user_id=user, agent_id="a1",
@@ -221,3 +222,45 @@ async def test_a_finished_erasure_drops_what_the_worker_holds_in_memory(tmp_path
         assert "e-9" in rt.erasures.index
     finally:
         await rt.stop()
+
+
+class HeldAdds:
+    """The built-in provider, whose adds wait until released (a slow provider)."""
+
+    def __init__(self, inner: BuiltinProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.adding = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def add(self, *args: Any, **kwargs: Any) -> Any:
+        self.adding.set()
+        await self.release.wait()
+        return await self.inner.add(*args, **kwargs)
+
+
+async def test_a_consolidation_writing_while_its_user_is_erased_leaves_nothing(
+        engine: AsyncEngine) -> None:
+    s = Setup(engine)
+    held = HeldAdds(s.builtin)
+    s.pipeline.registry = ProviderRegistry({"mysql": ProviderHandle(
+        "mysql", held, atomic_batch=True, episodes=True, idempotent_add=True)})  # type: ignore[arg-type]
+    await s.said(consolidate=False)
+    at = T0 + timedelta(minutes=5)
+    run = asyncio.ensure_future(s.pipeline.run(SessionClosed(
+        closed_id="t1/c1#1", tenant_id="t1", user_id="u1", agent_id="a1", conversation_id="c1",
+        trigger="explicit", session_seq=1, closed_at=at, last_activity=at, message_count=4)))
+    await asyncio.wait_for(held.adding.wait(), 10)  # the run is writing, under the cube's lock
+    erasure = asyncio.ensure_future(s.executor.erase(request(target="user", user_id="u1")))
+    await asyncio.sleep(0.3)
+    assert not erasure.done()  # it waits for the lock the run holds
+    held.release.set()
+    out = await asyncio.wait_for(run, 10)
+    receipt = await asyncio.wait_for(erasure, 10)
+    assert out.outcome == "erased" and receipt.status == "done"
+    assert receipt.counts["memory"] > 0  # what the run wrote went with the rest
+    assert await s.rows_of("u1", "c1") == {}
+    assert await s.search("u1", "where do I live") == []

@@ -247,6 +247,13 @@ class TableDeletes:
             pairs = sorted({(str(r[1]), str(r[2])) for r in rows})
         return int(n or 0), pairs
 
+    async def speakers(self, tenant_id: str, conversation_id: str) -> list[str]:
+        """The users with messages in a conversation."""
+        async with self.engine.connect() as conn:
+            return [str(u) for u in (await conn.execute(select(_m.user_id).where(
+                _m.tenant_id == tenant_id, _m.conversation_id == conversation_id).distinct()
+            )).scalars()]
+
     async def conversations_of(self, tenant_id: str, user_id: str) -> list[EraseConversation]:
         """The conversations ``user_id`` has messages in; ``whole`` when nobody else does."""
         speakers = func.count(func.distinct(_m.user_id))
