@@ -555,12 +555,12 @@ class ErasureSettings(BaseModel):
         1000, ge=1, description="Rows deleted per transaction by an erasure or a retention run."
     )
     message_retention_days: float | None = Field(
-        None, gt=0, description=(
+        None, gt=0, le=36500, description=(
             "Delete stored messages older than this (event time), with their ledger rows and "
             "cached lists; unset: kept until erased."),
     )
     summary_retention_days: float | None = Field(
-        None, gt=0, description=(
+        None, gt=0, le=36500, description=(
             "Delete conversation summaries not updated for this long; unset: kept until erased."),
     )
     retention_interval_s: float = Field(

@@ -4,7 +4,9 @@
 chat-topic offsets, never what); ``erasure_count`` what went from each store;
 ``erasure_fence`` the ingest partitions that took the erasure in;
 ``erasure_conversation`` the conversations an erasure in progress touches. Messages
-get an index on ``created_at`` for the retention runs.
+get an index on ``created_at`` for the retention runs, and ``origin_conversation_id``
+(a sub-agent conversation, which an erasure may name) is compared exactly, as
+every other id (0010).
 
 Revision ID: 0012
 Revises: 0011
@@ -17,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
-from streams.adapters.db.schema.conversation import ExactKey
+from streams.adapters.db.schema.conversation import ExactKey, exact_collation
 
 revision = "0012"
 down_revision = "0011"
@@ -28,7 +30,16 @@ Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
+def _origin_collation(collation: str | None) -> None:
+    bind = op.get_bind()
+    if bind.dialect.name == "mysql":
+        collate = f" COLLATE {collation}" if collation else ""
+        op.execute("ALTER TABLE conversation_message MODIFY origin_conversation_id "
+                   f"VARCHAR(255) CHARACTER SET utf8mb4{collate} NULL")
+
+
 def upgrade() -> None:
+    _origin_collation(exact_collation(op.get_bind().dialect))
     op.create_index("ix_conversation_message_created_at", "conversation_message",
                     ["created_at"])
     op.create_table(
@@ -49,30 +60,30 @@ def upgrade() -> None:
         sa.Column("updated_at", Timestamp, nullable=False),
         sa.Column("finished_at", Timestamp, nullable=True),
         sa.PrimaryKeyConstraint("seq", name="pk_erasure"),
-        sa.UniqueConstraint("erasure_id", name="uq_erasure_erasure_id"),
+        sa.UniqueConstraint("tenant_id", "erasure_id", name="uq_erasure_tenant_id_erasure_id"),
     )
     op.create_index("ix_erasure_tenant_id_target_subject", "erasure",
                     ["tenant_id", "target", "subject"])
     op.create_table(
         "erasure_count",
-        sa.Column("erasure_id", ExactKey(64), nullable=False),
+        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("store", sa.String(64), nullable=False),
         sa.Column("count", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("erasure_id", "store", name="pk_erasure_count"),
+        sa.PrimaryKeyConstraint("seq", "store", name="pk_erasure_count"),
     )
     op.create_table(
         "erasure_fence",
-        sa.Column("erasure_id", ExactKey(64), nullable=False),
+        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("partition", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("passed_at", Timestamp, nullable=False),
-        sa.PrimaryKeyConstraint("erasure_id", "partition", name="pk_erasure_fence"),
+        sa.PrimaryKeyConstraint("seq", "partition", name="pk_erasure_fence"),
     )
     op.create_table(
         "erasure_conversation",
-        sa.Column("erasure_id", ExactKey(64), nullable=False),
+        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
         sa.Column("conversation_id", ExactKey(255), nullable=False),
         sa.Column("whole", sa.Boolean(), nullable=False),
-        sa.PrimaryKeyConstraint("erasure_id", "conversation_id", name="pk_erasure_conversation"),
+        sa.PrimaryKeyConstraint("seq", "conversation_id", name="pk_erasure_conversation"),
     )
 
 
@@ -83,3 +94,4 @@ def downgrade() -> None:
     op.drop_index("ix_erasure_tenant_id_target_subject", table_name="erasure")
     op.drop_table("erasure")
     op.drop_index("ix_conversation_message_created_at", table_name="conversation_message")
+    _origin_collation(None)

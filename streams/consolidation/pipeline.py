@@ -121,8 +121,14 @@ class ConsolidationPipeline:
         if run is not None and run.status == "done":
             return Outcome("duplicate", run.provider)
         if await self._erased(closed):
-            ERASURE_SKIPPED.labels("consolidation").inc()
-            return Outcome("erased", run.provider if run else "none")
+            # a user erased from a conversation others spoke in: the others' messages
+            # are consolidated, as one of theirs
+            other = await self.ledger.other_speaker(closed.tenant_id, closed.conversation_id,
+                                                    closed.user_id)
+            if other is None or self._conversation_erased(closed):
+                ERASURE_SKIPPED.labels("consolidation").inc()
+                return Outcome("erased", run.provider if run else "none")
+            closed = closed.model_copy(update={"user_id": other})
         agent = self.configs.get(closed.tenant_id, closed.agent_id)
         if run is None:
             run = await self._claim(closed, route(agent), long_memory_enabled(
@@ -155,6 +161,12 @@ class ConsolidationPipeline:
             await self.refresh_erasures()
         return self.erasures.session_covered(
             closed.tenant_id, closed.user_id, closed.conversation_id,
+            naive_utc(closed.last_activity)) is not None
+
+    def _conversation_erased(self, closed: SessionClosed) -> bool:
+        """Whether the conversation itself (or its tenant) is erased, not only a user."""
+        return self.erasures.session_covered(
+            closed.tenant_id, "", closed.conversation_id,
             naive_utc(closed.last_activity)) is not None
 
     async def _claim(self, closed: SessionClosed, provider: str, long_memory: bool) -> Run:

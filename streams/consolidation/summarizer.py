@@ -123,11 +123,21 @@ class Summarizer:
             "tenant_id": tenant_id, "conversation_id": conversation_id, "summary": text,
             "covered_until_id": until, "covered_count": total,
             "token_count": self.count_tokens(text), "updated_at": now}
+        conv = (_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
         async with self.engine.begin() as conn:
             current = (await conn.execute(select(_s.covered_until_id).where(
                 _s.tenant_id == tenant_id, _s.conversation_id == conversation_id)
                 .with_for_update())).scalar_one_or_none()
             if current is not None and int(current) >= until:
+                return
+            # messages summarised that are gone now were erased while the summary was
+            # made: it is not stored (a locking read, so a delete is seen, or waited for)
+            still = (await conn.execute(select(func.count()).select_from(conversation_message)
+                                        .where(*conv, _m.id <= until).with_for_update())
+                     ).scalar_one()
+            if int(still) != total:
+                log.info("summary of %s/%s dropped: its messages changed meanwhile",
+                         tenant_id, conversation_id)
                 return
             await conn.execute(self._upsert, doc)
         if not self.cache.enabled:
@@ -135,5 +145,15 @@ class Summarizer:
         try:
             await self.cache.set_summary(tenant_id, conversation_id,
                                          {"text": text, "covered_until_id": until})
+            await self._uncache_if_erased(tenant_id, conversation_id)
         except CacheUnavailableError as exc:
             log.warning("summary of %s/%s not cached: %s", tenant_id, conversation_id, exc)
+
+    async def _uncache_if_erased(self, tenant_id: str, conversation_id: str) -> None:
+        """An erasure that deleted the stored summary before it was cached deletes the
+        cached copy before that too: the copy goes again here."""
+        async with self.engine.connect() as conn:
+            kept = (await conn.execute(select(_s.covered_until_id).where(
+                _s.tenant_id == tenant_id, _s.conversation_id == conversation_id))).first()
+        if kept is None:
+            await self.cache.forget([(tenant_id, conversation_id)])

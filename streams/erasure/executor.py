@@ -1,27 +1,32 @@
 """ErasureExecutor: one erasure request carried out, resumable at every step.
 
-``erase(request)`` is idempotent on ``erasure_id``; after a crash at any point the
-same request (delivered again) continues where the record says it stopped:
+``erase(request)`` is idempotent on the tenant and ``erasure_id``; after a crash
+at any point the same request (delivered again) continues where the record says
+it stopped:
 
 ========== ==================================================================
 (none)     record who and up to where: the cutoff (now) and the chat topic's
            end offsets; from here on the erasure covers the subject's events
-recorded   fix the conversations it touches (``planned``)
+recorded   find the conversations it touches (``planned``)
 planned    a fence through every ingest partition: each takes the erasure in
            (events it covers are skipped from then on), tombstones the sessions
-           table entries of the conversations that go whole, and records that it
-           passed once everything it stored before is written (``fenced``)
-fenced     delete (``deleting``): provider copies by id (and, for a user or a
-           tenant, every copy left in their cubes), the built-in provider's
-           memories, then table by table, the messages last, then the Redis
-           keys; all of it once more, for what a consolidation that had started
-           before the erasure wrote meanwhile; ``done``
+           table entries of the conversations that go whole as it finds them,
+           and records that it passed once everything it stored before is
+           written (``fenced``)
+fenced     delete (``deleting``): the conversations are looked up again (a
+           partition may have stored one more before its fence), then the
+           long-term memories cube by cube (:mod:`.copies`), the tables one by
+           one, the messages last, the Redis keys; all of it once more, for what
+           a consolidation that had started before the erasure wrote
+           meanwhile; ``done``
 done       nothing: the receipt of the first run again
 ========== ==================================================================
 
 Every delete adds its count to the record in its own transaction, so the
-receipt counts each row once however often the erasure was resumed. Nothing
-of the erased content is logged or recorded.
+receipt counts each row once however often the erasure was resumed. A failure
+that may pass (the database, Redis, Kafka, a provider answering 5xx) is retried
+until it does; anything else stops the erasure where it is
+(:func:`transient`). Nothing of the erased content is logged or recorded.
 """
 
 from __future__ import annotations
@@ -30,22 +35,24 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
-from sqlalchemy import true
+from aiokafka.errors import KafkaError
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from streams.adapters.db.cube_lock import CubeLocks
+from streams.adapters.db.cube_lock import CubeLockLost, CubeLocks, CubeLockTimeout
 from streams.adapters.db.erasure_deletes import TableDeletes, TableStep, erasure_steps
 from streams.adapters.db.erasure_log import ErasureLog, ErasureRecord
-from streams.adapters.db.erasure_origins import BUILTIN, LocatedMemory, OriginRows
-from streams.adapters.db.schema.memory import memory
+from streams.adapters.db.erasure_origins import LocatedMemory, OriginRows
 from streams.adapters.kafka.publish import Outgoing, Publisher
-from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
+from streams.erasure.copies import MemoryCopies
 from streams.erasure.model import (
     REDIS_KEYS,
     SESSIONS_TABLE,
@@ -56,8 +63,7 @@ from streams.erasure.model import (
     Selection,
 )
 from streams.erasure.registry import ErasureRegistry
-from streams.memory.model import USER_CUBE, CubeKey, cube_key
-from streams.memory.provider import PermanentProviderError, Scope
+from streams.memory.provider import RetryableProviderError
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import ERASED
@@ -69,14 +75,22 @@ EXTERNAL_NOTES = {
     "mem0": "mem0 keeps the text of deleted memories in its history database "
             "(history_db_path); purge it there (docs/providers.md)",
 }
+RefusalCode = Literal["bad_request", "not_found", "conflict", "unauthorized"]
+TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, RedisError, CacheUnavailableError,
+             KafkaError, RetryableProviderError, CubeLockTimeout, CubeLockLost)
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure another attempt may get past (an outage), not a refusal or a bug."""
+    return isinstance(exc, TRANSIENT)
 
 
 class ErasureRefused(Exception):
     """The request cannot be carried out as asked (an unknown memory, a reused id)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: RefusalCode, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code: RefusalCode = code
 
 
 @dataclass(frozen=True)
@@ -93,53 +107,51 @@ class ErasureExecutor:
                  origins: OriginRows, builtin: BuiltinProvider, providers: ProviderRegistry,
                  cache: ConversationCache, publisher: Publisher, registry: ErasureRegistry,
                  locks: CubeLocks, *, chat_offsets: Callable[[], Awaitable[dict[int, int]]],
-                 home: Callable[[str], int], clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.log = erasure_log
         self.tables = tables
         self.origins = origins
-        self.builtin = builtin
-        self.providers = providers
         self.cache = cache
         self.publisher = publisher
         self.registry = registry
-        self.locks = locks
         self.chat_offsets = chat_offsets
-        self.home = home
         self.clock = clock
+        self.copies = MemoryCopies(origins, tables, builtin, providers, locks, self._retry)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     async def _retry(self, what: str, call: Callable[[], Awaitable[object]]) -> None:
-        """Until it passes; a provider refusing for good (or not configured) stops the
-        erasure where it is (:class:`PermanentProviderError`): it stays unfinished, and
-        the same request continues it once the provider is fixed."""
+        """Until it passes; a failure that is not :func:`transient` (a provider refusing
+        for good, not configured) stops the erasure where it is: it stays unfinished,
+        and the same request continues it."""
         await retry_forever(call, what=what, initial_s=self.config.retry_initial_s,
                             max_s=self.config.retry_max_s,
-                            give_up=lambda exc: isinstance(exc, PermanentProviderError))
+                            give_up=lambda exc: not transient(exc))
 
     # ------------------------------------------------------------------ flow
     async def erase(self, req: ErasureRequest) -> ErasureReceipt:
-        """Carry ``req`` out (or continue it); its receipt."""
+        """Carry ``req`` out (or continue it); its receipt. Transient failures are the
+        caller's to retry (every step is idempotent)."""
         started = self.now()
-        rec = await self.log.get(req.erasure_id)
+        rec = await self.log.get(req.tenant_id, req.erasure_id)
         if rec is None:
             rec = await self._record(req)
         mark = rec.mark
-        if (mark.tenant_id, mark.target, mark.subject) != (req.tenant_id, req.target,
-                                                           req.subject):
+        if (mark.target, mark.subject) != (req.target, req.subject):
             raise ErasureRefused("conflict", f"erasure_id {req.erasure_id!r} was used for "
-                                 f"another erasure ({mark.target} in tenant {mark.tenant_id!r})")
+                                 f"another erasure of this tenant ({mark.target})")
         self.registry.add(mark)
         if rec.status != "done":
             await self._carry_out(rec)
-        return await self.receipt(req, started)
+        return await self.receipt(req, mark.seq, started)
 
-    async def receipt(self, req: ErasureRequest, started: datetime) -> ErasureReceipt:
-        rec = await self.log.get(req.erasure_id)
+    async def receipt(self, req: ErasureRequest, seq: int,
+                      started: datetime) -> ErasureReceipt:
+        rec = await self.log.get(req.tenant_id, req.erasure_id)
         assert rec is not None
-        counts = await self.log.counts(req.erasure_id)
+        counts = await self.log.counts(seq)
         return ErasureReceipt(
             erasure_id=req.erasure_id, tenant_id=req.tenant_id, target=req.target,
             subject=req.subject, status="done", cutoff=rec.mark.cutoff.replace(tzinfo=UTC),
@@ -174,58 +186,57 @@ class ErasureExecutor:
 
     async def _carry_out(self, rec: ErasureRecord) -> None:
         mark, status = rec.mark, rec.status
-        eid = mark.erasure_id
         if status == "recorded":
-            await self.log.plan(eid, await self._conversations(mark), self.now())
+            await self.log.plan(mark.seq, await self._conversations(mark), self.now())
             status = "planned"
-        conversations = await self.log.conversations(eid)
         if status == "planned":
             if mark.target != "memory":
-                await self._fence(mark, conversations)
-            await self.log.set_status(eid, "fenced", self.now())
-        await self.log.set_status(eid, "deleting", self.now())
-        sel = selection(mark, conversations)
-        log.info("erasure %s: deleting (%s in tenant %r, %d conversations)", eid, mark.target,
-                 mark.tenant_id, len(conversations))
+                await self._fence(mark)
+            await self.log.set_status(mark.seq, "fenced", self.now())
+        await self.log.set_status(mark.seq, "deleting", self.now())
+        log.info("erasure %s: deleting (%s in tenant %r)", mark.erasure_id, mark.target,
+                 mark.tenant_id)
         for _ in range(2):  # the second pass: what a run in flight wrote meanwhile
-            await self._retry("erase-memories", lambda: self._memories_locked(eid, sel))
-            await self._tables(eid, sel)
-            await self._redis(eid, sel)
-        await self.log.set_status(eid, "done", self.now())
+            # a partition may have stored a conversation more before its fence
+            await self.log.plan(mark.seq, await self._conversations(mark))
+            sel = selection(mark, await self.log.conversations(mark.seq))
+            await self.copies.erase(sel, self._record_counts(mark.seq), self._count(mark.seq))
+            await self._sub_agent_candidates(mark, sel)
+            for step in erasure_steps(sel):
+                await self._table(mark, step)
+            await self._redis(mark.seq, sel)
+        await self.log.set_status(mark.seq, "done", self.now())
         self.registry.finished()
-        counts = await self.log.counts(eid)
+        counts = await self.log.counts(mark.seq)
         for store, n in counts.items():
             ERASED.labels(store).inc(n)
-        log.info("erasure %s done: %d rows, keys and copies", eid, sum(counts.values()))
+        log.info("erasure %s done: %d rows, keys and copies", mark.erasure_id,
+                 sum(counts.values()))
 
     async def _conversations(self, mark: ErasureMark) -> list[EraseConversation]:
         if mark.target == "user":
             return await self.tables.conversations_of(mark.tenant_id, mark.subject)
-        if mark.target == "conversation":
-            return [EraseConversation(mark.subject, True)]
+        if mark.target == "conversation":  # and, for a sub-agent's, the parents it is in
+            parents, _ = await self.tables.sub_agent_messages(mark.tenant_id, mark.subject)
+            return [EraseConversation(mark.subject, True),
+                    *(EraseConversation(p, False) for p in parents if p != mark.subject)]
         return []
 
     # ----------------------------------------------------------------- fence
-    async def _fence(self, mark: ErasureMark, conversations: Sequence[EraseConversation]) -> None:
+    async def _fence(self, mark: ErasureMark) -> None:
         """Send the fence to every ingest partition; wait until each passed it."""
         parts = range(self.config.partitions)
-        whole = [c.conversation_id for c in conversations if c.whole]
-        by_part: dict[int, list[str]] = {p: [] for p in parts}
-        for c in whole:
-            by_part.setdefault(self.home(c), []).append(c)
         issued = self.now()
-        fences = [Outgoing(self.config.idle_topic, f"erasure:{mark.erasure_id}".encode(),
+        fences = [Outgoing(self.config.idle_topic, f"erasure:{mark.seq}".encode(),
                            ErasureFence(
-                               type="erasure_fence", erasure_id=mark.erasure_id,
+                               type="erasure_fence", seq=mark.seq, erasure_id=mark.erasure_id,
                                tenant_id=mark.tenant_id, target=mark.target,
                                subject=mark.subject, cutoff=mark.cutoff.replace(tzinfo=UTC),
-                               chat_offsets=mark.chat_offsets,
-                               conversations=None if mark.target == "tenant" else by_part[p],
-                               partition=p, issued_at=issued).model_dump_json().encode(),
-                           partition=p) for p in parts]
+                               chat_offsets=mark.chat_offsets, partition=p, issued_at=issued,
+                               ).model_dump_json().encode(), partition=p) for p in parts]
         await self._retry("erasure-fence", lambda: self.publisher.publish(fences))
         wanted, said = set(parts), time.monotonic()
-        while not wanted <= (passed := await self.log.fences(mark.erasure_id)):
+        while not wanted <= (passed := await self.log.fences(mark.seq)):
             await asyncio.sleep(self.config.fence_poll_s)
             if time.monotonic() - said >= FENCE_LOG_S:
                 said = time.monotonic()
@@ -233,88 +244,33 @@ class ErasureExecutor:
                          mark.erasure_id, sorted(wanted - passed))
 
     # ------------------------------------------------------------- deleting
-    def _record_counts(self, eid: str) -> Callable[[AsyncConnection, dict[str, int]],
+    def _record_counts(self, seq: int) -> Callable[[AsyncConnection, dict[str, int]],
                                                    Awaitable[None]]:
         async def record(conn: AsyncConnection, counts: dict[str, int]) -> None:
-            await self.log.add_count(conn, eid, counts)
+            await self.log.add_count(conn, seq, counts)
         return record
 
-    async def _memories_locked(self, eid: str, sel: Selection) -> None:
-        """:meth:`_memories` holding the locks of the subject's own cubes (a user's
-        profile; those of a conversation's users), which a consolidation holds while it
-        decides and writes: a run either wrote before (its memories are deleted here)
-        or finds the erasure when it takes the lock (and writes nothing)."""
-        users = {sel.subject} if sel.target == "user" else (
-            {r.user_id for r in await self.origins.of(sel)} | set(
-                await self.tables.speakers(sel.tenant_id, sel.subject))
-            if sel.target == "conversation" else set())
-        keys: list[CubeKey] = sorted((cube_key(sel.tenant_id, USER_CUBE, u) for u in users),
-                                     key=repr)
-        async with AsyncExitStack() as stack:
-            for key in keys:
-                await stack.enter_async_context(self.locks.hold(key))
-            await self._memories(eid, sel)
+    def _count(self, seq: int) -> Callable[[dict[str, int]], Awaitable[None]]:
+        """Counts of what went outside the database, each in a transaction of its own."""
+        async def count(counts: dict[str, int]) -> None:
+            if any(counts.values()):
+                async with self.tables.engine.begin() as conn:
+                    await self.log.add_count(conn, seq, counts)
+        return count
 
-    async def _memories(self, eid: str, sel: Selection) -> None:
-        """Every provider's copies: by the ids memstream recorded, then (a user or a
-        tenant) whatever is left in their cubes, then the built-in provider's rows."""
-        rows = await self.origins.of(sel)
-        groups: dict[tuple[str, str, str, str], list[str]] = {}
-        for r in rows:
-            groups.setdefault((r.provider, r.cube, r.user_id, r.agent_id), []).append(r.memory_id)
-        for (provider, cube, user, agent), ids in groups.items():
-            for i in range(0, len(ids), 100):
-                await self._forget_ids(eid, provider, Scope(sel.tenant_id, user, agent), cube,
-                                       ids[i: i + 100])
-        if sel.target in ("user", "tenant"):
-            cubes = {(p, cube, user, agent) for p, cube, user, agent in groups if p != BUILTIN}
-            if sel.target == "user":
-                cubes = {(p, USER_CUBE, sel.subject, "-") for p in self.providers.configured()
-                         if p != BUILTIN}
-            for provider, cube, user, agent in sorted(cubes):
-                await self._sweep(eid, provider, Scope(sel.tenant_id, user, agent), cube)
-            m = memory.c
-            where = (m.user_id == sel.subject) if sel.target == "user" else true()
-            record = self._record_counts(eid)
-            await self._retry("erase-memory",
-                              lambda: self.builtin.erase(sel.tenant_id, where, record))
+    async def _sub_agent_candidates(self, mark: ErasureMark, sel: Selection) -> None:
+        """A sub-agent conversation's messages were judged in their parents' runs: the
+        candidates made from them go (the runs stay: they hold the parents' too)."""
+        if sel.target != "conversation" or len(sel.touched) < 2:
+            return
+        parents, events = await self.tables.sub_agent_messages(sel.tenant_id, sel.subject)
+        if events:
+            record = self._record_counts(mark.seq)
+            await self._retry("erase-candidates", lambda: self.tables.candidates_from(
+                sel.tenant_id, parents, events, record))
 
-    async def _forget_ids(self, eid: str, provider: str, scope: Scope, cube: str,
-                          ids: list[str]) -> None:
-        """One provider's copies by id, then their origin rows (counted with them, in one
-        transaction)."""
-        record = self._record_counts(eid)
-        if provider == BUILTIN:
-            where = memory.c.id.in_([int(x) for x in ids if x.isdigit()])
-            await self._retry("erase-memory",
-                              lambda: self.builtin.erase(scope.tenant_id, where, record))
-        else:
-            forget = self.providers.get(provider).provider.forget
-            await self._retry(f"erase-{provider}", lambda: forget(scope, cube, ids))
-        await self._retry("erase-origins", lambda: self.origins.drop(
-            scope.tenant_id, provider, ids, record))
-
-    async def _sweep(self, eid: str, provider: str, scope: Scope, cube: str) -> None:
-        """Copies memstream holds no id of (a retried add whose first answer was lost),
-        in a cube that is the erased subject's own: the user's profile, or any cube of
-        an erased tenant (an agent cube is shared: only a user's own memories go)."""
-        forget_cube = self.providers.get(provider).provider.forget_cube
-        found: list[int] = []
-
-        async def sweep() -> None:
-            found.append(await forget_cube(scope, cube))
-
-        await self._retry(f"erase-{provider}", sweep)
-        if found[-1]:
-            async with self.tables.engine.begin() as conn:
-                await self.log.add_count(conn, eid, {provider: found[-1]})
-
-    async def _tables(self, eid: str, sel: Selection) -> None:
-        for step in erasure_steps(sel):
-            await self._table(eid, step)
-
-    async def _table(self, eid: str, step: TableStep) -> None:
-        record = self._record_counts(eid)
+    async def _table(self, mark: ErasureMark, step: TableStep) -> None:
+        record = self._record_counts(mark.seq)
         done: list[int] = []
 
         async def run() -> None:
@@ -322,10 +278,10 @@ class ErasureExecutor:
 
         await self._retry(f"erase-{step.name}", run)
         if done[-1]:
-            log.info("erasure %s: %d rows of %s", eid, done[-1], step.name)
+            log.info("erasure %s: %d rows of %s", mark.erasure_id, done[-1], step.name)
 
-    async def _redis(self, eid: str, sel: Selection) -> None:
-        if not self.cache.enabled:
+    async def _redis(self, seq: int, sel: Selection) -> None:
+        if not self.cache.enabled or sel.target == "memory":
             return
 
         async def forget() -> None:
@@ -333,44 +289,29 @@ class ErasureExecutor:
                 n = await self.cache.forget_tenant(sel.tenant_id)
             else:
                 n = await self.cache.forget([(sel.tenant_id, c) for c in sel.touched])
-            if n:
-                async with self.tables.engine.begin() as conn:
-                    await self.log.add_count(conn, eid, {REDIS_KEYS: n})
+            await self._count(seq)({REDIS_KEYS: n})
 
-        if sel.target != "memory":
-            await self._retry("erase-redis", forget)
+        await self._retry("erase-redis", forget)
 
     # -------------------------------------------------------------- dry run
     async def dry_run(self, req: ErasureRequest) -> ErasureReceipt:
         """What ``req`` would delete, counted; nothing changes, nothing is recorded.
         Copies a provider holds that memstream has no id of are not counted (only the
-        erasure's sweep of the provider finds them)."""
+        erasure's search of the provider finds them)."""
         started = self.now()
         mark = ErasureMark(req.erasure_id, req.tenant_id, req.target, req.subject,
                            naive_utc(started))
         if req.target == "memory":
-            found = (await self._locate(req))[0]
-            conversations: list[EraseConversation] = []
-        else:
-            conversations = await self._conversations(mark)
+            await self._locate(req)
+        conversations = await self._conversations(mark)
         sel = selection(mark, conversations)
         counts = Counts()
-        origins = await self.origins.of(sel)
-        for row in origins:
-            counts.add(row.provider if row.provider != BUILTIN else memory.name, 1)
-        if req.target == "memory":  # (the other targets count origin rows as a table)
-            counts.add("memory_origin", len(origins))
-            if found.provider == BUILTIN and not origins:
-                counts.add(memory.name, 1)  # a memory no consolidation wrote
-        if req.target in ("user", "tenant"):
-            m = memory.c
-            counts.by_store[memory.name] = await self.builtin.eraser.count(
-                req.tenant_id, (m.user_id == req.subject) if req.target == "user" else true())
+        await self.copies.dry_run(sel, counts)
         for step in erasure_steps(sel):
             counts.add(step.name, await self.tables.count(step))
         if req.target == "tenant":
             counts.add(REDIS_KEYS, await self.cache.forget_tenant(req.tenant_id, dry_run=True))
-        else:
+        elif req.target != "memory":
             counts.add(REDIS_KEYS, await self.cache.count([(req.tenant_id, c)
                                                            for c in sel.touched]))
         counts.add(SESSIONS_TABLE, sum(1 for c in conversations if c.whole))

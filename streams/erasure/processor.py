@@ -6,23 +6,27 @@ also a bad one (``status: rejected`` and the reason); one naming a topic the
 reply rules refuse is dead-lettered unread and nothing is erased. A request that
 cannot be answered (no reply topic) and cannot be carried out (malformed,
 unknown memory, refused signature) is dead-lettered, never dropped. An erasure a
-provider blocks for good (``status: blocked``) is answered and dead-lettered
-both: ``memstream replay`` re-drives it once the provider is fixed, and it
-continues where it stopped. With :class:`~streams.wire.signing.Signing`, a
-request must be signed with its tenant's key, as a query.
+provider blocks for good, or that a fault of memstream's own stops
+(``status: blocked``), is answered and dead-lettered both: ``memstream replay``
+re-drives it once the cause is fixed, and it continues where it stopped. An
+outage (the database, Redis, Kafka, a provider's 5xx) is waited out. With
+:class:`~streams.wire.signing.Signing`, a request must be signed with its tenant's
+key, as a query.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pydantic import ValidationError
 
 from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
-from streams.erasure.executor import ErasureExecutor, ErasureRefused, refusal
+from streams.backoff import retry_forever
+from streams.erasure.executor import ErasureExecutor, ErasureRefused, refusal, transient
 from streams.memory.provider import PermanentProviderError
 from streams.metrics import DEAD_LETTERS, ERASURE_SECONDS, ERASURES
 from streams.query.rules.reply_targets import ReplyTargets
@@ -34,6 +38,7 @@ from streams.wire.signing import Signing
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,11 @@ class Handled:
 class ErasureProcessor:
     def __init__(self, executor: ErasureExecutor, dlq_topic: str, *,
                  reply_targets: ReplyTargets | None = None, signing: Signing | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, retry_initial_s: float = 0.2,
+                 retry_max_s: float = 10.0) -> None:
         self.executor = executor
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_s = retry_max_s
         self.dlq_topic = dlq_topic
         self.reply_targets = reply_targets
         self.signing = signing
@@ -100,30 +108,46 @@ class ErasureProcessor:
 
     async def _carry_out(self, rec: SourceRecord, addr: ReplyAddress | None,
                          req: ErasureRequest) -> Handled:
+        """The erasure (or its dry run) until it is done, refused or blocked: an outage
+        is waited out (every step is idempotent); a failure no attempt can heal (a
+        provider refusing for good or not configured, a fault of memstream's own) is
+        answered ``blocked`` and dead-lettered, so ``memstream replay`` continues it
+        once the cause is fixed."""
         started = time.perf_counter()
+        known = None
         try:
             if req.dry_run:
-                receipt = await self.executor.dry_run(req)
+                receipt = await self._retry(lambda: self.executor.dry_run(req))
                 outcome = "dry_run"
             else:
-                known = await self.executor.log.get(req.erasure_id)
-                receipt = await self.executor.erase(req)
+                known = await self._retry(
+                    lambda: self.executor.log.get(req.tenant_id, req.erasure_id))
+                receipt = await self._retry(lambda: self.executor.erase(req))
                 outcome = "repeated" if known is not None and known.status == "done" else "done"
                 ERASURE_SECONDS.observe(time.perf_counter() - started)
         except ErasureRefused as exc:
             return self._refused(rec, addr, req, exc)
-        except PermanentProviderError as exc:
+        except Exception as exc:  # an answer and a dead letter, never a stopped agent
             ERASURES.labels(req.target, "blocked").inc()
             message = error_text(exc)
-            log.error("erasure %s blocked: %s", req.erasure_id, message)
+            permanent = isinstance(exc, PermanentProviderError)
+            log.error("erasure %s blocked: %s", req.erasure_id, message,
+                      exc_info=None if permanent else exc)
             receipt = ErasureReceipt(
                 erasure_id=req.erasure_id, tenant_id=req.tenant_id, target=req.target,
                 subject=req.subject, status="blocked",
-                error=ErasureError(code="provider", message=message))
+                error=ErasureError(code="provider" if permanent else "internal",
+                                   message=message))
             return Handled(self._receipt(rec, addr, receipt), self._dead(
                 rec, "erasure_blocked", type(exc).__name__, message))
         ERASURES.labels(req.target, outcome).inc()
         return Handled(receipt=self._receipt(rec, addr, receipt))
+
+    async def _retry(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call`` until it passes; what is not an outage is raised at once."""
+        return await retry_forever(call, what="erasure", initial_s=self.retry_initial_s,
+                                   max_s=self.retry_max_s,
+                                   give_up=lambda exc: not transient(exc))
 
     def _refused(self, rec: SourceRecord, addr: ReplyAddress | None, req: ErasureRequest | None,
                  exc: ErasureRefused, *, reason: str | None = None) -> Handled:

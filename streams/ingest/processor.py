@@ -44,6 +44,7 @@ from typing import Any
 from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
 from streams.adapters.db.messages import MessageStore, message_row, row_to_doc
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, dead_letter
+from streams.adapters.kafka.replay import FIRST_READ
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
@@ -84,6 +85,8 @@ ORIGIN_PARTITION = "memstream.origin.partition"  # on what ingest re-keys: where
 ORIGIN_OFFSET = "memstream.origin.offset"
 # an erasure's fence passed by one partition: the fence, the tombstones it wrote
 FencePassed = Callable[[ErasureFence, int], Coroutine[Any, Any, None]]
+# the conversations a user or conversation erasure takes whole, as stored now
+WholeConversations = Callable[[ErasureFence], Coroutine[Any, Any, list[str]]]
 NOT_REROUTED = Rejected(
     SCHEMA, "NotRekeyed",
     "the re-key topic carries only sub-agent chat for a parent conversation and chat events "
@@ -156,6 +159,7 @@ class IngestProcessor:
         home: Callable[[str], int] | None = None,
         erasures: ErasureIndex | None = None,
         fence_passed: FencePassed | None = None,
+        whole_conversations: WholeConversations | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -169,6 +173,7 @@ class IngestProcessor:
         # events an erasure covers are skipped; its fence tombstones the erased states
         self.erasures = erasures if erasures is not None else ErasureIndex()
         self.fence_passed = fence_passed
+        self.whole_conversations = whole_conversations
         # conversation -> done, while an earlier batch's stage two publishes its
         # closing events (they leave the outbox only then)
         self._publishing: dict[str, asyncio.Future[None]] = {}
@@ -221,7 +226,7 @@ class IngestProcessor:
                 reroute.append(Outgoing(
                     cfg.subagent_topic, where.conversation_id.encode(), rec.value,
                     [*rec.headers, (ORIGIN_PARTITION, str(rec.partition).encode()),
-                     ("memstream.origin.offset", str(rec.offset).encode())],
+                     (ORIGIN_OFFSET, str(rec.offset).encode())],
                     partition=where.partition,
                 ))
                 # to a parent conversation (sub-agent chat), or to its own home
@@ -246,7 +251,7 @@ class IngestProcessor:
                     and isinstance(fence, ErasureFence):
                 self.erasures.add(ErasureMark(
                     fence.erasure_id, fence.tenant_id, fence.target, fence.subject,
-                    naive_utc(fence.cutoff), dict(fence.chat_offsets)))
+                    naive_utc(fence.cutoff), dict(fence.chat_offsets), seq=fence.seq))
                 out.append((rec, fence))
         return out
 
@@ -255,29 +260,46 @@ class IngestProcessor:
         read below the chat-topic offsets recorded with it."""
         if not len(self.erasures):
             return False
-        if rec.topic == self.config.chat_topic:
-            where: EventPlace | None = EventPlace(rec.partition, rec.offset)
-        else:
-            part, offset = header(rec.headers, ORIGIN_PARTITION), header(rec.headers,
-                                                                         ORIGIN_OFFSET)
-            where = (EventPlace(int(part), int(offset))
-                     if part and offset and part.isdigit() and offset.isdigit() else None)
         parent = getattr(event, "parent_conversation_id", None)
         conversations = (event.conversation_id, parent) if parent else (event.conversation_id,)
         return self.erasures.event_covered(event.tenant_id, event.user_id, conversations,
-                                           naive_utc(event.created_at), where) is not None
+                                           naive_utc(event.created_at),
+                                           self._chat_places(rec)) is not None
 
-    def _tombstones(self, fences: Sequence[tuple[SourceRecord, ErasureFence]],
-                    ) -> list[tuple[ErasureFence, int]]:
+    def _chat_places(self, rec: SourceRecord) -> list[EventPlace]:
+        """Where on the chat topic ``rec`` was read: here, where ingest re-keyed it from,
+        where it was first read before a dead letter was re-driven."""
+        chat = self.config.chat_topic
+        places = [EventPlace(rec.partition, rec.offset)] if rec.topic == chat else []
+        for topic, part, offset in ((chat.encode(), header(rec.headers, ORIGIN_PARTITION),
+                                     header(rec.headers, ORIGIN_OFFSET)),
+                                    tuple(header(rec.headers, h) for h in FIRST_READ)):
+            if topic == chat.encode() and part and offset and part.isdigit() \
+                    and offset.isdigit():
+                places.append(EventPlace(int(part), int(offset)))
+        return places
+
+    async def _tombstones(self, fences: Sequence[tuple[SourceRecord, ErasureFence]],
+                          ) -> list[tuple[ErasureFence, int]]:
         """Stage the deletes of the sessions-table entries the fences erase that live
-        in the fence's partition; each fence with how many it deleted."""
+        in the fence's partition: every conversation of an erased tenant; the erased
+        conversation; the conversations only an erased user spoke in, as the database
+        holds them now (everything this partition stored before the fence is in it).
+        Each fence with how many it deleted."""
         out = []
         for rec, fence in fences:
-            if fence.conversations is None:
+            if fence.target == "tenant":
                 prefix = table_key(fence.tenant_id, "")
                 keys = [k for k in self.states.stored_keys() if k.startswith(prefix)]
+            elif fence.target == "conversation":
+                keys = [table_key(fence.tenant_id, fence.subject)]
+            elif self.whole_conversations is not None:
+                lookup = partial(self.whole_conversations, fence)
+                keys = [table_key(fence.tenant_id, c) for c in await retry_forever(
+                    lookup, what="erasure-fence", initial_s=self.config.retry_initial_s,
+                    max_s=self.config.retry_max_s)]
             else:
-                keys = [table_key(fence.tenant_id, c) for c in fence.conversations]
+                keys = []
             mine = [k for k in keys if self.home is None
                     or self.home(split_table_key(k)[1]) == rec.partition]
             gone = [k for k in mine if self.states.get(k) is not None]
@@ -335,7 +357,7 @@ class IngestProcessor:
 
         appended, invalidate, last = self._apply(items, plan, rows, new_keys, refused, result,
                                                  tally)
-        passed = self._tombstones(fences)
+        passed = await self._tombstones(fences)
         tally.flush()
         if plan.publish:
             done = asyncio.get_running_loop().create_future()

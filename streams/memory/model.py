@@ -10,6 +10,7 @@ tool_mem.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, get_args
@@ -90,3 +91,13 @@ class StoredMemory:
     source_event_ids: tuple[str, ...] = ()
     kind: Literal["fact", "episode"] = "fact"
     metadata: dict[str, object] = field(default_factory=dict)
+
+
+_DECIMAL = re.compile(r"[1-9][0-9]{0,18}")
+
+
+def decimal_id(value: object) -> int | None:
+    """A built-in memory's id as written by memstream (ASCII digits, no sign, no leading
+    zero, within a BIGINT), else None: ``"01"``, ``"²"`` or ``"١"`` name no memory."""
+    text = value if isinstance(value, str) else str(value) if isinstance(value, int) else ""
+    return int(text) if _DECIMAL.fullmatch(text) else None

@@ -25,11 +25,12 @@ SUBJECT_FIELD: dict[str, str | None] = {
 
 class ErasureRequest(BaseModel):
     """Forget a user, a conversation, one memory or a whole tenant. Key:
-    ``{tenant_id}/{target}:{subject}`` (the topic is compacted: the newest request
-    per subject is kept). Repeating a request (same ``erasure_id``) changes nothing
-    and gets the first receipt again."""
+    ``{tenant_id}/{erasure_id}`` (the topic is compacted: a request is only ever
+    replaced by itself). Repeating a request (same tenant and ``erasure_id``) changes
+    nothing and gets the first receipt again. Unknown fields are refused: a
+    misspelt ``dry_run`` must not erase."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     erasure_id: ErasureId = Field(description=(
         "Idempotency key chosen by the requester (letters, digits, `.`, `_`, `:`, `-`; "
@@ -69,7 +70,7 @@ class ErasureRequest(BaseModel):
         return str(value)
 
     def key(self) -> bytes:
-        return f"{self.tenant_id}/{self.target}:{self.subject}".encode()
+        return f"{self.tenant_id}/{self.erasure_id}".encode()
 
 
 class ErasureError(BaseModel):
@@ -105,12 +106,14 @@ class ErasureReceipt(BaseModel):
 class ErasureFence(BaseModel):
     """Internal, on ``memory.session-idle`` (one per partition): the ingest stage takes
     the erasure in (events it covers are skipped from then on), tombstones the
-    sessions-table entries of the conversations it lists that live in this
-    partition, and records that the partition passed the fence."""
+    sessions-table entries of the conversations that go whole and live in this
+    partition (found in the database as they are then), and records that the
+    partition passed the fence."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     type: Literal["erasure_fence"]
+    seq: int = Field(ge=1, description="The erasure's record.")
     erasure_id: ErasureId
     tenant_id: TenantId
     target: ErasureTarget
@@ -118,8 +121,5 @@ class ErasureFence(BaseModel):
     cutoff: StorableAwareTime
     chat_offsets: dict[int, int] = Field(default_factory=dict, description=(
         "Per chat-topic partition, the end offset when the erasure was recorded."))
-    conversations: list[str] | None = Field(None, description=(
-        "The conversations that go whole (their sessions-table entries too); null: every "
-        "conversation of the tenant."))
     partition: int = Field(ge=0)
     issued_at: AwareDatetime

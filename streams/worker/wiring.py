@@ -165,12 +165,18 @@ class Wiring:
             self.sessions, self.clock, stale=self.parts.stale,
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
-            erasures=e.index if e else None, fence_passed=self._fence_passed if e else None)
+            erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
+            whole_conversations=self._whole_conversations)
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None
-        await self.erasures.log.pass_fence(fence.erasure_id, fence.partition, tombstones,
+        await self.erasures.log.pass_fence(fence.seq, fence.partition, tombstones,
                                            datetime.fromtimestamp(self.clock(), UTC))
+
+    async def _whole_conversations(self, fence: ErasureFence) -> list[str]:
+        found = await TableDeletes(self.parts.engine).conversations_of(fence.tenant_id,
+                                                                         fence.subject)
+        return [c.conversation_id for c in found if c.whole]
 
     def idle_scanner(self) -> IdleScanner:
         c = self.settings.consolidation
@@ -275,10 +281,11 @@ class Wiring:
                           retry_max_s=s.ingest.retry_max_s),
             self.erasures.log, TableDeletes(engine, chunk=s.erasure.chunk_rows),
             OriginRows(engine), self._builtin(), p.providers, p.cache, self.publisher,
-            self.erasures, self.cube_locks(), chat_offsets=chat_offsets,
-            home=home_partitions(partitions), clock=self.clock)
+            self.erasures, self.cube_locks(), chat_offsets=chat_offsets, clock=self.clock)
         return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
-                                signing=self.signing(), clock=self.clock)
+                                signing=self.signing(), clock=self.clock,
+                                retry_initial_s=s.ingest.retry_initial_s,
+                                retry_max_s=s.ingest.retry_max_s)
 
     def retention(self) -> RetentionRunner:
         e = self.settings.erasure

@@ -50,8 +50,7 @@ class FencePassingPublisher:
         for r in records:
             f = ErasureFence.model_validate_json(r.value or b"")
             self.fences.append(f)
-            await self.log.pass_fence(f.erasure_id, f.partition, len(f.conversations or []),
-                                      T0)
+            await self.log.pass_fence(f.seq, f.partition, 0, T0)
 
 
 @pytest.fixture
@@ -160,7 +159,7 @@ async def test_a_user_erased_on_sqlite(engine: AsyncEngine) -> None:
             "SELECT (SELECT COUNT(*) FROM memory WHERE valid_to IS NULL), "
             "(SELECT SUM(doc_count) FROM memory_scope_stats)"))).one()
     assert valid == counted
-    assert [f.conversations for f in s.publisher.fences] == [["c1"]]
+    assert [f.subject for f in s.publisher.fences] == ["u1"]
 
     again = await s.executor.erase(request(target="user", user_id="u1"))
     assert again.counts == receipt.counts and len(s.publisher.fences) == 1
@@ -219,7 +218,7 @@ async def test_a_finished_erasure_drops_what_the_worker_holds_in_memory(tmp_path
         await rt.erasures.refresh()
         assert not builtin.cache._states and not builtin.memories._items
         assert rt.tokens._count.cache_info().currsize == 0
-        assert "e-9" in rt.erasures.index
+        assert ("t1", "e-9") in rt.erasures.index
     finally:
         await rt.stop()
 

@@ -31,9 +31,9 @@ CUTOFF = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 class FakeErasureLog:
     passed: list[tuple[str, int, int]] = field(default_factory=list)
 
-    async def pass_fence(self, erasure_id: str, partition: int, tombstones: int,
+    async def pass_fence(self, seq: int, partition: int, tombstones: int,
                          now: datetime) -> None:
-        self.passed.append((erasure_id, partition, tombstones))
+        self.passed.append((f"e-{seq}", partition, tombstones))
 
 
 @dataclass
@@ -42,22 +42,30 @@ class FakeRegistry:
     log: FakeErasureLog = field(default_factory=FakeErasureLog)
 
 
-def fence(offset: int, conversations: list[str] | None, *, target: str = "user",
-          subject: str = "u1", chat_end: int = 3) -> SourceRecord:
-    doc = ErasureFence(type="erasure_fence", erasure_id="e-1", tenant_id="t1",
+def fence(offset: int, *, target: str = "user", subject: str = "u1",
+          chat_end: int = 3) -> SourceRecord:
+    doc = ErasureFence(type="erasure_fence", seq=1, erasure_id="e-1", tenant_id="t1",
                        target=target, subject=subject, cutoff=CUTOFF,  # type: ignore[arg-type]
-                       chat_offsets={0: chat_end}, conversations=conversations, partition=0,
-                       issued_at=CUTOFF)
+                       chat_offsets={0: chat_end}, partition=0, issued_at=CUTOFF)
     return SourceRecord("idle", 0, offset, b"erasure:e-1", doc.model_dump_json().encode())
 
 
-def build() -> tuple[IngestProcessor, FakeMessageStore, FakeTable, FakeRegistry]:
+def build(whole: list[str] | None = None,
+          ) -> tuple[IngestProcessor, FakeMessageStore, FakeTable, FakeRegistry]:
+    """The processor; ``whole``: the conversations the database says the user alone
+    spoke in, when a fence asks."""
     store, cache, table, registry = FakeMessageStore(), FakeCache(), FakeTable(), FakeRegistry()
     stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
     w = wiring(FakeParts(store=store, cache=cache, stale=stale), publisher=FakePublisher(),
                settings=settings_for_tests(), sessions=table)
     w.erasures = registry  # type: ignore[assignment]
-    return w.ingest(), store, table, registry
+    proc = w.ingest()
+
+    async def lookup(f: ErasureFence) -> list[str]:
+        return list(whole or [])
+
+    proc.whole_conversations = lookup
+    return proc, store, table, registry
 
 
 def stored(store: FakeMessageStore) -> list[str]:
@@ -65,13 +73,13 @@ def stored(store: FakeMessageStore) -> list[str]:
 
 
 async def test_after_the_fence_the_users_events_are_skipped_and_their_states_gone() -> None:
-    proc, store, table, registry = build()
+    proc, store, table, registry = build(whole=["c1"])
     first = recs([ev(0, "c1", user_id="u1"), ev(1, "c1", user_id="u1"),
                   ev(0, "c2", user_id="u2")])
     await proc.process(first)
     assert set(table.data) == {"t1/c1", "t1/c2"}
 
-    await proc.process([fence(0, ["c1"])])
+    await proc.process([fence(0)])
     assert "t1/c1" not in table.data and "t1/c2" in table.data  # the tombstone
     assert registry.log.passed == [("e-1", 0, 1)]
 
@@ -88,9 +96,9 @@ async def test_after_the_fence_the_users_events_are_skipped_and_their_states_gon
 
 
 async def test_events_before_the_fence_in_its_own_batch_are_skipped_too() -> None:
-    proc, store, table, registry = build()
+    proc, store, table, registry = build(whole=["c9"])
     late_clock = ev(2, "c9", user_id="u1", created_at="2026-11-30T11:00:00Z")  # clock ahead
-    batch = [*recs([ev(0, "c9", user_id="u1"), late_clock]), fence(0, ["c9"], chat_end=2)]
+    batch = [*recs([ev(0, "c9", user_id="u1"), late_clock]), fence(0, chat_end=2)]
     result = await proc.process(batch)
     assert stored(store) == [] and result.erased == 2
     assert "t1/c9" not in table.data and registry.log.passed == [("e-1", 0, 0)]
@@ -99,7 +107,7 @@ async def test_events_before_the_fence_in_its_own_batch_are_skipped_too() -> Non
 async def test_a_tenant_fence_deletes_every_state_of_the_tenant_in_its_partition() -> None:
     proc, store, table, registry = build()
     await proc.process(recs([ev(0, "c1"), ev(0, "c2"), ev(0, "c3", tenant="t2")]))
-    await proc.process([fence(0, None, target="tenant", subject="t1")])
+    await proc.process([fence(0, target="tenant", subject="t1")])
     assert set(table.data) == {"t2/c3"} and registry.log.passed == [("e-1", 0, 2)]
     again = await proc.process(recs([ev(1, "c1", created_at="2026-11-30T08:30:00Z")],
                                     start=3))

@@ -48,8 +48,9 @@ async def test_sigkill_mid_erasure_completes_on_restart(stack: Stack) -> None:
             [*MEMSTREAM, "erase", "--tenant", "t1", "--user", "u1", "--id", "kill-1", "--quiet",
              "--timeout", "300"], cwd=ROOT, env={**os.environ, **stack.env()},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deleted = ("SELECT COALESCE(SUM(count), 0) FROM erasure_count WHERE erasure_id = "
-                   "'kill-1' AND store = 'conversation_message'")
+        deleted = ("SELECT COALESCE(SUM(c.count), 0) FROM erasure_count c JOIN erasure e "
+                   "ON e.seq = c.seq WHERE e.erasure_id = 'kill-1' AND "
+                   "c.store = 'conversation_message'")
         while not 0 < await count(deleted) < total // 2:
             assert caller.poll() is None, caller.communicate()
             await asyncio.sleep(0.02)

@@ -207,5 +207,14 @@ def test_replay_selects_by_source_tenant_and_time_and_drops_own_headers() -> Non
     assert skip_reason(base, value, later) == "before_since"
     out = redrive_headers(base, "memory.dlq/3/17")
     assert out == [("traceparent", b"00-ab"), ("memstream.replayed_from", b"memory.dlq/3/17")]
+    # where it was first read goes along (an erasure covers it by that offset), and
+    # stays the first place when the record is dead-lettered and re-driven again
+    placed = [*base, ("memstream.source.partition", b"2"), ("memstream.source.offset", b"41")]
+    first = [("memstream.first.topic", b"chat.messages"), ("memstream.first.partition", b"2"),
+             ("memstream.first.offset", b"41")]
+    assert redrive_headers(placed, "memory.dlq/3/17")[1:4] == first
+    again = [*first, ("memstream.source.topic", b"chat.messages"),
+             ("memstream.source.partition", b"0"), ("memstream.source.offset", b"900")]
+    assert redrive_headers(again, "memory.dlq/1/2")[:3] == first
     assert replay_group("memstream", None) == "memstream-replay"
     assert replay_group("memstream", "t1") == "memstream-replay.t1"

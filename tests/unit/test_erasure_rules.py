@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.erasure.model import ErasureMark, MemorySource
 from streams.erasure.rules.coverage import ErasureIndex, EventPlace, covers
+from streams.memory.model import decimal_id
 from streams.wire.decode import decode_idle_record
 from streams.wire.erasure import ErasureFence, ErasureRequest
 from streams.wire.records import IdleCheck
@@ -28,20 +29,22 @@ def mark(target: str = "user", subject: str = "u1", tenant: str = "t1", *, seq: 
                        source, seq)
 
 
-@pytest.mark.parametrize(("created_at", "place", "covered"), [
-    (BEFORE, None, True),  # happened before the erasure
-    (CUTOFF, None, True),  # at the cutoff
-    (AFTER, None, False),  # a later event, from nowhere known: new
-    (AFTER, EventPlace(0, 99), True),  # published before the erasure, its clock ahead
-    (AFTER, EventPlace(0, 100), False),  # published after the erasure was recorded
-    (AFTER, EventPlace(1, 10), True),
-    (AFTER, EventPlace(2, 0), False),  # a partition the erasure did not see (added later)
-    (BEFORE, EventPlace(0, 5000), True),  # re-driven long after, yet older than the cutoff
+@pytest.mark.parametrize(("created_at", "places", "covered"), [
+    (BEFORE, [], True),  # happened before the erasure
+    (CUTOFF, [], True),  # at the cutoff
+    (AFTER, [], False),  # a later event, from nowhere known: new
+    (AFTER, [EventPlace(0, 99)], True),  # published before the erasure, its clock ahead
+    (AFTER, [EventPlace(0, 100)], False),  # published after the erasure was recorded
+    (AFTER, [EventPlace(1, 10)], True),
+    (AFTER, [EventPlace(2, 0)], False),  # a partition the erasure did not see (added later)
+    (BEFORE, [EventPlace(0, 5000)], True),  # re-driven long after, older than the cutoff
+    # re-driven after the erasure (a new offset), first read before it: covered
+    (AFTER, [EventPlace(0, 700), EventPlace(0, 3)], True),
 ])
 def test_an_event_is_covered_by_time_or_by_offset(created_at: datetime,
-                                                  place: EventPlace | None,
+                                                  places: list[EventPlace],
                                                   covered: bool) -> None:
-    assert covers(mark(), created_at, place) is covered
+    assert covers(mark(), created_at, places) is covered
 
 
 @pytest.mark.parametrize(("marks", "tenant", "user", "conversations", "covered"), [
@@ -61,7 +64,7 @@ def test_the_index_finds_the_erasure_of_an_event(marks: list[ErasureMark], tenan
                                                  user: str, conversations: tuple[str, ...],
                                                  covered: bool) -> None:
     index = ErasureIndex(marks)
-    found = index.event_covered(tenant, user, conversations, BEFORE, None)
+    found = index.event_covered(tenant, user, conversations, BEFORE)
     assert (found is not None) is covered
 
 
@@ -100,7 +103,10 @@ def test_the_index_takes_each_erasure_once_and_follows_the_log() -> None:
     index = ErasureIndex()
     assert index.add(mark(seq=3)) and not index.add(mark(seq=3))
     assert index.add(mark("user", "u2", seq=7)) and len(index) == 2
-    assert index.last_seq == 7 and "e-user-u1-t1" in index
+    assert index.last_seq == 7 and ("t1", "e-user-u1-t1") in index
+    # erasure ids are the tenant's own: the same id in another tenant is another erasure
+    assert index.add(mark("user", "u1", "t2", seq=8, erasure_id="e-user-u1-t1"))
+    assert len(index) == 3
 
 
 @pytest.mark.parametrize(("doc", "problem"), [
@@ -116,13 +122,16 @@ def test_the_index_takes_each_erasure_once_and_follows_the_log() -> None:
     ({"target": "everything"}, "target"),
     ({"target": "user", "user_id": "u1", "erasure_id": "bad id!"}, "erasure_id"),
     ({"target": "user", "user_id": "u1", "tenant_id": "a/b"}, "tenant_id"),
+    # a misspelt switch is refused, never taken for a real erasure
+    ({"target": "tenant", "dryRun": True}, "Extra inputs are not permitted"),
+    ({"target": "user", "user_id": "u1", "dry-run": True}, "Extra inputs are not permitted"),
 ])
 def test_the_request_names_exactly_its_subject(doc: dict[str, object],
                                                problem: str | None) -> None:
     full = {"erasure_id": "e-1", "tenant_id": "t1", **doc}
     if problem is None:
         req = ErasureRequest.model_validate(full)
-        assert req.key() == f"t1/{req.target}:{req.subject}".encode()
+        assert req.key() == b"t1/e-1"  # compaction replaces a request by itself only
     else:
         with pytest.raises(ValidationError, match=problem):
             ErasureRequest.model_validate(full)
@@ -133,9 +142,9 @@ def test_the_idle_topic_carries_idle_checks_and_fences() -> None:
                                b' "idle_for_s": 5, "checked_at": "2026-12-01T00:00:00Z"}')
     assert isinstance(check, IdleCheck)
     fence = decode_idle_record(
-        b'{"type": "erasure_fence", "erasure_id": "e-1", "tenant_id": "t1", "target": "user",'
-        b' "subject": "u1", "cutoff": "2026-12-01T00:00:00Z", "chat_offsets": {"0": 4},'
-        b' "conversations": ["c1"], "partition": 0, "issued_at": "2026-12-01T00:00:00Z"}')
+        b'{"type": "erasure_fence", "seq": 3, "erasure_id": "e-1", "tenant_id": "t1",'
+        b' "target": "user", "subject": "u1", "cutoff": "2026-12-01T00:00:00Z",'
+        b' "chat_offsets": {"0": 4}, "partition": 0, "issued_at": "2026-12-01T00:00:00Z"}')
     assert isinstance(fence, ErasureFence) and fence.chat_offsets == {0: 4}
     assert isinstance(decode_idle_record(b'{"type": "erasure_fence"}'), Rejected)
     assert isinstance(decode_idle_record(b"not json"), Rejected)
@@ -148,3 +157,13 @@ def test_the_idle_topic_carries_idle_checks_and_fences() -> None:
 ])
 def test_the_scan_pattern_of_a_tenant_is_literal(prefix: str, tenant: str, pattern: str) -> None:
     assert ConversationCache(None, prefix=prefix).tenant_pattern(tenant) == pattern
+
+
+@pytest.mark.parametrize(("value", "number"), [
+    ("1", 1), ("1234", 1234), (42, 42),
+    ("01", None), ("0", None), ("²", None), ("١", None), ("-1", None), ("1 ", None),
+    ("", None), ("99999999999999999999", None), ("abc", None),
+])
+def test_only_ids_memstream_writes_name_a_builtin_memory(value: object,
+                                                         number: int | None) -> None:
+    assert decimal_id(value) == number

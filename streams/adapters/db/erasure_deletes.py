@@ -16,7 +16,8 @@ are deleted by the provider itself
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -147,16 +148,18 @@ def erasure_steps(sel: Selection) -> list[TableStep]:
             TableStep(conversation_message, and_(_m.tenant_id == t, _m.user_id == u),
                       chunk_by="id"),
         ]
-    c = sel.subject  # one conversation, every speaker
+    c = sel.subject  # one conversation, every speaker (a sub-agent's: in its parents too)
     runs = _runs(and_(_r.tenant_id == t, _r.conversation_id == c))
     sessions = select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t)), _rs.conversation_id == c)
+    sub_agent = select(_m.event_id).where(_m.tenant_id == t, _m.origin_conversation_id == c)
+    ledger = consolidation_ledger.c
     return [
         TableStep(consolidation_candidate, consolidation_candidate.c.closed_id.in_(runs)),
         TableStep(pending_expiry, pending_expiry.c.closed_id.in_(runs)),
         TableStep(consolidation_run, and_(_r.tenant_id == t, _r.conversation_id == c)),
-        TableStep(consolidation_ledger, and_(consolidation_ledger.c.tenant_id == t,
-                                             consolidation_ledger.c.conversation_id == c)),
-        *_conversation_rows(t, (c,), (c,)),
+        TableStep(consolidation_ledger, and_(ledger.tenant_id == t, or_(
+            ledger.conversation_id == c, ledger.event_id.in_(sub_agent)))),
+        *_conversation_rows(t, whole or (c,), touched or (c,)),
         TableStep(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
         TableStep(reprocess_session, _rs.closed_id.in_(sessions)),
         TableStep(memory_origin, and_(memory_origin.c.tenant_id == t,
@@ -247,6 +250,40 @@ class TableDeletes:
             pairs = sorted({(str(r[1]), str(r[2])) for r in rows})
         return int(n or 0), pairs
 
+    async def candidates_from(self, tenant_id: str, conversations: Sequence[str],
+                              events: set[str], record: Record) -> int:
+        """Delete the candidates consolidated in ``conversations`` from any of ``events``
+        (the judged text of a sub-agent's messages, in its parents' runs)."""
+        c = consolidation_candidate.c
+        q = (select(c.closed_id, c.seq, c.source_event_ids)
+             .where(c.closed_id.in_(_runs(and_(_r.tenant_id == tenant_id,
+                                                _r.conversation_id.in_(list(conversations)))))))
+        async with self.engine.begin() as conn:
+            keys = [(str(r.closed_id), int(r.seq)) for r in await conn.execute(q)
+                    if events & set(json_ids(r.source_event_ids))]
+            n = 0
+            for closed_id, seq in keys:
+                n += int((await conn.execute(consolidation_candidate.delete().where(
+                    c.closed_id == closed_id, c.seq == seq))).rowcount or 0)
+            if n:
+                await record(conn, {consolidation_candidate.name: n})
+        return n
+
+    async def agents_of(self, tenant_id: str, *, user_id: str) -> list[str]:
+        """The agents a user spoke to."""
+        async with self.engine.connect() as conn:
+            return [str(a) for a in (await conn.execute(select(_m.agent_id).where(
+                _m.tenant_id == tenant_id, _m.user_id == user_id).distinct())).scalars()]
+
+    async def sub_agent_messages(self, tenant_id: str,
+                                 conversation_id: str) -> tuple[list[str], set[str]]:
+        """A sub-agent conversation's messages stored in their parents: the parents,
+        and the messages' event ids (nothing for any other conversation)."""
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(_m.conversation_id, _m.event_id).where(
+                _m.tenant_id == tenant_id, _m.origin_conversation_id == conversation_id))).all()
+        return sorted({str(r.conversation_id) for r in rows}), {str(r.event_id) for r in rows}
+
     async def speakers(self, tenant_id: str, conversation_id: str) -> list[str]:
         """The users with messages in a conversation."""
         async with self.engine.connect() as conn:
@@ -265,3 +302,12 @@ class TableDeletes:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
         return [EraseConversation(str(r.conversation_id), int(r.speakers) == 1) for r in rows]
+
+
+def json_ids(raw: object) -> list[str]:
+    """Event ids as stored (a JSON list), tolerating what is not one."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []

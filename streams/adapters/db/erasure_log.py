@@ -1,11 +1,12 @@
 """ErasureLog: the durable record of erasures (tables in
 :mod:`streams.adapters.db.schema.erasure`).
 
-A record is written once per ``erasure_id`` (a repeated request finds the first
-one) and never holds content: who, the cutoff, the chat-topic offsets, the
-progress, the counts. Counts are added inside the transaction that deleted what
-they count (:meth:`ErasureLog.add_count`), so an erasure resumed after a crash
-reports each row once.
+A record is written once per tenant and ``erasure_id`` (a repeated request finds
+the first one) and never holds content: who, the cutoff, the chat-topic offsets,
+the progress, the counts. The other tables refer to it by its ``seq``. Counts are
+added inside the transaction that deleted what they count
+(:meth:`ErasureLog.add_count`), so an erasure resumed after a crash reports each
+row once.
 """
 
 from __future__ import annotations
@@ -67,17 +68,16 @@ def _record(r: Row[tuple[object, ...]]) -> ErasureRecord:
 class ErasureLog:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._insert = insert_ignoring_duplicates(engine, erasure, ["erasure_id"])
-        self._fence = insert_ignoring_duplicates(engine, erasure_fence,
-                                                 ["erasure_id", "partition"])
+        self._insert = insert_ignoring_duplicates(engine, erasure, ["tenant_id", "erasure_id"])
+        self._fence = insert_ignoring_duplicates(engine, erasure_fence, ["seq", "partition"])
         self._conversation = insert_ignoring_duplicates(engine, erasure_conversation,
-                                                        ["erasure_id", "conversation_id"])
+                                                        ["seq", "conversation_id"])
 
     async def record(self, *, erasure_id: str, tenant_id: str, target: Target, subject: str,
                      cutoff: datetime, chat_offsets: Mapping[int, int], now: datetime,
                      source: MemorySource | None = None,
                      reference: str | None = None) -> ErasureRecord:
-        """Record the erasure, or find the one recorded under ``erasure_id`` before."""
+        """Record the erasure, or find the one the tenant recorded under ``erasure_id``."""
         at = naive_utc(now)
         async with self.engine.begin() as conn:
             await conn.execute(self._insert, {
@@ -88,12 +88,14 @@ class ErasureLog:
                 "memory_user_id": source.user_id if source else None,
                 "memory_sources": json.dumps(sorted(source.event_ids)) if source else None,
                 "status": "recorded", "requested_at": at, "updated_at": at})
-            row = (await conn.execute(select(erasure).where(_e.erasure_id == erasure_id))).one()
+            row = (await conn.execute(select(erasure).where(
+                _e.tenant_id == tenant_id, _e.erasure_id == erasure_id))).one()
         return _record(row)
 
-    async def get(self, erasure_id: str) -> ErasureRecord | None:
+    async def get(self, tenant_id: str, erasure_id: str) -> ErasureRecord | None:
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(erasure).where(_e.erasure_id == erasure_id))).first()
+            row = (await conn.execute(select(erasure).where(
+                _e.tenant_id == tenant_id, _e.erasure_id == erasure_id))).first()
         return _record(row) if row is not None else None
 
     async def marks_since(self, seq: int) -> list[ErasureMark]:
@@ -116,67 +118,68 @@ class ErasureLog:
                                        .order_by(_e.seq))).all()
         return [_record(r) for r in rows]
 
-    async def set_status(self, erasure_id: str, status: Status, now: datetime) -> None:
+    async def set_status(self, seq: int, status: Status, now: datetime) -> None:
         at = naive_utc(now)
         async with self.engine.begin() as conn:
-            await conn.execute(update(erasure).where(_e.erasure_id == erasure_id).values(
+            await conn.execute(update(erasure).where(_e.seq == seq).values(
                 status=status, updated_at=at, finished_at=at if status == "done" else None))
             if status == "done":  # the conversation ids served their turn
                 await conn.execute(delete(erasure_conversation).where(
-                    erasure_conversation.c.erasure_id == erasure_id))
+                    erasure_conversation.c.seq == seq))
 
-    async def plan(self, erasure_id: str, conversations: Sequence[EraseConversation],
-                   now: datetime) -> None:
-        """Fix the conversations the erasure touches, and mark it planned."""
+    async def plan(self, seq: int, conversations: Sequence[EraseConversation],
+                   now: datetime | None = None) -> None:
+        """Add the conversations the erasure touches (those known already stay); with
+        ``now``, mark it planned."""
         async with self.engine.begin() as conn:
-            rows = [{"erasure_id": erasure_id, "conversation_id": c.conversation_id,
-                     "whole": c.whole} for c in conversations]
+            rows = [{"seq": seq, "conversation_id": c.conversation_id, "whole": c.whole}
+                    for c in conversations]
             for i in range(0, len(rows), 1000):
                 await conn.execute(self._conversation, rows[i: i + 1000])
-            await conn.execute(update(erasure).where(_e.erasure_id == erasure_id).values(
-                status="planned", updated_at=naive_utc(now)))
+            if now is not None:
+                await conn.execute(update(erasure).where(_e.seq == seq).values(
+                    status="planned", updated_at=naive_utc(now)))
 
-    async def conversations(self, erasure_id: str) -> list[EraseConversation]:
+    async def conversations(self, seq: int) -> list[EraseConversation]:
         c = erasure_conversation.c
         async with self.engine.connect() as conn:
             rows = (await conn.execute(select(c.conversation_id, c.whole).where(
-                c.erasure_id == erasure_id).order_by(c.conversation_id))).all()
+                c.seq == seq).order_by(c.conversation_id))).all()
         return [EraseConversation(str(r.conversation_id), bool(r.whole)) for r in rows]
 
-    async def pass_fence(self, erasure_id: str, partition: int, tombstones: int,
+    async def pass_fence(self, seq: int, partition: int, tombstones: int,
                          now: datetime) -> None:
         """Partition ``partition`` of the ingest stage took the erasure in, writing
         ``tombstones`` to the sessions table (counted once per partition)."""
         async with self.engine.begin() as conn:
             result = await conn.execute(self._fence, {
-                "erasure_id": erasure_id, "partition": partition, "passed_at": naive_utc(now)})
+                "seq": seq, "partition": partition, "passed_at": naive_utc(now)})
             if result.rowcount:
-                await self.add_count(conn, erasure_id, {"sessions_table": tombstones})
+                await self.add_count(conn, seq, {"sessions_table": tombstones})
 
-    async def fences(self, erasure_id: str) -> set[int]:
+    async def fences(self, seq: int) -> set[int]:
         f = erasure_fence.c
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(f.partition).where(f.erasure_id == erasure_id))
+            rows = await conn.execute(select(f.partition).where(f.seq == seq))
             return {int(r.partition) for r in rows}
 
-    async def counts(self, erasure_id: str) -> dict[str, int]:
+    async def counts(self, seq: int) -> dict[str, int]:
         c = erasure_count.c
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(c.store, c["count"]).where(
-                c.erasure_id == erasure_id))
+            rows = await conn.execute(select(c.store, c["count"]).where(c.seq == seq))
             return {str(store): int(n) for store, n in rows if n}
 
-    async def add_count(self, conn: AsyncConnection, erasure_id: str,
+    async def add_count(self, conn: AsyncConnection, seq: int,
                         counts: Mapping[str, int]) -> None:
         """Add ``counts`` inside the caller's transaction (the one that deleted them)."""
-        rows = [{"erasure_id": erasure_id, "store": s, "count": n} for s, n in counts.items() if n]
+        rows = [{"seq": seq, "store": s, "count": n} for s, n in counts.items() if n]
         if not rows:
             return
         total = erasure_count.c["count"]
         stmt: Executable
         if is_sqlite(self.engine):
             s = sqlite.insert(erasure_count)
-            stmt = s.on_conflict_do_update(index_elements=["erasure_id", "store"],
+            stmt = s.on_conflict_do_update(index_elements=["seq", "store"],
                                            set_={"count": total + s.excluded["count"]})
         else:
             m = mysql.insert(erasure_count)

@@ -9,17 +9,21 @@ erasure finds only what is left to do.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, and_, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.erasure_deletes import Record
-from streams.adapters.db.schema.consolidation import consolidation_candidate, memory_origin
+from streams.adapters.db.erasure_deletes import Record, json_ids
+from streams.adapters.db.schema.consolidation import (
+    consolidation_candidate,
+    consolidation_run,
+    memory_origin,
+)
 from streams.adapters.db.schema.memory import memory
 from streams.erasure.model import Selection
+from streams.memory.model import decimal_id
 
 _o = memory_origin.c
 BUILTIN = "mysql"
@@ -88,6 +92,27 @@ class OriginRows:
                 await record(conn, counts)
         return n
 
+    async def judged_from(self, tenant_id: str, conversations: Sequence[str],
+                          events: set[str]) -> list[OriginRow]:
+        """The memories consolidated in ``conversations`` from any of ``events``."""
+        c, r = consolidation_candidate.c, consolidation_run.c
+        q = (select(r.provider, c.memory_id, c.source_event_ids)
+             .join(consolidation_run, r.closed_id == c.closed_id)
+             .where(r.tenant_id == tenant_id, r.conversation_id.in_(list(conversations)),
+                    c.memory_id.is_not(None)))
+        async with self.engine.connect() as conn:
+            hits = {(str(row.provider), str(row.memory_id)) for row in await conn.execute(q)
+                    if events & set(_event_ids(row.source_event_ids))}
+            if not hits:
+                return []
+            rows = (await conn.execute(select(
+                _o.provider, _o.memory_id, _o.cube, _o.user_id, _o.agent_id).where(
+                _o.tenant_id == tenant_id,
+                _o.memory_id.in_(sorted({m for _, m in hits}))))).all()
+        return [OriginRow(str(x.provider), str(x.memory_id), str(x.cube), str(x.user_id),
+                          str(x.agent_id)) for x in rows if (str(x.provider), str(x.memory_id))
+                in hits]
+
     async def locate(self, tenant_id: str, memory_id: str,
                      provider: str | None) -> list[LocatedMemory]:
         """The memories ``memory_id`` may name in the tenant (one per provider holding
@@ -105,11 +130,12 @@ class OriginRows:
                 found.append(LocatedMemory(str(r.provider), memory_id, str(r.cube),
                                            str(r.user_id), str(r.agent_id),
                                            _event_ids(sources)))
-            if not found and provider in (None, BUILTIN) and memory_id.isdigit():
+            number = decimal_id(memory_id)
+            if not found and provider in (None, BUILTIN) and number is not None:
                 m = memory.c
                 row = (await conn.execute(select(m.cube, m.user_id, m.agent_id,
                                                  m.source_event_ids).where(
-                    m.tenant_id == tenant_id, m.id == int(memory_id)))).first()
+                    m.tenant_id == tenant_id, m.id == number))).first()
                 if row is not None:
                     found.append(LocatedMemory(BUILTIN, memory_id, str(row.cube),
                                                str(row.user_id), str(row.agent_id),
@@ -118,9 +144,4 @@ class OriginRows:
 
 
 def _event_ids(raw: object) -> tuple[str, ...]:
-    """Source event ids as stored (a JSON list), tolerating what is not one."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else []
-    except ValueError:
-        return ()
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+    return tuple(json_ids(raw))

@@ -189,6 +189,16 @@ class LedgerStore:
             found.update(r.message_hash for r in rows)
         return found
 
+    async def other_speaker(self, tenant_id: str, conversation_id: str,
+                            user_id: str) -> str | None:
+        """A user other than ``user_id`` with messages in the conversation, if any."""
+        m = conversation_message.c
+        async with self.engine.connect() as conn:
+            other = (await conn.execute(select(m.user_id).where(
+                m.tenant_id == tenant_id, m.conversation_id == conversation_id,
+                m.user_id != user_id).order_by(m.id.desc()).limit(1))).scalar()
+        return str(other) if other is not None else None
+
     async def claimed_messages(self, tenant_id: str, closed_id: str) -> list[SessionMessage]:
         """The messages ``closed_id`` claimed, oldest first."""
         l = consolidation_ledger.c  # noqa: E741

@@ -9,6 +9,11 @@ dropped, ``memstream.replayed_from`` added), so it takes the same partition
 and the same path as the first time. Everything downstream is idempotent, so
 re-driving a record twice stores nothing twice.
 
+A re-driven record also carries where it was first read
+(``memstream.first.topic`` / ``.partition`` / ``.offset``, kept across re-drives):
+an erasure recorded meanwhile covers it by that first offset as it would have
+covered the original.
+
 What was re-driven is remembered as the committed offsets of a replay
 consumer group (one per tenant filter), committed only after the records
 before them were delivered: running the command again continues after the
@@ -34,6 +39,9 @@ from streams.wire.headers import Headers, header
 SOURCE_TOPIC = "memstream.source.topic"
 FAILED_AT = "memstream.failed_at"
 REPLAYED_FROM = "memstream.replayed_from"
+SOURCE_PLACE = (SOURCE_TOPIC, "memstream.source.partition", "memstream.source.offset")
+# where a re-driven record was first read: topic, partition, offset
+FIRST_READ = ("memstream.first.topic", "memstream.first.partition", "memstream.first.offset")
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,15 @@ def failed_at(headers: Headers) -> datetime | None:
 
 
 def redrive_headers(headers: Headers, origin: str) -> Headers:
-    return [*((k, v) for k, v in headers if not k.startswith("memstream.")),
+    """The original headers, and where the record was first read
+    (``memstream.first.*``: kept from an earlier re-drive, or the dead letter's source),
+    so an erasure recorded since still covers it by its first offset."""
+    first = [(k, v) for k, v in headers if k in FIRST_READ]
+    if len(first) != len(FIRST_READ):
+        place = [header(headers, source) for source in SOURCE_PLACE]
+        first = ([(name, v) for name, v in zip(FIRST_READ, place, strict=True) if v]
+                 if all(place) else [])
+    return [*((k, v) for k, v in headers if not k.startswith("memstream.")), *first,
             (REPLAYED_FROM, origin.encode())]
 
 

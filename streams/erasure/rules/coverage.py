@@ -1,9 +1,10 @@
 """Which events, sessions and memories an erasure covers: pure rules.
 
 An event of the erased subject is covered when it happened up to the erasure's
-``cutoff`` (event time), or when it was read from a chat-topic partition below
-the end offset recorded with the erasure (a producer whose clock runs ahead
-cannot slip an old event past it). An event published after the erasure, with a
+``cutoff`` (event time), or when it was read — or first read, for a record
+re-keyed or re-driven from the dead-letter topic — from a chat-topic partition
+below the end offset recorded with the erasure (a producer whose clock runs
+ahead cannot slip an old event past it). An event published after the erasure, with a
 later ``created_at``, is new and is kept. Ingest skips covered events, so a replay
 of the chat topic from offset 0 brings nothing back; consolidation skips covered
 session ends.
@@ -16,7 +17,7 @@ erasures.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,15 +33,13 @@ class EventPlace:
     offset: int
 
 
-def covers(mark: ErasureMark, created_at: datetime, place: EventPlace | None) -> bool:
-    """Whether an event of ``mark``'s subject at ``created_at`` (naive UTC) read at
-    ``place`` is covered by it."""
+def covers(mark: ErasureMark, created_at: datetime, places: Sequence[EventPlace] = ()) -> bool:
+    """Whether an event of ``mark``'s subject at ``created_at`` (naive UTC), read at
+    ``places`` of the chat topic, is covered by it."""
     if created_at <= mark.cutoff:
         return True
-    if place is None:
-        return False
-    end = mark.chat_offsets.get(place.partition)
-    return end is not None and place.offset < end
+    return any((end := mark.chat_offsets.get(p.partition)) is not None and p.offset < end
+               for p in places)
 
 
 class ErasureIndex:
@@ -51,7 +50,7 @@ class ErasureIndex:
         self._by_conversation: dict[tuple[str, str], list[ErasureMark]] = defaultdict(list)
         self._by_tenant: dict[str, list[ErasureMark]] = defaultdict(list)
         self._memories: dict[str, list[ErasureMark]] = defaultdict(list)
-        self._ids: set[str] = set()
+        self._ids: set[tuple[str, str]] = set()  # (tenant, erasure id)
         self.last_seq = 0
         for m in marks:
             self.add(m)
@@ -59,15 +58,17 @@ class ErasureIndex:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def __contains__(self, erasure_id: object) -> bool:
-        return erasure_id in self._ids
+    def __contains__(self, key: object) -> bool:
+        """``(tenant_id, erasure_id)`` in the index."""
+        return key in self._ids
 
     def add(self, mark: ErasureMark) -> bool:
         """Take ``mark`` in; False when it was known already."""
         self.last_seq = max(self.last_seq, mark.seq)
-        if mark.erasure_id in self._ids:
+        key = (mark.tenant_id, mark.erasure_id)
+        if key in self._ids:
             return False
-        self._ids.add(mark.erasure_id)
+        self._ids.add(key)
         if mark.target == "user":
             self._by_user[(mark.tenant_id, mark.subject)].append(mark)
         elif mark.target == "conversation":
@@ -88,13 +89,14 @@ class ErasureIndex:
         return out
 
     def event_covered(self, tenant_id: str, user_id: str, conversations: Iterable[str],
-                      created_at: datetime, place: EventPlace | None) -> ErasureMark | None:
+                      created_at: datetime,
+                      places: Sequence[EventPlace] = ()) -> ErasureMark | None:
         """The erasure covering a chat event (``conversations``: the one it is stored
         in and, for sub-agent chat, its own), if any."""
         if not (self._by_tenant or self._by_user or self._by_conversation):
             return None
         for mark in self._marks(tenant_id, user_id, conversations):
-            if covers(mark, created_at, place):
+            if covers(mark, created_at, places):
                 return mark
         return None
 

@@ -82,7 +82,7 @@ conversation_message = Table(
     Column("content", LongText, nullable=False),
     Column("tool_calls", Text),
     Column("tool_call_id", String(255)),
-    Column("origin_conversation_id", String(255)),
+    Column("origin_conversation_id", BinaryKey(255)),
     Column("created_at", Timestamp, nullable=False),
     Column("ingested_at", Timestamp, nullable=False),
     # the session the message belongs to (see streams.session.model);

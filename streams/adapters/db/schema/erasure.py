@@ -2,9 +2,10 @@
 where, never *what*:
 
 ``erasure``
-    one row per erasure request (``erasure_id`` unique), in the order recorded
-    (``seq``): tenant, target and subject, the event-time ``cutoff`` and the
-    chat-topic end offsets when it was recorded (JSON ``{partition: offset}``),
+    one row per erasure request (``erasure_id`` unique within its tenant), in the
+    order recorded (``seq``, which the other tables refer to): tenant, target and
+    subject, the event-time ``cutoff`` and the chat-topic end offsets when it was
+    recorded (JSON ``{partition: offset}``),
     its progress (``recorded`` -> ``planned`` -> ``fenced`` -> ``deleting`` ->
     ``done``). A memory erasure also keeps the memory's cube, user and source
     event ids, so the same messages do not promote it again. Kept for good:
@@ -16,13 +17,24 @@ where, never *what*:
 ``erasure_fence``
     the partitions of the ingest stage that passed the erasure's fence.
 ``erasure_conversation``
-    the conversations a user or conversation erasure touches, fixed when it is
-    planned (``whole``: the conversation goes entirely); dropped when done.
+    the conversations a user or conversation erasure touches, found when it is
+    planned and again after its fence (``whole``: the conversation goes entirely);
+    dropped when done.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 from streams.adapters.db.schema.conversation import BigId, BinaryKey, Timestamp, metadata
 
@@ -32,7 +44,7 @@ erasure = Table(
     "erasure",
     metadata,
     Column("seq", BigId, primary_key=True, autoincrement=True),
-    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), nullable=False, unique=True),
+    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), nullable=False),
     Column("tenant_id", BinaryKey(64), nullable=False),
     Column("target", String(16), nullable=False),
     Column("subject", BinaryKey(255), nullable=False),
@@ -46,13 +58,14 @@ erasure = Table(
     Column("requested_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     Column("finished_at", Timestamp),
+    UniqueConstraint("tenant_id", "erasure_id"),
     Index(None, "tenant_id", "target", "subject"),
 )
 
 erasure_count = Table(
     "erasure_count",
     metadata,
-    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("store", String(64), primary_key=True),
     Column("count", BigInteger, nullable=False),
 )
@@ -60,7 +73,7 @@ erasure_count = Table(
 erasure_fence = Table(
     "erasure_fence",
     metadata,
-    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("partition", Integer, primary_key=True, autoincrement=False),
     Column("passed_at", Timestamp, nullable=False),
 )
@@ -68,7 +81,7 @@ erasure_fence = Table(
 erasure_conversation = Table(
     "erasure_conversation",
     metadata,
-    Column("erasure_id", BinaryKey(ERASURE_ID_LEN), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("conversation_id", BinaryKey(255), primary_key=True),
     Column("whole", Boolean, nullable=False),
 )

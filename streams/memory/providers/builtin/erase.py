@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -35,11 +36,26 @@ class Eraser:
         self.engine = engine
         self.chunk = chunk
 
-    async def count(self, tenant_id: str, where: ColumnElement[bool]) -> int:
-        m = memory.c
+    async def count(self, tenant_id: str, where: ColumnElement[bool]) -> dict[str, int]:
+        """What :meth:`erase` would delete, per table (a scope's statistics row when
+        every memory of the scope matches)."""
+        m, t, e, s = memory.c, memory_term.c, memory_embedding.c, memory_scope_stats.c
+        ids = select(m.id).where(m.tenant_id == tenant_id, where)
+        scopes = select(m.scope_id).where(m.tenant_id == tenant_id, where).distinct()
+        kept = select(m.scope_id).where(m.scope_id.in_(scopes), ~m.id.in_(ids))
         async with self.engine.connect() as conn:
-            return int((await conn.execute(select(func.count()).select_from(memory).where(
-                m.tenant_id == tenant_id, where))).scalar_one())
+            def n(q: Any) -> Any:
+                return conn.execute(select(func.count()).select_from(q.subquery()))
+            counts = {
+                "memory": (await n(ids)).scalar_one(),
+                "memory_term": (await n(select(t.memory_id).where(t.memory_id.in_(ids)))
+                                ).scalar_one(),
+                "memory_embedding": (await n(select(e.memory_id).where(e.memory_id.in_(ids)))
+                                     ).scalar_one(),
+                "memory_scope_stats": (await n(select(s.id).where(
+                    s.id.in_(scopes), ~s.id.in_(kept)))).scalar_one(),
+            }
+        return {k: int(v) for k, v in counts.items() if v}
 
     async def erase(self, tenant_id: str, where: ColumnElement[bool],
                     record: Record | None = None) -> dict[str, int]:

@@ -37,7 +37,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.schema.memory import memory, memory_scope_stats
 from streams.adapters.embeddings.embedders import Embedder, EmbedderError
 from streams.clock import naive_utc_now
-from streams.memory.model import USER_CUBE, MemoryCandidate, StoredMemory, agent_cube
+from streams.memory.model import (
+    USER_CUBE,
+    MemoryCandidate,
+    StoredMemory,
+    agent_cube,
+    decimal_id,
+)
 from streams.memory.provider import (
     PermanentProviderError,
     Scope,
@@ -188,7 +194,7 @@ class BuiltinProvider:
         """
         async with self._call("expire"):
             owner = self._owner_or_fail(scope, cube, "expire")
-            ids = sorted({int(i) for i in memory_ids if str(i).isdigit()})
+            ids = sorted({n for i in memory_ids if (n := decimal_id(i)) is not None})
             if ids:
                 await self._writes.expire(scope, cube, owner, ids, superseded_by)
 
@@ -202,7 +208,7 @@ class BuiltinProvider:
     async def forget(self, scope: Scope, cube: str, memory_ids: Sequence[str]) -> int:
         """Delete memories of ``cube`` for good (rows, postings, vectors; expired ones too)."""
         async with self._call("forget"):
-            ids = sorted({int(i) for i in memory_ids if str(i).isdigit()})
+            ids = sorted({n for i in memory_ids if (n := decimal_id(i)) is not None})
             if not ids:
                 return 0
             where = and_(memory.c.id.in_(ids), self._in_cube(scope, cube, "forget"))
@@ -248,7 +254,7 @@ class BuiltinProvider:
         """Memories by id within the caller's readable cubes, expired ones included."""
         async with self._call("get"):
             self._check(scope, "get")
-            wanted = sorted({int(i) for i in ids if str(i).isdigit()})
+            wanted = sorted({n for i in ids if (n := decimal_id(i)) is not None})
             if not wanted:
                 return []
             m, s = memory.c, memory_scope_stats.c
