@@ -6,6 +6,7 @@ second stage, and a later event of the same user is stored as new."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -114,3 +115,16 @@ async def test_a_tenant_fence_deletes_every_state_of_the_tenant_in_its_partition
     assert again.erased == 1
 
 
+
+
+async def test_a_re_driven_event_first_read_before_the_erasure_is_skipped() -> None:
+    proc, store, _, _ = build(whole=["c1"])
+    await proc.process([fence(0)])  # chat partition 0 ended at offset 3 when recorded
+    dated_ahead = ev(7, "c1", user_id="u1", created_at="2026-11-30T11:00:00Z")
+    redriven = SourceRecord("chat", 0, 50, b"c1", json.dumps(dated_ahead).encode(), [
+        ("memstream.first.topic", b"chat"), ("memstream.first.partition", b"0"),
+        ("memstream.first.offset", b"1"), ("memstream.replayed_from", b"dlq/0/4")])
+    result = await proc.process([redriven])
+    assert result.erased == 1 and stored(store) == []
+    new = SourceRecord("chat", 0, 51, b"c1", json.dumps(dated_ahead).encode(), [])
+    assert (await proc.process([new])).erased == 0  # the same, sent after: new

@@ -246,3 +246,57 @@ async def test_retention_runs_on_a_schedule(stack: Stack) -> None:
     await eventually(lambda: left("old") == 0, 60, "the old messages deleted")
     assert left("new") == 3 and await redis_keys(stack, "t1", "old") == []
     assert history(stack, "t1", "old") == [] and len(history(stack, "t1", "new")) == 3
+
+
+async def test_erasing_a_sub_agent_conversation(stack: Stack) -> None:
+    """A sub-agent's chat is stored in its parent conversation: erasing it takes those
+    messages (ids compared exactly: ``agent:TASK`` and ``agent:task `` are others), what
+    was judged from them, the parent's cached list and summary; the parent's own
+    messages stay."""
+    stack.extra_env.update(FAST)
+    stack.worker().start()
+
+    def sub(i: int, conv: str, parent: str, user: str, content: str) -> dict[str, Any]:
+        return chat_event(i, conv, user_id=user, parent_conversation_id=parent, role="user",
+                          content=content, event_id=f"{user}-{conv}-{i}")
+
+    await stack.produce([
+        chat_event(0, "P1", content="Hello there."),
+        sub(1, "agent:task", "P1", "u1", "I live in Oslo and my IBAN is NO93 8601."),
+        sub(2, "agent:task", "P1", "u1", "I keep bees."),
+        chat_event(3, "P1", role="assistant", content="Welcome back."),
+        sub(1, "agent:TASK", "P2", "u2", "I live in Rome."),
+        sub(1, "agent:task ", "P3", "u3", "I live in Bergen."),
+        session_end_event("P1", created_at="2026-11-30T08:01:00Z")])
+    await eventually(lambda: run_status(stack, "t1/P1#1") == "done", 90, "P1 consolidated")
+
+    def stored(conv: str) -> list[str]:
+        return [r[0] for r in stack.sql("SELECT content FROM conversation_message WHERE "
+                                        f"conversation_id = '{conv}' ORDER BY id")]
+
+    async def cached(conv: str) -> str:
+        r = stack.redis()
+        try:
+            return " ".join(v.decode() for v in await r.lrange(
+                f"{stack.name}:{{t1:{conv}}}:hist", 0, -1))
+        finally:
+            await r.aclose()
+
+    def kept() -> str:
+        return " ".join(r[0] for r in stack.sql("SELECT content FROM memory"))
+
+    await eventually(lambda: len(stored("P1")) == 4, 30, "the sub-agent chat in its parent")
+    # judged in P1's runs (the sub-agent's messages came by the re-key topic, later)
+    await eventually(lambda: "bees" in kept() and "IBAN" in kept(), 60, "the memories")
+
+    receipt = erase(stack, "--tenant", "t1", "--conversation", "agent:task")
+    assert receipt["status"] == "done", receipt
+    assert receipt["counts"]["conversation_message"] == 2, receipt
+    assert stored("P1") == ["Hello there.", "Welcome back."]
+    assert stored("P2") == ["I live in Rome."] and stored("P3") == ["I live in Bergen."]
+    assert "IBAN" not in await cached("P1") and "bees" not in await cached("P1")
+    assert not any("IBAN" in m["content"] for m in history(stack, "t1", "P1"))
+    for table in ("memory", "consolidation_candidate", "conversation_summary"):
+        column = "summary" if table == "conversation_summary" else "content"
+        held = " ".join(r[0] for r in stack.sql(f"SELECT {column} FROM {table}"))
+        assert "IBAN" not in held and "bees" not in held, (table, held)
