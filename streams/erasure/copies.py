@@ -91,6 +91,8 @@ class MemoryCopies:
         elif sel.target == "conversation":
             for user in await self.tables.speakers(sel.tenant_id, sel.subject):
                 by_key[cube_key(sel.tenant_id, USER_CUBE, user)]
+            for agent in await self.tables.agents_of(sel.tenant_id, conversation_id=sel.subject):
+                by_key[cube_key(sel.tenant_id, agent_cube(agent), "")]
         return [CubeWork(k, tuple(v))
                 for k, v in sorted(by_key.items(), key=lambda kv: repr(kv[0]))]
 

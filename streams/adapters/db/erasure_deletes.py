@@ -269,11 +269,14 @@ class TableDeletes:
                 await record(conn, {consolidation_candidate.name: n})
         return n
 
-    async def agents_of(self, tenant_id: str, *, user_id: str) -> list[str]:
-        """The agents a user spoke to."""
+    async def agents_of(self, tenant_id: str, *, user_id: str | None = None,
+                        conversation_id: str | None = None) -> list[str]:
+        """The agents a user spoke to, or that spoke in a conversation."""
+        where = (_m.user_id == user_id) if user_id is not None else (
+            _m.conversation_id == conversation_id)
         async with self.engine.connect() as conn:
             return [str(a) for a in (await conn.execute(select(_m.agent_id).where(
-                _m.tenant_id == tenant_id, _m.user_id == user_id).distinct())).scalars()]
+                _m.tenant_id == tenant_id, where).distinct())).scalars()]
 
     async def sub_agent_messages(self, tenant_id: str,
                                  conversation_id: str) -> tuple[list[str], set[str]]:
