@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from streams.memory.model import MemoryCandidate, StoredMemory
 
@@ -45,6 +45,10 @@ class Scope:
 
 @dataclass(frozen=True)
 class SearchRequest:
+    """One search. ``kinds``: only memories of these kinds (``fact``, ``episode``),
+    all when None. ``subjects``: subject terms (:attr:`MemoryCandidate.subjects`)
+    to match besides the query's words, where the provider indexes them."""
+
     query: str
     cubes: Sequence[str]
     top_k: int = 10
@@ -53,6 +57,8 @@ class SearchRequest:
     include_preference: bool = True
     pref_top_k: int = 6
     dedup: bool = True
+    kinds: Sequence[Literal["fact", "episode"]] | None = None
+    subjects: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,30 @@ async def test_chinese_text_without_spaces_is_found(engine: AsyncEngine) -> None
     assert got[0].content == "我喜欢在周末去爬山"
 
 
+async def test_a_fact_is_found_by_its_subject_and_never_crowded_out_by_episodes(
+    engine: AsyncEngine,
+) -> None:
+    """The conflict lookup of a correction: "I moved to Lisbon" shares no word with
+    "I live in Porto", and small talk shares "move" with it; by its subject term,
+    among facts only, the stored fact is found."""
+    provider = BuiltinProvider(engine)
+    await provider.add(ALICE, USER_CUBE, [
+        fact("I live in Porto.", "e1", subjects=("§residence",)),
+        fact("I work at Siemens.", "e2", subjects=("§employer",))])
+    await provider.add(ALICE, USER_CUBE, [
+        MemoryCandidate(content=f"User: We move the meeting again, take {i}.", kind="episode",
+                        source_event_ids=(f"x{i}",), event_time=T0) for i in range(20)])
+    said = "Actually I moved to Lisbon."
+    plain = await provider.search(ALICE, request(said, top_k=5, dedup=False))
+    assert len(plain) == 5 and all(m.kind == "episode" for m in plain)
+    found = await provider.search(ALICE, request(said, top_k=5, dedup=False, kinds=("fact",),
+                                                 subjects=("§residence",)))
+    assert [m.content for m in found] == ["I live in Porto."]
+    episodes = await provider.search(ALICE, request("move meeting", kinds=("episode",)))
+    assert episodes and all(m.kind == "episode" for m in episodes)
+    assert await provider.search(ALICE, request("Porto", kinds=("episode",))) == []
+
+
 async def test_episodes_of_one_call_form_a_session_with_neighbours(engine: AsyncEngine) -> None:
     p = BuiltinProvider(engine)
     turns = [

@@ -65,6 +65,11 @@ class Signal:
             self._where = lambda k: table.get(int(k))
         return self._where(key)
 
+    def only(self, keep: Callable[[str], bool]) -> Signal:
+        """The entries whose id ``keep`` accepts."""
+        mask = np.fromiter((keep(str(i)) for i in self.ids.tolist()), bool, len(self.ids))
+        return self if mask.all() else Signal(self.ids[mask], self.values[mask])
+
     def top(self, n: int) -> list[str]:
         """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them."""
         if len(self) <= n:
@@ -100,7 +105,7 @@ class Search:
         """Lexical only, one connection does it all; with a query vector to wait for, the
         connection goes back to the pool before the wait. A stale scope is refreshed
         with no connection held by this search (:meth:`ScopeCache.fresh`)."""
-        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        terms = search_terms(request)
         states: list[ScopeState] = []
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
@@ -128,13 +133,20 @@ class Search:
                     stats: list[DbRow], states: list[ScopeState],
                     postings: dict[int, dict[str, Postings]], qvec: Vector | None,
                     ) -> list[StoredMemory]:
-        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        terms = search_terms(request)
         lexical = self._lexical(states, postings, terms)
         dense = self._dense(states, qvec) if qvec is not None else None
+        if request.kinds is not None:
+            wanted = of_kinds(states, request.kinds)
+            lexical = lexical.only(wanted)
+            dense = dense.only(wanted) if dense is not None else None
         best = set(lexical.top(self.candidates))
         if dense is not None:
             best |= set(dense.top(self.candidates))
         positions, types, vectors = self._around(states, best)
+        if request.kinds is not None:
+            positions = {k: p for k, p in positions.items() if wanted(k)}
+            types = {k: t for k, t in types.items() if k in positions}
         keep = set(positions)
         scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
                       positions, query=request.query, weights=self.weights,
@@ -290,6 +302,19 @@ class Search:
             return {}
         found = await self.memories.get([int(k) for k in keys], load)
         return {str(i): c for i, c in found.items()}
+
+
+def search_terms(request: SearchRequest) -> list[str]:
+    """The query's own terms, then the subject terms it asks for (index terms as written)."""
+    words = (t[:TERM_MAX_CHARS] for t in query_terms(request.query))
+    return list(dict.fromkeys([*words, *(s[:TERM_MAX_CHARS] for s in request.subjects)]))
+
+
+def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a memory of these scopes is of one of ``kinds``."""
+    want_facts, want_episodes = "fact" in kinds, "episode" in kinds
+    episodes = [st.episodes for st in states]
+    return lambda k: (want_episodes if any(k in e for e in episodes) else want_facts)
 
 
 def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],
