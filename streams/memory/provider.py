@@ -47,7 +47,10 @@ class Scope:
 class SearchRequest:
     """One search. ``kinds``: only memories of these kinds (``fact``, ``episode``),
     all when None. ``subjects``: subject terms (:attr:`MemoryCandidate.subjects`)
-    to match besides the query's words, where the provider indexes them."""
+    to match besides the query's words, where the provider indexes them.
+    ``order="strength"``: the strongest memories whatever the query says
+    (:mod:`streams.memory.rules.strength`), where the provider can list them;
+    the others search with the query."""
 
     query: str
     cubes: Sequence[str]
@@ -59,6 +62,7 @@ class SearchRequest:
     dedup: bool = True
     kinds: Sequence[Literal["fact", "episode"]] | None = None
     subjects: Sequence[str] = ()
+    order: Literal["relevance", "strength"] = "relevance"
 
 
 @dataclass(frozen=True)

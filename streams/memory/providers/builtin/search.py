@@ -31,7 +31,7 @@ from streams.adapters.db.schema.memory import (
 )
 from streams.memory.model import StoredMemory
 from streams.memory.provider import Scope, SearchRequest
-from streams.memory.providers.builtin.rows import DbRow, Vector
+from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.providers.builtin.scope_cache import (
     Cached,
     Floats,
@@ -45,6 +45,7 @@ from streams.memory.providers.builtin.scope_cache import (
 from streams.memory.rules.fusion import FusionWeights, Position, fuse
 from streams.memory.rules.lexical import bm25_arrays, query_terms
 from streams.memory.rules.mmr import cosine_matrix, jaccard_of_ids, mmr_order
+from streams.memory.rules.strength import strongest_first
 
 
 class Signal:
@@ -274,6 +275,29 @@ class Search:
                                       {}, found)
         out = [found[k].memory(scores[k]) for k in chosen if k in found]
         return sorted(out, key=lambda m: m.score, reverse=True)
+
+    async def strongest(self, scope: Scope, request: SearchRequest,
+                        pairs: set[tuple[str, str]]) -> list[StoredMemory]:
+        """The scopes' strongest valid memories (:mod:`~streams.memory.rules.strength`):
+        facts, then episodes, each kind read in the database's order of importance and
+        time, at most ``top_k`` in all. The scopes' rows are read (no index orders
+        them): the cost follows the scope's size, for queries that name nothing."""
+        m = memory.c
+        out: list[StoredMemory] = []
+        async with self.engine.connect() as conn:
+            ids = [int(s.id) for s in await self._stats(conn, scope, pairs)]
+            for kind in ("fact", "episode"):
+                room = request.top_k - len(out)
+                if room <= 0 or not ids or (request.kinds is not None
+                                            and kind not in request.kinds):
+                    continue
+                q = (select(memory).where(
+                    m.tenant_id == scope.tenant_id, m.scope_id.in_(ids), m.valid_to.is_(None),
+                    (m.kind == "episode") if kind == "episode" else (m.kind != "episode"))
+                    .order_by(m.importance.desc(), m.event_time.desc(), m.id.desc())
+                    .limit(room))
+                out += [stored(r, 0.0) for r in await conn.execute(q)]
+        return strongest_first(out)
 
     def _picks(self, request: SearchRequest, ids: list[str], limit: int,
                scores: dict[str, float], vectors: dict[str, Vector],
