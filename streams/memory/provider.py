@@ -84,7 +84,8 @@ class MemoryProvider(Protocol):
         ...
 
     async def search(self, scope: Scope, request: SearchRequest) -> list[StoredMemory]:
-        """Valid memories of ``request.cubes`` for this scope, best first."""
+        """Valid memories of ``request.cubes`` for this scope, best first; each cube is
+        ranked on its own (its best hit scores 1.0, ``relativity`` cuts relative to it)."""
         ...
 
     async def expire(

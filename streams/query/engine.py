@@ -8,9 +8,9 @@ warning. Long-term rules (DESIGN §3):
   bound (agents with no configuration use the deployment default);
 * routed to MemOS / Mem0 / built-in exactly as consolidation routes writes;
   a failing provider is reported, never swapped for another;
-* readable cubes ``user_profile`` and ``agent_{agentId}``, each searched on
-  its own (scores relative to the cube's own best hit, so the user's many
-  memories never push the agent's lessons out), preferences with
+* readable cubes ``user_profile`` and ``agent_{agentId}``, each ranked by the
+  provider on its own (scores relative to the cube's own best hit, so the
+  user's many memories never push the agent's lessons out), preferences with
   ``pref_top_k``, ``relativity``, MMR de-duplication by the provider;
 * a query that names nothing to look for ("What do you know about me?",
   :mod:`.rules.generic`) gets each cube's strongest memories instead
@@ -109,6 +109,14 @@ def reply_memory(m: StoredMemory) -> ReplyMemory:
     )
 
 
+def by_cube(found: list[StoredMemory]) -> list[list[StoredMemory]]:
+    """``found`` split by cube, each in its order."""
+    out: dict[str, list[StoredMemory]] = {}
+    for m in found:
+        out.setdefault(m.cube, []).append(m)
+    return list(out.values())
+
+
 class QueryEngine:
     def __init__(
         self,
@@ -153,9 +161,9 @@ class QueryEngine:
         handle = self.providers.get(route(config))
         text = build_query_text(q.message, q.context)
         generic = is_generic(text)
-        requests = [SearchRequest(
+        request = SearchRequest(
             query=text,
-            cubes=[cube],
+            cubes=readable_cubes(q.agent_id),
             top_k=max(q.options.top_k, self.config.candidate_pool),
             relativity=self.config.relativity,
             keyword_only=keyword_only,
@@ -163,14 +171,13 @@ class QueryEngine:
             pref_top_k=self.config.pref_top_k,
             dedup=True,
             order="strength" if generic else "relevance",
-        ) for cube in readable_cubes(q.agent_id)]
+        )
         scope = Scope(q.tenant_id, q.user_id, q.agent_id)
         start = self.clock()
         outcome = "error"
         found: list[list[StoredMemory]] = []
         try:
-            found = list(await asyncio.gather(*(handle.provider.search(scope, r)
-                                                 for r in requests)))
+            found = by_cube(await handle.provider.search(scope, request))
             outcome = "ok"
         finally:
             if self.search_log is not None:

@@ -183,6 +183,23 @@ async def test_agent_cube_is_shared_by_the_agents_users_and_no_other_agent(
         await p.add(alice_elsewhere, cube, [fact("sneaky", "e3", scope="agent")])
 
 
+async def test_each_cube_is_ranked_on_its_own(engine: AsyncEngine) -> None:
+    """The user's memories match the query better and are many; the agent's lesson
+    still scores 1.0 in its own cube (ranked together it fell under the relativity)."""
+    p = BuiltinProvider(engine)
+    cube = agent_cube("helper")
+    await p.add(ALICE, cube, [fact("The flights API needs ISO dates.", "a1", scope="agent")]
+                + [fact(f"Refund rule {i} for trains.", f"a{i + 2}", scope="agent")
+                   for i in range(6)])
+    await p.add(ALICE, USER_CUBE, [fact(f"Alice flew to Lisbon, trip {i}.", f"u{i}")
+                                   for i in range(8)])
+    got = await p.search(ALICE, SearchRequest("flights to Lisbon", [USER_CUBE, cube],
+                                              relativity=0.45))
+    by_cube = {m.cube: m for m in reversed(got)}
+    assert by_cube[cube].content == "The flights API needs ISO dates."
+    assert by_cube[cube].score == 1.0 and by_cube[USER_CUBE].score == 1.0
+
+
 async def test_keyword_only_really_switches_off_the_dense_signal(engine: AsyncEngine) -> None:
     puppy = "Alice adopted a puppy last spring"
     shop = "Alice walked past the pet shop"

@@ -134,8 +134,25 @@ class Search:
                     stats: list[DbRow], states: list[ScopeState],
                     postings: dict[int, dict[str, Postings]], qvec: Vector | None,
                     ) -> list[StoredMemory]:
-        terms = search_terms(request)
-        lexical = self._lexical(states, postings, terms)
+        """Each scope ranked on its own (its best hit scores 1.0): a user's many memories
+        never push the agent's few out of a search of both cubes. One read of the rows."""
+        per_scope: list[dict[str, float]] = []
+        types: dict[str, str] = {}
+        vectors: dict[str, Vector] = {}
+        for st in states:
+            scores, kinds, vecs = self._scored(request, st, postings, qvec)
+            per_scope.append(scores)
+            types.update(kinds)
+            vectors.update(vecs)
+        return await self._choose(conn, scope, request, [int(s.id) for s in stats], per_scope,
+                                  types, vectors)
+
+    def _scored(self, request: SearchRequest, st: ScopeState,
+                postings: dict[int, dict[str, Postings]], qvec: Vector | None,
+                ) -> tuple[dict[str, float], dict[str, str], dict[str, Vector]]:
+        """One scope's fused scores, and the types and vectors of the memories scored."""
+        states = [st]
+        lexical = self._lexical(states, postings, search_terms(request))
         dense = self._dense(states, qvec) if qvec is not None else None
         if request.kinds is not None:
             wanted = of_kinds(states, request.kinds)
@@ -152,8 +169,7 @@ class Search:
         scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
                       positions, query=request.query, weights=self.weights,
                       limit=self.candidates)
-        return await self._choose(conn, scope, request, [int(s.id) for s in stats], scores,
-                                  types, vectors)
+        return scores, types, vectors
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
@@ -257,11 +273,12 @@ class Search:
         return positions, types, vectors
 
     async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
-                      scope_ids: list[int], scores: dict[str, float], types: dict[str, str],
-                      vectors: dict[str, Vector]) -> list[StoredMemory]:
-        """The pools' picks (MMR on the vectors, or on the words when a memory has no
-        vector), as memories with their scores, best first."""
-        pools = pools_of(request, scores, types)
+                      scope_ids: list[int], per_scope: list[dict[str, float]],
+                      types: dict[str, str], vectors: dict[str, Vector]) -> list[StoredMemory]:
+        """Each scope's pools' picks (MMR on the vectors, or on the words when a memory
+        has no vector), as memories with their scores, best first."""
+        pools = [pool for scores in per_scope for pool in pools_of(request, scores, types)]
+        scores = {k: v for part in per_scope for k, v in part.items()}
         chosen: list[str] = []
         if not request.dedup or all(k in vectors for ids, _ in pools for k in ids):
             for ids, limit in pools:  # no text needed to choose
@@ -278,26 +295,27 @@ class Search:
 
     async def strongest(self, scope: Scope, request: SearchRequest,
                         pairs: set[tuple[str, str]]) -> list[StoredMemory]:
-        """The scopes' strongest valid memories (:mod:`~streams.memory.rules.strength`):
+        """Each scope's strongest valid memories (:mod:`~streams.memory.rules.strength`):
         facts, then episodes, each kind read in the database's order of importance and
-        time, at most ``top_k`` in all. The scopes' rows are read (no index orders
+        time, at most ``top_k`` per scope. The scope's rows are read (no index orders
         them): the cost follows the scope's size, for queries that name nothing."""
         m = memory.c
         out: list[StoredMemory] = []
         async with self.engine.connect() as conn:
-            ids = [int(s.id) for s in await self._stats(conn, scope, pairs)]
-            for kind in ("fact", "episode"):
-                room = request.top_k - len(out)
-                if room <= 0 or not ids or (request.kinds is not None
-                                            and kind not in request.kinds):
-                    continue
-                q = (select(memory).where(
-                    m.tenant_id == scope.tenant_id, m.scope_id.in_(ids), m.valid_to.is_(None),
-                    (m.kind == "episode") if kind == "episode" else (m.kind != "episode"))
-                    .order_by(m.importance.desc(), m.event_time.desc(), m.id.desc())
-                    .limit(room))
-                out += [stored(r, 0.0) for r in await conn.execute(q)]
-        return strongest_first(out)
+            for sid in [int(s.id) for s in await self._stats(conn, scope, pairs)]:
+                mine: list[StoredMemory] = []
+                for kind in ("fact", "episode"):
+                    room = request.top_k - len(mine)
+                    if room <= 0 or (request.kinds is not None and kind not in request.kinds):
+                        continue
+                    q = (select(memory).where(
+                        m.tenant_id == scope.tenant_id, m.scope_id == sid, m.valid_to.is_(None),
+                        (m.kind == "episode") if kind == "episode" else (m.kind != "episode"))
+                        .order_by(m.importance.desc(), m.event_time.desc(), m.id.desc())
+                        .limit(room))
+                    mine += [stored(r, 0.0) for r in await conn.execute(q)]
+                out += strongest_first(mine)
+        return sorted(out, key=lambda x: x.score, reverse=True)
 
     def _picks(self, request: SearchRequest, ids: list[str], limit: int,
                scores: dict[str, float], vectors: dict[str, Vector],
