@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory docs schemas clean
+        bench-query bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory \
+        bench-updates docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -82,6 +83,9 @@ bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
 
 bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
 	$(PY) bench/retrieval_offline.py
+
+bench-updates: $(STAMP)  ## corrections that replace the fact they correct, and nothing else (no services)
+	$(PY) bench/updates.py
 
 docs: $(STAMP)  ## regenerate docs/configuration.md and schemas/ from the code
 	$(VENV)/bin/memstream config docs > docs/configuration.md

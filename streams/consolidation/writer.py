@@ -6,7 +6,10 @@ and 2 under the cube's lock (:mod:`streams.adapters.db.cube_lock`, one per tenan
 again inside it:
 
 1. **decide** the candidates not decided yet: the provider's own search for each
-   (facts only: episodes never count as saying the same or the opposite), then
+   among the cube's facts (episodes never count as saying the same or the
+   opposite, and never crowd a fact out), by the candidate's words and by its
+   subjects (:func:`~streams.consolidation.rules.subjects.subject_keys`: "I moved
+   to Lisbon" finds "I live in Porto" though no word is shared), then
    one :class:`~streams.consolidation.judge.ConflictDecider` call for the
    cube's batch; the decisions are persisted before anything is written, so a
    retry that finds them written does not decide again. A decision persisted
@@ -54,7 +57,8 @@ from streams.adapters.db.runs import CandidateRow, Origin, Retired, Run, RunStor
 from streams.consolidation.expiry import ExpiryStore
 from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
 from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
-from streams.memory.model import CubeKey, StoredMemory, cube_key
+from streams.consolidation.rules.subjects import subject_keys
+from streams.memory.model import CubeKey, MemoryCandidate, StoredMemory, cube_key
 from streams.memory.provider import PermanentProviderError, ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderHandle
 from streams.metrics import MEMORIES_EXPIRED, MEMORIES_STORED
@@ -94,6 +98,13 @@ def same_memory(row: CandidateRow, stored: StoredMemory) -> bool:
     """Whether ``stored`` is the memory ``row`` would write (text and sources), as
     stored by an attempt that had started writing it."""
     return own_copy(row.candidate, stored, write_started=True)
+
+
+def indexed(candidate: MemoryCandidate) -> MemoryCandidate:
+    """A fact with its subjects, so that a later correction's lookup finds it."""
+    if candidate.kind != "fact":
+        return candidate
+    return replace(candidate, subjects=subject_keys(candidate.content))
 
 
 def _unwritten(row: CandidateRow) -> bool:
@@ -216,7 +227,8 @@ class MemoryWriter:
         extra = min(len(exclude), 4 * self.top_k) if self.hidden is not None else 0
         found = await handle.provider.search(scope, SearchRequest(
             query=row.candidate.content, cubes=[cube], top_k=self.top_k + extra,
-            relativity=self.relativity, include_preference=True, dedup=False))
+            relativity=self.relativity, include_preference=True, dedup=False,
+            kinds=("fact",), subjects=subject_keys(row.candidate.content)))
         return [m for m in found if m.kind == "fact" and m.id not in exclude][:self.top_k]
 
     async def _decide(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
@@ -276,7 +288,7 @@ class MemoryWriter:
             if not handle.idempotent_add:
                 await self.runs.mark_write_started(run.closed_id, seqs, self._now())
             await held.confirm()
-            result = await handle.provider.add(scope, cube, [r.candidate for r in batch])
+            result = await handle.provider.add(scope, cube, [indexed(r.candidate) for r in batch])
             if len(result.ids) != len(batch):
                 raise PermanentProviderError(
                     f"{handle.route} add returned {len(result.ids)} ids for {len(batch)} memories",

@@ -74,6 +74,9 @@ class MemoryCandidate:
     source_event_ids: tuple[str, ...] = ()
     event_time: datetime | None = None
     kind: Literal["fact", "episode"] = "fact"
+    # what the memory is about, as index terms (``§residence``): a provider that can
+    # index them finds the memory by its subject, whatever words it uses
+    subjects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

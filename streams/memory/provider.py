@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from streams.memory.model import MemoryCandidate, StoredMemory
 
@@ -45,6 +45,13 @@ class Scope:
 
 @dataclass(frozen=True)
 class SearchRequest:
+    """One search. ``kinds``: only memories of these kinds (``fact``, ``episode``),
+    all when None. ``subjects``: subject terms (:attr:`MemoryCandidate.subjects`)
+    to match besides the query's words, where the provider indexes them.
+    ``order="strength"``: the strongest memories whatever the query says
+    (:mod:`streams.memory.rules.strength`), where the provider can list them;
+    the others search with the query."""
+
     query: str
     cubes: Sequence[str]
     top_k: int = 10
@@ -53,6 +60,9 @@ class SearchRequest:
     include_preference: bool = True
     pref_top_k: int = 6
     dedup: bool = True
+    kinds: Sequence[Literal["fact", "episode"]] | None = None
+    subjects: Sequence[str] = ()
+    order: Literal["relevance", "strength"] = "relevance"
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,8 @@ class MemoryProvider(Protocol):
         ...
 
     async def search(self, scope: Scope, request: SearchRequest) -> list[StoredMemory]:
-        """Valid memories of ``request.cubes`` for this scope, best first."""
+        """Valid memories of ``request.cubes`` for this scope, best first; each cube is
+        ranked on its own (its best hit scores 1.0, ``relativity`` cuts relative to it)."""
         ...
 
     async def expire(

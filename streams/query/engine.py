@@ -8,10 +8,17 @@ warning. Long-term rules (DESIGN §3):
   bound (agents with no configuration use the deployment default);
 * routed to MemOS / Mem0 / built-in exactly as consolidation routes writes;
   a failing provider is reported, never swapped for another;
-* readable cubes ``user_profile`` and ``agent_{agentId}``, preferences with
+* readable cubes ``user_profile`` and ``agent_{agentId}``, each ranked by the
+  provider on its own (scores relative to the cube's own best hit, so the
+  user's many memories never push the agent's lessons out), preferences with
   ``pref_top_k``, ``relativity``, MMR de-duplication by the provider;
-* results under ``min_score`` dropped, each cut to 1,000 characters, sorted
-  by score; ``top_k`` of them listed in ``memories``; a larger candidate pool
+* a query that names nothing to look for ("What do you know about me?",
+  :mod:`.rules.generic`) gets each cube's strongest memories instead
+  (:mod:`streams.memory.rules.strength`; ``long_term.ranked_by`` says so);
+* results under ``min_score`` dropped (not the strongest memories: their score
+  is no relevance), each cut to 1,000 characters, a fact and the episode it
+  was judged from never both kept (:mod:`.rules.same_source`), sorted by
+  score; ``top_k`` of them listed in ``memories``; a larger candidate pool
   feeds the token budget (``user_profile`` at most 60 %, whole lines, each
   with its event date).
 """
@@ -30,6 +37,7 @@ from streams.memory.model import StoredMemory, readable_cubes
 from streams.memory.provider import ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderRegistry
 from streams.memory.rules.routing import AgentConfig, long_memory_enabled, route
+from streams.memory.rules.strength import strongest_first
 from streams.metrics import (
     QUERY_BUDGET_TOKENS,
     QUERY_LATENCY,
@@ -38,7 +46,9 @@ from streams.metrics import (
     QUERY_STAGE_LATENCY,
 )
 from streams.query.rules.budget import filter_and_trim, pack_budget
+from streams.query.rules.generic import is_generic
 from streams.query.rules.query_text import build_query_text
+from streams.query.rules.same_source import COVERS, fold_same_source
 from streams.query.rules.window_access import may_read_window
 from streams.redaction import error_text
 from streams.session.reader import SessionReader
@@ -90,11 +100,21 @@ def long_memory_off_reason(config: AgentConfig | None, default_on: bool) -> str 
 
 
 def reply_memory(m: StoredMemory) -> ReplyMemory:
+    covers = m.metadata.get(COVERS)
     return ReplyMemory(
         id=m.id, content=m.content, score=round(m.score, 4), cube=m.cube, type=m.type, kind=m.kind,
         event_time=m.event_time.isoformat() if m.event_time else None,
         source_event_ids=list(m.source_event_ids),
+        covers=[str(i) for i in covers] if isinstance(covers, list) else [],
     )
+
+
+def by_cube(found: list[StoredMemory]) -> list[list[StoredMemory]]:
+    """``found`` split by cube, each in its order."""
+    out: dict[str, list[StoredMemory]] = {}
+    for m in found:
+        out.setdefault(m.cube, []).append(m)
+    return list(out.values())
 
 
 class QueryEngine:
@@ -139,8 +159,10 @@ class QueryEngine:
         if reason is not None:
             return _LongTerm([], LongTermInfo(skipped=reason, keyword_only=keyword_only))
         handle = self.providers.get(route(config))
+        text = build_query_text(q.message, q.context)
+        generic = is_generic(text)
         request = SearchRequest(
-            query=build_query_text(q.message, q.context),
+            query=text,
             cubes=readable_cubes(q.agent_id),
             top_k=max(q.options.top_k, self.config.candidate_pool),
             relativity=self.config.relativity,
@@ -148,23 +170,31 @@ class QueryEngine:
             include_preference=True,
             pref_top_k=self.config.pref_top_k,
             dedup=True,
+            order="strength" if generic else "relevance",
         )
+        scope = Scope(q.tenant_id, q.user_id, q.agent_id)
         start = self.clock()
         outcome = "error"
-        found: list[StoredMemory] = []
+        found: list[list[StoredMemory]] = []
         try:
-            found = await handle.provider.search(Scope(q.tenant_id, q.user_id, q.agent_id), request)
+            found = by_cube(await handle.provider.search(scope, request))
             outcome = "ok"
         finally:
             if self.search_log is not None:
                 self.search_log.record_search(
                     tenant_id=q.tenant_id, user_id=q.user_id, agent_id=q.agent_id,
                     provider=handle.route, keyword_only=keyword_only,
-                    latency_ms=(self.clock() - start) * 1000, results=len(found), outcome=outcome)
-        kept = filter_and_trim(found, min_score=self.config.min_score,
-                               max_chars=self.config.max_memory_chars)
-        return _LongTerm(kept, LongTermInfo(provider=handle.route, keyword_only=keyword_only,
-                                            candidates=len(found)))
+                    latency_ms=(self.clock() - start) * 1000,
+                    results=sum(len(f) for f in found), outcome=outcome)
+        kept: list[StoredMemory] = []
+        for cube in found:
+            kept += filter_and_trim(strongest_first(cube) if generic else cube,
+                                    min_score=0.0 if generic else self.config.min_score,
+                                    max_chars=self.config.max_memory_chars)
+        return _LongTerm(fold_same_source(kept), LongTermInfo(
+            provider=handle.route, keyword_only=keyword_only,
+            candidates=sum(len(f) for f in found),
+            ranked_by="strength" if generic else "relevance"))
 
     async def answer(self, q: MemoryQuery) -> MemoryReply:
         start = self.clock()

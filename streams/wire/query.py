@@ -101,6 +101,11 @@ class ReplyMemory(BaseModel):
     kind: str = "fact"
     event_time: str | None = None
     source_event_ids: list[str] = Field(default_factory=list)
+    covers: list[str] = Field(default_factory=list, description=(
+        "Memories judged from the same messages as this one (the facts judged from an "
+        "episode, or the episode a fact was judged from), left out for it: a fact and its "
+        "episode never both take a place. The one that scored higher is kept; on a tie, "
+        "the fact."))
 
 
 class ReplyError(BaseModel):
@@ -131,6 +136,10 @@ class LongTermInfo(BaseModel):
     )
     keyword_only: bool = False
     candidates: int = 0
+    ranked_by: Literal["relevance", "strength"] = Field("relevance", description=(
+        "`strength` for a query that names nothing to look for (\"What do you know about "
+        "me?\"): each cube's strongest memories (facts first, then importance, then the "
+        "newest) instead of the ones matching its words."))
 
 
 class MemoryReply(BaseModel):

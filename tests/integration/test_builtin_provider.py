@@ -183,6 +183,23 @@ async def test_agent_cube_is_shared_by_the_agents_users_and_no_other_agent(
         await p.add(alice_elsewhere, cube, [fact("sneaky", "e3", scope="agent")])
 
 
+async def test_each_cube_is_ranked_on_its_own(engine: AsyncEngine) -> None:
+    """The user's memories match the query better and are many; the agent's lesson
+    still scores 1.0 in its own cube (ranked together it fell under the relativity)."""
+    p = BuiltinProvider(engine)
+    cube = agent_cube("helper")
+    await p.add(ALICE, cube, [fact("The flights API needs ISO dates.", "a1", scope="agent")]
+                + [fact(f"Refund rule {i} for trains.", f"a{i + 2}", scope="agent")
+                   for i in range(6)])
+    await p.add(ALICE, USER_CUBE, [fact(f"Alice flew to Lisbon, trip {i}.", f"u{i}")
+                                   for i in range(8)])
+    got = await p.search(ALICE, SearchRequest("flights to Lisbon", [USER_CUBE, cube],
+                                              relativity=0.45))
+    by_cube = {m.cube: m for m in reversed(got)}
+    assert by_cube[cube].content == "The flights API needs ISO dates."
+    assert by_cube[cube].score == 1.0 and by_cube[USER_CUBE].score == 1.0
+
+
 async def test_keyword_only_really_switches_off_the_dense_signal(engine: AsyncEngine) -> None:
     puppy = "Alice adopted a puppy last spring"
     shop = "Alice walked past the pet shop"
@@ -249,6 +266,30 @@ async def test_chinese_text_without_spaces_is_found(engine: AsyncEngine) -> None
                                    fact("我每天早上喝咖啡", "c2")])
     got = await p.search(ALICE, request("周末爬山"))
     assert got[0].content == "我喜欢在周末去爬山"
+
+
+async def test_a_fact_is_found_by_its_subject_and_never_crowded_out_by_episodes(
+    engine: AsyncEngine,
+) -> None:
+    """The conflict lookup of a correction: "I moved to Lisbon" shares no word with
+    "I live in Porto", and small talk shares "move" with it; by its subject term,
+    among facts only, the stored fact is found."""
+    provider = BuiltinProvider(engine)
+    await provider.add(ALICE, USER_CUBE, [
+        fact("I live in Porto.", "e1", subjects=("§residence",)),
+        fact("I work at Siemens.", "e2", subjects=("§employer",))])
+    await provider.add(ALICE, USER_CUBE, [
+        MemoryCandidate(content=f"User: We move the meeting again, take {i}.", kind="episode",
+                        source_event_ids=(f"x{i}",), event_time=T0) for i in range(20)])
+    said = "Actually I moved to Lisbon."
+    plain = await provider.search(ALICE, request(said, top_k=5, dedup=False))
+    assert len(plain) == 5 and all(m.kind == "episode" for m in plain)
+    found = await provider.search(ALICE, request(said, top_k=5, dedup=False, kinds=("fact",),
+                                                 subjects=("§residence",)))
+    assert [m.content for m in found] == ["I live in Porto."]
+    episodes = await provider.search(ALICE, request("move meeting", kinds=("episode",)))
+    assert episodes and all(m.kind == "episode" for m in episodes)
+    assert await provider.search(ALICE, request("Porto", kinds=("episode",))) == []
 
 
 async def test_episodes_of_one_call_form_a_session_with_neighbours(engine: AsyncEngine) -> None:

@@ -150,13 +150,24 @@ async def test_tenant_b_never_sees_tenant_a(client: MemoryClient) -> None:
 
 
 async def test_keyword_only_changes_the_retrieval(client: MemoryClient) -> None:
-    # "she" is a stopword to BM25, but the (bag-of-words) embedding still sees it
-    hybrid = await ask(client, "she", top_k=5)
-    lexical = await ask(client, "she", top_k=5, just_keyword_search=True)
+    # "she" is a stopword to BM25, but the (bag-of-words) embedding still sees it;
+    # "zebra" is in no memory (and makes the query name something to look for)
+    hybrid = await ask(client, "she zebra", top_k=5)
+    lexical = await ask(client, "she zebra", top_k=5, just_keyword_search=True)
     assert lexical.long_term.keyword_only and not hybrid.long_term.keyword_only
     assert lexical.memories == []
-    assert [m.content for m in hybrid.memories] == [
+    assert [m.content for m in hybrid.memories if m.cube == "agent_planner"] == [
         "Book trains for Alice two weeks ahead; she prefers window seats."]
+
+
+async def test_a_query_naming_nothing_gets_the_strongest_memories(client: MemoryClient) -> None:
+    reply = await ask(client, "What do you know about me?", top_k=10)
+    assert reply.long_term.ranked_by == "strength"
+    user = [m.content for m in reply.memories if m.cube == "user_profile"]
+    assert user[0] == "Alice works at a library."  # the newest of equally important facts
+    assert "Alice works at a bakery." not in user  # superseded
+    assert "Alice is vegetarian and never eats fish." in reply.user_profile
+    assert reply.agent_memory.endswith("she prefers window seats.")
 
 
 async def test_long_memory_off_means_no_long_term_part(running: Any, client: MemoryClient) -> None:

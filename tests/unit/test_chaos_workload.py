@@ -12,6 +12,7 @@ import pytest
 
 from streams.consolidation.rules.conflicts import subject_slot
 from streams.consolidation.rules.rule_judge import rule_judge
+from streams.consolidation.rules.subjects import subject_keys
 from streams.memory.model import MemoryCandidate, SourceMessage
 from streams.memory.rules.lexical import query_terms, tokenize
 from streams.wire.decode import Rejected, decode_chat_event
@@ -207,6 +208,11 @@ def test_a_conflict_search_only_meets_its_own_conversation_or_the_same_sentence(
                 assert owner == conv or x.content in text, (x.content, owner, text)
             if x.scope == "user":
                 assert len(meeting) <= TOP_K, (x.content, meeting)
+            # the lookup also finds the cube's facts by their subjects
+            subjects = set(subject_keys(x.content))
+            for owner, text in docs:
+                if subjects & set(subject_keys(text)):
+                    assert owner == conv or x.content in text, (x.content, owner, text)
 
 
 def test_the_config_reads_its_environment() -> None:

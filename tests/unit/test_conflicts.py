@@ -47,7 +47,7 @@ def stored(mem_id: str, content: str, day: int | None = 1) -> StoredMemory:
         ("I'm 32 years old", Slot(None, "age", "32")),
         ("My favorite color is blue", Slot(None, "favourite:colour", "blue")),
         ("My favourite colour is red", Slot(None, "favourite:colour", "red")),
-        ("My wife's name is Anna", Slot(None, "my:wifes name", "anna")),
+        ("My wife's name is Anna", Slot(None, "partner", "anna")),
         ("I like coffee", Slot(None, "likes:coffee", "+")),
         ("I don't like coffee anymore", Slot(None, "likes:coffee", "-")),
         ("I hate coffee", Slot(None, "likes:coffee", "-")),
@@ -129,6 +129,119 @@ def test_decide_by_rules(
     decision = decide_by_rules(candidate, existing)
     assert (decision.action, decision.expire_ids) == (action, expire)
     assert decision.candidate is candidate and decision.reason
+
+
+# the user's facts, each with the ways it may later be corrected or merely touched on
+USER_FACTS = [stored("home", "I live in Porto."), stored("job", "I work as a nurse."),
+              stored("employer", "I work at Siemens."), stored("diet", "I'm vegetarian."),
+              stored("status", "I'm single."), stored("pet", "I have a dog named Rex."),
+              stored("colour", "My favourite colour is blue."), stored("coffee", "I like coffee.")]
+ZH_FACTS = [stored("home", "我住在北京。"), stored("job", "我是一名护士。"),
+            stored("employer", "我在腾讯工作。"), stored("diet", "我吃素。"),
+            stored("status", "我单身。"), stored("pet", "我养了一只狗。"),
+            stored("colour", "我最喜欢的颜色是蓝色。"), stored("coffee", "我喜欢咖啡。")]
+
+
+@pytest.mark.parametrize(
+    ("said", "replaced"),
+    [
+        ("Actually I moved to Lisbon.", "home"),
+        ("I relocated to Lisbon for work.", "home"),
+        ("I don't live in Porto anymore.", "home"),
+        ("I've moved from Porto to Lisbon.", "home"),
+        ("I'm a teacher now.", "job"),
+        ("I changed careers and now work as a chef.", "job"),
+        ("I'm no longer a nurse.", "job"),
+        ("Actually I work at Bosch now.", "employer"),
+        ("I switched from Siemens to Bosch.", "employer"),
+        ("I left Siemens and joined Bosch.", "employer"),
+        ("I no longer work at Siemens.", "employer"),
+        ("I'm vegan now.", "diet"),
+        ("I'm not vegetarian anymore.", "diet"),
+        ("I eat meat again.", "diet"),
+        ("I got married last spring.", "status"),
+        ("I'm in a relationship now.", "status"),
+        ("I don't have a dog anymore.", "pet"),
+        ("My dog passed away.", "pet"),
+        ("Actually, my dog is called Max.", "pet"),
+        ("My favourite colour is green now.", "colour"),
+        ("I changed my mind, my favorite color is green.", "colour"),
+        ("I don't like coffee anymore.", "coffee"),
+        ("I switched from coffee to tea.", "coffee"),
+        # statements that replace nothing
+        ("I visited Lisbon last year.", None),
+        ("My friend moved to Lisbon.", None),
+        ("I used to live in Lisbon.", None),
+        ("I still live in Porto.", None),
+        ("My brother is a teacher.", None),
+        ("My brother works at Bosch.", None),
+        ("I work with Bosch as a client.", None),
+        ("My wife is vegan.", None),
+        ("I tried a vegan burger.", None),
+        ("My sister got married.", None),
+        ("My best friend is single.", None),
+        ("I also have a cat.", None),
+        ("I walked my dog today.", None),
+        ("I also like tea.", None),
+        ("My wife likes tea.", None),
+        ("My son's favourite colour is green.", None),
+    ],
+)
+def test_corrections_replace_their_fact_and_nothing_else(said: str, replaced: str | None) -> None:
+    decision = decide_by_rules(cand(said), USER_FACTS)
+    assert decision.expire_ids == ([replaced] if replaced else []), decision.reason
+    assert decision.action in (("supersede",) if replaced else ("store", "skip"))
+
+
+@pytest.mark.parametrize(
+    ("said", "replaced"),
+    [
+        ("其实我住在上海。", "home"),
+        ("我搬到上海了。", "home"),
+        ("我已经不住在北京了，现在住在上海。", "home"),
+        ("我从北京搬到了上海。", "home"),
+        ("我现在是一名老师了。", "job"),
+        ("我改行当律师了。", "job"),
+        ("我不再当护士了，现在是医生。", "job"),
+        ("我跳槽到阿里巴巴了。", "employer"),
+        ("我已经不在腾讯上班了。", "employer"),
+        ("我从腾讯跳槽到了华为。", "employer"),
+        ("我现在吃纯素了。", "diet"),
+        ("我不吃素了。", "diet"),
+        ("我开始吃肉了。", "diet"),
+        ("我结婚了。", "status"),
+        ("我不再单身了。", "status"),
+        ("我不养狗了。", "pet"),
+        ("我的狗去世了。", "pet"),
+        ("我现在最喜欢的颜色是绿色。", "colour"),
+        ("我不再喜欢咖啡了。", "coffee"),
+        ("我已经不喜欢咖啡了。", "coffee"),
+        ("我去年去过上海。", None),
+        ("我朋友搬到上海了。", None),
+        ("我姐姐住在上海。", None),
+        ("我哥哥是一名老师。", None),
+        ("我哥哥在华为工作。", None),
+        ("我以前在华为实习过。", None),
+        ("我妻子吃纯素。", None),
+        ("我姐姐结婚了。", None),
+        ("我还养了一只猫。", None),
+        ("我邻居养了一只狗。", None),
+        ("我也喜欢茶。", None),
+        ("我妻子最喜欢的颜色是绿色。", None),
+    ],
+)
+def test_chinese_corrections_replace_their_fact_and_nothing_else(
+    said: str, replaced: str | None
+) -> None:
+    decision = decide_by_rules(cand(said), ZH_FACTS)
+    assert decision.expire_ids == ([replaced] if replaced else []), decision.reason
+    assert decision.action in (("supersede",) if replaced else ("store", "skip"))
+
+
+def test_a_restated_fact_is_skipped_not_replaced() -> None:
+    for said in ("I still live in Porto.", "I live in Porto now."):
+        assert decide_by_rules(cand(said), USER_FACTS).action == "skip", said
+    assert decide_by_rules(cand("我现在还住在北京。"), ZH_FACTS).action == "skip"
 
 
 def test_naive_and_aware_times_compare() -> None:

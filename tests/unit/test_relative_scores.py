@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from streams.memory.model import StoredMemory
-from streams.memory.rules.relative import lexical_signal, provider_signal, reranked
+from streams.memory.rules.relative import (
+    lexical_signal,
+    provider_signal,
+    reranked,
+    reranked_per_cube,
+)
 
 
 def found(*hits: tuple[str, float]) -> list[StoredMemory]:
@@ -63,3 +68,14 @@ def test_reranked(hits: tuple[tuple[str, float], ...], query: str, weight: float
     if out:
         assert out[0].score == 1.0
         assert [m.score for m in out] == sorted((m.score for m in out), reverse=True)
+
+
+def test_each_cube_is_reranked_on_its_own() -> None:
+    user = [StoredMemory(id=f"u{i}", content=f"Alice flew to Lisbon {i}", cube="user_profile",
+                         score=0.9) for i in range(3)]
+    agent = [StoredMemory(id="a", content="use ISO dates for bookings", cube="agent_x", score=0.2)]
+    together = reranked("Lisbon flights", user + agent, 0.45, lexical_weight=0.75)
+    assert "a" not in [m.id for m in together]  # under the user's best hit
+    apart = reranked_per_cube("Lisbon flights", user + agent, 0.45, lexical_weight=0.75)
+    assert [(m.id, m.score) for m in apart if m.cube == "agent_x"] == [("a", 1.0)]
+    assert max(m.score for m in apart if m.cube == "user_profile") == 1.0

@@ -86,6 +86,24 @@ REMEMBER, CORRECTION, PREFERENCE, FACT, LESSON, EVENT = (
         ("其实我住在北京", "我住在北京", "text", CORRECTION),
         ("不对，我叫小红", "我叫小红", "text", CORRECTION),
         ("不是，会议是周五", "会议是周五", "text", CORRECTION),
+        # changes said without "actually": corrections of the subject they name
+        ("I moved to Lisbon.", SAME, "text", CORRECTION),
+        ("I live in Munich now.", SAME, "text", CORRECTION),
+        ("I no longer work at Siemens.", SAME, "text", CORRECTION),
+        ("I joined Bosch last month.", SAME, "text", CORRECTION),
+        ("I switched from Siemens to Bosch.", SAME, "text", CORRECTION),
+        ("I'm not vegetarian anymore.", SAME, "text", CORRECTION),
+        ("I don't have a dog anymore.", SAME, "text", CORRECTION),
+        ("I got married last spring.", SAME, "text", CORRECTION),
+        ("I don't like coffee anymore.", SAME, "preference", CORRECTION),
+        ("I no longer enjoy jazz.", SAME, "preference", CORRECTION),
+        ("我搬到上海了", SAME, "text", CORRECTION),
+        ("我已经不在腾讯上班了", SAME, "text", CORRECTION),
+        ("我不再喜欢咖啡了", SAME, "preference", CORRECTION),
+        # subjects stated in a form the fact patterns do not know
+        ("我吃素", SAME, "text", FACT),
+        ("我单身", SAME, "text", FACT),
+        ("我女朋友叫小红", SAME, "text", FACT),
         # events
         ("Last week I went to a support group.", SAME, "text", EVENT),
         ("我昨天去了北京", SAME, "text", EVENT),
@@ -132,6 +150,8 @@ def test_user_patterns(text: str, content: str, type_: str, importance: float) -
         "我爱你",
         "我有点累",
         "我是说你好",
+        "I love it now.",
+        "I'm a big fan.",
     ],
 )
 def test_questions_and_small_talk_yield_nothing(text: str) -> None:

@@ -73,13 +73,16 @@ def test_extractive_summary_keeps_salient_lines_in_order() -> None:
     [
         pytest.param(0, [], id="nothing-fits"),
         pytest.param(4, ["Caroline: I'm vegetarian."], id="remember-first"),
-        pytest.param(13, ["Caroline: OK, let's plan the visit for Saturday.",
-                          "Caroline: I'm vegetarian."], id="then-decisions"),
-        pytest.param(28, ["Caroline: I love the parks here.",
+        pytest.param(12, ["Caroline: I moved to Berlin last month.",
+                          "Caroline: I'm vegetarian."], id="and-changes"),
+        pytest.param(21, ["Caroline: I moved to Berlin last month.",
                           "Caroline: OK, let's plan the visit for Saturday.",
-                          "Caroline: I'm vegetarian.",
-                          "assistant: ask about diet before suggesting restaurants."],
-                     id="then-newest-facts-and-lessons"),
+                          "Caroline: I'm vegetarian."], id="then-decisions"),
+        pytest.param(28, ["Caroline: I moved to Berlin last month.",
+                          "Caroline: I love the parks here.",
+                          "Caroline: OK, let's plan the visit for Saturday.",
+                          "Caroline: I'm vegetarian."],
+                     id="then-newest-facts-that-fit"),
     ],
 )
 def test_budget_takes_units_by_priority(budget: int, expected: list[str]) -> None:

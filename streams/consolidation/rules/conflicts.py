@@ -37,7 +37,6 @@ so a loose threshold would skip genuinely new facts.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +50,7 @@ from streams.consolidation.rules.llm_judge import (
     items_of,
     one_line,
 )
+from streams.consolidation.rules.subjects import Claim, claims, closed_subjects, relation
 from streams.memory.model import MemoryCandidate, StoredMemory
 
 Action = Literal["store", "skip", "supersede"]  # a decision, as the run store records it
@@ -69,87 +69,35 @@ class ConflictOutputError(UnparseableOutputError):
     """The conflict model's answer holds nothing parseable; decide by rules."""
 
 
-@dataclass(frozen=True)
-class Slot:
-    speaker: str | None
-    key: str
-    value: str
-
-
-_FILLERS = re.compile(
-    r"\b(?:actually|now|currently|still|really|also|just|honestly|nowadays|anymore)\b"
-    r"|\bthese days\b|其实|现在|目前|真的",
-    re.I,
-)
-_SLOTS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(p), key)
-    for p, key in [
-        (r"^(?:my name is|i am called|i'm called|people call me) (?P<v>.+)$", "name"),
-        (r"^(?:我叫|我的名字是|我的名字叫)(?P<v>.+)$", "name"),
-        (r"^i(?: am|'m| have|'ve)? (?:live|living|reside|based|moved|relocated) (?:in|to|at) "
-         r"(?P<v>.+)$", "residence"),
-        (r"^我(?:住在|住|搬到了|搬到|搬去了|搬去|定居在)(?P<v>.+)$", "residence"),
-        (r"^i(?: am|'m)? (?:work|working) (?:at|for) (?P<v>.+)$", "employer"),
-        (r"^我在(?P<v>.+?)(?:工作|上班)$", "employer"),
-        (r"^(?:i(?: am|'m)? (?:work|working) as|my (?:job|occupation|profession) is) (?P<v>.+)$",
-         "occupation"),
-        (r"^(?:我的(?:工作|职业)是|我是一(?:名|位|个))(?P<v>.+)$", "occupation"),
-        (r"^i(?: am|'m) (?P<v>\d+)(?: years old)?$", "age"),
-        (r"^我(?:今年)?(?P<v>\d+|[一二三四五六七八九十]+)岁$", "age"),
-        (r"^my (?:all-time )?(?:favou?rite|fave) (?P<k>[\w ]+?) (?:is|are) (?P<v>.+)$",
-         "favourite"),
-        (r"^我最喜欢的(?P<k>.+?)是(?P<v>.+)$", "favourite"),
-        (r"^my (?P<k>[\w' -]{1,40}?) is (?P<v>.+)$", "my"),
-        (r"^我的(?P<k>.{1,10}?)(?:是|叫)(?P<v>.+)$", "my"),
-    ]
-]
-# (pattern, always negative): the object is the slot, the polarity its value
-_POLARITY: list[tuple[re.Pattern[str], bool]] = [
-    (re.compile(p), neg)
-    for p, neg in [
-        (r"^i (?P<neg>don't |do not |no longer |never )?(?:like|love|enjoy|adore|prefer) "
-         r"(?P<o>.+)$", False),
-        (r"^i (?:hate|dislike|detest|can't stand|cannot stand) (?P<o>.+)$", True),
-        (r"^i(?: am|'m) (?P<neg>not )?(?:a )?(?:big |huge )?fan of (?P<o>.+)$", False),
-        (r"^我(?P<neg>不太|不是很|不再|不)?(?:喜欢|爱吃|爱喝|爱)(?P<o>.+)$", False),
-        (r"^我(?:讨厌|受不了)(?P<o>.+)$", True),
-    ]
-]
-_SPELLING = {"favorite": "favourite", "color": "colour"}
-
-
-def _norm_value(text: str) -> str:
-    words = normalize(text).split()
-    while words and words[0] in ("a", "an", "the"):
-        words = words[1:]
-    return " ".join(_SPELLING.get(w, w) for w in words).rstrip("了啦呢")
+Slot = Claim  # what one statement says of one subject
 
 
 def subject_slot(text: str) -> Slot | None:
-    """The slot a simple statement fills, or None; see the module docstring."""
-    speaker, body = split_speaker(text)
-    s = _FILLERS.sub(" ", body.replace("’", "'").casefold())
-    s = " ".join(s.split()).strip(" .!;,。！；，")
-    who = speaker.casefold() if speaker else None
-    for pattern, key in _SLOTS:
-        if m := pattern.match(s):
-            k = f"{key}:{_norm_value(m.group('k'))}" if "k" in m.groupdict() else key
-            return Slot(who, k, _norm_value(m.group("v")))
-    for pattern, negative in _POLARITY:
-        if m := pattern.match(s):
-            neg = negative or bool(m.groupdict().get("neg"))
-            return Slot(who, f"likes:{_norm_value(m.group('o'))}", "-" if neg else "+")
-    return None
+    """The first subject ``text`` speaks of (:func:`~.subjects.claims`), or None."""
+    return next((c for c in claims(text) if c.key), None)
 
 
-def _relation(
-    cand: MemoryCandidate, cand_slot: Slot | None, mem: StoredMemory, threshold: float
-) -> Relation:
-    slot = subject_slot(mem.content)
-    if cand_slot and slot and (cand_slot.speaker, cand_slot.key) == (slot.speaker, slot.key):
-        if cand_slot.value == slot.value or contains(slot.value, cand_slot.value):
-            return "duplicate"
-        return "subsumes" if contains(cand_slot.value, slot.value) else "conflict"
+_FILLER_WORDS = frozenset(("actually", "now", "currently", "still", "really", "also", "just",
+                           "honestly", "nowadays", "anymore", "其实", "现在", "目前", "还", "也"))
+
+
+def _core(text: str) -> str:
+    """The normalised text without its fillers ("still", "now", 其实 …)."""
+    return " ".join(w for w in normalize(split_speaker(text)[1]).split()
+                    if w not in _FILLER_WORDS)
+
+
+def _relation(cand: MemoryCandidate, cand_claims: Sequence[Claim], mem: StoredMemory,
+              threshold: float) -> Relation:
+    mem_claims = claims(mem.content)
+    rel = relation(cand_claims, mem_claims)
+    if rel == "duplicate":  # the same values, but the candidate may say more
+        nc, nm = _core(cand.content), _core(mem.content)
+        return "subsumes" if nc != nm and contains(nc, nm) else "duplicate"
+    if rel is not None:
+        return rel
+    if closed_subjects(cand_claims) and closed_subjects(mem_claims):
+        return "unrelated"  # both say what they are about, and it differs
     names = (split_speaker(cand.content)[0], split_speaker(mem.content)[0])
     if len({n.casefold() for n in names if n}) > 1:
         return "unrelated"
@@ -172,10 +120,10 @@ def decide_by_rules(
     *,
     duplicate_threshold: float = 0.8,
 ) -> Decision:
-    cand_slot = subject_slot(candidate.content)
+    cand_claims = claims(candidate.content)
     found: dict[Relation, list[StoredMemory]] = {"duplicate": [], "subsumes": [], "conflict": []}
     for mem in existing:
-        rel = _relation(candidate, cand_slot, mem, duplicate_threshold)
+        rel = _relation(candidate, cand_claims, mem, duplicate_threshold)
         if rel != "unrelated":
             found[rel].append(mem)
 
@@ -223,11 +171,11 @@ def stored_meanwhile(
     A candidate whose decision was made in an earlier hold of the cube's lock and is
     not written yet is skipped when there are any: another run stored the same since.
     """
-    cand_slot = subject_slot(candidate.content)
+    cand_claims = claims(candidate.content)
     return list(dict.fromkeys(
         m.id for m in found
         if not own_copy(candidate, m, write_started=write_started)
-        and _relation(candidate, cand_slot, m, duplicate_threshold) == "duplicate"))
+        and _relation(candidate, cand_claims, m, duplicate_threshold) == "duplicate"))
 
 
 # --- model path: one call per cube batch ----------------------------------------

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from streams.consolidation.rules.llm_judge import clip_text
+from streams.consolidation.rules.subjects import CLOSED, claims, is_change
 from streams.memory.model import (
     MAX_MEMORY_CHARS,
     MemoryCandidate,
@@ -114,24 +115,25 @@ _EN_STATEMENT = _rx(r"^(?!(?:that|it|this|there)(?:'s|\s+is|\s+was)\b).*\b(?:is|
 
 _I_AM = r"I(?:\s+am|'m)"
 _ADVERBS = (
-    r"(?:(?:really|absolutely|truly|also|just|totally|still|do|generally|usually|actually)\s+)*"
+    r"(?:(?:really|absolutely|truly|also|just|totally|still|do|generally|usually|actually"
+    r"|no\s+longer)\s+)*"
 )
 _EN_PREFERENCE = _rx(
     rf"\b(?:I\s+{_ADVERBS}(?:like|love|prefer|enjoy|adore|hate|dislike|detest|loathe|can't stand",
     r"|cannot stand|don't like|do not like|don't love|don't enjoy|do not enjoy|don't eat",
     r"|don't drink|would\s+rather)",
     rf"|{_I_AM}\s+(?:really\s+)?(?:not\s+)?(?:a\s+|an\s+)?(?:big\s+|huge\s+)?fan\s+of",
-    rf"|{_I_AM}\s+(?:really\s+)?(?:into|interested\s+in|passionate\s+about)",
+    rf"|{_I_AM}\s+(?:really\s+|not\s+|no\s+longer\s+)?(?:into|interested\s+in|passionate\s+about)",
     r"|I'd\s+rather)\b\s*(?P<obj>.*)",
 )
 _EN_FAVOURITE = _rx(r"\bmy\s+(?:all-time\s+)?(?:favou?rite|fave|preferred)\s+\w+")
 _FILLER_OBJECT = frozenset(
     {"it", "that", "this", "you", "them", "those", "these", "him", "her", "so", "much", "a"}
     | {"lot", "very", "too", "the", "idea", "way", "one", "all", "of", "to", "do", "please"}
-    | {"thanks", "thank", "lol", "haha"}
+    | {"thanks", "thank", "lol", "haha", "now", "again", "anymore", "still"}
 )
 _ZH_PREFERENCE = re.compile(
-    r"我(?:真的|很|最|非常|特别|比较|也|还|更|一直|超|挺|蛮)*(?:不是很|不太|不怎么|没那么|不)?"
+    r"我(?:真的|很|最|非常|特别|比较|也|还|更|一直|超|挺|蛮|已经|现在)*(?:不是很|不太|不怎么|没那么|不再|不)?"
     r"(?:喜欢|热爱|偏好|偏爱|讨厌|受不了|爱吃|爱喝|爱看|爱玩|爱听|爱)(?P<obj>.*)"
 )
 _ZH_FAVOURITE = re.compile(r"我最喜欢的|我(?:比较|更)?倾向于")
@@ -262,6 +264,19 @@ def _corrected(s: str) -> str | None:
     return s if _I_MEANT.search(s) and len(s.split()) >= 3 else None
 
 
+def _subject_statement(s: str) -> Finding | None:
+    """A statement of what the speaker's home, job, diet, partner, pets … are (or no
+    longer are), or a like said to have changed: a correction when it announces the
+    change ("now", "no longer", "moved to", 不再 …), else a fact or preference."""
+    found = claims(s)
+    preference = is_preference(s)
+    if not any(not c.key or c.key.split(":", 1)[0] in CLOSED for c in found) and not (
+            found and is_change(s) and (preference or is_fact(s))):
+        return None
+    kind: FindingKind = "correction" if is_change(s) else "preference" if preference else "fact"
+    return Finding(kind, s, "preference" if preference else "text")
+
+
 def _lesson(s: str) -> Finding | None:
     m = _EN_LESSON_MARKED.match(s) or _ZH_LESSON_MARKED.match(s)
     text = m.group("body").strip() if m else s if _LESSON.search(s) else None
@@ -283,6 +298,8 @@ def classify_sentence(sentence: str, role: str) -> Finding | None:
         return None
     if (body := _corrected(s)) is not None:
         return Finding("correction", body, "preference" if is_preference(body) else "text")
+    if (said := _subject_statement(s)) is not None:
+        return said
     if is_preference(s):
         return Finding("preference", s, "preference")
     if is_fact(s):

@@ -62,7 +62,7 @@ from streams.adapters.http.client import (
 )
 from streams.memory.model import MEMORY_TYPES, USER_CUBE, MemoryCandidate, MemoryType, StoredMemory
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
-from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked
+from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked_per_cube
 
 log = logging.getLogger(__name__)
 PERMANENT_UPSTREAM_CODES = frozenset({"provider_auth_failed", "provider_bad_request"})
@@ -174,8 +174,9 @@ class Mem0Provider:
                     seen.add(m.content.strip().lower())
                     unique.append(m)
             results = unique
-        return reranked(request.query, sorted(results, key=lambda m: m.score, reverse=True),
-                        request.relativity, lexical_weight=self.lexical_weight)
+        return reranked_per_cube(
+            request.query, sorted(results, key=lambda m: m.score, reverse=True),
+            request.relativity, lexical_weight=self.lexical_weight)
 
     async def _search_cube(self, scope: Scope, cube: str,
                            request: SearchRequest) -> list[StoredMemory]:

@@ -22,7 +22,7 @@ and ``help/error_codes.md``. Every answer is ``{code, message, data}``.
   (code 200, no memories); a deduplicating search is done here instead
   (:func:`diverse`). ``relativity`` is 0: the server applies it as an absolute
   floor (and scores a constant 0.5 under its default reranker), so the answer
-  is ranked and cut here (:func:`~streams.memory.rules.relative.reranked`:
+  is ranked and cut here (:func:`~streams.memory.rules.relative.reranked_per_cube`:
   the server's order mixed with memstream's BM25 over the returned memories).
   ``text_mem`` / ``pref_mem`` / ``tool_mem`` / ``skill_mem`` buckets become
   :class:`StoredMemory`: the score is ``metadata.relativity``; the type comes from
@@ -103,7 +103,7 @@ from streams.memory.model import (
 )
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
 from streams.memory.rules.mmr import Scored, mmr
-from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked
+from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked_per_cube
 
 log = logging.getLogger(__name__)
 # where memstream keeps a memory's type in ``info``: MemOS deletes an ``info`` key
@@ -292,8 +292,8 @@ class MemOSProvider:
         results = list(first.values())
         if request.keyword_only:
             results = [m for m in results if keyword_match(request.query, m.content)]
-        results = reranked(request.query, results, request.relativity,
-                           lexical_weight=self.lexical_weight)
+        results = reranked_per_cube(request.query, results, request.relativity,
+                                    lexical_weight=self.lexical_weight)
         return diverse(results) if request.dedup else results
 
     def _stored(self, item: Any, cube: str, bucket_type: MemoryType | None) -> StoredMemory | None:

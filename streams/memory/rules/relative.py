@@ -18,7 +18,9 @@ Two signals, each 0..1 with the best hit at 1:
 
 They are mixed ``(1 - w) * provider + w * lexical``, the result rescaled so the
 best is 1.0, ordered (ties keep the provider's order), and what falls below
-``relativity`` dropped. ``w`` = :data:`LEXICAL_WEIGHT`, chosen by
+``relativity`` dropped — for each cube on its own (:func:`reranked_per_cube`),
+as the built-in provider ranks, so a user's many memories never push the
+agent's few out. ``w`` = :data:`LEXICAL_WEIGHT`, chosen by
 ``make bench-provider-ranking`` (docs/benchmarks.md); ``w = 0`` is the
 provider's order alone.
 """
@@ -76,3 +78,14 @@ def reranked(query: str, found: Sequence[StoredMemory], relativity: float, *,
     order = sorted(range(len(found)), key=lambda i: mixed[i], reverse=True)
     out = [replace(found[i], score=round(mixed[i] / best, 6)) for i in order]
     return [m for m in out if m.score >= relativity]
+
+
+def reranked_per_cube(query: str, found: Sequence[StoredMemory], relativity: float, *,
+                      lexical_weight: float = LEXICAL_WEIGHT) -> list[StoredMemory]:
+    """:func:`reranked` for the memories of each cube apart, merged best first."""
+    by_cube: dict[str, list[StoredMemory]] = {}
+    for m in found:
+        by_cube.setdefault(m.cube, []).append(m)
+    out = [m for ms in by_cube.values()
+           for m in reranked(query, ms, relativity, lexical_weight=lexical_weight)]
+    return sorted(out, key=lambda m: m.score, reverse=True)

@@ -239,7 +239,11 @@ class BuiltinProvider:
         async with self._call("search"):
             self._check(scope, "search")
             pairs = {(c, o) for c in request.cubes if (o := self.owner_of(scope, c)) is not None}
-            if not pairs or not request.query.strip() or request.top_k <= 0:
+            if not pairs or request.top_k <= 0:
+                return []
+            if request.order == "strength":
+                return await self._search.strongest(scope, request, pairs)
+            if not request.query.strip():
                 return []
             qvec = (asyncio.ensure_future(self._query_vector(request.query))
                     if self.embedder is not None and not request.keyword_only else None)

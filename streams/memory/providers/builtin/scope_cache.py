@@ -1,7 +1,7 @@
 """What a worker keeps of a memory scope between searches, and how it stays exact.
 
 A :class:`ScopeState` holds, for one scope at one version, every valid memory's
-place (session, order, speaker) and type, its vector when an embedder is
+place (session, order, speaker), type and kind, its vector when an embedder is
 configured, and the postings of the terms searches asked for. Writes of a
 scope are serialised and bump its version (:mod:`.writes`), so the
 ids of a scope's memories grow in commit order. A stale state is therefore
@@ -68,6 +68,7 @@ class ScopeState:
     # stops tracking (it keeps tracking a tuple subclass such as Position)
     positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
+    episodes: set[str] = field(default_factory=set)  # the others are facts
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
     vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
@@ -92,6 +93,8 @@ class ScopeState:
             p = (r.session_key, int(r.seq), speaker_of(head))
             self.positions[k] = p
             self.types[k] = str(r.type)
+            if r.kind == "episode":
+                self.episodes.add(k)
             if p[0] is not None:
                 self.slots[(p[0], p[1])] = k
             self.last_id = max(self.last_id, int(r.id))
@@ -129,6 +132,7 @@ class ScopeState:
         for k in gone:
             session, seq, _ = self.positions.pop(k)
             self.types.pop(k, None)
+            self.episodes.discard(k)
             if session is not None:
                 self.slots.pop((session, seq), None)
         if self._buf is not None and any(k in self.vec_index for k in gone):
@@ -282,7 +286,7 @@ class ScopeCache:
         if full:
             return select(memory)
         m = memory.c
-        return select(m.id, m.session_key, m.seq, m.type,
+        return select(m.id, m.session_key, m.seq, m.type, m.kind,
                       func.substr(m.content, 1, HEAD_CHARS).label("head"))
 
     async def _load(self, conn: AsyncConnection, stats: DbRow) -> ScopeState:

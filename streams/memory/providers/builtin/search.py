@@ -31,7 +31,7 @@ from streams.adapters.db.schema.memory import (
 )
 from streams.memory.model import StoredMemory
 from streams.memory.provider import Scope, SearchRequest
-from streams.memory.providers.builtin.rows import DbRow, Vector
+from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.providers.builtin.scope_cache import (
     Cached,
     Floats,
@@ -45,6 +45,7 @@ from streams.memory.providers.builtin.scope_cache import (
 from streams.memory.rules.fusion import FusionWeights, Position, fuse
 from streams.memory.rules.lexical import bm25_arrays, query_terms
 from streams.memory.rules.mmr import cosine_matrix, jaccard_of_ids, mmr_order
+from streams.memory.rules.strength import strongest_first
 
 
 class Signal:
@@ -64,6 +65,11 @@ class Signal:
             table = dict(zip(self.ids.tolist(), range(len(self.ids)), strict=True))
             self._where = lambda k: table.get(int(k))
         return self._where(key)
+
+    def only(self, keep: Callable[[str], bool]) -> Signal:
+        """The entries whose id ``keep`` accepts."""
+        mask = np.fromiter((keep(str(i)) for i in self.ids.tolist()), bool, len(self.ids))
+        return self if mask.all() else Signal(self.ids[mask], self.values[mask])
 
     def top(self, n: int) -> list[str]:
         """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them."""
@@ -100,7 +106,7 @@ class Search:
         """Lexical only, one connection does it all; with a query vector to wait for, the
         connection goes back to the pool before the wait. A stale scope is refreshed
         with no connection held by this search (:meth:`ScopeCache.fresh`)."""
-        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
+        terms = search_terms(request)
         states: list[ScopeState] = []
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
@@ -128,19 +134,42 @@ class Search:
                     stats: list[DbRow], states: list[ScopeState],
                     postings: dict[int, dict[str, Postings]], qvec: Vector | None,
                     ) -> list[StoredMemory]:
-        terms = list(dict.fromkeys(t[:TERM_MAX_CHARS] for t in query_terms(request.query)))
-        lexical = self._lexical(states, postings, terms)
+        """Each scope ranked on its own (its best hit scores 1.0): a user's many memories
+        never push the agent's few out of a search of both cubes. One read of the rows."""
+        per_scope: list[dict[str, float]] = []
+        types: dict[str, str] = {}
+        vectors: dict[str, Vector] = {}
+        for st in states:
+            scores, kinds, vecs = self._scored(request, st, postings, qvec)
+            per_scope.append(scores)
+            types.update(kinds)
+            vectors.update(vecs)
+        return await self._choose(conn, scope, request, [int(s.id) for s in stats], per_scope,
+                                  types, vectors)
+
+    def _scored(self, request: SearchRequest, st: ScopeState,
+                postings: dict[int, dict[str, Postings]], qvec: Vector | None,
+                ) -> tuple[dict[str, float], dict[str, str], dict[str, Vector]]:
+        """One scope's fused scores, and the types and vectors of the memories scored."""
+        states = [st]
+        lexical = self._lexical(states, postings, search_terms(request))
         dense = self._dense(states, qvec) if qvec is not None else None
+        if request.kinds is not None:
+            wanted = of_kinds(states, request.kinds)
+            lexical = lexical.only(wanted)
+            dense = dense.only(wanted) if dense is not None else None
         best = set(lexical.top(self.candidates))
         if dense is not None:
             best |= set(dense.top(self.candidates))
         positions, types, vectors = self._around(states, best)
+        if request.kinds is not None:
+            positions = {k: p for k, p in positions.items() if wanted(k)}
+            types = {k: t for k, t in types.items() if k in positions}
         keep = set(positions)
         scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
                       positions, query=request.query, weights=self.weights,
                       limit=self.candidates)
-        return await self._choose(conn, scope, request, [int(s.id) for s in stats], scores,
-                                  types, vectors)
+        return scores, types, vectors
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
@@ -244,11 +273,12 @@ class Search:
         return positions, types, vectors
 
     async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
-                      scope_ids: list[int], scores: dict[str, float], types: dict[str, str],
-                      vectors: dict[str, Vector]) -> list[StoredMemory]:
-        """The pools' picks (MMR on the vectors, or on the words when a memory has no
-        vector), as memories with their scores, best first."""
-        pools = pools_of(request, scores, types)
+                      scope_ids: list[int], per_scope: list[dict[str, float]],
+                      types: dict[str, str], vectors: dict[str, Vector]) -> list[StoredMemory]:
+        """Each scope's pools' picks (MMR on the vectors, or on the words when a memory
+        has no vector), as memories with their scores, best first."""
+        pools = [pool for scores in per_scope for pool in pools_of(request, scores, types)]
+        scores = {k: v for part in per_scope for k, v in part.items()}
         chosen: list[str] = []
         if not request.dedup or all(k in vectors for ids, _ in pools for k in ids):
             for ids, limit in pools:  # no text needed to choose
@@ -262,6 +292,30 @@ class Search:
                                       {}, found)
         out = [found[k].memory(scores[k]) for k in chosen if k in found]
         return sorted(out, key=lambda m: m.score, reverse=True)
+
+    async def strongest(self, scope: Scope, request: SearchRequest,
+                        pairs: set[tuple[str, str]]) -> list[StoredMemory]:
+        """Each scope's strongest valid memories (:mod:`~streams.memory.rules.strength`):
+        facts, then episodes, each kind read in the database's order of importance and
+        time, at most ``top_k`` per scope. The scope's rows are read (no index orders
+        them): the cost follows the scope's size, for queries that name nothing."""
+        m = memory.c
+        out: list[StoredMemory] = []
+        async with self.engine.connect() as conn:
+            for sid in [int(s.id) for s in await self._stats(conn, scope, pairs)]:
+                mine: list[StoredMemory] = []
+                for kind in ("fact", "episode"):
+                    room = request.top_k - len(mine)
+                    if room <= 0 or (request.kinds is not None and kind not in request.kinds):
+                        continue
+                    q = (select(memory).where(
+                        m.tenant_id == scope.tenant_id, m.scope_id == sid, m.valid_to.is_(None),
+                        (m.kind == "episode") if kind == "episode" else (m.kind != "episode"))
+                        .order_by(m.importance.desc(), m.event_time.desc(), m.id.desc())
+                        .limit(room))
+                    mine += [stored(r, 0.0) for r in await conn.execute(q)]
+                out += strongest_first(mine)
+        return sorted(out, key=lambda x: x.score, reverse=True)
 
     def _picks(self, request: SearchRequest, ids: list[str], limit: int,
                scores: dict[str, float], vectors: dict[str, Vector],
@@ -290,6 +344,19 @@ class Search:
             return {}
         found = await self.memories.get([int(k) for k in keys], load)
         return {str(i): c for i, c in found.items()}
+
+
+def search_terms(request: SearchRequest) -> list[str]:
+    """The query's own terms, then the subject terms it asks for (index terms as written)."""
+    words = (t[:TERM_MAX_CHARS] for t in query_terms(request.query))
+    return list(dict.fromkeys([*words, *(s[:TERM_MAX_CHARS] for s in request.subjects)]))
+
+
+def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a memory of these scopes is of one of ``kinds``."""
+    want_facts, want_episodes = "fact" in kinds, "episode" in kinds
+    episodes = [st.episodes for st in states]
+    return lambda k: (want_episodes if any(k in e for e in episodes) else want_facts)
 
 
 def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],

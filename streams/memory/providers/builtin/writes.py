@@ -71,7 +71,7 @@ def prepare(memories: Sequence[MemoryCandidate], session_key: str | None, provid
         if not m.content.strip():
             raise PermanentProviderError("empty memory content", provider=provider,
                                          operation="add")
-        terms = [t[:TERM_MAX_CHARS] for t in tokenize(m.content)]
+        terms = [t[:TERM_MAX_CHARS] for t in [*tokenize(m.content), *m.subjects]]
         session = batch_key if (m.kind == "episode" or session_key) else None
         out.append(Prepared(m, content_hash(m), term_counts(terms), len(terms), session))
     return out
