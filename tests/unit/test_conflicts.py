@@ -325,6 +325,10 @@ def answer(*items: dict[str, object]) -> str:
             [("skip", []), ("skip", []), ("supersede", ["m-3"])], id="truncated"),
         pytest.param("[]", [("supersede", ["m-1"]), ("store", []), ("supersede", ["m-3"])],
                      id="empty-array-uses-rules"),
+        pytest.param(  # a digit int() cannot read is no index: taken by position, no crash
+            json.dumps({"decisions": [{"index": "²", "action": "skip"}]}),
+            [("skip", []), ("store", []), ("supersede", ["m-3"])],
+            id="non-ascii-digit-index"),
     ],
 )
 def test_parse_conflict_output(text: str, expected: list[tuple[str, list[str]]]) -> None:

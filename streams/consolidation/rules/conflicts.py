@@ -231,7 +231,7 @@ def _index(item: dict[str, Any]) -> int | None:
         v = item.get(key)
         if isinstance(v, int) and not isinstance(v, bool):
             return v
-        if isinstance(v, str) and v.strip().isdigit():
+        if isinstance(v, str) and v.strip().isascii() and v.strip().isdigit():
             return int(v.strip())
     return None
 
