@@ -206,7 +206,7 @@ class ErasureExecutor:
                 await self._table(mark, step)
             await self._redis(mark.seq, sel)
         await self.log.set_status(mark.seq, "done", self.now())
-        self.registry.finished()
+        self.registry.finished(mark.seq)
         counts = await self.log.counts(mark.seq)
         for store, n in counts.items():
             ERASED.labels(store).inc(n)

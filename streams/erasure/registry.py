@@ -47,11 +47,11 @@ class ErasureRegistry:
             self.add(mark)
         done = await self.log.last_done()
         if done > self._done:
-            self._done = done
-            self.finished()
+            self.finished(done)
 
-    def finished(self) -> None:
-        """Tell the listeners that an erasure finished."""
+    def finished(self, seq: int) -> None:
+        """Tell the listeners that erasure ``seq`` finished (once per erasure)."""
+        self._done = max(self._done, seq)
         for listener in self._listeners:
             try:
                 listener()
