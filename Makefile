@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
         bench-query bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory \
-        bench-updates docs schemas clean
+        bench-rotation bench-updates docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
 
 bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
 	$(PY) bench/retrieval_offline.py
+
+bench-rotation: $(STAMP)  ## LoCoMo retrieval tuned by leave-one-conversation-out rotation (no services)
+	$(PY) bench/rotation.py --try date-lift
 
 bench-updates: $(STAMP)  ## corrections that replace the fact they correct, and nothing else (no services)
 	$(PY) bench/updates.py

@@ -4,7 +4,8 @@ Every turn of every conversation becomes an episodic memory (``Speaker:
 text``, dated with its session, source id ``<sample_id>:<dia_id>``); every
 question of categories 1-4 is asked against its own conversation with the
 same pure ranking code the built-in provider runs (BM25, dense cosine,
-fusion, MMR, budget packing) — in memory, no database or broker needed.
+fusion, MMR, the date lift of the query engine, budget packing) — in memory,
+no database or broker needed. The defaults are the shipped ones.
 
 Reported, overall and per category: evidence recall@5/@10/@20 (the share of a
 question's evidence turns among the first k results) and b4k, the share that
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from streams.devtools.locomo.dataset import CATEGORIES, parse_date, parse_evidence  # noqa: E402
 from streams.memory.model import USER_CUBE, StoredMemory, agent_cube  # noqa: E402
+from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS, lift_dated, named_periods  # noqa: E402
 from streams.memory.rules.fusion import FusionWeights, Position, fuse, speaker_of  # noqa: E402
 from streams.memory.rules.lexical import bm25, query_terms, term_counts, tokenize  # noqa: E402
 from streams.memory.rules.mmr import Scored, mmr  # noqa: E402
@@ -136,7 +138,9 @@ def evaluate(convs: list[Conversation], questions: list[dict[str, Any]], qvecs: 
         items = [Scored(by_id[k], scores[k], by_id[k].content) for k in top]
         if args.mmr_lambda < 1:
             items = mmr(items, len(items), lambda_=args.mmr_lambda)
-        ranked = [replace(it.item, score=it.score) for it in items]
+        ranked = lift_dated([replace(it.item, score=it.score) for it in items],
+                            named_periods(q["question"]), weight=args.date_lift,
+                            slack_days=args.date_slack_days)
         kept = filter_and_trim(ranked, min_score=args.min_score)
         packed = pack_budget(kept, budget_tokens=args.budget, user_share=args.user_share,
                              count=count)
@@ -211,10 +215,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--top-k", type=int, default=150, help="results handed to the budget")
     p.add_argument("--mmr-lambda", type=float, default=0.7)
     p.add_argument("--min-score", type=float, default=0.3)
-    p.add_argument("--w-dense", type=float, default=0.7)
-    p.add_argument("--w-neighbour", type=float, default=0.3)
-    p.add_argument("--w-session", type=float, default=0.1)
-    p.add_argument("--w-person", type=float, default=0.05)
+    shipped = FusionWeights()
+    p.add_argument("--w-dense", type=float, default=shipped.dense)
+    p.add_argument("--w-neighbour", type=float, default=shipped.neighbour)
+    p.add_argument("--w-session", type=float, default=shipped.session)
+    p.add_argument("--w-person", type=float, default=shipped.person)
+    p.add_argument("--date-lift", type=float, default=DATE_LIFT,
+                   help="lift of the turns dated in a period the question names (0: off)")
+    p.add_argument("--date-slack-days", type=int, default=DATE_SLACK_DAYS)
     p.add_argument("--dated-lines", action="store_true",
                    help="pack every turn on its own dated line instead of session blocks")
     p.add_argument("--json", action="store_true", help="one JSON line per mode")

@@ -14,7 +14,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS
+from streams.memory.rules.fusion import FusionWeights
 from streams.memory.rules.relative import LEXICAL_WEIGHT
+
+_FUSION = FusionWeights()
 
 
 class KafkaSettings(BaseModel):
@@ -524,6 +528,39 @@ class QuerySettings(BaseModel):
     )
 
 
+class RankingSettings(BaseModel):
+    """How long-term memories are ranked (defaults chosen on LoCoMo by `make bench-rotation`)."""
+
+    dense_weight: float = Field(
+        _FUSION.dense, ge=0, le=1, description=(
+            "Built-in provider: share of the dense (cosine) signal in the fused score; the "
+            "lexical (BM25) signal gets the rest. Without an embedder BM25 alone counts."),
+    )
+    neighbour_weight: float = Field(
+        _FUSION.neighbour, ge=0, le=1, description=(
+            "Built-in provider: a memory gains this times the better score of the previous and "
+            "next memory of its session."),
+    )
+    session_weight: float = Field(
+        _FUSION.session, ge=0, le=1,
+        description="Built-in provider: a memory gains this times the best score of its session.",
+    )
+    person_weight: float = Field(
+        _FUSION.person, ge=0, le=1,
+        description="Built-in provider: gained by memories spoken by a person the query names.",
+    )
+    date_lift: float = Field(
+        DATE_LIFT, ge=0, le=1, description=(
+            "A query naming a date (`on May 3, 2023`, `in July 2022`, `in June`): the memories "
+            "dated in it close this share of their score's distance to 1 (1: they come first, "
+            "in their order); 0 turns it off."),
+    )
+    date_lift_slack_days: int = Field(
+        DATE_SLACK_DAYS, ge=0, le=366,
+        description="... and the memories dated up to this many days after the named period.",
+    )
+
+
 class EmbeddingSettings(BaseModel):
     """Dense similarity for the built-in provider (lexical BM25 alone when `kind` is none)."""
 
@@ -587,6 +624,7 @@ class Settings(BaseSettings):
     mem0: Mem0Settings = Mem0Settings()
     consolidation: ConsolidationSettings = ConsolidationSettings()
     query: QuerySettings = QuerySettings()
+    ranking: RankingSettings = RankingSettings()
     erasure: ErasureSettings = ErasureSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     log_level: str = Field("info", description="Worker log level.")

@@ -15,6 +15,9 @@ warning. Long-term rules (DESIGN §3):
 * a query that names nothing to look for ("What do you know about me?",
   :mod:`.rules.generic`) gets each cube's strongest memories instead
   (:mod:`streams.memory.rules.strength`; ``long_term.ranked_by`` says so);
+* a query naming a date ("on May 3, 2023", "in June") lifts, in each cube, the
+  memories dated in it (:mod:`streams.memory.rules.dates`; by default they come
+  first);
 * results under ``min_score`` dropped (not the strongest memories: their score
   is no relevance), each cut to 1,000 characters, a fact and the episode it
   was judged from never both kept (:mod:`.rules.same_source`), sorted by
@@ -36,6 +39,7 @@ from streams.memory.agent_configs import AgentConfigs
 from streams.memory.model import StoredMemory, readable_cubes
 from streams.memory.provider import ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderRegistry
+from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS, lift_dated, named_periods
 from streams.memory.rules.routing import AgentConfig, long_memory_enabled, route
 from streams.memory.rules.strength import strongest_first
 from streams.metrics import (
@@ -81,6 +85,8 @@ class QueryConfig:
     user_share: float = 0.6
     pref_top_k: int = 6
     default_long_memory: bool = True
+    date_lift: float = DATE_LIFT
+    date_lift_slack_days: int = DATE_SLACK_DAYS
 
 
 @dataclass
@@ -186,8 +192,12 @@ class QueryEngine:
                     provider=handle.route, keyword_only=keyword_only,
                     latency_ms=(self.clock() - start) * 1000,
                     results=sum(len(f) for f in found), outcome=outcome)
+        periods = [] if generic else named_periods(text)
         kept: list[StoredMemory] = []
         for cube in found:
+            if periods:
+                cube = lift_dated(cube, periods, weight=self.config.date_lift,
+                                  slack_days=self.config.date_lift_slack_days)
             kept += filter_and_trim(strongest_first(cube) if generic else cube,
                                     min_score=0.0 if generic else self.config.min_score,
                                     max_chars=self.config.max_memory_chars)

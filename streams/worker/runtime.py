@@ -28,6 +28,7 @@ from streams.erasure.registry import ErasureRegistry
 from streams.memory.providers.mem0 import Mem0Provider
 from streams.memory.providers.memos import MemOSProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.memory.rules.fusion import FusionWeights
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
@@ -169,7 +170,10 @@ class Runtime:
         # it spinning: with the event loop, the database and Kafka on the same cores,
         # one thread is faster (measured: docs/retrieval.md)
         limit_blas_threads(1)
-        builtin = BuiltinProvider(self.engine, embedder=self.embedder)
+        r = s.ranking
+        builtin = BuiltinProvider(self.engine, embedder=self.embedder, weights=FusionWeights(
+            dense=r.dense_weight, lexical=round(1 - r.dense_weight, 6),
+            neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight))
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:

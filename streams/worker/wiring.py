@@ -302,7 +302,9 @@ class Wiring:
                 candidate_pool=q.candidate_pool, relativity=q.relativity,
                 min_score=q.min_score, max_memory_chars=q.max_memory_chars,
                 user_share=q.user_share, pref_top_k=q.pref_top_k,
-                default_long_memory=s.consolidation.default_long_memory),
+                default_long_memory=s.consolidation.default_long_memory,
+                date_lift=s.ranking.date_lift,
+                date_lift_slack_days=s.ranking.date_lift_slack_days),
             p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
                               reply_targets=self.reply_targets(), signing=self.signing())

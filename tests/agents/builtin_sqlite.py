@@ -15,7 +15,7 @@ from sqlalchemy import text
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.kafka.publish import SourceRecord
 from streams.memory.agent_configs import StaticAgentConfigs
-from streams.settings import DatabaseSettings, RedisSettings, Settings
+from streams.settings import DatabaseSettings, RankingSettings, RedisSettings, Settings
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.worker.runtime import Runtime
@@ -78,9 +78,11 @@ class BuiltinStack:
 
 
 @asynccontextmanager
-async def builtin_stack(tmp: Path) -> AsyncIterator[BuiltinStack]:
+async def builtin_stack(tmp: Path, ranking: RankingSettings | None = None,
+                        ) -> AsyncIterator[BuiltinStack]:
     url = SecretStr(f"sqlite+aiosqlite:///{tmp / 'm.db'}")
-    settings = Settings(database=DatabaseSettings(url=url), redis=RedisSettings(url=None))
+    settings = Settings(database=DatabaseSettings(url=url), redis=RedisSettings(url=None),
+                        ranking=ranking or RankingSettings())
     runtime = await Runtime(settings, migrate=True).start()
     try:
         yield BuiltinStack(runtime, Wiring(settings, runtime, publisher=FakePublisher(),

@@ -1,20 +1,22 @@
 """Score fusion for hybrid retrieval: one query, many candidate memories.
 
-The pipeline, every step a pure function over ``{memory id: score}``:
+The pipeline, every step a pure function over ``{memory id: score}``, with the
+weights of :class:`FusionWeights` (chosen by leave-one-conversation-out
+rotation on LoCoMo, ``make bench-rotation``):
 
 1. each signal goes on 0..1 for this query, best hit = 1: BM25 through
    :func:`max_scaled` (0 means no match, so a weak match keeps its share of
    the best: with min-max the weakest of a few matches would score 0 however
    good it is), cosine through :func:`min_max` (unrelated texts do not score 0);
-2. :func:`weighted` mixes them: ``0.7 * dense + 0.3 * lexical`` when a dense
+2. :func:`weighted` mixes them: ``0.5 * dense + 0.5 * lexical`` when a dense
    signal exists, the lexical one alone otherwise;
-3. :func:`smooth_neighbours` adds ``0.3 *`` the better score of the previous
+3. :func:`smooth_neighbours` adds ``0.4 *`` the better score of the previous
    and the next message of the same session: an answer is often the reply to
    the message that matched the words of the question;
-4. :func:`session_boost` adds ``0.1 *`` the best score within the memory's
+4. :func:`session_boost` adds ``0.4 *`` the best score within the memory's
    session: a session about the topic is a good place to look;
-5. :func:`person_prior` adds a small amount to memories by a person the
-   question names ("What did Caroline paint?").
+5. :func:`person_prior` adds ``0.25`` to memories by a person the question
+   names ("What did Caroline paint?").
 
 :func:`fuse` runs them all and rescales so the best memory scores 1.0.
 """
@@ -39,11 +41,14 @@ class Position(NamedTuple):
 
 @dataclass(frozen=True)
 class FusionWeights:
-    dense: float = 0.7
-    lexical: float = 0.3
-    neighbour: float = 0.3
-    session: float = 0.1
-    person: float = 0.05
+    """The weights of :func:`fuse`; the defaults are the ones the rotation chose (the
+    build before used 0.7, 0.3, 0.3, 0.1, 0.05: docs/benchmarks.md, *Rotation*)."""
+
+    dense: float = 0.5
+    lexical: float = 0.5
+    neighbour: float = 0.4
+    session: float = 0.4
+    person: float = 0.25
 
 
 _SPEAKER = re.compile(r"^\s*([^\W\d_][\w .'’-]{0,60}?)\s*:\s")
