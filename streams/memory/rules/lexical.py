@@ -21,6 +21,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -82,10 +83,12 @@ def _cvc(s: str) -> bool:
     )
 
 
+@lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A light stemmer: ``paintings`` -> ``paint``, ``hoped`` -> ``hope``, ``cities`` -> ``city``.
 
     Words of up to three letters and anything containing a digit stay as they are.
+    Memoised: a scope's memories are tokenized when a worker loads it, and words repeat.
     """
     w = word
     if len(w) <= 3 or not w.isalpha():

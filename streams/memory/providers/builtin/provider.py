@@ -80,8 +80,8 @@ class BuiltinProvider:
         candidates: int = 200,
         mmr_lambda: float = 0.7,
         vector_cache_rows: int = 200_000,
-        cache_postings: int = 2_000_000,
-        row_cache_rows: int = 50_000,
+        cache_postings: int = 4_000_000,
+        row_cache_rows: int = 200_000,
         clock: Callable[[], datetime] = naive_utc_now,
     ) -> None:
         self.engine = engine
@@ -90,7 +90,7 @@ class BuiltinProvider:
         model = (self.embedder.name, self.embedder.dim) if self.embedder is not None else None
         self.memories = MemoryCache(row_cache_rows)
         self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
-                                max_postings=cache_postings, seed=self.memories.put)
+                                max_postings=cache_postings, rows=self.memories)
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)

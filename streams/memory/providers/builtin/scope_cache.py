@@ -1,17 +1,25 @@
 """What a worker keeps of a memory scope between searches, and how it stays exact.
 
 A :class:`ScopeState` holds, for one scope at one version, every valid memory's
-place (session, order, speaker), type and kind, its vector when an embedder is
-configured, and the postings of the terms searches asked for. Writes of a
-scope are serialised and bump its version (:mod:`.writes`), so the
+place (session, order, speaker), type and kind, its word set (for MMR without
+an embedder), its vector when an embedder is configured, and the scope's
+lexical index: the postings of every term of its memories' text, built from
+the text when the scope is loaded, and of the subject terms searches asked
+for (read from ``memory_term``). A search therefore reads no posting and no
+memory text from the database once the scope is held, whatever its size.
+Writes of a scope are serialised and bump its version (:mod:`.writes`), so the
 ids of a scope's memories grow in commit order. A stale state is therefore
 brought forward by reading only what changed:
 
 - memories with an id above the highest one the state knows, still valid:
-  their rows, vectors and postings (primary-key or scope-bounded ranges);
+  their rows (indexed as they come), vectors and subject postings
+  (primary-key or scope-bounded ranges);
 - memories the state holds that were expired since. Their number is exact —
   ``doc_count`` then + valid new memories − ``doc_count`` now — so they are
-  looked up only when it is not zero (expiries are rare).
+  looked up only when it is not zero (expiries are rare). They leave every
+  structure at once, but their postings lazily: they are masked out of each
+  term as a search reads it (:meth:`ScopeState.postings_of`), and the index is
+  rebuilt without them when enough have gathered.
 
 Reads of one refresh share a snapshot on MySQL (REPEATABLE READ); elsewhere
 the version is read again afterwards and the refresh repeated if a write
@@ -25,14 +33,17 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from sys import intern
 from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.memory import (
+    TERM_MAX_CHARS,
     memory,
     memory_embedding,
     memory_scope_stats,
@@ -41,8 +52,8 @@ from streams.adapters.db.schema.memory import (
 from streams.memory.model import StoredMemory
 from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.rules.fusion import speaker_of
-from streams.memory.rules.lexical import PostingArrays
-from streams.memory.rules.mmr import WordIds, token_set
+from streams.memory.rules.lexical import PostingArrays, term_counts, tokenize
+from streams.memory.rules.mmr import token_set, word_ids
 
 Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -50,11 +61,18 @@ _EMPTY_IDS: Ids = np.zeros(0, dtype=np.int64)
 _EMPTY: Floats = np.zeros(0, dtype=np.float64)
 _CHUNK = 1000  # ids per IN (...) list
 HEAD_CHARS = 80  # enough of a memory's text to find its speaker
+SUBJECT = "§"  # subject terms (streams/consolidation/rules/subjects.py) start so; no word does
+COMPACT_AFTER = 256  # expired memories whose postings are masked before the index is rebuilt
+BUILD_OFF_LOOP = 2_000  # memories indexed in a worker thread, not on the event loop
 
 
 # one term's postings in a scope, by ascending memory id: (ids, tf, doc_len), a plain
 # tuple of arrays, which the garbage collector does not track
 Postings: TypeAlias = PostingArrays
+
+
+def is_subject(term: str) -> bool:
+    return term.startswith(SUBJECT)
 
 
 @dataclass
@@ -70,10 +88,15 @@ class ScopeState:
     types: dict[str, str] = field(default_factory=dict)
     episodes: set[str] = field(default_factory=set)  # the others are facts
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
+    words: dict[str, bytes] = field(default_factory=dict)  # word_ids of the text, as bytes
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
     vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
     vec_index: dict[str, int] = field(default_factory=dict)
+    # every word term of the memories' text, and the subject terms read so far
     terms: dict[str, Postings] = field(default_factory=dict)
+    subjects: set[str] = field(default_factory=set)  # the subject terms in ``terms``
+    dead: Ids = field(default_factory=lambda: _EMPTY_IDS)  # expired, still in some postings
+    postings: int = 0  # entries in ``terms``
     _buf: Vector | None = None
 
     @property
@@ -81,23 +104,38 @@ class ScopeState:
         assert self._buf is not None
         return self._buf[: len(self.vec_keys)]
 
-    @property
-    def postings(self) -> int:
-        return sum(len(p[0]) for p in self.terms.values())
-
-    def add_rows(self, rows: Sequence[DbRow], full: bool) -> None:
-        """Memories as whole rows, or with their first ``HEAD_CHARS`` as ``head``."""
+    def add_rows(self, rows: Sequence[DbRow]) -> None:
+        """Whole memory rows (ids above every held one): places, word sets and the
+        postings of their text."""
+        grown: dict[str, tuple[list[int], list[float], list[float]]] = {}
         for r in rows:
-            k = str(r.id)
-            head = r.content[:HEAD_CHARS] if full else r.head
-            p = (r.session_key, int(r.seq), speaker_of(head))
+            k, i = str(r.id), int(r.id)
+            p = (r.session_key, int(r.seq), speaker_of(r.content[:HEAD_CHARS]))
             self.positions[k] = p
             self.types[k] = str(r.type)
             if r.kind == "episode":
                 self.episodes.add(k)
             if p[0] is not None:
                 self.slots[(p[0], p[1])] = k
-            self.last_id = max(self.last_id, int(r.id))
+            self.words[k] = word_ids(token_set(r.content)).tobytes()
+            dl = float(r.doc_len)
+            for term, tf in term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)).items():
+                entry = grown.get(term)
+                if entry is None:
+                    entry = grown[term] = ([], [], [])
+                entry[0].append(i)
+                entry[1].append(float(tf))
+                entry[2].append(dl)
+            self.last_id = max(self.last_id, i)
+        for term, (ids, tfs, dls) in grown.items():
+            self._append(term, np.array(ids, np.int64), np.array(tfs), np.array(dls))
+
+    def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
+        held = self.terms.get(term)
+        self.terms[term] = (ids, tf, dl) if held is None else (
+            np.concatenate([held[0], ids]), np.concatenate([held[1], tf]),
+            np.concatenate([held[2], dl]))
+        self.postings += len(ids)
 
     def add_vectors(self, keys: list[str], vectors: Vector) -> None:
         """Append rows (ids above every held one, so the order stays ascending)."""
@@ -113,19 +151,42 @@ class ScopeState:
         self.vec_keys.extend(keys)
         self.vec_ids = np.concatenate([self.vec_ids, np.array([int(k) for k in keys], np.int64)])
 
-    def add_postings(self, rows: Sequence[DbRow]) -> None:
-        """New postings (ids above the held ones) of the terms already held."""
+    def add_postings(self, rows: Sequence[DbRow], read_for: set[str]) -> None:
+        """New postings (ids above the held ones) of the subject terms ``read_for``; other
+        subject terms held (taken in meanwhile) are let go, to be read again."""
+        for term in self.subjects - read_for:
+            self.postings -= len(self.terms.pop(term)[0])
+        self.subjects &= read_for
         by_term: dict[str, list[DbRow]] = {}
         for r in rows:
-            if r.term in self.terms:
+            if r.term in self.subjects:
                 by_term.setdefault(r.term, []).append(r)
         for term, new in by_term.items():
             new.sort(key=lambda r: int(r.memory_id))
-            ids, tf, dl = self.terms[term]
-            self.terms[term] = (
-                np.concatenate([ids, np.array([int(r.memory_id) for r in new], np.int64)]),
-                np.concatenate([tf, np.array([float(r.tf) for r in new])]),
-                np.concatenate([dl, np.array([float(r.doc_len) for r in new])]))
+            self._append(term, np.array([int(r.memory_id) for r in new], np.int64),
+                         np.array([float(r.tf) for r in new]),
+                         np.array([float(r.doc_len) for r in new]))
+
+    def keep(self, loaded: dict[str, Postings]) -> None:
+        """Hold subject postings read at the state's version."""
+        for term, p in loaded.items():
+            if is_subject(term) and term not in self.terms:
+                self.terms[term] = p
+                self.subjects.add(term)
+                self.postings += len(p[0])
+
+    def postings_of(self, term: str) -> Postings | None:
+        """The term's postings without expired memories (None: not held)."""
+        p = self.terms.get(term)
+        if p is None or not len(self.dead) or not len(p[0]):
+            return p
+        alive = ~np.isin(p[0], self.dead, assume_unique=True)
+        if alive.all():
+            return p
+        p = (p[0][alive], p[1][alive], p[2][alive])
+        self.postings -= len(alive) - len(p[0])
+        self.terms[term] = p  # masked once: the next search reads it as it is
+        return p
 
     def drop(self, gone: set[str]) -> None:
         """Forget memories that were expired."""
@@ -133,6 +194,7 @@ class ScopeState:
             session, seq, _ = self.positions.pop(k)
             self.types.pop(k, None)
             self.episodes.discard(k)
+            self.words.pop(k, None)
             if session is not None:
                 self.slots.pop((session, seq), None)
         if self._buf is not None and any(k in self.vec_index for k in gone):
@@ -141,11 +203,11 @@ class ScopeState:
             self.vec_keys = [self.vec_keys[i] for i in keep]
             self.vec_ids = self.vec_ids[keep]
             self.vec_index = {k: i for i, k in enumerate(self.vec_keys)}
-        ints = np.array(sorted(int(k) for k in gone), dtype=np.int64)
-        for term, (ids, tf, dl) in list(self.terms.items()):
-            mask = ~np.isin(ids, ints)
-            if not mask.all():
-                self.terms[term] = (ids[mask], tf[mask], dl[mask])
+        self.dead = np.union1d(self.dead, np.array([int(k) for k in gone], dtype=np.int64))
+        if len(self.dead) > COMPACT_AFTER:
+            for term in list(self.terms):
+                self.postings_of(term)
+            self.dead = _EMPTY_IDS
 
 
 @dataclass
@@ -153,7 +215,8 @@ class _Delta:
     stats: DbRow
     rows: list[DbRow]
     vectors: list[DbRow]
-    postings: list[DbRow] | None  # None: not read (no terms were held then)
+    postings: list[DbRow]  # of the subject terms held when they were read
+    subjects: set[str]
     gone: set[str]
 
 
@@ -161,13 +224,13 @@ class ScopeCache:
     """Scope states of one worker, least recently used dropped beyond the limits."""
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
-                 max_rows: int = 200_000, max_postings: int = 2_000_000,
-                 seed: Callable[[Sequence[DbRow]], None] | None = None) -> None:
-        """``seed``: handed the whole rows of the memories a refresh finds (the memory
-        cache), which a refresh reads anyway."""
+                 max_rows: int = 200_000, max_postings: int = 4_000_000,
+                 rows: MemoryCache | None = None) -> None:
+        """``rows``: the memory cache, handed the whole rows that loads and refreshes
+        read anyway."""
         self.engine = engine
         self.model = model
-        self.seed = seed
+        self.rows = rows
         self.max_rows = max_rows
         self.max_postings = max_postings
         self._states: OrderedDict[int, ScopeState] = OrderedDict()
@@ -281,26 +344,32 @@ class ScopeCache:
         s = memory_scope_stats.c
         return int((await conn.execute(select(s.version).where(s.id == sid))).scalar_one())
 
-    def _select(self, full: bool) -> Any:
-        """Whole rows (they go to the memory cache too), or what the state needs."""
-        if full:
-            return select(memory)
-        m = memory.c
-        return select(m.id, m.session_key, m.seq, m.type, m.kind,
-                      func.substr(m.content, 1, HEAD_CHARS).label("head"))
-
     async def _load(self, conn: AsyncConnection, stats: DbRow) -> ScopeState:
-        """Every valid memory of the scope (and its vector)."""
+        """Every valid memory of the scope (indexed in a worker thread when there are
+        many, so other searches go on meanwhile) and its vector; the rows go to the
+        memory cache too."""
         sid, m = int(stats.id), memory.c
-        rows = (await conn.execute(self._select(False).where(
+        rows = (await conn.execute(select(memory).where(
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
         st = ScopeState(sid, int(stats.version), int(stats.doc_count), int(stats.total_len), 0)
-        st.add_rows(rows, False)
+        if len(rows) >= BUILD_OFF_LOOP:
+            cached = await asyncio.to_thread(self._build, st, rows)
+        else:
+            cached = self._build(st, rows)
+        if self.rows is not None:
+            self.rows.keep(cached)
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             vecs = (await conn.execute(self._vectors(sid, 0))).all()
             self._add_vectors(st, [r for r in vecs if str(r.memory_id) in st.positions])
         return st
+
+    def _build(self, st: ScopeState, rows: Sequence[DbRow]) -> list[Cached]:
+        """Index ``rows`` into ``st``; the rows as the memory cache holds them."""
+        st.add_rows(rows)
+        if self.rows is None or self.rows.max_rows <= 0:
+            return []
+        return [Cached.of(r) for r in rows[-self.rows.max_rows:]]
 
     def _vectors(self, sid: int, above: int) -> Any:
         assert self.model is not None
@@ -319,7 +388,7 @@ class ScopeCache:
                      ) -> _Delta | None:
         """What changed since ``st``; None when a full load is the simpler way."""
         sid, m = st.scope_id, memory.c
-        rows = (await conn.execute(self._select(True).where(
+        rows = (await conn.execute(select(memory).where(
             m.scope_id == sid, m.id > st.last_id, m.valid_to.is_(None)).order_by(m.id))).all()
         expired = st.doc_count + len(rows) - int(stats.doc_count)
         if expired < 0 or expired > len(st.positions):
@@ -327,34 +396,33 @@ class ScopeCache:
         vectors: list[DbRow] = []
         if self.model is not None and rows:
             vectors = list((await conn.execute(self._vectors(sid, st.last_id))).all())
-        postings: list[DbRow] | None = None
-        if st.terms and rows:
-            postings = []
+        postings: list[DbRow] = []
+        subjects = set(st.subjects)
+        if subjects and rows:
             t = memory_term.c
             ids = [int(r.id) for r in rows]
             for i in range(0, len(ids), _CHUNK):
                 postings.extend((await conn.execute(
                     select(t.term, t.memory_id, t.tf, t.doc_len).where(
-                        t.memory_id.in_(ids[i : i + _CHUNK]), t.scope_id == sid))).all())
+                        t.memory_id.in_(ids[i : i + _CHUNK]), t.scope_id == sid,
+                        t.term.in_(sorted(subjects))))).all())
         gone: set[str] = set()
         if expired:
             q = select(m.id).where(m.scope_id == sid, m.id <= st.last_id, m.valid_to.is_not(None))
             gone = {k for r in await conn.execute(q) if (k := str(r.id)) in st.positions}
             if len(gone) != expired:
                 return None
-        return _Delta(stats, list(rows), vectors, postings, gone)
+        return _Delta(stats, list(rows), vectors, postings, subjects, gone)
 
     def _apply(self, st: ScopeState, d: _Delta) -> None:
         if d.gone:
             st.drop(d.gone)
-        st.add_rows(d.rows, True)
-        if self.seed is not None:
-            self.seed(d.rows)
+        st.add_rows(d.rows)
+        if self.rows is not None:
+            self.rows.put(d.rows)
         self._add_vectors(st, [r for r in d.vectors if str(r.memory_id) in st.positions])
-        if d.postings is not None:
-            st.add_postings(d.postings)
-        elif d.rows:
-            st.terms = {}  # terms were taken in while the new postings were not read
+        if d.rows:
+            st.add_postings(d.postings, d.subjects)
         st.version, st.doc_count = int(d.stats.version), int(d.stats.doc_count)
         st.total_len = int(d.stats.total_len)
 
@@ -385,12 +453,10 @@ class ScopeCache:
         self._rows = self._postings = 0
 
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
-        """Hold postings that were read at ``version``, if the state is at it."""
+        """Hold subject postings that were read at ``version``, if the state is at it."""
         if st.version != version or self._states.get(st.scope_id) is not st:
             return
-        if st.postings + sum(len(p[0]) for p in loaded.values()) > self.max_postings // 4:
-            st.terms = {}  # one scope never takes more than a quarter
-        st.terms.update(loaded)
+        st.keep(loaded)
         self._account(st)
 
 
@@ -412,39 +478,59 @@ def postings_of(rows: Sequence[DbRow], terms: Sequence[str]) -> dict[str, Postin
 
 
 class Cached(NamedTuple):
-    """A valid memory as plain values (nothing for the garbage collector to follow)."""
+    """A valid memory as plain values (nothing for the garbage collector to follow), the
+    strings many memories share interned: about 0.7 kB a memory."""
 
     id: int
     content: str
-    fields: tuple[tuple[str, Any], ...]  # of the StoredMemory, metadata and score aside
-    metadata: tuple[tuple[str, Any], ...]
+    cube: str
+    type: str
+    scope: str
+    importance: float
+    event_time: datetime | None
+    source_event_ids: tuple[str, ...]
+    kind: str
+    session: str | None
+    seq: int
+    user_id: str
+    agent_id: str
+    valid_from: str
+    created_at: str
 
     @classmethod
     def of(cls, r: DbRow) -> Cached:
         m = stored(r, 0.0)
-        fields = tuple((k, v) for k, v in m.__dict__.items() if k not in ("metadata", "score"))
-        return cls(int(r.id), m.content, fields, tuple(m.metadata.items()))
+        d = m.metadata
+        session = d["session"]
+        return cls(int(r.id), m.content, intern(m.cube), intern(m.type), intern(m.scope),
+                   m.importance, m.event_time, m.source_event_ids, intern(m.kind),
+                   intern(session) if isinstance(session, str) else None, int(r.seq),
+                   intern(str(d["user_id"])), intern(str(d["agent_id"])),
+                   intern(str(d["valid_from"])), intern(str(d["created_at"])))
 
     def memory(self, score: float) -> StoredMemory:
         """The memory with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
         Built field by field: ``dataclasses.replace`` would cost several times more."""
         out = object.__new__(StoredMemory)
-        out.__dict__.update(self.fields, score=round(min(1.0, max(0.0, score)), 6),
-                            metadata=dict(self.metadata))
+        out.__dict__.update(
+            id=str(self.id), content=self.content, cube=self.cube, type=self.type,
+            scope=self.scope, score=round(min(1.0, max(0.0, score)), 6),
+            importance=self.importance, event_time=self.event_time,
+            source_event_ids=self.source_event_ids, kind=self.kind,
+            metadata={"session": self.session, "seq": self.seq, "user_id": self.user_id,
+                      "agent_id": self.agent_id, "valid_from": self.valid_from,
+                      "valid_to": None, "superseded_by": None, "created_at": self.created_at})
         return out
 
 
 class MemoryCache:
     """Memories by id. A valid memory never changes (an expiry is its only update), so
-    it may be served for as long as the memory is known to be valid. Also the word
-    ids of those a lexical MMR compared (:class:`~streams.memory.rules.mmr.WordIds`)."""
+    it may be served for as long as the memory is known to be valid."""
 
-    def __init__(self, max_rows: int = 50_000) -> None:
+    def __init__(self, max_rows: int = 200_000) -> None:
         self.max_rows = max_rows
-        self.table = WordIds()
         # plain tuples: the garbage collector stops tracking those (not a Cached)
         self._items: OrderedDict[int, tuple[Any, ...]] = OrderedDict()
-        self._words: dict[int, tuple[int, npt.NDArray[np.int64]]] = {}
 
     async def get(self, ids: Sequence[int],
                   load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
@@ -461,41 +547,21 @@ class MemoryCache:
         if missing:
             loaded = [Cached.of(r) for r in await load(missing)]
             found.update((c.id, c) for c in loaded)
-            self._keep(loaded)
+            self.keep(loaded)
         return found
 
     def clear(self) -> None:
         self._items.clear()
-        self._words.clear()
-        self.table = WordIds()
 
     def put(self, rows: Sequence[DbRow]) -> None:
         """Hold these rows of valid memories."""
-        self._keep([Cached.of(r) for r in rows])
+        self.keep([Cached.of(r) for r in rows])
 
-    def words(self, items: Sequence[Cached]) -> list[npt.NDArray[np.int64]]:
-        """The word sets (:func:`~streams.memory.rules.mmr.token_set`) of ``items`` as ids of
-        one generation of the table."""
-        for _ in range(2):
-            generation = self.table.generation
-            out = []
-            for c in items:
-                held = self._words.get(c.id)
-                if held is None or held[0] != self.table.generation:
-                    held = (self.table.generation, self.table.of(token_set(c.content)))
-                    if c.id in self._items:
-                        self._words[c.id] = held
-                out.append(held[1])
-            if self.table.generation == generation:
-                break  # else the table was renewed meanwhile: once more, all of one age
-        return out
-
-    def _keep(self, items: Sequence[Cached]) -> None:
+    def keep(self, items: Sequence[Cached]) -> None:
         if self.max_rows <= 0:
             return
-        for c in items:
+        for c in items[-self.max_rows:]:
             self._items[c.id] = tuple(c)
             self._items.move_to_end(c.id)
         while len(self._items) > self.max_rows:
-            old, _ = self._items.popitem(last=False)
-            self._words.pop(old, None)
+            self._items.popitem(last=False)
