@@ -541,6 +541,13 @@ class EmbeddingSettings(BaseModel):
     api_key: SecretStr | None = Field(None, description="API key (kind openai).")
     dim: int = Field(1536, ge=1, description="Vector size of the endpoint's model (kind openai).")
     timeout_s: float = Field(10.0, gt=0, description="Request timeout (kind openai).")
+    ann_min_vectors: int = Field(
+        20_000, ge=0, description=(
+            "A memory scope with at least this many vectors gets an approximate "
+            "nearest-neighbour graph (HNSW), built in a thread once a worker holds the scope; "
+            "smaller scopes, and all scopes while their graph is built, are scanned exactly. "
+            "0 turns the graphs off (docs/retrieval.md)."),
+    )
 
 
 class ErasureSettings(BaseModel):

@@ -169,7 +169,8 @@ class Runtime:
         # it spinning: with the event loop, the database and Kafka on the same cores,
         # one thread is faster (measured: docs/retrieval.md)
         limit_blas_threads(1)
-        builtin = BuiltinProvider(self.engine, embedder=self.embedder)
+        builtin = BuiltinProvider(self.engine, embedder=self.embedder,
+                                  ann_min_vectors=s.embedding.ann_min_vectors)
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:

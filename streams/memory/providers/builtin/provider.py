@@ -82,6 +82,7 @@ class BuiltinProvider:
         vector_cache_rows: int = 200_000,
         cache_postings: int = 4_000_000,
         row_cache_rows: int = 200_000,
+        ann_min_vectors: int = 0,
         clock: Callable[[], datetime] = naive_utc_now,
     ) -> None:
         self.engine = engine
@@ -90,7 +91,8 @@ class BuiltinProvider:
         model = (self.embedder.name, self.embedder.dim) if self.embedder is not None else None
         self.memories = MemoryCache(row_cache_rows)
         self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
-                                max_postings=cache_postings, rows=self.memories)
+                                max_postings=cache_postings, rows=self.memories,
+                                ann_min_vectors=ann_min_vectors)
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)

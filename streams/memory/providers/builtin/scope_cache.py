@@ -50,6 +50,7 @@ from streams.adapters.db.schema.memory import (
     memory_term,
 )
 from streams.memory.model import StoredMemory
+from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
 from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.rules.fusion import speaker_of
 from streams.memory.rules.lexical import PostingArrays, term_counts, tokenize
@@ -97,6 +98,8 @@ class ScopeState:
     subjects: set[str] = field(default_factory=set)  # the subject terms in ``terms``
     dead: Ids = field(default_factory=lambda: _EMPTY_IDS)  # expired, still in some postings
     postings: int = 0  # entries in ``terms``
+    ann: VectorIndex | None = None  # a graph of the vectors, for large scopes (:mod:`.ann`)
+    vec_changes: int = 0  # vectors added or dropped so far
     _buf: Vector | None = None
 
     @property
@@ -149,7 +152,11 @@ class ScopeState:
         for i, k in enumerate(keys, start=n):
             self.vec_index[k] = i
         self.vec_keys.extend(keys)
-        self.vec_ids = np.concatenate([self.vec_ids, np.array([int(k) for k in keys], np.int64)])
+        ints = np.array([int(k) for k in keys], np.int64)
+        self.vec_ids = np.concatenate([self.vec_ids, ints])
+        self.vec_changes += 1
+        if self.ann is not None:
+            self.ann.add(ints, vectors)
 
     def add_postings(self, rows: Sequence[DbRow], read_for: set[str]) -> None:
         """New postings (ids above the held ones) of the subject terms ``read_for``; other
@@ -198,6 +205,9 @@ class ScopeState:
             if session is not None:
                 self.slots.pop((session, seq), None)
         if self._buf is not None and any(k in self.vec_index for k in gone):
+            self.vec_changes += 1
+            if self.ann is not None:
+                self.ann.remove(np.array([int(k) for k in gone if k in self.vec_index]))
             keep = [i for i, k in enumerate(self.vec_keys) if k not in gone]
             self._buf = np.ascontiguousarray(self.matrix[keep])
             self.vec_keys = [self.vec_keys[i] for i in keep]
@@ -225,12 +235,17 @@ class ScopeCache:
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
                  max_rows: int = 200_000, max_postings: int = 4_000_000,
-                 rows: MemoryCache | None = None) -> None:
+                 rows: MemoryCache | None = None, ann_min_vectors: int = 0,
+                 ann_params: AnnParams = AnnParams()) -> None:  # noqa: B008
         """``rows``: the memory cache, handed the whole rows that loads and refreshes
-        read anyway."""
+        read anyway. A scope with at least ``ann_min_vectors`` vectors (0: none) gets
+        a graph of them (:mod:`.ann`), built in a thread once the scope is held."""
         self.engine = engine
         self.model = model
         self.rows = rows
+        self.ann_min_vectors = ann_min_vectors
+        self.ann_params = ann_params
+        self._indexing: dict[int, asyncio.Task[None]] = {}
         self.max_rows = max_rows
         self.max_postings = max_postings
         self._states: OrderedDict[int, ScopeState] = OrderedDict()
@@ -430,6 +445,27 @@ class ScopeCache:
         self._states[st.scope_id] = st
         self._states.move_to_end(st.scope_id)
         self._account(st)
+        if (self.ann_min_vectors > 0 and st.ann is None and st.scope_id not in self._indexing
+                and len(st.vec_keys) >= self.ann_min_vectors):
+            task = asyncio.ensure_future(self._index(st))
+            self._indexing[st.scope_id] = task
+            task.add_done_callback(lambda _: self._indexing.pop(st.scope_id, None))
+
+    async def _index(self, st: ScopeState) -> None:
+        """Build ``st``'s graph in a thread (searches use the exact product meanwhile),
+        then bring it up to the vectors added or dropped during the build."""
+        changes, keys = st.vec_changes, st.vec_ids
+        index = await asyncio.to_thread(VectorIndex.build, keys, st.matrix, self.ann_params)
+        if st.vec_changes != changes:
+            new = np.flatnonzero(~np.isin(st.vec_ids, keys))
+            index.add(st.vec_ids[new], st.matrix[new])
+            index.remove(keys[~np.isin(keys, st.vec_ids)])
+        st.ann = index
+
+    async def indexed(self) -> None:
+        """Wait for the graphs being built (tests, benchmarks)."""
+        while self._indexing:
+            await asyncio.gather(*self._indexing.values(), return_exceptions=True)
 
     def _account(self, st: ScopeState) -> None:
         """Update the totals for ``st``'s size, then drop the least recently used

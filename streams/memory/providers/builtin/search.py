@@ -93,6 +93,36 @@ class Signal:
         return dict(zip(map(str, self.ids[at].tolist()), self.values[at].tolist(), strict=True))
 
 
+class NearSignal(Signal):
+    """The dense signal of a scope with a graph (:mod:`.ann`): the graph proposes the
+    best ``k`` and the farthest memory, the scope's vectors give their exact cosines,
+    and any other memory asked for (a lexical candidate, a neighbour) gets its exact
+    cosine too. Only memories the scope holds take part."""
+
+    def __init__(self, st: ScopeState, qvec: Vector, k: int) -> None:
+        assert st.ann is not None
+        self.st = st
+        self.qvec = qvec
+        found = np.unique(np.concatenate([st.ann.nearest(qvec, k), st.ann.farthest(qvec)]))
+        found = found[np.isin(found, st.vec_ids)]  # held: valid
+        super().__init__(found, self.cosines(found))
+
+    def cosines(self, ids: Ids) -> Floats:
+        rows = [self.st.vec_index[str(i)] for i in ids.tolist()]
+        return np.asarray(self.st.matrix[rows] @ self.qvec, dtype=np.float64)
+
+    def only(self, keep: Callable[[str], bool]) -> Signal:
+        raise NotImplementedError("searches of some kinds scan every vector")
+
+    def restricted(self, keep: set[str]) -> dict[str, float]:
+        wanted = np.fromiter((int(k) for k in keep if k in self.st.vec_index), np.int64)
+        extra = np.setdiff1d(wanted, self.ids)
+        if len(extra):
+            return Signal(np.concatenate([self.ids, extra]),
+                          np.concatenate([self.values, self.cosines(extra)])).restricted(keep)
+        return super().restricted(keep)
+
+
 class Search:
     def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: MemoryCache, *,
                  weights: FusionWeights, candidates: int, mmr_lambda: float) -> None:
@@ -157,7 +187,11 @@ class Search:
         """One scope's fused scores, and what is known of the memories scored."""
         states = [st]
         lexical = self._lexical(states, postings, search_terms(request))
-        dense = self._dense(states, qvec) if qvec is not None else None
+        dense = None
+        if qvec is not None:  # a graph proposes for large scopes, not for kinds (all scanned)
+            dense = (NearSignal(st, qvec, self.candidates)
+                     if st.ann is not None and request.kinds is None
+                     else self._dense(states, qvec))
         if request.kinds is not None:
             wanted = of_kinds(states, request.kinds)
             lexical = lexical.only(wanted)
