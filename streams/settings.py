@@ -460,6 +460,13 @@ class QuerySettings(BaseModel):
         0.6, ge=0, le=1, description="Largest share of the budget for `user_profile`."
     )
     pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
+    scope_cache_memories: int = Field(
+        200_000, ge=1, description=(
+            "Memories of the built-in provider's scopes a worker holds in memory, indexed, "
+            "with their rows (the least recently searched scopes go first; one scope larger "
+            "than this is still held alone). About 0.7 kB a memory lexical, plus its "
+            "vectors with an embedder (docs/benchmarks.md)."),
+    )
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."
     )

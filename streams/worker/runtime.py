@@ -169,8 +169,11 @@ class Runtime:
         # it spinning: with the event loop, the database and Kafka on the same cores,
         # one thread is faster (measured: docs/retrieval.md)
         limit_blas_threads(1)
+        held = s.query.scope_cache_memories
         builtin = BuiltinProvider(self.engine, embedder=self.embedder,
-                                  ann_min_vectors=s.embedding.ann_min_vectors)
+                                  ann_min_vectors=s.embedding.ann_min_vectors,
+                                  vector_cache_rows=held, row_cache_rows=held,
+                                  cache_postings=20 * held)
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:

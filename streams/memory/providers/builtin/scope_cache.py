@@ -55,6 +55,7 @@ from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.rules.fusion import speaker_of
 from streams.memory.rules.lexical import PostingArrays, term_counts, tokenize
 from streams.memory.rules.mmr import token_set, word_ids
+from streams.metrics import SCOPE_MEMORIES, VECTOR_GRAPHS_BUILDING
 
 Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -449,7 +450,13 @@ class ScopeCache:
                 and len(st.vec_keys) >= self.ann_min_vectors):
             task = asyncio.ensure_future(self._index(st))
             self._indexing[st.scope_id] = task
-            task.add_done_callback(lambda _: self._indexing.pop(st.scope_id, None))
+            VECTOR_GRAPHS_BUILDING.inc()
+
+            def done(_: asyncio.Task[None]) -> None:
+                self._indexing.pop(st.scope_id, None)
+                VECTOR_GRAPHS_BUILDING.dec()
+
+            task.add_done_callback(done)
 
     async def _index(self, st: ScopeState) -> None:
         """Build ``st``'s graph in a thread (searches use the exact product meanwhile),
@@ -481,12 +488,14 @@ class ScopeCache:
             rows, postings = self._weights.pop(sid)
             self._rows -= rows
             self._postings -= postings
+        SCOPE_MEMORIES.set(self._rows)
 
     def clear(self) -> None:
         """Drop every state (a refresh in flight finishes for its callers only)."""
         self._states.clear()
         self._weights.clear()
         self._rows = self._postings = 0
+        SCOPE_MEMORIES.set(0)
 
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
         """Hold subject postings that were read at ``version``, if the state is at it."""
