@@ -8,9 +8,10 @@ k = 200 (the candidates a search takes from each signal).
 
 The vectors are the MiniLM embeddings of the query benchmark's scale-mode
 memories (``bench/scale_data.py``; embedded once and cached), and the
-queries the embeddings of its questions; with ``--synthetic`` (for sizes
-beyond what was embedded) the embedded vectors plus Gaussian noise of the
-spread of the embedded set, renormalised.
+queries the embeddings of its questions. Beyond the memories embedded so far
+(``scale_data.scale_vectors``; ``embedded`` in the output) the vectors are
+embedded ones plus Gaussian noise of the spread of the embedded set,
+renormalised.
 
     python bench/ann.py --n 100000 [--queries 300] [--libs usearch,faiss,voyager]
 """
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from scale_data import PLACES, TOPICS, embed  # noqa: E402
+from scale_data import PLACES, TOPICS, scale_vectors  # noqa: E402
 
 Matrix = npt.NDArray[np.float32]
 Search = Callable[[Matrix, int], npt.NDArray[np.int64]]
@@ -104,29 +105,6 @@ def questions(n: int) -> list[str]:
             for _ in range(n)]
 
 
-def vectors(n: int, synthetic: bool) -> Matrix:
-    if not synthetic:
-        return embed("user", n)
-    from scale_data import cached_vectors
-
-    base = None
-    for size in (100_000, 50_000, 10_000):
-        if (base := cached_vectors("user", size)) is not None:
-            break
-    if base is None:
-        base = embed("user", 10_000)
-    base = np.asarray(base, dtype=np.float32)
-    rng = np.random.default_rng(7)
-    spread = float(base.std())
-    out = np.empty((n, base.shape[1]), dtype=np.float32)
-    for lo in range(0, n, 100_000):
-        hi = min(n, lo + 100_000)
-        out[lo:hi] = base[rng.integers(0, len(base), hi - lo)]
-        out[lo:hi] += rng.normal(0, spread / 2, (hi - lo, base.shape[1])).astype(np.float32)
-    out /= np.linalg.norm(out, axis=1, keepdims=True)
-    return out
-
-
 def measure(name: str, data: Matrix, queries: Matrix, exact: dict[int, list[set[int]]],
             args: argparse.Namespace) -> dict[str, Any]:
     gc.collect()
@@ -162,11 +140,11 @@ def main() -> None:
     ap.add_argument("--ef-construction", type=int, default=128)
     ap.add_argument("--ef", type=int, default=256, help="search breadth (at least k)")
     ap.add_argument("--dtype", default="f32", help="usearch/voyager storage: f32, f16, i8")
-    ap.add_argument("--synthetic", action="store_true")
     args = ap.parse_args()
     from streams.adapters.embeddings.embedders import LocalEmbedder, limit_blas_threads
 
-    data = np.ascontiguousarray(vectors(args.n, args.synthetic))
+    data, embedded = scale_vectors(args.n)
+    data = np.ascontiguousarray(data)
     model = LocalEmbedder()
     queries = model.encode(questions(args.queries))
     limit_blas_threads(1)
@@ -190,7 +168,7 @@ def main() -> None:
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps({"n": args.n, "dim": int(data.shape[1]), "m": args.m,
                       "ef_construction": args.ef_construction, "ef": args.ef,
-                      "dtype": args.dtype, "synthetic": args.synthetic,
+                      "dtype": args.dtype, "embedded": embedded,
                       "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                           / 1024, 1),
                       "results": results}))

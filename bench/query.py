@@ -247,6 +247,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         drop_database(db)
     return {
         "scale": rows, "rate": args.rate, "seconds": args.seconds,
+        "vectors_embedded": seeder.embedded,
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
         "load_avg": os.getloadavg(),
     }

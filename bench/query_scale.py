@@ -3,7 +3,9 @@
 One database, grown size by size: one user's ``user_profile`` cube and the
 agent's cube hold N memories each (``bench/scale_data.py``: the same N texts
 in both, so one embedding of them serves both cubes; memory ``i`` is the same
-at every size, so growing to the next size only adds). At each size a fresh
+at every size, so growing to the next size only adds). Their vectors are
+MiniLM's as far as they were embedded and cached, beyond that embedded ones
+with noise (``scale_data.scale_vectors``; ``vectors_embedded`` in the output). At each size a fresh
 worker per embedder (``none``: lexical; ``local``: dense + lexical, MiniLM)
 answers that user's questions sent open-loop at ``--rate`` through Kafka.
 Before the measurement the worker is warmed as a running service would be:
@@ -39,7 +41,7 @@ from pydantic import SecretStr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scale_data import embed, scale_text  # noqa: E402
+from scale_data import scale_text, scale_vectors  # noqa: E402
 
 from streams.adapters.db.engine import create_engine  # noqa: E402
 from streams.adapters.db.migrate import upgrade  # noqa: E402
@@ -74,7 +76,10 @@ class Seeder:
 
     def __init__(self, url: str, largest: int, *, dense: bool) -> None:
         self.engine = create_engine(DatabaseSettings(url=SecretStr(url)))
-        self.vectors = Precomputed(embed("user", largest)) if dense else None
+        self.vectors, self.embedded = None, 0
+        if dense:
+            matrix, self.embedded = scale_vectors(largest)
+            self.vectors = Precomputed(matrix)
         self.provider = BuiltinProvider(self.engine, embedder=self.vectors)
         self.held = 0
         self.migrated = False

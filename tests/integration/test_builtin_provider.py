@@ -507,3 +507,26 @@ async def test_calls_are_counted_in_the_provider_metrics(engine: AsyncEngine) ->
         await p.add(ALICE, "agent_someone_else", [fact("sneaky", "e2")])
     assert sample("memstream_provider_failures_total", provider="mysql", operation="add",
                   error="PermanentProviderError") == failed + 1
+
+
+async def test_the_scopes_held_stay_within_the_limit_the_least_recently_searched_first(
+    engine: AsyncEngine,
+) -> None:
+    """``vector_cache_rows`` (the worker's ``scope_cache_memories``) bounds the memories
+    of the scopes held: a scope that does not fit pushes out the least recently searched
+    one, which is read again when it is searched next; the gauge counts what is held."""
+    bob = Scope("acme", "bob", "helper")
+    p = BuiltinProvider(engine, vector_cache_rows=50, row_cache_rows=0)
+    for who in (ALICE, bob):
+        await p.add(who, USER_CUBE, [fact(f"{who.user_id} note {i} about gardening",
+                                          f"{who.user_id}-{i}") for i in range(30)])
+
+    await p.search(ALICE, request("gardening"))
+    assert (p.cache.full_loads, sample("memstream_scope_cache_memories")) == (1, 30)
+    await p.search(bob, request("gardening"))  # 60 > 50: Alice's scope goes
+    assert (p.cache.full_loads, sample("memstream_scope_cache_memories")) == (2, 30)
+    await p.search(bob, request("gardening"))
+    assert p.cache.full_loads == 2  # held
+    found = await p.search(ALICE, request("gardening"))
+    assert p.cache.full_loads == 3  # read again
+    assert found and all(m.content.startswith("alice") for m in found)

@@ -51,13 +51,14 @@ from streams.memory.provider import (
     WriteResult,
 )
 from streams.memory.providers.builtin.erase import Eraser, Record
+from streams.memory.providers.builtin.row_cache import MemoryCache
 from streams.memory.providers.builtin.rows import (
     Vector,
     as_provider_error,
     content_hash,
     stored,
 )
-from streams.memory.providers.builtin.scope_cache import MemoryCache, ScopeCache
+from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.memory.providers.builtin.search import Search
 from streams.memory.providers.builtin.writes import Writes, prepare
 from streams.memory.rules.fusion import FusionWeights
