@@ -530,3 +530,34 @@ async def test_the_scopes_held_stay_within_the_limit_the_least_recently_searched
     found = await p.search(ALICE, request("gardening"))
     assert p.cache.full_loads == 3  # read again
     assert found and all(m.content.startswith("alice") for m in found)
+
+
+async def test_a_search_given_up_while_its_scope_loads_leaves_the_load_to_finish(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query's deadline cancels its search, never the load of a scope: a scope too large
+    to load within one deadline is loaded once, and the next search finds it held."""
+    p = BuiltinProvider(engine)
+    await p.add(ALICE, USER_CUBE, [fact(f"note {i} about gardening", f"n{i}") for i in range(30)])
+    loading, go_on = asyncio.Event(), asyncio.Event()
+    load = p.cache._load
+
+    async def slow_load(conn: Any, stats: Any) -> Any:
+        loading.set()
+        await go_on.wait()
+        return await load(conn, stats)
+
+    monkeypatch.setattr(p.cache, "_load", slow_load)
+    search = asyncio.create_task(p.search(ALICE, request("gardening")))
+    await asyncio.wait_for(loading.wait(), 5)
+    search.cancel()  # the deadline
+    with pytest.raises(asyncio.CancelledError):
+        await search
+    go_on.set()
+    for _ in range(100):
+        if p.cache.full_loads:
+            break
+        await asyncio.sleep(0.05)
+    assert p.cache.full_loads == 1
+    assert await p.search(ALICE, request("gardening"))
+    assert p.cache.full_loads == 1  # held: not loaded again

@@ -120,14 +120,17 @@ class ScopeCache:
 
     async def fresh_on(self, conn: AsyncConnection, stats: DbRow) -> ScopeState | None:
         """:meth:`fresh` on the caller's connection, which read ``stats`` (the same
-        snapshot on MySQL); None when another caller is refreshing the scope: then
-        wait with :meth:`fresh`, after giving the connection back."""
+        snapshot on MySQL), for a held scope that is current or behind; None when the
+        scope is not held or another caller is refreshing it: then wait with
+        :meth:`fresh`, after giving the connection back. A whole load thus always runs
+        on its own: a caller that gives up (a query's deadline) never cancels it, so a
+        scope too large to load within one deadline is still loaded, once."""
         sid, version = int(stats.id), int(stats.version)
         held = self._states.get(sid)
         if held is not None and held.version >= version:
             self._states.move_to_end(sid)
             return held
-        if sid in self._inflight:
+        if held is None or sid in self._inflight:
             return None
         mine: asyncio.Future[ScopeState] = asyncio.get_running_loop().create_future()
         self._inflight[sid] = mine

@@ -145,7 +145,7 @@ class Search:
                 return []
             for s in stats:
                 if (st := await self.cache.fresh_on(conn, s)) is None:
-                    break  # another search is refreshing it: wait below, connection back
+                    break  # not held, or being refreshed: wait below, connection back
                 states.append(st)
             if len(states) == len(stats):
                 versions = {int(s.id): int(s.version) for s in stats}
