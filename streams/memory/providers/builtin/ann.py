@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from usearch.index import Index
+from usearch.index import Index as HnswIndex  # named apart from SQLAlchemy's Index
 
 Ids = npt.NDArray[np.int64]
 Vector = npt.NDArray[np.float32]
@@ -49,7 +49,7 @@ class VectorIndex:
 
     def __init__(self, dim: int, params: AnnParams = AnnParams()) -> None:
         self.params = params
-        self._index = Index(ndim=dim, metric="ip", dtype=params.dtype,
+        self._index = HnswIndex(ndim=dim, metric="ip", dtype=params.dtype,
                             connectivity=params.connectivity,
                             expansion_add=params.expansion_add,
                             expansion_search=params.expansion_search)
