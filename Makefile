@@ -68,8 +68,8 @@ bench-consolidation: $(STAMP) services  ## session ends/s with the rule judge; m
 bench-reprocess: $(STAMP) services  ## memstream reprocess: sessions rebuilt per second, cost per session as the job grows
 	$(PY) bench/reprocess.py
 
-bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s
-	$(PY) bench/query.py
+bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s (ARGS=--scale: the curve as cubes grow)
+	$(PY) bench/query.py $(ARGS)
 
 bench-provider-ranking: $(STAMP) services  ## LoCoMo through the real MemOS and Mem0: provider order vs memstream's own ranking
 	$(PY) scripts/services.py up memos mem0

@@ -10,6 +10,11 @@ errors (``--cold``: measured from the worker's start instead).
 
     python bench/query.py [--users 1000] [--memories 100] [--rate 50] [--seconds 30]
                           [--embedder none|local]
+    python bench/query.py --scale [--sizes 1000,10000,100000] [--rate 20]
+                          [--embedders none,local]
+
+``--scale`` (``bench/query_scale.py``) prints the curve of latency and memory as
+one user's cubes grow instead, lexical and dense + lexical at each size.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,10 @@ from pydantic import SecretStr
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import query_scale  # noqa: E402
+import scale_data  # noqa: E402
+from scale_data import PLACES, TOPICS  # noqa: E402
 
 from streams.adapters.db.engine import create_engine  # noqa: E402
 from streams.adapters.db.migrate import upgrade  # noqa: E402
@@ -59,23 +69,12 @@ from tests.support.services import (  # noqa: E402
     free_port,
 )
 
-TOPICS = [
-    "trip", "hotel", "flight", "museum", "dinner", "budget", "sister", "vegetarian", "walking",
-    "beach", "train", "ticket", "morning", "weather", "booking", "price", "river", "market",
-    "coffee", "book", "concert", "guitar", "garden", "painting", "running", "yoga", "cooking",
-    "spanish", "french", "camera", "bicycle", "piano", "chess", "hiking", "wine", "cheese",
-    "football", "tennis", "swimming", "podcast", "novel", "poetry", "theatre", "cinema",
-]
-PLACES = ["Lisbon", "Porto", "Madrid", "Berlin", "Oslo", "Kyoto", "Lima", "Quito", "Austin",
-          "Denver", "Perth", "Cairo"]
-VERBS = ("likes", "visited", "prefers", "bought", "planned", "talked about", "learned",
-         "booked", "enjoys", "avoids")
+# the warm-up of the scale mode: given a function asking one question, seconds it took
+Prepare = Callable[[query_scale.Ask], Awaitable[float]]
 
 
 def memory_text(rng: random.Random, user: int, i: int) -> str:
-    t1, t2 = rng.sample(TOPICS, 2)
-    return (f"User {user} {rng.choice(VERBS)} {t1} in {rng.choice(PLACES)} "
-            f"and mentioned {t2} (note {i}).")
+    return scale_data.memory_text(rng, f"User {user}", i)
 
 
 async def seed(settings: Settings, users: int, per_user: int, embed: bool) -> float:
@@ -107,26 +106,31 @@ async def seed(settings: Settings, users: int, per_user: int, embed: bool) -> fl
 
 
 async def load(settings: Settings, users: int, rate: float, seconds: float,
-               warm: bool) -> dict[str, Any]:
+               warm: bool, prepare: Prepare | None = None) -> dict[str, Any]:
+    """``prepare``: awaited with a function asking one question of a user and an agent,
+    instead of the warm-up of one question per user; returns the seconds it took."""
     rng = random.Random(9)
     latencies: list[float] = []
     errors = 0
     async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
                             reply_topic=settings.query.reply_topic, timeout_s=10) as client:
 
+        async def ask(user_id: str, agent_id: str = "agent-1") -> bool:
+            message = (f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)}"
+                       f" in {rng.choice(PLACES)}?")
+            try:
+                reply = await client.query(tenant_id="bench", user_id=user_id,
+                                           agent_id=agent_id, message=message,
+                                           include_short_term=False)
+                return reply.error is None and not reply.warnings
+            except Exception:
+                return False
+
         async def one(record: bool, user: int | None = None) -> None:
             nonlocal errors
             u = rng.randrange(users) if user is None else user
-            message = (f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)}"
-                       f" in {rng.choice(PLACES)}?")
             start = time.perf_counter()
-            try:
-                reply = await client.query(tenant_id="bench", user_id=f"user-{u}",
-                                           agent_id="agent-1", message=message,
-                                           include_short_term=False)
-                ok = reply.error is None and not reply.warnings
-            except Exception:
-                ok = False
+            ok = await ask(f"user-{u}")
             if record:
                 latencies.append((time.perf_counter() - start) * 1000)
                 errors += 0 if ok else 1
@@ -138,10 +142,13 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
             async with gate:
                 await one(False, user)
 
-        # one request per user (every user when ``warm``), so that what is measured is a
-        # running service, not its first minute
-        await asyncio.gather(*(warm_one(u) for u in range(users if warm else 20)))
-        warmup_s = time.perf_counter() - warm_start
+        if prepare is not None:
+            warmup_s = await prepare(ask)
+        else:
+            # one request per user (every user when ``warm``), so that what is measured is
+            # a running service, not its first minute
+            await asyncio.gather(*(warm_one(u) for u in range(users if warm else 20)))
+            warmup_s = time.perf_counter() - warm_start
         tasks = []
         interval = 1.0 / rate
         begin = time.perf_counter()
@@ -164,24 +171,97 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
     }
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
-    run = f"{int(time.time())}"
-    db = f"bench_query_{run}"
-    url = create_database(db)
+def run_settings(run: str, url: str, embedder: str, held: int = 200_000) -> Settings:
     k = KafkaSettings(broker=KAFKA_BROKER, app_id=f"qbench-{run}", partitions=4,
                       data_dir=str(ROOT / ".bench" / f"qbench-{run}"),
                       **{f"{n}_topic": f"qbench-{run}.{n}" for n in (
                           "chat", "subagent", "dlq", "retry", "session_closed", "queries",
                           "agent_config", "idle")})
-    settings = Settings(
+    return Settings(
         kafka=k,
         database=DatabaseSettings(url=SecretStr(url)),
         redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS_PORT}/6"),
                             key_prefix=f"qb{run}"),
-        embedding=EmbeddingSettings(kind=args.embedder),
-        query=QuerySettings(reply_topic=f"qbench-{run}.replies"),
+        embedding=EmbeddingSettings(kind=embedder),
+        query=QuerySettings(reply_topic=f"qbench-{run}.replies", scope_cache_memories=held),
         web=WebSettings(port=free_port()),
     )
+
+
+async def scale_point(args: argparse.Namespace, run: str, url: str, n: int,
+                      embedder: str) -> dict[str, Any]:
+    """One point of the scale curve (``query_scale``): a worker with ``embedder`` over the
+    seeded cubes of ``n`` memories, warmed, then measured."""
+    settings = run_settings(run, url, embedder, max(200_000, 2 * n))
+    worker = None
+    marks: dict[str, float] = {}
+    try:
+        await ensure_topics(settings.kafka)
+        worker = LocalWorker(settings, ROOT / ".bench" / "query-worker.log").start()
+        await asyncio.sleep(args.settle)
+        pid = worker.proc.pid
+
+        async def prepare(ask: query_scale.Ask) -> float:
+            await ask("nobody", "agent-none")  # libraries and the model loaded; no scope
+            marks["ready_mb"] = query_scale.rss_mb(pid)
+            took = await query_scale.warm(ask, settings.web.port, n, args.warm_limit)
+            marks["cpu_s"] = query_scale.cpu_s(pid)  # the measurement begins
+            return took
+
+        print(f"  {embedder}: load {args.rate}/s for {args.seconds}s ...", file=sys.stderr)
+        result = await load(settings, 1, args.rate, args.seconds, True, prepare)
+        warm_mb = query_scale.rss_mb(pid)
+        cpu_ms = 1000 * (query_scale.cpu_s(pid) - marks["cpu_s"]) / max(result["requests"], 1)
+    finally:
+        if worker is not None:
+            worker.stop()
+        await delete_topics_containing(f"qbench-{run}")
+    result.update({
+        "memories_per_cube": n, "embedder": embedder, "warm_s": result.pop("warmup_s"),
+        "worker_cpu_ms_per_query": round(cpu_ms, 1),
+        "rss_ready_mb": round(marks["ready_mb"], 1), "rss_warm_mb": round(warm_mb, 1),
+        "mb_per_100k": round((warm_mb - marks["ready_mb"]) / (2 * n) * 100_000, 1),
+    })
+    return result
+
+
+async def scale(args: argparse.Namespace) -> dict[str, Any]:
+    """The curve: one database grown size by size (memory ``i`` of a cube is the same at
+    every size), each size measured by a fresh worker per embedder."""
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    embedders = args.embedders.split(",")
+    run = f"{int(time.time())}"
+    db = f"bench_qscale_{run}"
+    url = create_database(db)
+    rows: list[dict[str, Any]] = []
+    seeder = query_scale.Seeder(url, sizes[-1], dense="local" in embedders)
+    try:
+        for n in sizes:
+            seed_s = await seeder.grow(n)
+            for embedder in embedders:
+                row = await scale_point(args, f"{run}-{n}-{embedder}", url, n, embedder)
+                rows.append({**row, "seed_s": round(seed_s, 1)})
+                print(query_scale.table(rows), file=sys.stderr, flush=True)
+    finally:
+        await seeder.close()
+        drop_database(db)
+    return {
+        "scale": rows, "rate": args.rate, "seconds": args.seconds,
+        "vectors_embedded": seeder.embedded,
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
+        "load_avg": os.getloadavg(),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.rate is None:
+        args.rate = 20.0 if args.scale else 50.0
+    if args.scale:
+        return await scale(args)
+    run = f"{int(time.time())}"
+    db = f"bench_query_{run}"
+    url = create_database(db)
+    settings = run_settings(run, url, args.embedder)
     worker = None
     try:
         print(f"seeding {args.users} users x {args.memories} memories ...", file=sys.stderr)
@@ -209,10 +289,17 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--memories", type=int, default=100)
-    ap.add_argument("--rate", type=float, default=50.0)
+    ap.add_argument("--rate", type=float, default=None, help="requests/s (50; --scale: 20)")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--settle", type=float, default=8.0, help="seconds for the worker to join")
     ap.add_argument("--embedder", choices=["none", "local"], default="none")
     ap.add_argument("--cold", action="store_true",
                     help="measure from the worker's start (20 warm-up requests, not one per user)")
+    ap.add_argument("--scale", action="store_true",
+                    help="the scale curve: one user, cubes of each of --sizes (query_scale.py)")
+    ap.add_argument("--sizes", default="1000,10000,100000", help="memories per cube (--scale)")
+    ap.add_argument("--embedders", default="none,local",
+                    help="the workers measured at each size (--scale)")
+    ap.add_argument("--warm-limit", type=float, default=600.0,
+                    help="longest warm-up per size (--scale), seconds")
     print(json.dumps(asyncio.run(main(ap.parse_args()))))

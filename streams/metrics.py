@@ -146,6 +146,14 @@ PROVIDER_CALLS = Counter(
     "memstream_provider_requests_total", "Provider calls, by provider and operation.",
     ["provider", "operation"],
 )
+SCOPE_MEMORIES = Gauge(
+    "memstream_scope_cache_memories",
+    "Memories of the built-in provider's scopes this worker holds (indexed in memory).",
+)
+VECTOR_GRAPHS_BUILDING = Gauge(
+    "memstream_vector_graphs_building",
+    "Vector graphs of large scopes this worker is building (scanned exactly meanwhile).",
+)
 MODEL_TOKENS = Counter(
     "memstream_model_tokens_total",
     "Model tokens, by purpose (judge, conflict, summary) and direction (in, out).",

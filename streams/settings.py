@@ -464,6 +464,14 @@ class QuerySettings(BaseModel):
         0.6, ge=0, le=1, description="Largest share of the budget for `user_profile`."
     )
     pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
+    scope_cache_memories: int = Field(
+        200_000, ge=1, description=(
+            "Memories of the built-in provider's scopes a worker holds in memory, indexed, "
+            "with their rows (the least recently searched scopes go first; one scope larger "
+            "than this is still held alone). Measured: about 330 MB of a worker's memory per "
+            "100,000 memories held lexical, about 790 MB with the local embedder's vectors "
+            "and graphs (docs/benchmarks.md, query at scale)."),
+    )
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."
     )
@@ -578,6 +586,13 @@ class EmbeddingSettings(BaseModel):
     api_key: SecretStr | None = Field(None, description="API key (kind openai).")
     dim: int = Field(1536, ge=1, description="Vector size of the endpoint's model (kind openai).")
     timeout_s: float = Field(10.0, gt=0, description="Request timeout (kind openai).")
+    ann_min_vectors: int = Field(
+        20_000, ge=0, description=(
+            "A memory scope with at least this many vectors gets an approximate "
+            "nearest-neighbour graph (HNSW), built in a thread once a worker holds the scope; "
+            "smaller scopes, and all scopes while their graph is built, are scanned exactly. "
+            "0 turns the graphs off (docs/retrieval.md)."),
+    )
 
 
 class ErasureSettings(BaseModel):

@@ -170,10 +170,14 @@ class Runtime:
         # it spinning: with the event loop, the database and Kafka on the same cores,
         # one thread is faster (measured: docs/retrieval.md)
         limit_blas_threads(1)
-        r = s.ranking
-        builtin = BuiltinProvider(self.engine, embedder=self.embedder, weights=FusionWeights(
-            dense=r.dense_weight, lexical=round(1 - r.dense_weight, 6),
-            neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight))
+        r, held = s.ranking, s.query.scope_cache_memories
+        builtin = BuiltinProvider(
+            self.engine, embedder=self.embedder,
+            weights=FusionWeights(
+                dense=r.dense_weight, lexical=round(1 - r.dense_weight, 6),
+                neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight),
+            ann_min_vectors=s.embedding.ann_min_vectors,
+            vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held)
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:

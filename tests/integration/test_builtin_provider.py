@@ -230,9 +230,13 @@ async def test_dense_cache_follows_writes_and_expiries(engine: AsyncEngine) -> N
     assert bike not in {m.id for m in await p.search(ALICE, request("transport?"))}
 
 
-async def test_a_query_reads_only_the_postings_of_its_terms(engine: AsyncEngine) -> None:
-    p = BuiltinProvider(engine)
-    await p.add(ALICE, USER_CUBE, [fact(f"note {i} about topic{i % 7} and gardening", f"n{i}")
+async def test_a_scope_is_read_once_then_searched_from_the_worker(engine: AsyncEngine) -> None:
+    """The first search loads the scope's rows (within the scope) and indexes their text:
+    no posting of a word is read; subject terms, which no text holds, are read by name.
+    The scope held, a search reads the statistics and the rows of its picks, no more."""
+    p = BuiltinProvider(engine, row_cache_rows=0)
+    await p.add(ALICE, USER_CUBE, [fact(f"note {i} about topic{i % 7} and gardening", f"n{i}",
+                                        subjects=("§hobby",) if i == 3 else ())
                                    for i in range(40)])
     await p.add(Scope("globex", "alice", "helper"), USER_CUBE,
                 [fact("gardening tips from another tenant", "x1")])
@@ -240,24 +244,29 @@ async def test_a_query_reads_only_the_postings_of_its_terms(engine: AsyncEngine)
     with statements(engine) as seen:
         got = await p.search(ALICE, request("Which gardening topic3 notes?", top_k=5))
     assert got and all("topic3" in m.content for m in got[:3])
-
-    posting_reads = [(s, prm) for s, prm in seen if "memory_term" in s]
-    assert len(posting_reads) == 1
-    statement, params = posting_reads[0]
-    values = list(params.values()) if isinstance(params, dict) else list(params)
-    terms = {v for v in values if isinstance(v, str)}
-    assert terms == {"garden", "topic3", "note"}  # stemmed query terms, nothing else
-    assert " IN " in statement.upper()
+    assert [s for s, _ in seen if "memory_term" in s] == []
     for s, _ in seen:  # every read of memory rows is by primary key or within the scope
         if "FROM memory " in s or "FROM memory\n" in s:
             assert "memory.id IN" in s or "memory.scope_id = " in s
 
-    # the scope is held now: the same search reads the statistics and nothing else
     with statements(engine) as again:
         assert [m.id for m in await p.search(ALICE, request("Which gardening topic3 notes?",
                                                             top_k=5))] == [m.id for m in got]
-    assert [s for s, _ in again if "memory_term" in s or "FROM memory " in s
-            or "FROM memory\n" in s] == []
+    assert [s for s, _ in again if "memory_term" in s] == []
+    assert all("memory.id IN" in s for s, _ in again if "FROM memory " in s
+               or "FROM memory\n" in s)  # the picks' rows (no row cache here), nothing else
+
+    with statements(engine) as subject:
+        found = await p.search(ALICE, request("anything", subjects=("§hobby",), top_k=5))
+    assert [m.content for m in found] == ["note 3 about topic3 and gardening"]
+    posting_reads = [(s, prm) for s, prm in subject if "memory_term" in s]
+    assert len(posting_reads) == 1
+    values = posting_reads[0][1]
+    values = list(values.values()) if isinstance(values, dict) else list(values)
+    assert {v for v in values if isinstance(v, str)} == {"§hobby"}  # the subject, no word
+    with statements(engine) as held:
+        await p.search(ALICE, request("anything", subjects=("§hobby",), top_k=5))
+    assert [s for s, _ in held if "memory_term" in s] == []
 
 
 async def test_chinese_text_without_spaces_is_found(engine: AsyncEngine) -> None:
@@ -401,7 +410,7 @@ async def test_a_version_bump_reads_only_what_changed(engine: AsyncEngine) -> No
     ids = (await p.add(ALICE, USER_CUBE, turns(1, 40))).ids
     await results(p)  # holds the scope: rows, vectors and the queries' postings
     last = max(int(i) for i in ids)
-    new = (await p.add(ALICE, USER_CUBE, turns(2, 3))).ids
+    await p.add(ALICE, USER_CUBE, turns(2, 3))
 
     with statements(engine) as seen:
         await results(p)
@@ -414,10 +423,18 @@ async def test_a_version_bump_reads_only_what_changed(engine: AsyncEngine) -> No
     memory_reads = [s for s, _ in seen if "FROM memory " in s or "FROM memory\n" in s]
     assert memory_reads and all("memory.id > " in s or "memory.id IN" in s
                                 for s in memory_reads)
+    # their words are indexed from their text; no subject term is held, so no posting read
+    assert [s for s, _ in seen if "FROM memory_term" in s] == []
+    await p.search(ALICE, request("garden", subjects=("§hobby",)))  # now one is held
+    newer = (await p.add(ALICE, USER_CUBE, [fact("Alice paints", "p1", subjects=("§hobby",))])).ids
+    with statements(engine) as seen:
+        assert [m.id for m in await p.search(ALICE, request("x", subjects=("§hobby",),
+                                                            keyword_only=True))] == newer
     term_reads = [prm for s, prm in seen if "FROM memory_term" in s]
-    assert len(term_reads) == 1  # the new memories' postings of the held terms, by id
+    assert len(term_reads) == 1  # the new memories' postings of the held subject, by id
     values = term_reads[0].values() if isinstance(term_reads[0], dict) else term_reads[0]
-    assert {int(i) for i in new} <= {v for v in values if isinstance(v, int)}
+    assert {int(i) for i in newer} <= {v for v in values if isinstance(v, int)}
+    assert "§hobby" in set(values)
 
     await p.expire(ALICE, USER_CUBE, [ids[5]], superseded_by=None)
     with statements(engine) as seen:
@@ -490,3 +507,57 @@ async def test_calls_are_counted_in_the_provider_metrics(engine: AsyncEngine) ->
         await p.add(ALICE, "agent_someone_else", [fact("sneaky", "e2")])
     assert sample("memstream_provider_failures_total", provider="mysql", operation="add",
                   error="PermanentProviderError") == failed + 1
+
+
+async def test_the_scopes_held_stay_within_the_limit_the_least_recently_searched_first(
+    engine: AsyncEngine,
+) -> None:
+    """``vector_cache_rows`` (the worker's ``scope_cache_memories``) bounds the memories
+    of the scopes held: a scope that does not fit pushes out the least recently searched
+    one, which is read again when it is searched next; the gauge counts what is held."""
+    bob = Scope("acme", "bob", "helper")
+    p = BuiltinProvider(engine, vector_cache_rows=50, row_cache_rows=0)
+    for who in (ALICE, bob):
+        await p.add(who, USER_CUBE, [fact(f"{who.user_id} note {i} about gardening",
+                                          f"{who.user_id}-{i}") for i in range(30)])
+
+    await p.search(ALICE, request("gardening"))
+    assert (p.cache.full_loads, sample("memstream_scope_cache_memories")) == (1, 30)
+    await p.search(bob, request("gardening"))  # 60 > 50: Alice's scope goes
+    assert (p.cache.full_loads, sample("memstream_scope_cache_memories")) == (2, 30)
+    await p.search(bob, request("gardening"))
+    assert p.cache.full_loads == 2  # held
+    found = await p.search(ALICE, request("gardening"))
+    assert p.cache.full_loads == 3  # read again
+    assert found and all(m.content.startswith("alice") for m in found)
+
+
+async def test_a_search_given_up_while_its_scope_loads_leaves_the_load_to_finish(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query's deadline cancels its search, never the load of a scope: a scope too large
+    to load within one deadline is loaded once, and the next search finds it held."""
+    p = BuiltinProvider(engine)
+    await p.add(ALICE, USER_CUBE, [fact(f"note {i} about gardening", f"n{i}") for i in range(30)])
+    loading, go_on = asyncio.Event(), asyncio.Event()
+    load = p.cache._load
+
+    async def slow_load(conn: Any, stats: Any) -> Any:
+        loading.set()
+        await go_on.wait()
+        return await load(conn, stats)
+
+    monkeypatch.setattr(p.cache, "_load", slow_load)
+    search = asyncio.create_task(p.search(ALICE, request("gardening")))
+    await asyncio.wait_for(loading.wait(), 5)
+    search.cancel()  # the deadline
+    with pytest.raises(asyncio.CancelledError):
+        await search
+    go_on.set()
+    for _ in range(100):
+        if p.cache.full_loads:
+            break
+        await asyncio.sleep(0.05)
+    assert p.cache.full_loads == 1
+    assert await p.search(ALICE, request("gardening"))
+    assert p.cache.full_loads == 1  # held: not loaded again

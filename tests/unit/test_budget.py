@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -7,7 +8,7 @@ from typing import Any
 import pytest
 
 from streams.memory.model import USER_CUBE, StoredMemory, agent_cube
-from streams.query.rules.budget import filter_and_trim, pack_budget
+from streams.query.rules.budget import count_lines, filter_and_trim, pack_budget
 from streams.tokens import TokenCounter
 
 AGENT = agent_cube("helper")
@@ -132,3 +133,20 @@ def test_a_fact_restating_turns_already_shown_costs_no_tokens() -> None:
     # ranked above its turn, the fact is shown: nothing is known to cover it yet
     first = pack_budget([replace(restated, score=0.95), turn], count=words)
     assert [m.id for m in first.included] == ["f", "e"]
+
+
+LINES = [
+    "[2024-03-01]", "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: Wow, that's cool!", "ok.", "x:", "Did you see it?!", "(note 42).", "--", "a",
+    "我喜欢在周末去爬山。", "emoji 😀 at the end 😀", "tab\tinside", "100,000 memories", "'quoted'",
+    "[2023-05-08] The user likes coffee in Lisbon and mentioned wine (note 7).", "...",
+]
+
+
+def test_lines_counted_one_by_one_make_the_count_of_the_block() -> None:
+    count = TokenCounter()
+    rng = random.Random(5)
+    for _ in range(400):
+        lines = [rng.choice(LINES) for _ in range(rng.randint(1, 12))]
+        assert count_lines(lines, count) == count("\n".join(lines))
+    assert count_lines([], count) == 0

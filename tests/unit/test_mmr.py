@@ -6,13 +6,13 @@ import pytest
 
 from streams.memory.rules.mmr import (
     Scored,
-    WordIds,
     jaccard,
     jaccard_matrix,
     jaccard_of_ids,
     mmr,
     similarity_matrix,
     token_set,
+    word_ids,
 )
 
 
@@ -89,10 +89,6 @@ def test_the_jaccard_of_word_ids_is_the_jaccard_of_words() -> None:
     rng = random.Random(11)
     words = [f"w{i}" for i in range(30)]
     sets = [token_set(" ".join(rng.sample(words, rng.randint(0, 8)))) for _ in range(50)]
-    table = WordIds()
-    assert jaccard_of_ids([table.of(s) for s in sets]).tolist() == jaccard_matrix(sets).tolist()
-    assert jaccard_of_ids([table.of(frozenset())] * 2).tolist() == [[1.0, 1.0], [1.0, 1.0]]
-    small = WordIds(limit=5)
-    small.of(frozenset(words[:4]))
-    small.of(frozenset(words[4:8]))  # more than the limit: a new table
-    assert small.generation == 1
+    assert jaccard_of_ids([word_ids(s) for s in sets]).tolist() == jaccard_matrix(sets).tolist()
+    assert jaccard_of_ids([word_ids(frozenset())] * 2).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert len(word_ids(frozenset(words))) == len(words)

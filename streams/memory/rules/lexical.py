@@ -21,6 +21,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -82,10 +83,12 @@ def _cvc(s: str) -> bool:
     )
 
 
+@lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A light stemmer: ``paintings`` -> ``paint``, ``hoped`` -> ``hope``, ``cities`` -> ``city``.
 
     Words of up to three letters and anything containing a digit stay as they are.
+    Memoised: a scope's memories are tokenized when a worker loads it, and words repeat.
     """
     w = word
     if len(w) <= 3 or not w.isalpha():
@@ -223,7 +226,8 @@ def bm25_arrays(
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     every = np.concatenate(ids)
     uniq, first, inverse = np.unique(every, return_index=True, return_inverse=True)
-    scores = np.zeros(len(uniq), dtype=np.float64)
-    np.add.at(scores, inverse, np.concatenate(parts))  # in order: as the dict adds them
+    # bincount adds each id's parts in their order, as the dict does (and add.at, slower)
+    scores = np.asarray(np.bincount(inverse, weights=np.concatenate(parts), minlength=len(uniq)),
+                        dtype=np.float64)
     order = np.argsort(first, kind="stable")
     return uniq[order], scores[order]

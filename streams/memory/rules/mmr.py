@@ -87,22 +87,11 @@ def jaccard_matrix(sets: Sequence[frozenset[str]]) -> npt.NDArray[np.float64]:
     return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
 
 
-class WordIds:
-    """Words as integers, for :func:`jaccard_of_ids`. The table is process-local and is
-    cleared (``generation`` moves on) when it holds more than ``limit`` words; ids
-    of an older generation must not be mixed with new ones."""
-
-    def __init__(self, limit: int = 1_000_000) -> None:
-        self.limit = limit
-        self.generation = 0
-        self._ids: dict[str, int] = {}
-
-    def of(self, words: frozenset[str]) -> npt.NDArray[np.int64]:
-        if len(self._ids) + len(words) > self.limit:
-            self._ids.clear()
-            self.generation += 1
-        ids = self._ids
-        return np.array([ids.setdefault(w, len(ids)) for w in words], dtype=np.int64)
+def word_ids(words: frozenset[str]) -> npt.NDArray[np.int64]:
+    """The words as distinct integers for :func:`jaccard_of_ids`: their hashes, which
+    are the same for the same word within one process (64-bit: a collision of two
+    words is as good as impossible)."""
+    return np.unique(np.fromiter((hash(w) for w in words), np.int64, len(words)))
 
 
 def jaccard_of_ids(sets: Sequence[npt.NDArray[np.int64]]) -> npt.NDArray[np.float64]:

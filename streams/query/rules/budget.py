@@ -71,9 +71,20 @@ def _first_time(ms: Sequence[StoredMemory]) -> datetime | None:
     return min(times) if times else None
 
 
+def count_lines(lines: Sequence[str], count: CountTokens) -> int:
+    """The tokens of ``"\n".join(lines)``, counted line by line (each with its newline),
+    so that the counts of lines seen before are reused. Exact for tiktoken's
+    encodings when no line starts or ends with whitespace: their pre-tokenizer
+    never joins the text of one line with the next (a newline ends a piece or is
+    one), and BPE merges only within a piece."""
+    if not lines:
+        return 0
+    return sum(count(line + "\n") for line in lines[:-1]) + count(lines[-1])
+
+
 def _pack_block(
     memories: Sequence[StoredMemory], limit: int, count: CountTokens
-) -> tuple[str, list[StoredMemory]]:
+) -> tuple[list[str], list[StoredMemory]]:
     """Choose by score within ``limit`` tokens; render facts, then dated session blocks."""
     used = 0
     facts: list[StoredMemory] = []
@@ -108,7 +119,7 @@ def _pack_block(
         lines.append(f"[{_date(_first_time(block))}]")
         lines.extend(_one_line(x.content) for x in turns)
     chosen = {id(m) for m in facts} | {id(m) for b in sessions.values() for m in b}
-    return "\n".join(lines), [m for m in memories if id(m) in chosen]
+    return lines, [m for m in memories if id(m) in chosen]
 
 
 def pack_budget(
@@ -126,9 +137,10 @@ def pack_budget(
     ranked = sorted(memories, key=lambda m: m.score, reverse=True)
     user = [m for m in ranked if m.cube == USER_CUBE]
     agent = [m for m in ranked if m.cube != USER_CUBE]
-    user_text, user_in = _pack_block(user, int(budget_tokens * user_share), count)
-    user_tokens = count(user_text) if user_text else 0
-    agent_text, agent_in = _pack_block(agent, budget_tokens - user_tokens, count)
-    agent_tokens = count(agent_text) if agent_text else 0
+    user_lines, user_in = _pack_block(user, int(budget_tokens * user_share), count)
+    user_tokens = count_lines(user_lines, count)
+    agent_lines, agent_in = _pack_block(agent, budget_tokens - user_tokens, count)
+    agent_tokens = count_lines(agent_lines, count)
     included = sorted(user_in + agent_in, key=lambda m: m.score, reverse=True)
-    return Packed(user_text, agent_text, user_tokens + agent_tokens, included)
+    return Packed("\n".join(user_lines), "\n".join(agent_lines), user_tokens + agent_tokens,
+                  included)

@@ -51,13 +51,14 @@ from streams.memory.provider import (
     WriteResult,
 )
 from streams.memory.providers.builtin.erase import Eraser, Record
+from streams.memory.providers.builtin.row_cache import MemoryCache
 from streams.memory.providers.builtin.rows import (
     Vector,
     as_provider_error,
     content_hash,
     stored,
 )
-from streams.memory.providers.builtin.scope_cache import MemoryCache, ScopeCache
+from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.memory.providers.builtin.search import Search
 from streams.memory.providers.builtin.writes import Writes, prepare
 from streams.memory.rules.fusion import FusionWeights
@@ -80,8 +81,9 @@ class BuiltinProvider:
         candidates: int = 200,
         mmr_lambda: float = 0.7,
         vector_cache_rows: int = 200_000,
-        cache_postings: int = 2_000_000,
-        row_cache_rows: int = 50_000,
+        cache_postings: int = 4_000_000,
+        row_cache_rows: int = 200_000,
+        ann_min_vectors: int = 0,
         clock: Callable[[], datetime] = naive_utc_now,
     ) -> None:
         self.engine = engine
@@ -90,7 +92,8 @@ class BuiltinProvider:
         model = (self.embedder.name, self.embedder.dim) if self.embedder is not None else None
         self.memories = MemoryCache(row_cache_rows)
         self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
-                                max_postings=cache_postings, seed=self.memories.put)
+                                max_postings=cache_postings, rows=self.memories,
+                                ann_min_vectors=ann_min_vectors)
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)

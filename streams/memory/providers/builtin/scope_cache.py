@@ -1,17 +1,21 @@
-"""What a worker keeps of a memory scope between searches, and how it stays exact.
+"""The scopes a worker holds between searches, and how each stays exact.
 
-A :class:`ScopeState` holds, for one scope at one version, every valid memory's
-place (session, order, speaker), type and kind, its vector when an embedder is
-configured, and the postings of the terms searches asked for. Writes of a
-scope are serialised and bump its version (:mod:`.writes`), so the
+A scope is held as a :class:`~.scope_state.ScopeState` (its memories' places,
+word sets, vectors and lexical index), so a search reads no posting and no
+memory text from the database once the scope is held, whatever its size.
+Writes of a scope are serialised and bump its version (:mod:`.writes`), so the
 ids of a scope's memories grow in commit order. A stale state is therefore
 brought forward by reading only what changed:
 
 - memories with an id above the highest one the state knows, still valid:
-  their rows, vectors and postings (primary-key or scope-bounded ranges);
+  their rows (indexed as they come), vectors and subject postings
+  (primary-key or scope-bounded ranges);
 - memories the state holds that were expired since. Their number is exact —
   ``doc_count`` then + valid new memories − ``doc_count`` now — so they are
-  looked up only when it is not zero (expiries are rare).
+  looked up only when it is not zero (expiries are rare). They leave every
+  structure at once, but their postings lazily: they are masked out of each
+  term as a search reads it (:meth:`ScopeState.postings_of`), and the index is
+  rebuilt without them when enough have gathered.
 
 Reads of one refresh share a snapshot on MySQL (REPEATABLE READ); elsewhere
 the version is read again afterwards and the refresh repeated if a write
@@ -23,13 +27,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeAlias
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.memory import (
@@ -38,114 +41,14 @@ from streams.adapters.db.schema.memory import (
     memory_scope_stats,
     memory_term,
 )
-from streams.memory.model import StoredMemory
-from streams.memory.providers.builtin.rows import DbRow, Vector, stored
-from streams.memory.rules.fusion import speaker_of
-from streams.memory.rules.lexical import PostingArrays
-from streams.memory.rules.mmr import WordIds, token_set
+from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
+from streams.memory.providers.builtin.row_cache import Cached, MemoryCache
+from streams.memory.providers.builtin.rows import DbRow
+from streams.memory.providers.builtin.scope_state import Postings, ScopeState
+from streams.metrics import SCOPE_MEMORIES, VECTOR_GRAPHS_BUILDING
 
-Ids = npt.NDArray[np.int64]
-Floats = npt.NDArray[np.float64]
-_EMPTY_IDS: Ids = np.zeros(0, dtype=np.int64)
-_EMPTY: Floats = np.zeros(0, dtype=np.float64)
 _CHUNK = 1000  # ids per IN (...) list
-HEAD_CHARS = 80  # enough of a memory's text to find its speaker
-
-
-# one term's postings in a scope, by ascending memory id: (ids, tf, doc_len), a plain
-# tuple of arrays, which the garbage collector does not track
-Postings: TypeAlias = PostingArrays
-
-
-@dataclass
-class ScopeState:
-    scope_id: int
-    version: int
-    doc_count: int
-    total_len: int
-    last_id: int  # highest memory id seen; every later memory of the scope is newer
-    # per memory (session, seq, speaker) as a plain tuple, which the garbage collector
-    # stops tracking (it keeps tracking a tuple subclass such as Position)
-    positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
-    types: dict[str, str] = field(default_factory=dict)
-    episodes: set[str] = field(default_factory=set)  # the others are facts
-    slots: dict[tuple[str, int], str] = field(default_factory=dict)
-    vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
-    vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
-    vec_index: dict[str, int] = field(default_factory=dict)
-    terms: dict[str, Postings] = field(default_factory=dict)
-    _buf: Vector | None = None
-
-    @property
-    def matrix(self) -> Vector:
-        assert self._buf is not None
-        return self._buf[: len(self.vec_keys)]
-
-    @property
-    def postings(self) -> int:
-        return sum(len(p[0]) for p in self.terms.values())
-
-    def add_rows(self, rows: Sequence[DbRow], full: bool) -> None:
-        """Memories as whole rows, or with their first ``HEAD_CHARS`` as ``head``."""
-        for r in rows:
-            k = str(r.id)
-            head = r.content[:HEAD_CHARS] if full else r.head
-            p = (r.session_key, int(r.seq), speaker_of(head))
-            self.positions[k] = p
-            self.types[k] = str(r.type)
-            if r.kind == "episode":
-                self.episodes.add(k)
-            if p[0] is not None:
-                self.slots[(p[0], p[1])] = k
-            self.last_id = max(self.last_id, int(r.id))
-
-    def add_vectors(self, keys: list[str], vectors: Vector) -> None:
-        """Append rows (ids above every held one, so the order stays ascending)."""
-        assert self._buf is not None
-        n, need = len(self.vec_keys), len(self.vec_keys) + len(keys)
-        if need > len(self._buf):
-            grown = np.empty((max(need, 2 * len(self._buf), 16), self._buf.shape[1]), np.float32)
-            grown[:n] = self._buf[:n]
-            self._buf = grown
-        self._buf[n:need] = vectors
-        for i, k in enumerate(keys, start=n):
-            self.vec_index[k] = i
-        self.vec_keys.extend(keys)
-        self.vec_ids = np.concatenate([self.vec_ids, np.array([int(k) for k in keys], np.int64)])
-
-    def add_postings(self, rows: Sequence[DbRow]) -> None:
-        """New postings (ids above the held ones) of the terms already held."""
-        by_term: dict[str, list[DbRow]] = {}
-        for r in rows:
-            if r.term in self.terms:
-                by_term.setdefault(r.term, []).append(r)
-        for term, new in by_term.items():
-            new.sort(key=lambda r: int(r.memory_id))
-            ids, tf, dl = self.terms[term]
-            self.terms[term] = (
-                np.concatenate([ids, np.array([int(r.memory_id) for r in new], np.int64)]),
-                np.concatenate([tf, np.array([float(r.tf) for r in new])]),
-                np.concatenate([dl, np.array([float(r.doc_len) for r in new])]))
-
-    def drop(self, gone: set[str]) -> None:
-        """Forget memories that were expired."""
-        for k in gone:
-            session, seq, _ = self.positions.pop(k)
-            self.types.pop(k, None)
-            self.episodes.discard(k)
-            if session is not None:
-                self.slots.pop((session, seq), None)
-        if self._buf is not None and any(k in self.vec_index for k in gone):
-            keep = [i for i, k in enumerate(self.vec_keys) if k not in gone]
-            self._buf = np.ascontiguousarray(self.matrix[keep])
-            self.vec_keys = [self.vec_keys[i] for i in keep]
-            self.vec_ids = self.vec_ids[keep]
-            self.vec_index = {k: i for i, k in enumerate(self.vec_keys)}
-        ints = np.array(sorted(int(k) for k in gone), dtype=np.int64)
-        for term, (ids, tf, dl) in list(self.terms.items()):
-            mask = ~np.isin(ids, ints)
-            if not mask.all():
-                self.terms[term] = (ids[mask], tf[mask], dl[mask])
+BUILD_OFF_LOOP = 2_000  # memories indexed in a worker thread, not on the event loop
 
 
 @dataclass
@@ -153,7 +56,8 @@ class _Delta:
     stats: DbRow
     rows: list[DbRow]
     vectors: list[DbRow]
-    postings: list[DbRow] | None  # None: not read (no terms were held then)
+    postings: list[DbRow]  # of the subject terms held when they were read
+    subjects: set[str]
     gone: set[str]
 
 
@@ -161,13 +65,18 @@ class ScopeCache:
     """Scope states of one worker, least recently used dropped beyond the limits."""
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
-                 max_rows: int = 200_000, max_postings: int = 2_000_000,
-                 seed: Callable[[Sequence[DbRow]], None] | None = None) -> None:
-        """``seed``: handed the whole rows of the memories a refresh finds (the memory
-        cache), which a refresh reads anyway."""
+                 max_rows: int = 200_000, max_postings: int = 4_000_000,
+                 rows: MemoryCache | None = None, ann_min_vectors: int = 0,
+                 ann_params: AnnParams = AnnParams()) -> None:  # noqa: B008
+        """``rows``: the memory cache, handed the whole rows that loads and refreshes
+        read anyway. A scope with at least ``ann_min_vectors`` vectors (0: none) gets
+        a graph of them (:mod:`.ann`), built in a thread once the scope is held."""
         self.engine = engine
         self.model = model
-        self.seed = seed
+        self.rows = rows
+        self.ann_min_vectors = ann_min_vectors
+        self.ann_params = ann_params
+        self._indexing: dict[int, asyncio.Task[None]] = {}
         self.max_rows = max_rows
         self.max_postings = max_postings
         self._states: OrderedDict[int, ScopeState] = OrderedDict()
@@ -211,14 +120,17 @@ class ScopeCache:
 
     async def fresh_on(self, conn: AsyncConnection, stats: DbRow) -> ScopeState | None:
         """:meth:`fresh` on the caller's connection, which read ``stats`` (the same
-        snapshot on MySQL); None when another caller is refreshing the scope: then
-        wait with :meth:`fresh`, after giving the connection back."""
+        snapshot on MySQL), for a held scope that is current or behind; None when the
+        scope is not held or another caller is refreshing it: then wait with
+        :meth:`fresh`, after giving the connection back. A whole load thus always runs
+        on its own: a caller that gives up (a query's deadline) never cancels it, so a
+        scope too large to load within one deadline is still loaded, once."""
         sid, version = int(stats.id), int(stats.version)
         held = self._states.get(sid)
         if held is not None and held.version >= version:
             self._states.move_to_end(sid)
             return held
-        if sid in self._inflight:
+        if held is None or sid in self._inflight:
             return None
         mine: asyncio.Future[ScopeState] = asyncio.get_running_loop().create_future()
         self._inflight[sid] = mine
@@ -281,26 +193,32 @@ class ScopeCache:
         s = memory_scope_stats.c
         return int((await conn.execute(select(s.version).where(s.id == sid))).scalar_one())
 
-    def _select(self, full: bool) -> Any:
-        """Whole rows (they go to the memory cache too), or what the state needs."""
-        if full:
-            return select(memory)
-        m = memory.c
-        return select(m.id, m.session_key, m.seq, m.type, m.kind,
-                      func.substr(m.content, 1, HEAD_CHARS).label("head"))
-
     async def _load(self, conn: AsyncConnection, stats: DbRow) -> ScopeState:
-        """Every valid memory of the scope (and its vector)."""
+        """Every valid memory of the scope (indexed in a worker thread when there are
+        many, so other searches go on meanwhile) and its vector; the rows go to the
+        memory cache too."""
         sid, m = int(stats.id), memory.c
-        rows = (await conn.execute(self._select(False).where(
+        rows = (await conn.execute(select(memory).where(
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
         st = ScopeState(sid, int(stats.version), int(stats.doc_count), int(stats.total_len), 0)
-        st.add_rows(rows, False)
+        if len(rows) >= BUILD_OFF_LOOP:
+            cached = await asyncio.to_thread(self._build, st, rows)
+        else:
+            cached = self._build(st, rows)
+        if self.rows is not None:
+            self.rows.keep(cached)
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             vecs = (await conn.execute(self._vectors(sid, 0))).all()
             self._add_vectors(st, [r for r in vecs if str(r.memory_id) in st.positions])
         return st
+
+    def _build(self, st: ScopeState, rows: Sequence[DbRow]) -> list[Cached]:
+        """Index ``rows`` into ``st``; the rows as the memory cache holds them."""
+        st.add_rows(rows)
+        if self.rows is None or self.rows.max_rows <= 0:
+            return []
+        return [Cached.of(r) for r in rows[-self.rows.max_rows:]]
 
     def _vectors(self, sid: int, above: int) -> Any:
         assert self.model is not None
@@ -319,7 +237,7 @@ class ScopeCache:
                      ) -> _Delta | None:
         """What changed since ``st``; None when a full load is the simpler way."""
         sid, m = st.scope_id, memory.c
-        rows = (await conn.execute(self._select(True).where(
+        rows = (await conn.execute(select(memory).where(
             m.scope_id == sid, m.id > st.last_id, m.valid_to.is_(None)).order_by(m.id))).all()
         expired = st.doc_count + len(rows) - int(stats.doc_count)
         if expired < 0 or expired > len(st.positions):
@@ -327,34 +245,33 @@ class ScopeCache:
         vectors: list[DbRow] = []
         if self.model is not None and rows:
             vectors = list((await conn.execute(self._vectors(sid, st.last_id))).all())
-        postings: list[DbRow] | None = None
-        if st.terms and rows:
-            postings = []
+        postings: list[DbRow] = []
+        subjects = set(st.subjects)
+        if subjects and rows:
             t = memory_term.c
             ids = [int(r.id) for r in rows]
             for i in range(0, len(ids), _CHUNK):
                 postings.extend((await conn.execute(
                     select(t.term, t.memory_id, t.tf, t.doc_len).where(
-                        t.memory_id.in_(ids[i : i + _CHUNK]), t.scope_id == sid))).all())
+                        t.memory_id.in_(ids[i : i + _CHUNK]), t.scope_id == sid,
+                        t.term.in_(sorted(subjects))))).all())
         gone: set[str] = set()
         if expired:
             q = select(m.id).where(m.scope_id == sid, m.id <= st.last_id, m.valid_to.is_not(None))
             gone = {k for r in await conn.execute(q) if (k := str(r.id)) in st.positions}
             if len(gone) != expired:
                 return None
-        return _Delta(stats, list(rows), vectors, postings, gone)
+        return _Delta(stats, list(rows), vectors, postings, subjects, gone)
 
     def _apply(self, st: ScopeState, d: _Delta) -> None:
         if d.gone:
             st.drop(d.gone)
-        st.add_rows(d.rows, True)
-        if self.seed is not None:
-            self.seed(d.rows)
+        st.add_rows(d.rows)
+        if self.rows is not None:
+            self.rows.put(d.rows)
         self._add_vectors(st, [r for r in d.vectors if str(r.memory_id) in st.positions])
-        if d.postings is not None:
-            st.add_postings(d.postings)
-        elif d.rows:
-            st.terms = {}  # terms were taken in while the new postings were not read
+        if d.rows:
+            st.add_postings(d.postings, d.subjects)
         st.version, st.doc_count = int(d.stats.version), int(d.stats.doc_count)
         st.total_len = int(d.stats.total_len)
 
@@ -362,6 +279,33 @@ class ScopeCache:
         self._states[st.scope_id] = st
         self._states.move_to_end(st.scope_id)
         self._account(st)
+        if (self.ann_min_vectors > 0 and st.ann is None and st.scope_id not in self._indexing
+                and len(st.vec_keys) >= self.ann_min_vectors):
+            task = asyncio.ensure_future(self._index(st))
+            self._indexing[st.scope_id] = task
+            VECTOR_GRAPHS_BUILDING.inc()
+
+            def done(_: asyncio.Task[None]) -> None:
+                self._indexing.pop(st.scope_id, None)
+                VECTOR_GRAPHS_BUILDING.dec()
+
+            task.add_done_callback(done)
+
+    async def _index(self, st: ScopeState) -> None:
+        """Build ``st``'s graph in a thread (searches use the exact product meanwhile),
+        then bring it up to the vectors added or dropped during the build."""
+        changes, keys = st.vec_changes, st.vec_ids
+        index = await asyncio.to_thread(VectorIndex.build, keys, st.matrix, self.ann_params)
+        if st.vec_changes != changes:
+            new = np.flatnonzero(~np.isin(st.vec_ids, keys))
+            index.add(st.vec_ids[new], st.matrix[new])
+            index.remove(keys[~np.isin(keys, st.vec_ids)])
+        st.ann = index
+
+    async def indexed(self) -> None:
+        """Wait for the graphs being built (tests, benchmarks)."""
+        while self._indexing:
+            await asyncio.gather(*self._indexing.values(), return_exceptions=True)
 
     def _account(self, st: ScopeState) -> None:
         """Update the totals for ``st``'s size, then drop the least recently used
@@ -377,125 +321,18 @@ class ScopeCache:
             rows, postings = self._weights.pop(sid)
             self._rows -= rows
             self._postings -= postings
+        SCOPE_MEMORIES.set(self._rows)
 
     def clear(self) -> None:
         """Drop every state (a refresh in flight finishes for its callers only)."""
         self._states.clear()
         self._weights.clear()
         self._rows = self._postings = 0
+        SCOPE_MEMORIES.set(0)
 
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
-        """Hold postings that were read at ``version``, if the state is at it."""
+        """Hold subject postings that were read at ``version``, if the state is at it."""
         if st.version != version or self._states.get(st.scope_id) is not st:
             return
-        if st.postings + sum(len(p[0]) for p in loaded.values()) > self.max_postings // 4:
-            st.terms = {}  # one scope never takes more than a quarter
-        st.terms.update(loaded)
+        st.keep(loaded)
         self._account(st)
-
-
-def postings_of(rows: Sequence[DbRow], terms: Sequence[str]) -> dict[str, Postings]:
-    """Rows of ``(term, memory_id, tf, doc_len)`` by term, every term present (maybe empty)."""
-    grouped: dict[str, list[DbRow]] = {t: [] for t in terms}
-    for r in rows:
-        grouped.setdefault(r.term, []).append(r)
-    out: dict[str, Postings] = {}
-    for term, rs in grouped.items():
-        if not rs:
-            out[term] = (_EMPTY_IDS, _EMPTY, _EMPTY)
-            continue
-        rs.sort(key=lambda r: int(r.memory_id))
-        out[term] = (np.array([int(r.memory_id) for r in rs], np.int64),
-                     np.array([float(r.tf) for r in rs]),
-                     np.array([float(r.doc_len) for r in rs]))
-    return out
-
-
-class Cached(NamedTuple):
-    """A valid memory as plain values (nothing for the garbage collector to follow)."""
-
-    id: int
-    content: str
-    fields: tuple[tuple[str, Any], ...]  # of the StoredMemory, metadata and score aside
-    metadata: tuple[tuple[str, Any], ...]
-
-    @classmethod
-    def of(cls, r: DbRow) -> Cached:
-        m = stored(r, 0.0)
-        fields = tuple((k, v) for k, v in m.__dict__.items() if k not in ("metadata", "score"))
-        return cls(int(r.id), m.content, fields, tuple(m.metadata.items()))
-
-    def memory(self, score: float) -> StoredMemory:
-        """The memory with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
-        Built field by field: ``dataclasses.replace`` would cost several times more."""
-        out = object.__new__(StoredMemory)
-        out.__dict__.update(self.fields, score=round(min(1.0, max(0.0, score)), 6),
-                            metadata=dict(self.metadata))
-        return out
-
-
-class MemoryCache:
-    """Memories by id. A valid memory never changes (an expiry is its only update), so
-    it may be served for as long as the memory is known to be valid. Also the word
-    ids of those a lexical MMR compared (:class:`~streams.memory.rules.mmr.WordIds`)."""
-
-    def __init__(self, max_rows: int = 50_000) -> None:
-        self.max_rows = max_rows
-        self.table = WordIds()
-        # plain tuples: the garbage collector stops tracking those (not a Cached)
-        self._items: OrderedDict[int, tuple[Any, ...]] = OrderedDict()
-        self._words: dict[int, tuple[int, npt.NDArray[np.int64]]] = {}
-
-    async def get(self, ids: Sequence[int],
-                  load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
-                  ) -> dict[int, Cached]:
-        found: dict[int, Cached] = {}
-        missing: list[int] = []
-        for i in ids:
-            c = self._items.get(i)
-            if c is None:
-                missing.append(i)
-            else:
-                self._items.move_to_end(i)
-                found[i] = Cached._make(c)
-        if missing:
-            loaded = [Cached.of(r) for r in await load(missing)]
-            found.update((c.id, c) for c in loaded)
-            self._keep(loaded)
-        return found
-
-    def clear(self) -> None:
-        self._items.clear()
-        self._words.clear()
-        self.table = WordIds()
-
-    def put(self, rows: Sequence[DbRow]) -> None:
-        """Hold these rows of valid memories."""
-        self._keep([Cached.of(r) for r in rows])
-
-    def words(self, items: Sequence[Cached]) -> list[npt.NDArray[np.int64]]:
-        """The word sets (:func:`~streams.memory.rules.mmr.token_set`) of ``items`` as ids of
-        one generation of the table."""
-        for _ in range(2):
-            generation = self.table.generation
-            out = []
-            for c in items:
-                held = self._words.get(c.id)
-                if held is None or held[0] != self.table.generation:
-                    held = (self.table.generation, self.table.of(token_set(c.content)))
-                    if c.id in self._items:
-                        self._words[c.id] = held
-                out.append(held[1])
-            if self.table.generation == generation:
-                break  # else the table was renewed meanwhile: once more, all of one age
-        return out
-
-    def _keep(self, items: Sequence[Cached]) -> None:
-        if self.max_rows <= 0:
-            return
-        for c in items:
-            self._items[c.id] = tuple(c)
-            self._items.move_to_end(c.id)
-        while len(self._items) > self.max_rows:
-            old, _ = self._items.popitem(last=False)
-            self._words.pop(old, None)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -31,15 +33,15 @@ from streams.adapters.db.schema.memory import (
 )
 from streams.memory.model import StoredMemory
 from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.row_cache import Cached, MemoryCache
 from streams.memory.providers.builtin.rows import DbRow, Vector, stored
-from streams.memory.providers.builtin.scope_cache import (
-    Cached,
+from streams.memory.providers.builtin.scope_cache import ScopeCache
+from streams.memory.providers.builtin.scope_state import (
     Floats,
     Ids,
-    MemoryCache,
     Postings,
-    ScopeCache,
     ScopeState,
+    is_subject,
     postings_of,
 )
 from streams.memory.rules.fusion import FusionWeights, Position, fuse
@@ -49,22 +51,15 @@ from streams.memory.rules.strength import strongest_first
 
 
 class Signal:
-    """One signal's scores over the searched scopes, in the order ``fuse`` would see them."""
+    """One signal's scores over the searched scopes, in the order ``fuse`` would see them.
+    Its work is numpy's, linear in the entries at most: no Python loop over them."""
 
-    def __init__(self, ids: Ids, values: Floats,
-                 where: Callable[[str], int | None] | None = None) -> None:
+    def __init__(self, ids: Ids, values: Floats) -> None:
         self.ids = ids
         self.values = values
-        self._where = where
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    def index(self, key: str) -> int | None:
-        if self._where is None:
-            table = dict(zip(self.ids.tolist(), range(len(self.ids)), strict=True))
-            self._where = lambda k: table.get(int(k))
-        return self._where(key)
 
     def only(self, keep: Callable[[str], bool]) -> Signal:
         """The entries whose id ``keep`` accepts."""
@@ -72,23 +67,59 @@ class Signal:
         return self if mask.all() else Signal(self.ids[mask], self.values[mask])
 
     def top(self, n: int) -> list[str]:
-        """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them."""
+        """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them
+        (ties in the signal's order): the ``n`` best by a partial selection, then only
+        those, and the ties at the cut, sorted."""
         if len(self) <= n:
             return [str(i) for i in self.ids.tolist()]
+        if n <= 0:
+            return []
         lo, hi = float(self.values.min()), float(self.values.max())
         norm = ((self.values - lo) / (hi - lo) if hi - lo > 1e-12
                 else np.ones_like(self.values))
-        best = np.argsort(-norm, kind="stable")[: max(n, 0)]
+        cut = np.partition(norm, len(norm) - n)[len(norm) - n]
+        near = np.flatnonzero(norm >= cut)  # the n best and any tied with the n-th
+        best = near[np.argsort(-norm[near], kind="stable")[:n]]
         return [str(i) for i in self.ids[best].tolist()]
 
     def restricted(self, keep: set[str]) -> dict[str, float]:
         """The entries of ``keep``, plus the lowest and highest (the normalisation range)."""
         if not len(self):
             return {}
-        found = {i for k in keep if (i := self.index(k)) is not None}
-        found |= {int(np.argmin(self.values)), int(np.argmax(self.values))}
-        at = sorted(found)
+        mask = member_of(self.ids, np.fromiter((int(k) for k in keep), np.int64, len(keep)))
+        mask[np.argmin(self.values)] = mask[np.argmax(self.values)] = True
+        at = np.flatnonzero(mask)
         return dict(zip(map(str, self.ids[at].tolist()), self.values[at].tolist(), strict=True))
+
+
+class NearSignal(Signal):
+    """The dense signal of a scope with a graph (:mod:`.ann`): the graph proposes the
+    best ``k`` and the farthest memory, the scope's vectors give their exact cosines,
+    and any other memory asked for (a lexical candidate, a neighbour) gets its exact
+    cosine too. Only memories the scope holds take part."""
+
+    def __init__(self, st: ScopeState, qvec: Vector, k: int) -> None:
+        assert st.ann is not None
+        self.st = st
+        self.qvec = qvec
+        found = np.unique(np.concatenate([st.ann.nearest(qvec, k), st.ann.farthest(qvec)]))
+        found = found[member_of(found, st.vec_ids, ascending=True)]  # held: valid
+        super().__init__(found, self.cosines(found))
+
+    def cosines(self, ids: Ids) -> Floats:
+        rows = [self.st.vec_index[str(i)] for i in ids.tolist()]
+        return np.asarray(self.st.matrix[rows] @ self.qvec, dtype=np.float64)
+
+    def only(self, keep: Callable[[str], bool]) -> Signal:
+        raise NotImplementedError("searches of some kinds scan every vector")
+
+    def restricted(self, keep: set[str]) -> dict[str, float]:
+        wanted = np.fromiter((int(k) for k in keep if k in self.st.vec_index), np.int64)
+        extra = np.setdiff1d(wanted, self.ids)
+        if len(extra):
+            return Signal(np.concatenate([self.ids, extra]),
+                          np.concatenate([self.values, self.cosines(extra)])).restricted(keep)
+        return super().restricted(keep)
 
 
 class Search:
@@ -114,7 +145,7 @@ class Search:
                 return []
             for s in stats:
                 if (st := await self.cache.fresh_on(conn, s)) is None:
-                    break  # another search is refreshing it: wait below, connection back
+                    break  # not held, or being refreshed: wait below, connection back
                 states.append(st)
             if len(states) == len(stats):
                 versions = {int(s.id): int(s.version) for s in stats}
@@ -139,21 +170,27 @@ class Search:
         per_scope: list[dict[str, float]] = []
         types: dict[str, str] = {}
         vectors: dict[str, Vector] = {}
+        words: dict[str, Ids] = {}
         for st in states:
-            scores, kinds, vecs = self._scored(request, st, postings, qvec)
+            scores, around = self._scored(request, st, postings, qvec)
             per_scope.append(scores)
-            types.update(kinds)
-            vectors.update(vecs)
+            types.update(around.types)
+            vectors.update(around.vectors)
+            words.update(around.words)
         return await self._choose(conn, scope, request, [int(s.id) for s in stats], per_scope,
-                                  types, vectors)
+                                  types, vectors, words)
 
     def _scored(self, request: SearchRequest, st: ScopeState,
                 postings: dict[int, dict[str, Postings]], qvec: Vector | None,
-                ) -> tuple[dict[str, float], dict[str, str], dict[str, Vector]]:
-        """One scope's fused scores, and the types and vectors of the memories scored."""
+                ) -> tuple[dict[str, float], Around]:
+        """One scope's fused scores, and what is known of the memories scored."""
         states = [st]
         lexical = self._lexical(states, postings, search_terms(request))
-        dense = self._dense(states, qvec) if qvec is not None else None
+        dense = None
+        if qvec is not None:  # a graph proposes for large scopes, not for kinds (all scanned)
+            dense = (NearSignal(st, qvec, self.candidates)
+                     if st.ann is not None and request.kinds is None
+                     else self._dense(states, qvec))
         if request.kinds is not None:
             wanted = of_kinds(states, request.kinds)
             lexical = lexical.only(wanted)
@@ -161,15 +198,16 @@ class Search:
         best = set(lexical.top(self.candidates))
         if dense is not None:
             best |= set(dense.top(self.candidates))
-        positions, types, vectors = self._around(states, best)
+        around = self._around(states, best)
+        positions = around.positions
         if request.kinds is not None:
             positions = {k: p for k, p in positions.items() if wanted(k)}
-            types = {k: t for k, t in types.items() if k in positions}
+            around.types = {k: t for k, t in around.types.items() if k in positions}
         keep = set(positions)
         scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
                       positions, query=request.query, weights=self.weights,
                       limit=self.candidates)
-        return scores, types, vectors
+        return scores, around
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
@@ -182,10 +220,12 @@ class Search:
 
     async def _terms(self, conn: AsyncConnection, states: list[ScopeState], terms: list[str],
                      versions: dict[int, int] | None) -> dict[int, dict[str, Postings]]:
-        """Each state's postings of ``terms``: held ones, the others read (and held when
-        read at the state's version)."""
-        out = {st.scope_id: {t: st.terms[t] for t in terms if t in st.terms} for st in states}
-        missing = {st.scope_id: [t for t in terms if t not in st.terms]
+        """Each state's postings of ``terms``: a state holds those of every word of its
+        memories; subject terms it does not hold yet are read (and held when read at
+        the state's version)."""
+        out = {st.scope_id: {t: p for t in terms if (p := st.postings_of(t)) is not None}
+               for st in states}
+        missing = {st.scope_id: [t for t in terms if t not in st.terms and is_subject(t)]
                    for st in states if st.doc_count > 0}
         missing = {sid: ts for sid, ts in missing.items() if ts}
         if not missing:
@@ -232,32 +272,20 @@ class Search:
     def _dense(states: list[ScopeState], qvec: Vector) -> Signal:
         ids: list[Ids] = []
         parts: list[Floats] = []
-        offsets: list[tuple[ScopeState, int]] = []
-        size = 0
         for st in states:
             if st.vec_keys:
-                offsets.append((st, size))
-                size += len(st.vec_keys)
                 ids.append(st.vec_ids)
                 parts.append((st.matrix @ qvec).astype(np.float64))
-
-        def where(k: str) -> int | None:
-            for st, offset in offsets:
-                if (i := st.vec_index.get(k)) is not None:
-                    return offset + i
-            return None
-
         if not ids:
-            return Signal(np.zeros(0, dtype=np.int64), np.zeros(0), where)
-        return Signal(np.concatenate(ids), np.concatenate(parts), where)
+            return Signal(np.zeros(0, dtype=np.int64), np.zeros(0))
+        return Signal(np.concatenate(ids), np.concatenate(parts))
 
     @staticmethod
-    def _around(states: list[ScopeState], best: set[str],
-                ) -> tuple[dict[str, Position], dict[str, str], dict[str, Vector]]:
-        """Positions, types and vectors of ``best`` and their session neighbours."""
-        positions: dict[str, Position] = {}
-        types: dict[str, str] = {}
-        vectors: dict[str, Vector] = {}
+    def _around(states: list[ScopeState], best: set[str]) -> Around:
+        """Positions, types, vectors and word sets of ``best`` and their session
+        neighbours."""
+        out = Around({}, {}, {}, {})
+        positions, types, vectors, words = out.positions, out.types, out.vectors, out.words
         for st in states:
             keep = {k for k in best if k in st.positions}
             for k in list(keep):
@@ -268,28 +296,24 @@ class Search:
             for k in keep:
                 positions[k] = Position._make(st.positions[k])
                 types[k] = st.types[k]
+                words[k] = np.frombuffer(st.words[k], np.int64)
                 if (i := st.vec_index.get(k)) is not None:
                     vectors[k] = st.matrix[i]
-        return positions, types, vectors
+        return out
 
     async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                       scope_ids: list[int], per_scope: list[dict[str, float]],
-                      types: dict[str, str], vectors: dict[str, Vector]) -> list[StoredMemory]:
-        """Each scope's pools' picks (MMR on the vectors, or on the words when a memory
-        has no vector), as memories with their scores, best first."""
+                      types: dict[str, str], vectors: dict[str, Vector],
+                      words: dict[str, Ids]) -> list[StoredMemory]:
+        """Each scope's pools' picks (MMR on the vectors, or on the word sets when a
+        memory has no vector, both held by the scope state), as memories with their
+        scores, best first: only the picks' rows are read."""
         pools = [pool for scores in per_scope for pool in pools_of(request, scores, types)]
         scores = {k: v for part in per_scope for k, v in part.items()}
         chosen: list[str] = []
-        if not request.dedup or all(k in vectors for ids, _ in pools for k in ids):
-            for ids, limit in pools:  # no text needed to choose
-                chosen += self._picks(request, ids, limit, scores, vectors, {})
-            found = await self._memories(conn, scope, scope_ids, chosen)
-        else:
-            found = await self._memories(conn, scope, scope_ids,
-                                         [k for ids, _ in pools for k in ids])
-            for ids, limit in pools:
-                chosen += self._picks(request, [k for k in ids if k in found], limit, scores,
-                                      {}, found)
+        for ids, limit in pools:
+            chosen += self._picks(request, ids, limit, scores, vectors, words)
+        found = await self._memories(conn, scope, scope_ids, chosen)
         out = [found[k].memory(scores[k]) for k in chosen if k in found]
         return sorted(out, key=lambda m: m.score, reverse=True)
 
@@ -319,11 +343,12 @@ class Search:
 
     def _picks(self, request: SearchRequest, ids: list[str], limit: int,
                scores: dict[str, float], vectors: dict[str, Vector],
-               found: dict[str, Cached]) -> list[str]:
+               words: dict[str, Ids]) -> list[str]:
         if not request.dedup or not ids:
             return ids[:limit]
-        matrix = (cosine_matrix(np.stack([vectors[k] for k in ids])) if vectors
-                  else jaccard_of_ids(self.memories.words([found[k] for k in ids])))
+        matrix = (cosine_matrix(np.stack([vectors[k] for k in ids]))
+                  if all(k in vectors for k in ids)
+                  else jaccard_of_ids([words[k] for k in ids]))
         order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
         return [ids[i] for i in order]
 
@@ -344,6 +369,28 @@ class Search:
             return {}
         found = await self.memories.get([int(k) for k in keys], load)
         return {str(i): c for i, c in found.items()}
+
+
+@dataclass
+class Around:
+    """What a scope state knows of a search's candidates and their neighbours."""
+
+    positions: dict[str, Position]
+    types: dict[str, str]
+    vectors: dict[str, Vector]
+    words: dict[str, Ids]  # word_ids of the text, for MMR without vectors
+
+
+def member_of(ids: Ids, wanted: Ids, *, ascending: bool = False) -> npt.NDArray[np.bool_]:
+    """``np.isin(ids, wanted)`` by a binary search of each id in ``wanted`` sorted (already,
+    when ``ascending``) instead of sorting both together: cheaper for a few ``wanted``
+    among many ids, or a few ids in many ``wanted`` held sorted."""
+    if not len(wanted):
+        return np.zeros(len(ids), dtype=bool)
+    if not ascending:
+        wanted = np.sort(wanted)
+    at = np.minimum(np.searchsorted(wanted, ids), len(wanted) - 1)
+    return np.asarray(wanted[at] == ids)
 
 
 def search_terms(request: SearchRequest) -> list[str]:

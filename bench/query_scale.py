@@ -1,0 +1,162 @@
+"""The query benchmark's scale mode: latency and memory as one user's cubes grow.
+
+One database, grown size by size: one user's ``user_profile`` cube and the
+agent's cube hold N memories each (``bench/scale_data.py``: the same N texts
+in both, so one embedding of them serves both cubes; memory ``i`` is the same
+at every size, so growing to the next size only adds). Their vectors are
+MiniLM's as far as they were embedded and cached, beyond that embedded ones
+with noise (``scale_data.scale_vectors``; ``vectors_embedded`` in the output). At each size a fresh
+worker per embedder (``none``: lexical; ``local``: dense + lexical, MiniLM)
+answers that user's questions sent open-loop at ``--rate`` through Kafka.
+Before the measurement the worker is warmed as a running service would be:
+one question of a user and an agent with no memories loads the libraries
+and the model (the worker's resident memory is read then, from ``/proc``),
+then one user's questions at 2/s until the worker reports both scopes held
+and no vector graph being built (its ``/metrics``), then 20 more. Resident
+memory is read again after the measurement: the difference per 100,000
+memories held is what a scope costs a worker. A reply with a warning (the
+long-term part missed its deadline) counts as degraded.
+
+    python bench/query.py --scale [--sizes 1000,10000,100000] [--rate 20]
+                          [--embedders none,local]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+from pydantic import SecretStr
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scale_data import scale_text, scale_vectors  # noqa: E402
+
+from streams.adapters.db.engine import create_engine  # noqa: E402
+from streams.adapters.db.migrate import upgrade  # noqa: E402
+from streams.adapters.embeddings.embedders import MODEL_NAME  # noqa: E402
+from streams.memory.model import MemoryCandidate, agent_cube  # noqa: E402
+from streams.memory.provider import Scope  # noqa: E402
+from streams.memory.providers.builtin.provider import BuiltinProvider  # noqa: E402
+from streams.settings import DatabaseSettings  # noqa: E402
+
+BATCH = 2000
+SCOPE = Scope("bench", "user-0", "agent-1")
+# one question of (user id, agent id); whether the reply was whole
+Ask = Callable[..., Awaitable[bool]]
+
+
+class Precomputed:
+    """The local model's vectors of the scale texts, from the cache of ``scale_data``."""
+
+    name = MODEL_NAME
+
+    def __init__(self, vectors: npt.NDArray[np.float32]) -> None:
+        self.vectors = vectors
+        self.dim = int(vectors.shape[1])
+        self.table: dict[str, int] = {}
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self.vectors[self.table[t]].tolist() for t in texts]
+
+
+class Seeder:
+    """The scale database, grown to each size in turn through the built-in provider."""
+
+    def __init__(self, url: str, largest: int, *, dense: bool) -> None:
+        self.engine = create_engine(DatabaseSettings(url=SecretStr(url)))
+        self.vectors, self.embedded = None, 0
+        if dense:
+            matrix, self.embedded = scale_vectors(largest)
+            self.vectors = Precomputed(matrix)
+        self.provider = BuiltinProvider(self.engine, embedder=self.vectors)
+        self.held = 0
+        self.migrated = False
+
+    async def grow(self, n: int) -> float:
+        """Memories ``held`` .. ``n`` of both cubes added; seconds taken."""
+        if not self.migrated:
+            await upgrade(self.engine)
+            self.migrated = True
+        start = time.perf_counter()
+        t0 = datetime(2025, 1, 1, tzinfo=UTC)
+        for cube, kind, scope in ((agent_cube("agent-1"), "skill", "agent"),
+                                  ("user_profile", "text", "user")):
+            for lo in range(self.held, n, BATCH):
+                texts = [scale_text("user", i) for i in range(lo, min(n, lo + BATCH))]
+                if self.vectors is not None:
+                    self.vectors.table = {t: lo + j for j, t in enumerate(texts)}
+                await self.provider.add(SCOPE, cube, [
+                    MemoryCandidate(content=t, type=kind, scope=scope,  # type: ignore[arg-type]
+                                    importance=0.5, event_time=t0 + timedelta(minutes=lo + j),
+                                    source_event_ids=(f"{cube}-e{lo + j}",))
+                    for j, t in enumerate(texts)])
+            print(f"  seeded {cube}: {n:,} memories ({time.perf_counter() - start:.0f} s)",
+                  file=sys.stderr, flush=True)
+        self.held = n
+        return time.perf_counter() - start
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(found.group(1)) / 1024 if found else 0.0
+
+
+async def gauges(port: int) -> dict[str, float]:
+    async with httpx.AsyncClient(timeout=5) as http:
+        text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    out = {}
+    for name in ("memstream_scope_cache_memories", "memstream_vector_graphs_building"):
+        found = re.search(rf"^{name} (\S+)$", text, re.M)
+        out[name] = float(found.group(1)) if found else 0.0
+    return out
+
+
+async def warm(ask: Ask, port: int, n: int, limit_s: float) -> float:
+    """Ask at 2/s until both scopes are held and no graph is being built, then 20 more;
+    seconds taken."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        await ask(SCOPE.user_id)
+        g = await gauges(port)
+        if (g["memstream_scope_cache_memories"] >= 2 * n
+                and g["memstream_vector_graphs_building"] == 0):
+            break
+        await asyncio.sleep(0.5)
+    for _ in range(20):
+        await ask(SCOPE.user_id)
+    return time.perf_counter() - start
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The curve as printed (and copied into docs/benchmarks.md)."""
+    lines = ["memories/cube  retrieval  p50 ms  p95 ms  p99 ms  degraded  rate/s  cpu ms/q  "
+             "warm s  MB/100k"]
+    for r in rows:
+        kind = "lexical" if r["embedder"] == "none" else "dense+lex"
+        lines.append(f"{r['memories_per_cube']:>13,}  {kind:>9}  {r['p50_ms']:>6}  "
+                     f"{r['p95_ms']:>6}  {r['p99_ms']:>6}  {r['errors']:>8}  "
+                     f"{r['achieved_rate']:>6}  {r['worker_cpu_ms_per_query']:>8}  "
+                     f"{r['warm_s']:>6}  {r['mb_per_100k']:>7}")
+    return "\n".join(lines)

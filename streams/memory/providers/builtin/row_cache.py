@@ -1,0 +1,103 @@
+"""The rows of valid memories a worker holds, so that a search reads only the rows of
+picks it does not hold (by primary key)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from sys import intern
+from typing import Any, NamedTuple
+
+from streams.memory.model import StoredMemory
+from streams.memory.providers.builtin.rows import DbRow, stored
+
+
+class Cached(NamedTuple):
+    """A valid memory as plain values (nothing for the garbage collector to follow), the
+    strings many memories share interned: about 0.7 kB a memory."""
+
+    id: int
+    content: str
+    cube: str
+    type: str
+    scope: str
+    importance: float
+    event_time: datetime | None
+    source_event_ids: tuple[str, ...]
+    kind: str
+    session: str | None
+    seq: int
+    user_id: str
+    agent_id: str
+    valid_from: str
+    created_at: str
+
+    @classmethod
+    def of(cls, r: DbRow) -> Cached:
+        m = stored(r, 0.0)
+        d = m.metadata
+        session = d["session"]
+        return cls(int(r.id), m.content, intern(m.cube), intern(m.type), intern(m.scope),
+                   m.importance, m.event_time, m.source_event_ids, intern(m.kind),
+                   intern(session) if isinstance(session, str) else None, int(r.seq),
+                   intern(str(d["user_id"])), intern(str(d["agent_id"])),
+                   intern(str(d["valid_from"])), intern(str(d["created_at"])))
+
+    def memory(self, score: float) -> StoredMemory:
+        """The memory with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
+        Built field by field: ``dataclasses.replace`` would cost several times more."""
+        out = object.__new__(StoredMemory)
+        out.__dict__.update(
+            id=str(self.id), content=self.content, cube=self.cube, type=self.type,
+            scope=self.scope, score=round(min(1.0, max(0.0, score)), 6),
+            importance=self.importance, event_time=self.event_time,
+            source_event_ids=self.source_event_ids, kind=self.kind,
+            metadata={"session": self.session, "seq": self.seq, "user_id": self.user_id,
+                      "agent_id": self.agent_id, "valid_from": self.valid_from,
+                      "valid_to": None, "superseded_by": None, "created_at": self.created_at})
+        return out
+
+
+class MemoryCache:
+    """Memories by id. A valid memory never changes (an expiry is its only update), so
+    it may be served for as long as the memory is known to be valid."""
+
+    def __init__(self, max_rows: int = 200_000) -> None:
+        self.max_rows = max_rows
+        # plain tuples: the garbage collector stops tracking those (not a Cached)
+        self._items: OrderedDict[int, tuple[Any, ...]] = OrderedDict()
+
+    async def get(self, ids: Sequence[int],
+                  load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
+                  ) -> dict[int, Cached]:
+        found: dict[int, Cached] = {}
+        missing: list[int] = []
+        for i in ids:
+            c = self._items.get(i)
+            if c is None:
+                missing.append(i)
+            else:
+                self._items.move_to_end(i)
+                found[i] = Cached._make(c)
+        if missing:
+            loaded = [Cached.of(r) for r in await load(missing)]
+            found.update((c.id, c) for c in loaded)
+            self.keep(loaded)
+        return found
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def put(self, rows: Sequence[DbRow]) -> None:
+        """Hold these rows of valid memories."""
+        self.keep([Cached.of(r) for r in rows])
+
+    def keep(self, items: Sequence[Cached]) -> None:
+        if self.max_rows <= 0:
+            return
+        for c in items[-self.max_rows:]:
+            self._items[c.id] = tuple(c)
+            self._items.move_to_end(c.id)
+        while len(self._items) > self.max_rows:
+            self._items.popitem(last=False)

@@ -1,0 +1,205 @@
+"""What a worker holds of one memory scope at one version.
+
+A :class:`ScopeState` holds every valid memory's place (session, order,
+speaker), type and kind, its word set (for MMR without an embedder), its
+vector when an embedder is configured (and, for large scopes, a graph of the
+vectors, :mod:`.ann`), and the scope's lexical index: the postings of every
+term of its memories' text, built from the text when the scope is loaded,
+and of the subject terms searches asked for (read from ``memory_term``).
+Everything per memory is a plain value or array the garbage collector does
+not follow. :mod:`.scope_cache` keeps the states and brings them forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from streams.adapters.db.schema.memory import TERM_MAX_CHARS
+from streams.memory.providers.builtin.ann import VectorIndex
+from streams.memory.providers.builtin.rows import DbRow, Vector
+from streams.memory.rules.fusion import speaker_of
+from streams.memory.rules.lexical import PostingArrays, term_counts, tokenize
+from streams.memory.rules.mmr import token_set, word_ids
+
+Ids = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+_EMPTY_IDS: Ids = np.zeros(0, dtype=np.int64)
+_EMPTY: Floats = np.zeros(0, dtype=np.float64)
+HEAD_CHARS = 80  # enough of a memory's text to find its speaker
+SUBJECT = "§"  # subject terms (streams/consolidation/rules/subjects.py) start so; no word does
+COMPACT_AFTER = 256  # expired memories whose postings are masked before the index is rebuilt
+
+
+# one term's postings in a scope, by ascending memory id: (ids, tf, doc_len), a plain
+# tuple of arrays, which the garbage collector does not track
+Postings: TypeAlias = PostingArrays
+
+
+def is_subject(term: str) -> bool:
+    return term.startswith(SUBJECT)
+
+
+@dataclass
+class ScopeState:
+    scope_id: int
+    version: int
+    doc_count: int
+    total_len: int
+    last_id: int  # highest memory id seen; every later memory of the scope is newer
+    # per memory (session, seq, speaker) as a plain tuple, which the garbage collector
+    # stops tracking (it keeps tracking a tuple subclass such as Position)
+    positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    episodes: set[str] = field(default_factory=set)  # the others are facts
+    slots: dict[tuple[str, int], str] = field(default_factory=dict)
+    words: dict[str, bytes] = field(default_factory=dict)  # word_ids of the text, as bytes
+    vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
+    vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
+    vec_index: dict[str, int] = field(default_factory=dict)
+    # every word term of the memories' text, and the subject terms read so far
+    terms: dict[str, Postings] = field(default_factory=dict)
+    subjects: set[str] = field(default_factory=set)  # the subject terms in ``terms``
+    dead: Ids = field(default_factory=lambda: _EMPTY_IDS)  # expired, still in some postings
+    postings: int = 0  # entries in ``terms``
+    ann: VectorIndex | None = None  # a graph of the vectors, for large scopes (:mod:`.ann`)
+    vec_changes: int = 0  # vectors added or dropped so far
+    _buf: Vector | None = None
+
+    @property
+    def matrix(self) -> Vector:
+        assert self._buf is not None
+        return self._buf[: len(self.vec_keys)]
+
+    def add_rows(self, rows: Sequence[DbRow]) -> None:
+        """Whole memory rows (ids above every held one): places, word sets and the
+        postings of their text."""
+        grown: dict[str, tuple[list[int], list[float], list[float]]] = {}
+        for r in rows:
+            k, i = str(r.id), int(r.id)
+            p = (r.session_key, int(r.seq), speaker_of(r.content[:HEAD_CHARS]))
+            self.positions[k] = p
+            self.types[k] = str(r.type)
+            if r.kind == "episode":
+                self.episodes.add(k)
+            if p[0] is not None:
+                self.slots[(p[0], p[1])] = k
+            self.words[k] = word_ids(token_set(r.content)).tobytes()
+            dl = float(r.doc_len)
+            for term, tf in term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)).items():
+                entry = grown.get(term)
+                if entry is None:
+                    entry = grown[term] = ([], [], [])
+                entry[0].append(i)
+                entry[1].append(float(tf))
+                entry[2].append(dl)
+            self.last_id = max(self.last_id, i)
+        for term, (ids, tfs, dls) in grown.items():
+            self._append(term, np.array(ids, np.int64), np.array(tfs), np.array(dls))
+
+    def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
+        held = self.terms.get(term)
+        self.terms[term] = (ids, tf, dl) if held is None else (
+            np.concatenate([held[0], ids]), np.concatenate([held[1], tf]),
+            np.concatenate([held[2], dl]))
+        self.postings += len(ids)
+
+    def add_vectors(self, keys: list[str], vectors: Vector) -> None:
+        """Append rows (ids above every held one, so the order stays ascending)."""
+        assert self._buf is not None
+        n, need = len(self.vec_keys), len(self.vec_keys) + len(keys)
+        if need > len(self._buf):
+            grown = np.empty((max(need, 2 * len(self._buf), 16), self._buf.shape[1]), np.float32)
+            grown[:n] = self._buf[:n]
+            self._buf = grown
+        self._buf[n:need] = vectors
+        for i, k in enumerate(keys, start=n):
+            self.vec_index[k] = i
+        self.vec_keys.extend(keys)
+        ints = np.array([int(k) for k in keys], np.int64)
+        self.vec_ids = np.concatenate([self.vec_ids, ints])
+        self.vec_changes += 1
+        if self.ann is not None:
+            self.ann.add(ints, vectors)
+
+    def add_postings(self, rows: Sequence[DbRow], read_for: set[str]) -> None:
+        """New postings (ids above the held ones) of the subject terms ``read_for``; other
+        subject terms held (taken in meanwhile) are let go, to be read again."""
+        for term in self.subjects - read_for:
+            self.postings -= len(self.terms.pop(term)[0])
+        self.subjects &= read_for
+        by_term: dict[str, list[DbRow]] = {}
+        for r in rows:
+            if r.term in self.subjects:
+                by_term.setdefault(r.term, []).append(r)
+        for term, new in by_term.items():
+            new.sort(key=lambda r: int(r.memory_id))
+            self._append(term, np.array([int(r.memory_id) for r in new], np.int64),
+                         np.array([float(r.tf) for r in new]),
+                         np.array([float(r.doc_len) for r in new]))
+
+    def keep(self, loaded: dict[str, Postings]) -> None:
+        """Hold subject postings read at the state's version."""
+        for term, p in loaded.items():
+            if is_subject(term) and term not in self.terms:
+                self.terms[term] = p
+                self.subjects.add(term)
+                self.postings += len(p[0])
+
+    def postings_of(self, term: str) -> Postings | None:
+        """The term's postings without expired memories (None: not held)."""
+        p = self.terms.get(term)
+        if p is None or not len(self.dead) or not len(p[0]):
+            return p
+        alive = ~np.isin(p[0], self.dead, assume_unique=True)
+        if alive.all():
+            return p
+        p = (p[0][alive], p[1][alive], p[2][alive])
+        self.postings -= len(alive) - len(p[0])
+        self.terms[term] = p  # masked once: the next search reads it as it is
+        return p
+
+    def drop(self, gone: set[str]) -> None:
+        """Forget memories that were expired."""
+        for k in gone:
+            session, seq, _ = self.positions.pop(k)
+            self.types.pop(k, None)
+            self.episodes.discard(k)
+            self.words.pop(k, None)
+            if session is not None:
+                self.slots.pop((session, seq), None)
+        if self._buf is not None and any(k in self.vec_index for k in gone):
+            self.vec_changes += 1
+            if self.ann is not None:
+                self.ann.remove(np.array([int(k) for k in gone if k in self.vec_index]))
+            keep = [i for i, k in enumerate(self.vec_keys) if k not in gone]
+            self._buf = np.ascontiguousarray(self.matrix[keep])
+            self.vec_keys = [self.vec_keys[i] for i in keep]
+            self.vec_ids = self.vec_ids[keep]
+            self.vec_index = {k: i for i, k in enumerate(self.vec_keys)}
+        self.dead = np.union1d(self.dead, np.array([int(k) for k in gone], dtype=np.int64))
+        if len(self.dead) > COMPACT_AFTER:
+            for term in list(self.terms):
+                self.postings_of(term)
+            self.dead = _EMPTY_IDS
+
+
+def postings_of(rows: Sequence[DbRow], terms: Sequence[str]) -> dict[str, Postings]:
+    """Rows of ``(term, memory_id, tf, doc_len)`` by term, every term present (maybe empty)."""
+    grouped: dict[str, list[DbRow]] = {t: [] for t in terms}
+    for r in rows:
+        grouped.setdefault(r.term, []).append(r)
+    out: dict[str, Postings] = {}
+    for term, rs in grouped.items():
+        if not rs:
+            out[term] = (_EMPTY_IDS, _EMPTY, _EMPTY)
+            continue
+        rs.sort(key=lambda r: int(r.memory_id))
+        out[term] = (np.array([int(r.memory_id) for r in rs], np.int64),
+                     np.array([float(r.tf) for r in rs]),
+                     np.array([float(r.doc_len) for r in rs]))
+    return out
