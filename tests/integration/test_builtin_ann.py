@@ -101,6 +101,22 @@ async def test_a_graph_gives_the_exact_scans_results(engine: AsyncEngine) -> Non
     assert await results(p) == await results(exact)
 
 
+async def test_a_search_of_some_kinds_on_a_graphed_scope_scans_them_all(
+        engine: AsyncEngine) -> None:
+    p = graphed(engine, AnnParams(expansion_search=16))  # a narrow graph: it would miss some
+    await fill(p)
+    facts = [MemoryCandidate(content=f"Alice likes the {w}.", source_event_ids=(f"f-{w}",),
+                             event_time=T0, kind="fact") for w in WORDS]
+    await p.add(ALICE, USER_CUBE, facts)
+    exact = BuiltinProvider(engine, embedder=TopicEmbedder())
+    await results(p)
+    await p.cache.indexed()
+    assert next(iter(p.cache._states.values())).ann is not None
+    got = await results(p, kinds=["fact"])
+    assert got == await results(exact, kinds=["fact"])
+    assert all(got) and len({m for r in got for m, _ in r}) > 6
+
+
 def test_the_graph_finds_the_exact_best_with_the_shipped_parameters() -> None:
     rng = np.random.default_rng(3)
     centres = rng.standard_normal((40, 64))

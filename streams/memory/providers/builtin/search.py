@@ -111,7 +111,10 @@ class NearSignal(Signal):
         return np.asarray(self.st.matrix[rows] @ self.qvec, dtype=np.float64)
 
     def only(self, keep: Callable[[str], bool]) -> Signal:
-        raise NotImplementedError("searches of some kinds scan every vector")
+        """The exact signal of every held memory ``keep`` accepts: what the graph
+        proposed for the whole scope says nothing of the best of a subset."""
+        everything = Signal(self.st.vec_ids, (self.st.matrix @ self.qvec).astype(np.float64))
+        return everything.only(keep)
 
     def restricted(self, keep: set[str]) -> dict[str, float]:
         wanted = np.fromiter((int(k) for k in keep if k in self.st.vec_index), np.int64)
@@ -187,9 +190,8 @@ class Search:
         states = [st]
         lexical = self._lexical(states, postings, search_terms(request))
         dense = None
-        if qvec is not None:  # a graph proposes for large scopes, not for kinds (all scanned)
-            dense = (NearSignal(st, qvec, self.candidates)
-                     if st.ann is not None and request.kinds is None
+        if qvec is not None:  # a graph proposes for large scopes (kinds: all scanned, .only)
+            dense = (NearSignal(st, qvec, self.candidates) if st.ann is not None
                      else self._dense(states, qvec))
         if request.kinds is not None:
             wanted = of_kinds(states, request.kinds)
