@@ -47,6 +47,7 @@ from streams.settings import DatabaseSettings, LLMSettings, RedisSettings, Setti
 from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
 from streams.worker.runtime import Runtime  # noqa: E402
 from streams.worker.wiring import Wiring  # noqa: E402
+from tests.fakes import model_prompts as prompts  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
 from tests.support.services import REDIS_PORT, drop_database, migrated_database  # noqa: E402
 
@@ -135,26 +136,15 @@ def fake_model(purposes: Counter[str]) -> FakeOpenAI:
 
     def answer(body: dict[str, Any]) -> str:
         system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        if system.startswith("You extract durable"):
+        if system.startswith(prompts.JUDGE):
             purposes["judge"] += 1
-            items = []
-            for line in user.splitlines():
-                m = re.match(r"(\d+)\. \[NEW\] \S+ \S+ user: (I .+|My .+|Remember .+)$", line)
-                if m:
-                    items.append({"content": m.group(2), "type": "text", "scope": "user",
-                                  "importance": 0.7, "source": [int(m.group(1))]})
-            return json.dumps(items)
-        if system.startswith("You keep the long-term memory cube"):
+            return prompts.judged([(n, t) for n, t in prompts.new_user_lines(user)
+                                   if re.match(r"I |My |Remember ", t)])
+        if system.startswith(prompts.CONFLICT):
             purposes["conflict"] += 1
-            decisions = []
-            for block in user.split("\n\n"):
-                n = re.match(r"New memory (\d+)", block)
-                ids = re.findall(r"stored id=(\S+)", block)
-                if n:
-                    action = "supersede" if ids else "store"
-                    decisions.append({"index": int(n.group(1)), "action": action,
-                                      "expire_ids": ids[:1]})
-            return json.dumps(decisions)
+            return prompts.decided([(new.index, "supersede" if new.stored else "store",
+                                     [i for i, _ in new.stored[:1]])
+                                    for new in prompts.new_memories(user)])
         purposes["summary"] += 1
         return "The user shared facts about home, work and what they like."
 

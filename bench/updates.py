@@ -33,7 +33,6 @@ import asyncio
 import json
 import os
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -59,6 +58,7 @@ from streams.settings import DatabaseSettings, LLMSettings, RedisSettings, Setti
 from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
 from streams.worker.runtime import Runtime  # noqa: E402
 from streams.worker.wiring import Wiring  # noqa: E402
+from tests.fakes import model_prompts as prompts  # noqa: E402
 from tests.fakes.openai import FakeOpenAI  # noqa: E402
 
 TENANT, AGENT = "bench", "agent-1"
@@ -129,30 +129,19 @@ def fake_model(w: Workload, purposes: Counter[str]) -> FakeOpenAI:
 
     def answer(body: dict[str, Any]) -> str:
         system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        if system.startswith("You extract durable"):
+        if system.startswith(prompts.JUDGE):
             purposes["judge"] += 1
-            items = []
-            for line in user.splitlines():
-                m = re.match(r"(\d+)\. \[NEW\] \S+ \S+ user: (.+)$", line)
-                if m and m.group(2) in statements:
-                    items.append({"content": m.group(2), "type": "text", "scope": "user",
-                                  "importance": 0.7, "source": [int(m.group(1))]})
-            return json.dumps(items, ensure_ascii=False)
-        if system.startswith("You keep the long-term memory cube"):
+            return prompts.judged([(n, t) for n, t in prompts.new_user_lines(user)
+                                   if t in statements])
+        if system.startswith(prompts.CONFLICT):
             purposes["conflict"] += 1
             decisions = []
-            for block in user.split("\n\n"):
-                head = re.match(r"New memory (\d+) \(time [^)]*\): (.*)", block)
-                if not head:
-                    continue
-                new = head.group(2)
-                stored = re.findall(r"stored id=(\S+) \(time [^)]*\): (.*)", block)
-                expire = [i for i, old in stored if (new, old) in replaces]
-                same = [i for i, old in stored if old == new]
-                action = "supersede" if expire else "skip" if same else "store"
-                decisions.append({"index": int(head.group(1)), "action": action,
-                                  "expire_ids": expire})
-            return json.dumps(decisions)
+            for new in prompts.new_memories(user):
+                expire = [i for i, old in new.stored if (new.content, old) in replaces]
+                same = [i for i, old in new.stored if old == new.content]
+                decisions.append((new.index, "supersede" if expire else "skip" if same
+                                  else "store", expire))
+            return prompts.decided(decisions)
         purposes["summary"] += 1
         return "The user talked about home, work, food, family, pets and tastes."
 

@@ -154,20 +154,23 @@ class Search:
                 versions = {int(s.id): int(s.version) for s in stats}
                 postings = await self._terms(conn, states, terms, versions)
                 if qvec is None:
-                    return await self._rank(conn, scope, request, stats, states, postings, None)
+                    return await self._rank(conn, scope, request, stats, states, postings, terms,
+                                            None)
         if len(states) < len(stats):
             states = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
             async with self.engine.connect() as conn:
                 postings = await self._terms(conn, states, terms, None)
                 if qvec is None:
-                    return await self._rank(conn, scope, request, stats, states, postings, None)
+                    return await self._rank(conn, scope, request, stats, states, postings, terms,
+                                            None)
         assert qvec is not None
-        return await self._rank(None, scope, request, stats, states, postings, await qvec)
+        return await self._rank(None, scope, request, stats, states, postings, terms,
+                                await qvec)
 
     async def _rank(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                     stats: list[DbRow], states: list[ScopeState],
-                    postings: dict[int, dict[str, Postings]], qvec: Vector | None,
-                    ) -> list[StoredMemory]:
+                    postings: dict[int, dict[str, Postings]], terms: list[str],
+                    qvec: Vector | None) -> list[StoredMemory]:
         """Each scope ranked on its own (its best hit scores 1.0): a user's many memories
         never push the agent's few out of a search of both cubes. One read of the rows."""
         per_scope: list[dict[str, float]] = []
@@ -175,7 +178,7 @@ class Search:
         vectors: dict[str, Vector] = {}
         words: dict[str, Ids] = {}
         for st in states:
-            scores, around = self._scored(request, st, postings, qvec)
+            scores, around = self._scored(request, st, postings, terms, qvec)
             per_scope.append(scores)
             types.update(around.types)
             vectors.update(around.vectors)
@@ -184,11 +187,11 @@ class Search:
                                   types, vectors, words)
 
     def _scored(self, request: SearchRequest, st: ScopeState,
-                postings: dict[int, dict[str, Postings]], qvec: Vector | None,
-                ) -> tuple[dict[str, float], Around]:
+                postings: dict[int, dict[str, Postings]], terms: list[str],
+                qvec: Vector | None) -> tuple[dict[str, float], Around]:
         """One scope's fused scores, and what is known of the memories scored."""
         states = [st]
-        lexical = self._lexical(states, postings, search_terms(request))
+        lexical = self._lexical(states, postings, terms)
         dense = None
         if qvec is not None:  # a graph proposes for large scopes (kinds: all scanned, .only)
             dense = (NearSignal(st, qvec, self.candidates) if st.ann is not None
