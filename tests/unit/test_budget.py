@@ -16,8 +16,8 @@ DAY = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
 
 
 def words(text: str) -> int:
-    """A token counter for tests: one token per word."""
-    return len(text.split())
+    """A token counter for tests: one token per word and per newline."""
+    return len(text.split()) + text.count("\n")
 
 
 def mem(mid: str, score: float, content: str | None = None, *, cube: str = USER_CUBE,
@@ -51,7 +51,7 @@ def test_user_profile_stops_at_60_percent_on_a_whole_line() -> None:
     assert len(lines) == 3
     assert all(line.split()[1:] == [f"u{i}"] * 18 for i, line in enumerate(lines))
     assert packed.agent_memory == ""
-    assert packed.tokens_used == 57 <= 60
+    assert packed.tokens_used == 3 * 19 + 2 <= 60  # three lines, two newlines
 
 
 def test_the_agent_cube_gets_the_rest_plus_what_user_profile_left() -> None:
@@ -61,7 +61,7 @@ def test_the_agent_cube_gets_the_rest_plus_what_user_profile_left() -> None:
     # 100 - 19 = 81 for the agent cube: four lines of 20
     assert [m.id for m in packed.included] == ["u0", "a0", "a1", "a2", "a3"]
     assert packed.agent_memory.count("\n") == 3
-    assert packed.tokens_used == 19 + 4 * 19
+    assert packed.tokens_used == 19 + 4 * 19 + 3  # and the agent block's three newlines
 
 
 def test_a_memory_too_big_is_skipped_and_a_smaller_one_still_fits() -> None:

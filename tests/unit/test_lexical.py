@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streams.memory.rules.lexical import (
     PostingArrays,
@@ -134,3 +136,24 @@ def test_bm25_arrays_give_bm25_bit_for_bit_in_the_same_order() -> None:
         ids, scores = bm25_arrays(terms, arrays, 40, avg)
         assert [str(i) for i in ids.tolist()] == list(expected)
         assert scores.tolist() == list(expected.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 5)), max_size=30),
+                min_size=1, max_size=6),
+       st.sampled_from([1, 7, 1_000_003]), st.integers(0, 10**12))
+def test_bm25_arrays_give_bm25_bit_for_bit_however_the_ids_are_spread(
+        terms: list[list[tuple[int, int]]], stride: int, base: int) -> None:
+    """Ids packed closely (counted in place) and spread far apart (sorted) alike."""
+    postings: dict[str, list[tuple[str, int]]] = {}
+    for t, plist in enumerate(terms):
+        by_doc = dict(plist)  # one posting per memory and term
+        postings[f"t{t}"] = [(str(base + d * stride), tf) for d, tf in sorted(by_doc.items())]
+    lengths = {d: 3 + int(d) % 11 for plist in postings.values() for d, _ in plist}
+    avg = sum(lengths.values()) / max(len(lengths), 1)
+    arrays = {t: _arrays(p, lengths) for t, p in postings.items()}
+    query = [*[f"t{t}" for t in range(len(terms))][::-1], "t0", "absent"]
+    expected = bm25(query, postings, lengths, 50, avg)
+    ids, scores = bm25_arrays(query, arrays, 50, avg)
+    assert [str(i) for i in ids.tolist()] == list(expected)
+    assert scores.tolist() == list(expected.values())

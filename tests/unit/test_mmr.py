@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from streams.memory.rules.mmr import (
@@ -72,17 +73,18 @@ def test_jaccard_and_the_similarity_matrix() -> None:
     assert m[0, 2] == pytest.approx(0.0)
 
 
-def test_the_jaccard_matrix_is_exact_pairwise_jaccard() -> None:
+def test_the_jaccard_matrix_is_pairwise_jaccard_in_float32() -> None:
     rng = random.Random(7)
     words = [f"w{i}" for i in range(40)]
     texts = [" ".join(rng.sample(words, rng.randint(0, 9))) for _ in range(60)]
     got = similarity_matrix([Scored(t, 0.5, t) for t in texts])
     sets = [token_set(t) for t in texts]
-    expected = [[jaccard(a, b) for b in sets] for a in sets]
-    assert got.tolist() == expected
+    expected = np.array([[jaccard(a, b) for b in sets] for a in sets], dtype=np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got, expected)  # correctly rounded
+    assert np.array_equal(got, got.T)
     with_tokens = similarity_matrix([Scored(t, 0.5, "", tokens=s) for t, s in zip(texts, sets,
                                                                                  strict=True)])
-    assert with_tokens.tolist() == expected
+    assert np.array_equal(with_tokens, expected)
 
 
 def test_the_jaccard_of_word_ids_is_the_jaccard_of_words() -> None:

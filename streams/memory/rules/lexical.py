@@ -193,6 +193,7 @@ def bm25(
     return scores
 
 
+DENSE_SPAN = 16  # bm25_arrays: ids within 16 times their number are counted in place, not sorted
 PostingArrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
 """A term's postings as arrays: memory ids (ascending), term frequencies, lengths."""
 
@@ -225,9 +226,21 @@ def bm25_arrays(
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     every = np.concatenate(ids)
-    uniq, first, inverse = np.unique(every, return_index=True, return_inverse=True)
-    # bincount adds each id's parts in their order, as the dict does (and add.at, slower)
-    scores = np.asarray(np.bincount(inverse, weights=np.concatenate(parts), minlength=len(uniq)),
+    weights = np.concatenate(parts)
+    lo = int(every.min())
+    span = int(every.max()) - lo + 1
+    if span <= DENSE_SPAN * len(every):
+        # ids packed closely (a scope's memories mostly are): one slot per possible id
+        # instead of sorting; bincount adds each id's parts in their order, as the dict does
+        slots = np.asarray(np.bincount(every - lo, weights=weights, minlength=span),
+                           dtype=np.float64)
+        first = np.full(span, len(ids), dtype=np.int32)  # the first term naming each id
+        for t in range(len(ids) - 1, -1, -1):
+            first[ids[t] - lo] = t
+        found = np.concatenate([a[first[a - lo] == t] for t, a in enumerate(ids)])
+        return found, slots[found - lo]
+    uniq, first_at, inverse = np.unique(every, return_index=True, return_inverse=True)
+    scores = np.asarray(np.bincount(inverse, weights=weights, minlength=len(uniq)),
                         dtype=np.float64)
-    order = np.argsort(first, kind="stable")
+    order = np.argsort(first_at, kind="stable")
     return uniq[order], scores[order]

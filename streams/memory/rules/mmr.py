@@ -37,6 +37,8 @@ class Scored(Generic[T]):
 
 
 Similarity = Callable[[Scored[T], Scored[T]], float]
+Similarities = npt.NDArray[np.float32] | npt.NDArray[np.float64]
+"""A pairwise similarity matrix: symmetric, 1.0 on the diagonal (but for empty items)."""
 
 
 def token_set(text: str) -> frozenset[str]:
@@ -65,7 +67,7 @@ def cosine_matrix(vectors: Sequence[Sequence[float]] | npt.NDArray[np.floating[A
     return np.asarray(v @ v.T, dtype=np.float64)
 
 
-def jaccard_matrix(sets: Sequence[frozenset[str]]) -> npt.NDArray[np.float64]:
+def jaccard_matrix(sets: Sequence[frozenset[str]]) -> Similarities:
     """Pairwise Jaccard overlap of the word sets (1.0 for two empty sets)."""
     n = len(sets)
     # only words two items share can meet: the others count in the sizes alone
@@ -80,11 +82,23 @@ def jaccard_matrix(sets: Sequence[frozenset[str]]) -> npt.NDArray[np.float64]:
                 cols.append(j)
     x = np.zeros((n, max(len(vocab), 1)), dtype=np.float32)  # 0/1: the products are exact
     x[rows, cols] = 1.0
-    inter = np.asarray(x @ x.T, dtype=np.float64)
-    sizes = np.array([len(ts) for ts in sets], dtype=np.float64)
+    return _jaccard(x, np.array([len(ts) for ts in sets], dtype=np.float32))
+
+
+def _jaccard(x: npt.NDArray[np.float32], sizes: npt.NDArray[np.float32]) -> Similarities:
+    """The overlaps of the items whose shared words are the 0/1 rows of ``x`` and whose
+    set sizes are ``sizes``: float32 (counts up to 2**24 are exact; each overlap is
+    within 6e-8 of the exact fraction), computed in place."""
+    inter = x @ x.T
     np.fill_diagonal(inter, sizes)
-    union = sizes[:, None] + sizes[None, :] - inter
-    return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
+    union = np.add.outer(sizes, sizes)
+    union -= inter
+    np.maximum(union, 1.0, out=union)
+    inter /= union
+    empty = np.flatnonzero(sizes == 0)
+    if len(empty):
+        inter[np.ix_(empty, empty)] = 1.0  # two empty sets are alike
+    return inter
 
 
 def word_ids(words: frozenset[str]) -> npt.NDArray[np.int64]:
@@ -94,12 +108,11 @@ def word_ids(words: frozenset[str]) -> npt.NDArray[np.int64]:
     return np.unique(np.fromiter((hash(w) for w in words), np.int64, len(words)))
 
 
-def jaccard_of_ids(sets: Sequence[npt.NDArray[np.int64]]) -> npt.NDArray[np.float64]:
+def jaccard_of_ids(sets: Sequence[npt.NDArray[np.int64]]) -> Similarities:
     """:func:`jaccard_matrix` of word sets given as arrays of distinct word ids (the
     same values, with the bookkeeping in numpy)."""
     n = len(sets)
-    lengths = np.array([len(a) for a in sets], dtype=np.int64)
-    sizes = lengths.astype(np.float64)
+    lengths = np.fromiter((len(a) for a in sets), np.int64, n)
     x = np.zeros((n, 1), dtype=np.float32)
     if lengths.sum():
         every = np.concatenate(sets)
@@ -111,13 +124,10 @@ def jaccard_of_ids(sets: Sequence[npt.NDArray[np.int64]]) -> npt.NDArray[np.floa
             column = np.cumsum(shared) - 1
             x = np.zeros((n, int(shared.sum())), dtype=np.float32)
             x[rows[keep], column[cols[keep]]] = 1.0
-    inter = np.asarray(x @ x.T, dtype=np.float64)
-    np.fill_diagonal(inter, sizes)
-    union = sizes[:, None] + sizes[None, :] - inter
-    return np.where(union > 0, inter / np.maximum(union, 1.0), 1.0)
+    return _jaccard(x, lengths.astype(np.float32))
 
 
-def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
+def similarity_matrix(items: Sequence[Scored[T]]) -> Similarities:
     """Pairwise similarity: cosine when every item has a vector, token Jaccard otherwise."""
     if items and all(it.vector is not None for it in items):
         return cosine_matrix([v for it in items if (v := it.vector) is not None])
@@ -125,12 +135,12 @@ def similarity_matrix(items: Sequence[Scored[T]]) -> npt.NDArray[np.float64]:
                            for it in items])
 
 
-def mmr_order(relevance: Sequence[float], matrix: npt.NDArray[np.float64], k: int, *,
+def mmr_order(relevance: Sequence[float], matrix: Similarities, k: int, *,
               lambda_: float = 0.7) -> list[int]:
     """:func:`mmr` on plain values: the indices of up to ``k`` picks, in order, given
-    each item's relevance and the pairwise similarity matrix."""
+    each item's relevance and the pairwise similarity matrix (symmetric: the row of
+    an item is its column)."""
     n = len(relevance)
-    columns = np.ascontiguousarray(matrix.T)  # row i: column i of the matrix
     gain = lambda_ * np.array(relevance, dtype=np.float64)
     penalty = 1.0 - lambda_
     max_sim = np.zeros(n, dtype=np.float64)
@@ -142,7 +152,7 @@ def mmr_order(relevance: Sequence[float], matrix: npt.NDArray[np.float64], k: in
         best = int(value.argmax())
         gain[best] = -np.inf  # taken
         order.append(best)
-        np.maximum(max_sim, columns[best], out=max_sim)
+        np.maximum(max_sim, matrix[best], out=max_sim)
     return order
 
 

@@ -85,7 +85,10 @@ def count_lines(lines: Sequence[str], count: CountTokens) -> int:
 def _pack_block(
     memories: Sequence[StoredMemory], limit: int, count: CountTokens
 ) -> tuple[list[str], list[StoredMemory]]:
-    """Choose by score within ``limit`` tokens; render facts, then dated session blocks."""
+    """Choose by score within ``limit`` tokens; render facts, then dated session blocks.
+    A line costs its tokens with its newline, as :func:`count_lines` counts it (so the
+    count of the block reuses them): the block's count is at most the sum, its last
+    line having no newline."""
     used = 0
     facts: list[StoredMemory] = []
     sessions: dict[str, list[StoredMemory]] = {}
@@ -97,15 +100,15 @@ def _pack_block(
             continue  # a fact restating turns already in the block adds only tokens
         if m.kind == "episode":
             key = _session_key(m)
-            cost = count(_one_line(m.content)) + NEWLINE_TOKENS
+            cost = count(_one_line(m.content) + "\n")
             if key not in sessions:
-                cost += count(f"[{_date(m.event_time)}]") + NEWLINE_TOKENS
+                cost += count(f"[{_date(m.event_time)}]\n")
             if used + cost > limit:
                 continue
             sessions.setdefault(key, []).append(m)
             shown.update(m.source_event_ids)
         else:
-            cost = count(f"[{_date(m.event_time)}] {_one_line(m.content)}") + NEWLINE_TOKENS
+            cost = count(f"[{_date(m.event_time)}] {_one_line(m.content)}\n")
             if used + cost > limit:
                 continue
             facts.append(m)

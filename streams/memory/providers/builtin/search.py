@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -173,23 +172,14 @@ class Search:
                     qvec: Vector | None) -> list[StoredMemory]:
         """Each scope ranked on its own (its best hit scores 1.0): a user's many memories
         never push the agent's few out of a search of both cubes. One read of the rows."""
-        per_scope: list[dict[str, float]] = []
-        types: dict[str, str] = {}
-        vectors: dict[str, Vector] = {}
-        words: dict[str, Ids] = {}
-        for st in states:
-            scores, around = self._scored(request, st, postings, terms, qvec)
-            per_scope.append(scores)
-            types.update(around.types)
-            vectors.update(around.vectors)
-            words.update(around.words)
-        return await self._choose(conn, scope, request, [int(s.id) for s in stats], per_scope,
-                                  types, vectors, words)
+        ranked = [self._scored(request, st, postings, terms, qvec) for st in states]
+        return await self._choose(conn, scope, request, [int(s.id) for s in stats], states,
+                                  ranked)
 
     def _scored(self, request: SearchRequest, st: ScopeState,
                 postings: dict[int, dict[str, Postings]], terms: list[str],
-                qvec: Vector | None) -> tuple[dict[str, float], Around]:
-        """One scope's fused scores, and what is known of the memories scored."""
+                qvec: Vector | None) -> dict[str, float]:
+        """One scope's fused scores."""
         states = [st]
         lexical = self._lexical(states, postings, terms)
         dense = None
@@ -203,16 +193,14 @@ class Search:
         best = set(lexical.top(self.candidates))
         if dense is not None:
             best |= set(dense.top(self.candidates))
-        around = self._around(states, best)
-        positions = around.positions
+        positions = around(st, best)
         if request.kinds is not None:
             positions = {k: p for k, p in positions.items() if wanted(k)}
-            around.types = {k: t for k, t in around.types.items() if k in positions}
         keep = set(positions)
         scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
                       positions, query=request.query, weights=self.weights,
                       limit=self.candidates)
-        return scores, around
+        return scores
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
@@ -285,39 +273,17 @@ class Search:
             return Signal(np.zeros(0, dtype=np.int64), np.zeros(0))
         return Signal(np.concatenate(ids), np.concatenate(parts))
 
-    @staticmethod
-    def _around(states: list[ScopeState], best: set[str]) -> Around:
-        """Positions, types, vectors and word sets of ``best`` and their session
-        neighbours."""
-        out = Around({}, {}, {}, {})
-        positions, types, vectors, words = out.positions, out.types, out.vectors, out.words
-        for st in states:
-            keep = {k for k in best if k in st.positions}
-            for k in list(keep):
-                session, seq, _ = st.positions[k]
-                if session is not None:
-                    keep.update(n for d in (-1, 1)
-                                if (n := st.slots.get((session, seq + d))) is not None)
-            for k in keep:
-                positions[k] = Position._make(st.positions[k])
-                types[k] = st.types[k]
-                words[k] = np.frombuffer(st.words[k], np.int64)
-                if (i := st.vec_index.get(k)) is not None:
-                    vectors[k] = st.matrix[i]
-        return out
-
     async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
-                      scope_ids: list[int], per_scope: list[dict[str, float]],
-                      types: dict[str, str], vectors: dict[str, Vector],
-                      words: dict[str, Ids]) -> list[StoredMemory]:
+                      scope_ids: list[int], states: list[ScopeState],
+                      ranked: list[dict[str, float]]) -> list[StoredMemory]:
         """Each scope's pools' picks (MMR on the vectors, or on the word sets when a
         memory has no vector, both held by the scope state), as memories with their
         scores, best first: only the picks' rows are read."""
-        pools = [pool for scores in per_scope for pool in pools_of(request, scores, types)]
-        scores = {k: v for part in per_scope for k, v in part.items()}
         chosen: list[str] = []
-        for ids, limit in pools:
-            chosen += self._picks(request, ids, limit, scores, vectors, words)
+        for st, scores in zip(states, ranked, strict=True):
+            for ids, limit in pools_of(request, scores, st.types):
+                chosen += self._picks(request, st, ids, limit, scores)
+        scores = {k: v for part in ranked for k, v in part.items()}
         found = await self._memories(conn, scope, scope_ids, chosen)
         out = [found[k].memory(scores[k]) for k in chosen if k in found]
         return sorted(out, key=lambda m: m.score, reverse=True)
@@ -346,14 +312,14 @@ class Search:
                 out += strongest_first(mine)
         return sorted(out, key=lambda x: x.score, reverse=True)
 
-    def _picks(self, request: SearchRequest, ids: list[str], limit: int,
-               scores: dict[str, float], vectors: dict[str, Vector],
-               words: dict[str, Ids]) -> list[str]:
+    def _picks(self, request: SearchRequest, st: ScopeState, ids: list[str], limit: int,
+               scores: dict[str, float]) -> list[str]:
         if not request.dedup or not ids:
             return ids[:limit]
-        matrix = (cosine_matrix(np.stack([vectors[k] for k in ids]))
-                  if all(k in vectors for k in ids)
-                  else jaccard_of_ids([words[k] for k in ids]))
+        rows = [st.vec_index.get(k) for k in ids] if st.vec_keys else [None]
+        matrix = (cosine_matrix(st.matrix[[r for r in rows if r is not None]])
+                  if None not in rows
+                  else jaccard_of_ids([np.frombuffer(st.words[k], np.int64) for k in ids]))
         order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
         return [ids[i] for i in order]
 
@@ -376,14 +342,17 @@ class Search:
         return {str(i): c for i, c in found.items()}
 
 
-@dataclass
-class Around:
-    """What a scope state knows of a search's candidates and their neighbours."""
-
-    positions: dict[str, Position]
-    types: dict[str, str]
-    vectors: dict[str, Vector]
-    words: dict[str, Ids]  # word_ids of the text, for MMR without vectors
+def around(st: ScopeState, best: set[str]) -> dict[str, Position]:
+    """The places of ``best`` and of their session neighbours, of the memories the
+    scope holds."""
+    held, slots = st.positions, st.slots
+    keep = [k for k in best if k in held]
+    for k in list(keep):
+        session, seq, _ = held[k]
+        if session is not None:
+            keep.extend(n for d in (-1, 1) if (n := slots.get((session, seq + d))) is not None)
+    make = Position._make
+    return {k: make(held[k]) for k in keep}
 
 
 def member_of(ids: Ids, wanted: Ids, *, ascending: bool = False) -> npt.NDArray[np.bool_]:
@@ -415,10 +384,13 @@ def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, 
              ) -> list[tuple[list[str], int]]:
     """The best ids above ``relativity``: general memories for ``top_k`` and, when
     asked, preferences for ``pref_top_k``; each with headroom for MMR."""
-    ranked = sorted((k for k in scores if k in types and scores[k] >= request.relativity),
-                    key=lambda k: scores[k], reverse=True)
-    wanted = [(False, request.top_k)]
-    if request.include_preference:
-        wanted.append((True, request.pref_top_k))
-    return [([k for k in ranked if (types[k] == "preference") == pref][: max(3 * n, n + 20)],
-             n) for pref, n in wanted if n > 0]
+    ranked = sorted((k for k, v in scores.items() if v >= request.relativity and k in types),
+                    key=scores.__getitem__, reverse=True)
+    wanted = {False: request.top_k, True: request.pref_top_k if request.include_preference else 0}
+    room = {pref: max(3 * n, n + 20) if n > 0 else 0 for pref, n in wanted.items()}
+    pools: dict[bool, list[str]] = {False: [], True: []}
+    for k in ranked:
+        pref = types[k] == "preference"
+        if len(pools[pref]) < room[pref]:
+            pools[pref].append(k)
+    return [(pools[pref], n) for pref, n in wanted.items() if n > 0]
