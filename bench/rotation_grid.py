@@ -149,13 +149,6 @@ def with_score(m: StoredMemory, score: float) -> StoredMemory:
     return out
 
 
-def line_counter(count: TokenCounter) -> Callable[[str], int]:
-    """``count`` for the budget's lines. Every turn is in ``user_profile``, so the count of
-    the whole packed block only sizes an empty agent block: it is skipped (0), which
-    leaves ``included`` as it is and saves a tokenisation of ~2,400 tokens per question."""
-    return lambda text: 0 if "\n" in text else count(text)
-
-
 def by_score(scores: dict[str, float]) -> list[str]:
     return sorted(scores, key=lambda k: scores[k], reverse=True)
 
@@ -236,7 +229,7 @@ def _group(job: tuple[Params, list[Params]]) -> np.ndarray:
     done = _load(first.fusion_key())
     missing = [p for p in posts if p not in done]
     if missing:
-        count = line_counter(TokenCounter())
+        count = TokenCounter()  # the worker's: lines counted once, the block from them
         rows = np.zeros((len(missing), len(_PREP.questions), len(METRICS)), dtype=np.float32)
         at = {p: i for i, p in enumerate(missing)}
         for qi in range(len(_PREP.questions)):
