@@ -316,9 +316,8 @@ class Search:
                scores: dict[str, float]) -> list[str]:
         if not request.dedup or not ids:
             return ids[:limit]
-        rows = [st.vec_index.get(k) for k in ids] if st.vec_keys else [None]
-        matrix = (cosine_matrix(st.matrix[[r for r in rows if r is not None]])
-                  if None not in rows
+        rows = [st.vec_index.get(k, -1) for k in ids] if st.vec_keys else []  # -1: no vector
+        matrix = (cosine_matrix(st.matrix[rows]) if rows and -1 not in rows
                   else jaccard_of_ids([np.frombuffer(st.words[k], np.int64) for k in ids]))
         order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
         return [ids[i] for i in order]
