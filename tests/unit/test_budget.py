@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streams.memory.model import USER_CUBE, StoredMemory, agent_cube
-from streams.query.rules.budget import count_lines, filter_and_trim, pack_budget
+from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.tokens import TokenCounter
 
 AGENT = agent_cube("helper")
@@ -143,10 +143,21 @@ LINES = [
 ]
 
 
-def test_lines_counted_one_by_one_make_the_count_of_the_block() -> None:
+def test_the_tokens_used_are_the_real_count_of_the_blocks() -> None:
+    """Counted line by line while choosing, the total is tiktoken's count of each whole
+    block: facts, session headers (dated by the session's first turn, which may not be
+    the first chosen) and turns, in any mix."""
     count = TokenCounter()
     rng = random.Random(5)
-    for _ in range(400):
-        lines = [rng.choice(LINES) for _ in range(rng.randint(1, 12))]
-        assert count_lines(lines, count) == count("\n".join(lines))
-    assert count_lines([], count) == 0
+    for _ in range(300):
+        ms = []
+        for i in range(rng.randint(1, 14)):
+            text, score, cube = rng.choice(LINES), rng.random(), rng.choice([USER_CUBE, AGENT])
+            if rng.random() < 0.5:
+                ms.append(mem(f"f{i}", score, text, cube=cube, days=rng.randint(0, 3)))
+            else:
+                ms.append(mem(f"e{i}", score, text, cube=cube, kind="episode",
+                              days=rng.randint(0, 3), metadata={
+                                  "session": rng.choice("ab"), "seq": rng.randint(0, 5)}))
+        got = pack_budget(ms, budget_tokens=rng.choice([20, 60, 4000]), count=count)
+        assert got.tokens_used == count(got.user_profile) + count(got.agent_memory)

@@ -71,27 +71,18 @@ def _first_time(ms: Sequence[StoredMemory]) -> datetime | None:
     return min(times) if times else None
 
 
-def count_lines(lines: Sequence[str], count: CountTokens) -> int:
-    """The tokens of ``"\n".join(lines)``, counted line by line (each with its newline),
-    so that the counts of lines seen before are reused. Exact for tiktoken's
-    encodings when no line starts or ends with whitespace: their pre-tokenizer
-    never joins the text of one line with the next (a newline ends a piece or is
-    one), and BPE merges only within a piece."""
-    if not lines:
-        return 0
-    return sum(count(line + "\n") for line in lines[:-1]) + count(lines[-1])
-
-
 def _pack_block(
     memories: Sequence[StoredMemory], limit: int, count: CountTokens
-) -> tuple[list[str], list[StoredMemory]]:
+) -> tuple[list[str], list[StoredMemory], int]:
     """Choose by score within ``limit`` tokens; render facts, then dated session blocks.
-    A line costs its tokens with its newline, as :func:`count_lines` counts it (so the
-    count of the block reuses them): the block's count is at most the sum, its last
-    line having no newline."""
+    A line costs its tokens with its newline, and the block's count is the sum of its
+    lines' costs with the last one counted without its newline: exact for tiktoken's
+    encodings when no line starts or ends with whitespace (their pre-tokenizer never
+    joins the text of one line with the next: a newline ends a piece or is one, and BPE
+    merges only within a piece), so the counts taken while choosing make the total."""
     used = 0
-    facts: list[StoredMemory] = []
-    sessions: dict[str, list[StoredMemory]] = {}
+    facts: list[tuple[StoredMemory, str, int]] = []  # the memory, its line, its cost
+    sessions: dict[str, list[tuple[StoredMemory, str, int]]] = {}
     shown: set[str] = set()  # source events of the chosen episodes, shown verbatim
     for m in memories:
         if limit - used <= NEWLINE_TOKENS:
@@ -100,29 +91,38 @@ def _pack_block(
             continue  # a fact restating turns already in the block adds only tokens
         if m.kind == "episode":
             key = _session_key(m)
-            cost = count(_one_line(m.content) + "\n")
-            if key not in sessions:
-                cost += count(f"[{_date(m.event_time)}]\n")
-            if used + cost > limit:
+            text = _one_line(m.content)
+            cost = count(text + "\n")
+            dated = count(f"[{_date(m.event_time)}]\n") if key not in sessions else 0
+            if used + cost + dated > limit:
                 continue
-            sessions.setdefault(key, []).append(m)
+            sessions.setdefault(key, []).append((m, text, cost))
             shown.update(m.source_event_ids)
+            cost += dated
         else:
-            cost = count(f"[{_date(m.event_time)}] {_one_line(m.content)}\n")
+            line = f"[{_date(m.event_time)}] {_one_line(m.content)}\n"
+            cost = count(line)
             if used + cost > limit:
                 continue
-            facts.append(m)
+            facts.append((m, line[:-1], cost))
         used += cost
-    lines = [f"[{_date(m.event_time)}] {_one_line(m.content)}" for m in facts]
+    lines = [line for _, line, _ in facts]
+    costs = [cost for _, _, cost in facts]
     blocks = sorted(
-        sessions.values(), key=lambda ms: (_first_time(ms) or datetime.min, _session_key(ms[0]))
+        sessions.values(),
+        key=lambda b: (_first_time([m for m, _, _ in b]) or datetime.min, _session_key(b[0][0])),
     )
     for block in blocks:
-        turns = sorted(block, key=lambda x: (_seq(x), x.event_time or datetime.min))
-        lines.append(f"[{_date(_first_time(block))}]")
-        lines.extend(_one_line(x.content) for x in turns)
-    chosen = {id(m) for m in facts} | {id(m) for b in sessions.values() for m in b}
-    return lines, [m for m in memories if id(m) in chosen]
+        first = f"[{_date(_first_time([m for m, _, _ in block]))}]"
+        lines.append(first)
+        costs.append(count(first + "\n"))
+        for _, text, cost in sorted(block, key=lambda t: (_seq(t[0]),
+                                                          t[0].event_time or datetime.min)):
+            lines.append(text)
+            costs.append(cost)
+    tokens = sum(costs[:-1]) + count(lines[-1]) if lines else 0
+    chosen = {id(m) for m, _, _ in facts} | {id(m) for b in sessions.values() for m, _, _ in b}
+    return lines, [m for m in memories if id(m) in chosen], tokens
 
 
 def pack_budget(
@@ -140,10 +140,8 @@ def pack_budget(
     ranked = sorted(memories, key=lambda m: m.score, reverse=True)
     user = [m for m in ranked if m.cube == USER_CUBE]
     agent = [m for m in ranked if m.cube != USER_CUBE]
-    user_lines, user_in = _pack_block(user, int(budget_tokens * user_share), count)
-    user_tokens = count_lines(user_lines, count)
-    agent_lines, agent_in = _pack_block(agent, budget_tokens - user_tokens, count)
-    agent_tokens = count_lines(agent_lines, count)
+    user_lines, user_in, user_tokens = _pack_block(user, int(budget_tokens * user_share), count)
+    agent_lines, agent_in, agent_tokens = _pack_block(agent, budget_tokens - user_tokens, count)
     included = sorted(user_in + agent_in, key=lambda m: m.score, reverse=True)
     return Packed("\n".join(user_lines), "\n".join(agent_lines), user_tokens + agent_tokens,
                   included)

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import lru_cache
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.memory import (
@@ -205,11 +208,10 @@ class Search:
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
                      pairs: set[tuple[str, str]]) -> list[DbRow]:
-        s = memory_scope_stats.c
-        q = select(memory_scope_stats).where(
-            s.tenant_id == scope.tenant_id,
-            or_(*(and_(s.cube == c, s.owner_id == o) for c, o in sorted(pairs))))
-        return list((await conn.execute(q)).all())
+        params: dict[str, str] = {"tenant": scope.tenant_id}
+        for i, (cube, owner) in enumerate(sorted(pairs)):
+            params[f"cube{i}"], params[f"owner{i}"] = cube, owner
+        return list((await conn.execute(_stats_query(len(pairs)), params)).all())
 
     async def _terms(self, conn: AsyncConnection, states: list[ScopeState], terms: list[str],
                      versions: dict[int, int] | None) -> dict[int, dict[str, Postings]]:
@@ -383,13 +385,21 @@ def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, 
              ) -> list[tuple[list[str], int]]:
     """The best ids above ``relativity``: general memories for ``top_k`` and, when
     asked, preferences for ``pref_top_k``; each with headroom for MMR."""
-    ranked = sorted((k for k, v in scores.items() if v >= request.relativity and k in types),
-                    key=scores.__getitem__, reverse=True)
+    floor = request.relativity
+    ranked = sorted(((k, v) for k, v in scores.items() if v >= floor and k in types),
+                    key=itemgetter(1), reverse=True)  # stable: ties keep the scores' order
     wanted = {False: request.top_k, True: request.pref_top_k if request.include_preference else 0}
-    room = {pref: max(3 * n, n + 20) if n > 0 else 0 for pref, n in wanted.items()}
-    pools: dict[bool, list[str]] = {False: [], True: []}
-    for k in ranked:
-        pref = types[k] == "preference"
-        if len(pools[pref]) < room[pref]:
-            pools[pref].append(k)
-    return [(pools[pref], n) for pref, n in wanted.items() if n > 0]
+    pools = {False: [k for k, _ in ranked if types[k] != "preference"],
+             True: [k for k, _ in ranked if types[k] == "preference"]}
+    return [(pools[pref][:max(3 * n, n + 20)], n) for pref, n in wanted.items() if n > 0]
+
+
+@lru_cache(maxsize=8)
+def _stats_query(pairs: int) -> Select[Any]:
+    """The statistics rows of a tenant's ``pairs`` (cube, owner) scopes, built once per
+    number of pairs (its parameters ``tenant``, ``cube{i}``, ``owner{i}``)."""
+    s = memory_scope_stats.c
+    return select(memory_scope_stats).where(
+        s.tenant_id == bindparam("tenant"),
+        or_(*(and_(s.cube == bindparam(f"cube{i}"), s.owner_id == bindparam(f"owner{i}"))
+              for i in range(pairs))))
