@@ -6,7 +6,11 @@ each request searches both. One worker, after one warm-up request per user
 (the worker's scope caches are then warm, as in a running service); then
 requests sent open-loop at 50/s. Needs the services of ``make services``.
 Ends by printing one JSON line with p50_ms, p95_ms, p99_ms, requests and
-errors (``--cold``: measured from the worker's start instead).
+errors (``--cold``: measured from the worker's start instead), and where the
+time goes: engine_p50_ms, the engine's time in the worker (each reply's
+``latency_ms``), and outside_p50_ms, each request's time outside it (the
+request's and the reply's way through Kafka, the answered-request check, the
+request's decoding and the reply's encoding, waiting for the worker's loop).
 
     python bench/query.py [--users 1000] [--memories 100] [--rate 50] [--seconds 30]
                           [--embedder none|local]
@@ -111,29 +115,39 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
     instead of the warm-up of one question per user; returns the seconds it took."""
     rng = random.Random(9)
     latencies: list[float] = []
+    outside: list[float] = []  # each request's time outside the worker's engine
+    engine: list[float] = []
     errors = 0
     async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
                             reply_topic=settings.query.reply_topic, timeout_s=10) as client:
 
-        async def ask(user_id: str, agent_id: str = "agent-1") -> bool:
+        async def ask(user_id: str, agent_id: str = "agent-1",
+                      took: list[float] | None = None) -> bool:
+            """``took``: gets the engine's time in the worker (the reply's ``latency_ms``)."""
             message = (f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)}"
                        f" in {rng.choice(PLACES)}?")
             try:
                 reply = await client.query(tenant_id="bench", user_id=user_id,
                                            agent_id=agent_id, message=message,
                                            include_short_term=False)
-                return reply.error is None and not reply.warnings
             except Exception:
                 return False
+            if took is not None and reply.latency_ms is not None:
+                took.append(reply.latency_ms)
+            return reply.error is None and not reply.warnings
 
         async def one(record: bool, user: int | None = None) -> None:
             nonlocal errors
             u = rng.randrange(users) if user is None else user
             start = time.perf_counter()
-            ok = await ask(f"user-{u}")
+            took: list[float] = []
+            ok = await ask(f"user-{u}", took=took)
             if record:
                 latencies.append((time.perf_counter() - start) * 1000)
                 errors += 0 if ok else 1
+                if took:
+                    engine.append(took[0])
+                    outside.append(latencies[-1] - took[0])
 
         warm_start = time.perf_counter()
         gate = asyncio.Semaphore(16)
@@ -166,6 +180,8 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
         "p50_ms": round(percentile(latencies, 50), 2),
         "p95_ms": round(percentile(latencies, 95), 2),
         "p99_ms": round(percentile(latencies, 99), 2),
+        "engine_p50_ms": round(percentile(engine, 50), 2),
+        "outside_p50_ms": round(percentile(outside, 50), 2),
         "achieved_rate": round(len(latencies) / elapsed, 1),
         "warmup_s": round(warmup_s, 1),
     }

@@ -44,19 +44,23 @@ class Cached(NamedTuple):
                    intern(str(d["user_id"])), intern(str(d["agent_id"])),
                    intern(str(d["valid_from"])), intern(str(d["created_at"])))
 
-    def memory(self, score: float) -> StoredMemory:
-        """The memory with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
-        Built field by field: ``dataclasses.replace`` would cost several times more."""
-        out = object.__new__(StoredMemory)
-        out.__dict__.update(
-            id=str(self.id), content=self.content, cube=self.cube, type=self.type,
-            scope=self.scope, score=round(min(1.0, max(0.0, score)), 6),
-            importance=self.importance, event_time=self.event_time,
-            source_event_ids=self.source_event_ids, kind=self.kind,
-            metadata={"session": self.session, "seq": self.seq, "user_id": self.user_id,
-                      "agent_id": self.agent_id, "valid_from": self.valid_from,
-                      "valid_to": None, "superseded_by": None, "created_at": self.created_at})
-        return out
+
+def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
+    """The memory of ``row`` (a :class:`Cached`, or the plain tuple of its fields) whose
+    id is ``key``, with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
+    Built field by field from the tuple: ``dataclasses.replace`` would cost several
+    times more."""
+    (_, content, cube, type_, scope, importance, event_time, sources, kind, session, seq,
+     user_id, agent_id, valid_from, created_at) = row
+    out = object.__new__(StoredMemory)
+    out.__dict__.update(
+        id=key, content=content, cube=cube, type=type_, scope=scope,
+        score=round(min(1.0, max(0.0, score)), 6), importance=importance,
+        event_time=event_time, source_event_ids=sources, kind=kind,
+        metadata={"session": session, "seq": seq, "user_id": user_id, "agent_id": agent_id,
+                  "valid_from": valid_from, "valid_to": None, "superseded_by": None,
+                  "created_at": created_at})
+    return out
 
 
 class MemoryCache:
@@ -70,16 +74,19 @@ class MemoryCache:
 
     async def get(self, ids: Sequence[int],
                   load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
-                  ) -> dict[int, Cached]:
-        found: dict[int, Cached] = {}
+                  ) -> dict[int, tuple[Any, ...]]:
+        """The rows of ``ids`` that are valid, as :class:`Cached` or the plain tuples of
+        its fields (:func:`memory_of` takes either); ``load`` reads the others."""
+        found: dict[int, tuple[Any, ...]] = {}
         missing: list[int] = []
+        items = self._items
         for i in ids:
-            c = self._items.get(i)
+            c = items.get(i)
             if c is None:
                 missing.append(i)
             else:
-                self._items.move_to_end(i)
-                found[i] = Cached._make(c)
+                items.move_to_end(i)
+                found[i] = c
         if missing:
             loaded = [Cached.of(r) for r in await load(missing)]
             found.update((c.id, c) for c in loaded)

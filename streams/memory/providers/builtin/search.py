@@ -35,7 +35,7 @@ from streams.adapters.db.schema.memory import (
 )
 from streams.memory.model import StoredMemory
 from streams.memory.provider import Scope, SearchRequest
-from streams.memory.providers.builtin.row_cache import Cached, MemoryCache
+from streams.memory.providers.builtin.row_cache import MemoryCache, memory_of
 from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.memory.providers.builtin.scope_state import (
@@ -287,7 +287,8 @@ class Search:
                 chosen += self._picks(request, st, ids, limit, scores)
         scores = {k: v for part in ranked for k, v in part.items()}
         found = await self._memories(conn, scope, scope_ids, chosen)
-        out = [found[k].memory(scores[k]) for k in chosen if k in found]
+        out = [memory_of(row, k, scores[k]) for k in chosen
+               if (row := found.get(int(k))) is not None]
         return sorted(out, key=lambda m: m.score, reverse=True)
 
     async def strongest(self, scope: Scope, request: SearchRequest,
@@ -325,7 +326,7 @@ class Search:
         return [ids[i] for i in order]
 
     async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
-                        keys: list[str]) -> dict[str, Cached]:
+                        keys: list[str]) -> dict[int, tuple[Any, ...]]:
         """The memories of ``keys`` (held ones, the others read on ``conn`` or a new one)."""
         m = memory.c
 
@@ -339,8 +340,7 @@ class Search:
 
         if not keys:
             return {}
-        found = await self.memories.get([int(k) for k in keys], load)
-        return {str(i): c for i, c in found.items()}
+        return await self.memories.get([int(k) for k in keys], load)
 
 
 def around(st: ScopeState, best: set[str]) -> dict[str, Position]:
