@@ -108,14 +108,15 @@ def word_ids(words: frozenset[str]) -> npt.NDArray[np.int64]:
     return np.unique(np.fromiter((hash(w) for w in words), np.int64, len(words)))
 
 
-def jaccard_of_ids(sets: Sequence[npt.NDArray[np.int64]]) -> Similarities:
-    """:func:`jaccard_matrix` of word sets given as arrays of distinct word ids (the
-    same values, with the bookkeeping in numpy)."""
+def jaccard_of_ids(sets: Sequence[bytes]) -> Similarities:
+    """:func:`jaccard_matrix` of word sets given as the bytes of arrays of distinct word
+    ids (``word_ids(words).tobytes()``, as a scope state holds them): the same values,
+    with the bookkeeping in numpy over the sets laid end to end."""
     n = len(sets)
-    lengths = np.fromiter((len(a) for a in sets), np.int64, n)
+    lengths = np.fromiter(map(len, sets), np.int64, n) // 8
     x = np.zeros((n, 1), dtype=np.float32)
     if lengths.sum():
-        every = np.concatenate(sets)
+        every = np.frombuffer(b"".join(sets), np.int64)
         rows = np.repeat(np.arange(n), lengths)
         _, cols, counts = np.unique(every, return_inverse=True, return_counts=True)
         shared = counts > 1  # only words two items share can meet

@@ -88,7 +88,7 @@ class Signal:
         """The entries of ``keep``, plus the lowest and highest (the normalisation range)."""
         if not len(self):
             return {}
-        mask = member_of(self.ids, np.fromiter((int(k) for k in keep), np.int64, len(keep)))
+        mask = member_of(self.ids, np.fromiter(map(int, keep), np.int64, len(keep)))
         mask[np.argmin(self.values)] = mask[np.argmax(self.values)] = True
         at = np.flatnonzero(mask)
         return dict(zip(map(str, self.ids[at].tolist()), self.values[at].tolist(), strict=True))
@@ -321,7 +321,7 @@ class Search:
             return ids[:limit]
         rows = [st.vec_index.get(k, -1) for k in ids] if st.vec_keys else []  # -1: no vector
         matrix = (cosine_matrix(st.matrix[rows]) if rows and -1 not in rows
-                  else jaccard_of_ids([np.frombuffer(st.words[k], np.int64) for k in ids]))
+                  else jaccard_of_ids([st.words[k] for k in ids]))
         order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
         return [ids[i] for i in order]
 
