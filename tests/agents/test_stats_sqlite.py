@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +34,18 @@ async def _template(path: Path, loaded: bool) -> None:
             await load(eng)
     finally:
         await eng.dispose()
+
+
+async def sqlite_threads_stopped(timeout_s: float = 5.0) -> None:
+    """Wait for aiosqlite's worker threads to stop. A failed connect stops its thread
+    without waiting for it (aiosqlite's ``Connection.stop``); a thread that gets to it
+    after the test's event loop closed raises ``Event loop is closed`` in the thread,
+    reported against whichever test runs next."""
+    deadline = time.monotonic() + timeout_s
+    while any(t.is_alive() and t.name.endswith("(_connection_worker_thread)")
+              for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "aiosqlite threads still running"
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +169,7 @@ async def test_database_down_and_slow_queries_answer_5xx(tmp_path: Path) -> None
     assert timed_out.status == 504 and timed_out.body["error"]["code"] == "timeout"
     stats_api.check_answer("/stats/overview", 504, timed_out.body)
     await slow_engine.dispose()
+    await sqlite_threads_stopped()
 
 
 async def test_search_log_record_batch_and_purge(engine: AsyncEngine) -> None:
@@ -219,3 +234,4 @@ async def test_search_log_writer_batches_in_the_background(engine: AsyncEngine) 
     assert broken.pending == 3  # nothing lost by the failed write
     await broken.stop()  # logs what it could not write
     await nowhere.dispose()
+    await sqlite_threads_stopped()
