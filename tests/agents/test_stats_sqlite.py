@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import threading
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from streams.stats.search_log import SearchLog, SearchLogWriter, SearchRecord
 from streams.stats.service import StatsService
 from tests.support import stats_api
 from tests.support.stats_load import BAD_REQUESTS, CASES, load
+from tests.support.worker import eventually
 
 
 async def _template(path: Path, loaded: bool) -> None:
@@ -36,16 +36,14 @@ async def _template(path: Path, loaded: bool) -> None:
         await eng.dispose()
 
 
-async def sqlite_threads_stopped(timeout_s: float = 5.0) -> None:
+async def sqlite_threads_stopped() -> None:
     """Wait for aiosqlite's worker threads to stop. A failed connect stops its thread
     without waiting for it (aiosqlite's ``Connection.stop``); a thread that gets to it
     after the test's event loop closed raises ``Event loop is closed`` in the thread,
     reported against whichever test runs next."""
-    deadline = time.monotonic() + timeout_s
-    while any(t.is_alive() and t.name.endswith("(_connection_worker_thread)")
-              for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "aiosqlite threads still running"
-        await asyncio.sleep(0.01)
+    await eventually(lambda: not any(t.is_alive() and t.name.endswith(
+        "(_connection_worker_thread)") for t in threading.enumerate()),
+        5.0, "aiosqlite's threads to stop", interval=0.01)
 
 
 @pytest.fixture(scope="module")

@@ -108,14 +108,12 @@ def _pack_block(
         used += cost
     lines = [line for _, line, _ in facts]
     costs = [cost for _, _, cost in facts]
-    blocks = sorted(
-        sessions.values(),
-        key=lambda b: (_first_time([m for m, _, _ in b]) or datetime.min, _session_key(b[0][0])),
-    )
-    for block in blocks:
-        first = f"[{_date(_first_time([m for m, _, _ in block]))}]"
-        lines.append(first)
-        costs.append(count(first + "\n"))
+    blocks = [(_first_time([m for m, _, _ in b]), b) for b in sessions.values()]
+    blocks.sort(key=lambda fb: (fb[0] or datetime.min, _session_key(fb[1][0][0])))
+    for first, block in blocks:
+        header = f"[{_date(first)}]"
+        lines.append(header)
+        costs.append(count(header + "\n"))
         for _, text, cost in sorted(block, key=lambda t: (_seq(t[0]),
                                                           t[0].event_time or datetime.min)):
             lines.append(text)
