@@ -4,6 +4,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streams.memory.rules.mmr import (
     Scored,
@@ -11,6 +13,7 @@ from streams.memory.rules.mmr import (
     jaccard_matrix,
     jaccard_of_ids,
     mmr,
+    mmr_order,
     similarity_matrix,
     token_set,
     word_ids,
@@ -96,3 +99,39 @@ def test_the_jaccard_of_word_ids_is_the_jaccard_of_words() -> None:
     empty = word_ids(frozenset()).tobytes()
     assert jaccard_of_ids([empty, empty]).tolist() == [[1.0, 1.0], [1.0, 1.0]]
     assert len(word_ids(frozenset(words))) == len(words)
+
+
+def greedy(relevance: list[float], matrix: np.ndarray, k: int, lambda_: float) -> list[int]:
+    """MMR as its definition reads: at each step the first item of highest
+    ``lambda * relevance - (1 - lambda) * (its largest similarity to a pick)``."""
+    order: list[int] = []
+    closest = [0.0] * len(relevance)
+    for _ in range(min(k, len(relevance))):
+        value = [-np.inf if i in order else lambda_ * r - closest[i] * (1.0 - lambda_)
+                 for i, r in enumerate(relevance)]
+        best = value.index(max(value))
+        order.append(best)
+        closest = [max(c, float(matrix[best][i])) for i, c in enumerate(closest)]
+    return order
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 30), st.data(), st.sampled_from([0.0, 0.3, 0.5, 0.7, 1.0]))
+def test_mmr_order_is_the_greedy_definition(
+        n: int, data: st.DataObject, lambda_: float) -> None:
+    """Ties included: relevances and similarities from a few values, or drawn freely
+    (similarities in float32 as the matrices are, cosines may be negative)."""
+    few = data.draw(st.booleans())
+    rel = data.draw(st.lists(st.sampled_from([0.1, 0.5, 0.9, 1.0]) if few
+                             else st.floats(0, 1), min_size=n, max_size=n))
+    sims = data.draw(st.lists(st.sampled_from([0.0, 0.25, 1 / 3, 0.5, 1.0]) if few
+                              else st.floats(-1, 1, width=32), min_size=n * n, max_size=n * n))
+    m = np.array(sims, np.float32).reshape(n, n)
+    m = np.maximum(m, m.T)
+    k = data.draw(st.integers(0, n + 2))
+    assert mmr_order(rel, m, k, lambda_=lambda_) == greedy(rel, m, k, lambda_)
+
+
+def test_mmr_order_refuses_a_lambda_outside_0_to_1() -> None:
+    with pytest.raises(ValueError, match=r"within 0\.\.1"):
+        mmr_order([0.5], np.zeros((1, 1), np.float32), 1, lambda_=1.5)

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.memory.providers.builtin.search import Signal
+from streams.memory.providers.builtin.search import Signal, member_of
 
 
 def naive(ids: list[int], values: list[float], keep: set[str]) -> dict[str, float]:
@@ -32,3 +32,18 @@ def test_restricted_is_the_kept_entries_and_the_range_in_the_signals_order(
 
 def test_an_empty_signal_restricts_to_nothing() -> None:
     assert Signal(np.zeros(0, np.int64), np.zeros(0)).restricted({"1"}) == {}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 200), max_size=60), st.lists(st.integers(0, 200), max_size=60),
+       st.sampled_from([1, 7, 10**9]), st.booleans())
+def test_member_of_is_isin_for_packed_and_scattered_ids(
+        ids: list[int], wanted: list[int], stride: int, ascending: bool) -> None:
+    """Ids packed closely go through a table of their span, scattered ones (a stride of
+    10**9) through a binary search: both are ``np.isin``."""
+    a = np.array(ids, np.int64) * stride
+    w = np.unique(np.array(wanted, np.int64) * stride) if ascending else (
+        np.array(wanted, np.int64) * stride)
+    got = member_of(a, w, ascending=ascending)
+    assert got.dtype == np.bool_
+    assert got.tolist() == np.isin(a, w).tolist()

@@ -140,20 +140,26 @@ def mmr_order(relevance: Sequence[float], matrix: Similarities, k: int, *,
               lambda_: float = 0.7) -> list[int]:
     """:func:`mmr` on plain values: the indices of up to ``k`` picks, in order, given
     each item's relevance and the pairwise similarity matrix (symmetric: the row of
-    an item is its column)."""
+    an item is its column); ``lambda_`` in 0..1.
+
+    The penalties ``(1 - lambda) * similarity`` are scaled once, in float64, and each
+    item keeps the largest of its penalties from the picks so far: the same values
+    as scaling the largest similarity at every step (rounding keeps the order of
+    what a positive factor scales), with one array operation less per pick."""
+    if not 0.0 <= lambda_ <= 1.0:
+        raise ValueError(f"lambda_ must be within 0..1, not {lambda_}")
     n = len(relevance)
     gain = lambda_ * np.array(relevance, dtype=np.float64)
-    penalty = 1.0 - lambda_
-    max_sim = np.zeros(n, dtype=np.float64)
+    penalties = np.multiply(matrix, 1.0 - lambda_, dtype=np.float64)
+    worst = np.zeros(n, dtype=np.float64)  # each item's largest penalty from the picks
     value = np.empty(n, dtype=np.float64)
     order: list[int] = []
     for _ in range(min(max(k, 0), n)):
-        np.multiply(max_sim, penalty, out=value)
-        np.subtract(gain, value, out=value)  # lambda * relevance - (1 - lambda) * max_sim
+        np.subtract(gain, worst, out=value)  # lambda * relevance - (1 - lambda) * max_sim
         best = int(value.argmax())
         gain[best] = -np.inf  # taken
         order.append(best)
-        np.maximum(max_sim, matrix[best], out=max_sim)
+        np.maximum(worst, penalties[best], out=worst)
     return order
 
 

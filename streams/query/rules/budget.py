@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import date, datetime
 from functools import lru_cache
 
 from streams.memory.model import USER_CUBE, StoredMemory
@@ -47,9 +47,14 @@ def filter_and_trim(
     return sorted(kept, key=lambda m: m.score, reverse=True)
 
 
-@lru_cache(maxsize=4096)
 def _date(ts: datetime | None) -> str:
-    return ts.strftime("%Y-%m-%d") if ts else "undated"
+    return _day(ts.date()) if ts else "undated"
+
+
+@lru_cache(maxsize=4096)
+def _day(day: date) -> str:
+    """Memoised by the day: most memories' times are seen once, their days often."""
+    return day.strftime("%Y-%m-%d")
 
 
 def _one_line(text: str) -> str:

@@ -51,6 +51,8 @@ from streams.memory.rules.lexical import bm25_arrays, query_terms
 from streams.memory.rules.mmr import cosine_matrix, jaccard_of_ids, mmr_order
 from streams.memory.rules.strength import strongest_first
 
+PACKED_SPAN = 16  # member_of: ids spanning less than 16 times their number use a table
+
 
 class Signal:
     """One signal's scores over the searched scopes, in the order ``fuse`` would see them.
@@ -357,11 +359,17 @@ def around(st: ScopeState, best: set[str]) -> dict[str, Position]:
 
 
 def member_of(ids: Ids, wanted: Ids, *, ascending: bool = False) -> npt.NDArray[np.bool_]:
-    """``np.isin(ids, wanted)`` by a binary search of each id in ``wanted`` sorted (already,
-    when ``ascending``) instead of sorting both together: cheaper for a few ``wanted``
-    among many ids, or a few ids in many ``wanted`` held sorted."""
-    if not len(wanted):
+    """``np.isin(ids, wanted)`` without sorting both together: through a table of the ids'
+    span when they are packed closely (a scope's memories mostly are), else by a binary
+    search of each id in ``wanted`` sorted (already, when ``ascending``). Either is
+    cheaper for a few ``wanted`` among many ids, or a few ids in many ``wanted``."""
+    if not len(wanted) or not len(ids):
         return np.zeros(len(ids), dtype=bool)
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < PACKED_SPAN * len(ids):
+        table = np.zeros(hi - lo + 1, dtype=bool)
+        table[wanted[(wanted >= lo) & (wanted <= hi)] - lo] = True
+        return table[ids - lo]
     if not ascending:
         wanted = np.sort(wanted)
     at = np.minimum(np.searchsorted(wanted, ids), len(wanted) - 1)
