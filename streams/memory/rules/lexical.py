@@ -21,10 +21,11 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+
+from streams.memo import Memo
 
 _CJK = (
     "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
@@ -83,12 +84,10 @@ def _cvc(s: str) -> bool:
     )
 
 
-@lru_cache(maxsize=65_536)
-def stem(word: str) -> str:
+def _stem(word: str) -> str:
     """A light stemmer: ``paintings`` -> ``paint``, ``hoped`` -> ``hope``, ``cities`` -> ``city``.
 
     Words of up to three letters and anything containing a digit stay as they are.
-    Memoised: a scope's memories are tokenized when a worker loads it, and words repeat.
     """
     w = word
     if len(w) <= 3 or not w.isalpha():
@@ -120,6 +119,11 @@ def stem(word: str) -> str:
         if m > 1 or (m == 1 and not _cvc(w[:-1])):
             w = w[:-1]
     return w
+
+
+stem = Memo(_stem, 65_536)
+""":func:`_stem` memoised: a scope's memories are tokenized when a worker loads it, and
+words repeat."""
 
 
 def _cjk_grams(run: str) -> Iterable[str]:
