@@ -59,8 +59,5 @@ class Memo(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
     def clear(self) -> None:
         self._items.clear()

@@ -156,28 +156,25 @@ class QueryConsumer:
                 await asyncio.wait_for(self._wake.wait(), POLL_MS / 1000)
             return
         try:
-            if not await self._take_in_turn(consumer, free):  # nothing fetched yet: wait
-                share = max(1, free // max(1, len(consumer.assignment())))
-                self._begin_all(await consumer.getmany(timeout_ms=POLL_MS, max_records=share))
+            await self._take_in_turn(consumer, free)
         except Exception as exc:  # the loop must go on: its end would stop all queries
             log.warning("query fetch failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(RETRY_S)
 
-    async def _take_in_turn(self, consumer: Any, free: int) -> int:
+    async def _take_in_turn(self, consumer: Any, free: int) -> None:
         """Fill up to ``free`` slots with the records already fetched, passing over the
         assigned partitions in turn (from a different one each time), at most an equal
         share of the slots from each partition per pass; more passes while slots are
         free and some partition had records, so one busy partition still gets them all.
-        Returns how many records were taken."""
+        With none fetched yet, wait up to ``POLL_MS`` for a share from any partition."""
         tps = sorted(consumer.assignment(), key=lambda tp: (tp.topic, tp.partition))
-        if not tps:
-            return 0
-        first = self._turn % len(tps)
+        parts = max(1, len(tps))
+        first = self._turn % parts
         self._turn += 1
         tps = tps[first:] + tps[:first]
         taken = 0
         while free > 0:
-            share = max(1, free // len(tps))
+            share = max(1, free // parts)
             before = taken
             for tp in tps:
                 if free <= 0:
@@ -188,7 +185,9 @@ class QueryConsumer:
                 taken += n
             if taken == before:
                 break
-        return taken
+        if not taken:
+            self._begin_all(await consumer.getmany(timeout_ms=POLL_MS,
+                                                   max_records=max(1, free // parts)))
 
     def _begin_all(self, batch: dict[Any, list[Any]]) -> int:
         """Put every record of ``batch`` in flight, with no await: a rebalance never sees
