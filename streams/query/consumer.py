@@ -11,11 +11,9 @@ Delivery rules:
 
 * up to ``concurrency`` requests in flight; the loop fetches only as many as
   there are free slots, so every fetched record is in flight at once;
-* the free slots are filled from the partitions in turn, a share of them from
-  each partition per pass (:meth:`QueryConsumer._take_in_turn`): aiokafka hands
-  out one partition's fetched records until they are used up, so a backlog (a
-  partition just taken over from a killed worker) would otherwise hold up the
-  fresh requests of every other partition until it is answered;
+* the free slots are filled from the partitions in turn
+  (:mod:`streams.query.fetch_turns`), so a backlog (a partition just taken over
+  from a killed worker) does not hold up the fresh requests of the others;
 * offsets are committed per partition up to the first request not answered yet
   (:class:`~streams.query.positions.CommitPositions`), right after answers
   complete — one commit at a time, covering whatever completed meanwhile;
@@ -48,12 +46,12 @@ from streams.adapters.kafka.progress import (
 from streams.adapters.kafka.publish import SourceRecord, TPKey
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
 from streams.query.consumer_config import QueryConsumerConfig, from_consumer_record, kafka_consumer
+from streams.query.fetch_turns import POLL_MS, TurnFetch
 from streams.query.positions import CommitPositions
 
 log = logging.getLogger(__name__)
 
 STAGE = "query"
-POLL_MS = 200
 RETRY_S = 1.0
 
 Answerer = Callable[[SourceRecord], Awaitable[None]]
@@ -83,7 +81,7 @@ class QueryConsumer:
         self._consumer: Any = None
         self._answer: Answerer | None = None
         self._tasks: dict[asyncio.Task[None], TPKey] = {}
-        self._turn = 0  # the partition a fetch starts from: each in turn
+        self._turns = TurnFetch(self._begin)
         self._baseline: dict[TPKey, int | None] = {}
         self._backlog_end: dict[TPKey, int] = {}  # end offsets when assigned
         self._wake = asyncio.Event()
@@ -156,48 +154,10 @@ class QueryConsumer:
                 await asyncio.wait_for(self._wake.wait(), POLL_MS / 1000)
             return
         try:
-            await self._take_in_turn(consumer, free)
+            await self._turns.fill(consumer, free)
         except Exception as exc:  # the loop must go on: its end would stop all queries
             log.warning("query fetch failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(RETRY_S)
-
-    async def _take_in_turn(self, consumer: Any, free: int) -> None:
-        """Fill up to ``free`` slots with the records already fetched, passing over the
-        assigned partitions in turn (from a different one each time), at most an equal
-        share of the slots from each partition per pass; more passes while slots are
-        free and some partition had records, so one busy partition still gets them all.
-        With none fetched yet, wait up to ``POLL_MS`` for a share from any partition."""
-        tps = sorted(consumer.assignment(), key=lambda tp: (tp.topic, tp.partition))
-        parts = max(1, len(tps))
-        first = self._turn % parts
-        self._turn += 1
-        tps = tps[first:] + tps[:first]
-        taken = 0
-        while free > 0:
-            share = max(1, free // parts)
-            before = taken
-            for tp in tps:
-                if free <= 0:
-                    break
-                n = self._begin_all(await consumer.getmany(tp, timeout_ms=0,
-                                                           max_records=min(share, free)))
-                free -= n
-                taken += n
-            if taken == before:
-                break
-        if not taken:
-            self._begin_all(await consumer.getmany(timeout_ms=POLL_MS,
-                                                   max_records=max(1, free // parts)))
-
-    def _begin_all(self, batch: dict[Any, list[Any]]) -> int:
-        """Put every record of ``batch`` in flight, with no await: a rebalance never sees
-        a record that was fetched but not in flight."""
-        n = 0
-        for records in batch.values():
-            for r in records:
-                self._begin(r)
-                n += 1
-        return n
 
     def _begin(self, r: Any) -> None:
         assert self._answer is not None
