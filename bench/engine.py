@@ -1,0 +1,203 @@
+"""The query engine in process: its CPU per request at scale, and two builds compared.
+
+One user's ``user_profile`` cube and the agent's cube hold N memories each (the
+data of the scale curve, ``bench/query_scale.py``), in a database kept between
+runs (``bench_engine_{N}``; ``--fresh`` seeds it again). The worker's own
+``QueryEngine`` (built by the worker's wiring, with the worker's garbage-collector
+tuning) answers the scale mode's questions one at a time: no Kafka and no other
+work on its event loop, so the figures are the engine's alone. A warm-up asks
+until both scopes are held (replies without a warning), then 20 more questions.
+Reported: CPU per request (p50 and mean, ``time.process_time``) and wall time.
+
+``--against REV`` compares builds: git revision REV (exported once to
+``.bench/engine/REV``) and this build answer the same questions in turn, each
+round in a fresh process of each, and the replies of both (every field but
+``latency_ms``) are compared. Alternating in one sitting is what makes a small
+difference measurable: a virtual machine's speed drifts by more than a build
+changes within minutes.
+
+    python bench/engine.py [--size 100000] [--requests 400] [--against REV] [--rounds 3]
+
+Needs MariaDB from ``make services``. Ends by printing one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("MEMSTREAM_ENGINE_ROOT", HERE))  # the build measured
+sys.path[:0] = [str(ROOT), str(HERE / "bench")]
+
+from scale_data import PLACES, TOPICS  # noqa: E402
+
+WARM_LIMIT_S = 900
+
+
+def question(rng: random.Random) -> str:
+    """The scale mode's questions (``bench/query.py``)."""
+    return f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)} in {rng.choice(PLACES)}?"
+
+
+class Discard:
+    """The engine publishes nothing; the wiring wants a publisher."""
+
+    async def publish(self, records: Any) -> None:
+        return None
+
+
+async def measure(url: str, requests: int, seed: int) -> dict[str, Any]:
+    """This process's build: warm, then ``requests`` questions, one at a time."""
+    from pydantic import SecretStr
+
+    from streams.memory.agent_configs import StaticAgentConfigs
+    from streams.settings import DatabaseSettings, QuerySettings, RedisSettings, Settings
+    from streams.wire.query import MemoryQuery, QueryOptions
+    from streams.worker.gc_tuning import tune_gc
+    from streams.worker.runtime import Runtime
+    from streams.worker.wiring import Wiring
+
+    tune_gc()
+    settings = Settings(database=DatabaseSettings(url=SecretStr(url)),
+                        redis=RedisSettings(url=None),
+                        query=QuerySettings(scope_cache_memories=300_000))
+    rt = await Runtime(settings, migrate=False).start()
+    try:
+        engine = Wiring(settings, rt, publisher=Discard(),  # type: ignore[arg-type]
+                        agent_configs=StaticAgentConfigs()).query_processor().engine
+        rng = random.Random(seed)
+
+        def ask() -> MemoryQuery:
+            return MemoryQuery(tenant_id="bench", user_id="user-0", agent_id="agent-1",
+                               message=question(rng),
+                               options=QueryOptions(include_short_term=False, timeout_ms=10_000))
+
+        start, whole, reply = time.perf_counter(), 0, None
+        while whole < 3:  # both scopes held: replies come back whole
+            if time.perf_counter() - start > WARM_LIMIT_S:
+                raise SystemExit(f"no whole reply within {WARM_LIMIT_S} s: {reply.warnings}")
+            reply = await engine.answer(ask())
+            whole = 0 if reply.warnings else whole + 1
+            if reply.warnings:
+                await asyncio.sleep(0.5)
+        for _ in range(20):
+            await engine.answer(ask())
+        warm_s = time.perf_counter() - start
+        rng = random.Random(seed + 1)  # the measured questions: the same for every build
+        cpu, wall = [], []
+        digest = hashlib.sha256()
+        for _ in range(requests):
+            q = ask()
+            c0, w0 = time.process_time(), time.perf_counter()
+            reply = await engine.answer(q)
+            cpu.append(1000 * (time.process_time() - c0))
+            wall.append(1000 * (time.perf_counter() - w0))
+            digest.update(json.dumps(reply.model_dump(exclude={"latency_ms"}), default=str,
+                                     sort_keys=True).encode())
+    finally:
+        await rt.stop()
+    return {"cpu_p50_ms": round(statistics.median(cpu), 2),
+            "cpu_mean_ms": round(statistics.mean(cpu), 2),
+            "wall_p50_ms": round(statistics.median(wall), 2), "warm_s": round(warm_s, 1),
+            "replies": digest.hexdigest()[:16]}
+
+
+async def seeded(size: int, fresh: bool) -> str:
+    """The database of ``size`` memories per cube, seeded when missing (or ``fresh``)."""
+    import query_scale
+    from sqlalchemy import text
+
+    from tests.support.services import drop_database, mysql_cli, mysql_url
+
+    name = f"bench_engine_{size}"
+    if fresh:
+        drop_database(name)
+    mysql_cli(f"CREATE DATABASE IF NOT EXISTS {name} CHARACTER SET utf8mb4")
+    url = mysql_url(name)
+    seeder = query_scale.Seeder(url, size, dense=False)
+    try:
+        await query_scale.upgrade(seeder.engine)
+        seeder.migrated = True
+        async with seeder.engine.connect() as conn:
+            held = (await conn.execute(text(
+                "SELECT COUNT(*) FROM memory WHERE tenant_id = 'bench'"))).scalar_one()
+        if held != 2 * size:
+            if held:
+                raise SystemExit(f"{name} holds {held} memories, not {2 * size}: use --fresh")
+            await seeder.grow(size)
+    finally:
+        await seeder.close()
+    return url
+
+
+def exported(rev: str) -> Path:
+    """Build ``rev``'s files under ``.bench/engine/`` (once per commit)."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=HERE,
+                            check=True, capture_output=True, text=True).stdout.strip()
+    out = HERE / ".bench" / "engine" / commit[:12]
+    if not (out / "streams").is_dir():
+        archive = subprocess.run(["git", "archive", commit], cwd=HERE, check=True,
+                                 capture_output=True).stdout
+        out.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(out, filter="data")
+    return out
+
+
+def child(root: Path, url: str, requests: int, seed: int) -> dict[str, Any]:
+    """:func:`measure` in a fresh process running the build at ``root``."""
+    env = {**os.environ, "MEMSTREAM_ENGINE_ROOT": str(root)}
+    done = subprocess.run([sys.executable, __file__, "--child", url, "--requests",
+                           str(requests), "--seed", str(seed)],
+                          env=env, cwd=root, check=True, capture_output=True, text=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=int, default=100_000, help="memories per cube")
+    p.add_argument("--requests", type=int, default=400, help="questions measured per run")
+    p.add_argument("--against", metavar="REV", help="a git revision to compare with")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each build (with --against)")
+    p.add_argument("--seed", type=int, default=9)
+    p.add_argument("--fresh", action="store_true", help="seed the database again")
+    p.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(measure(args.child, args.requests, args.seed))))
+        return
+    url = asyncio.run(seeded(args.size, args.fresh))
+    builds = {"this build": HERE}
+    if args.against:
+        builds = {args.against: exported(args.against), **builds}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in builds}
+    for r in range(args.rounds if args.against else 1):
+        for name, root in builds.items():
+            got = child(root, url, args.requests, args.seed)
+            runs[name].append(got)
+            print(f"round {r + 1} {name}: cpu p50 {got['cpu_p50_ms']} ms, mean "
+                  f"{got['cpu_mean_ms']} ms, wall p50 {got['wall_p50_ms']} ms", file=sys.stderr)
+    digests = {got["replies"] for rs in runs.values() for got in rs}
+    print(json.dumps({
+        "size": args.size, "requests": args.requests, "runs": runs,
+        "cpu_p50_ms": {name: [g["cpu_p50_ms"] for g in rs] for name, rs in runs.items()},
+        "replies_identical": len(digests) == 1,
+        "machine": f"{os.cpu_count()} cpu, load average {os.getloadavg()[0]:.2f}",
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""``make bench-engine`` on a small database: two builds (this one exported from git as
+HEAD, and this checkout) answer the same questions in fresh processes, and the
+replies of both match; a change to the ranking would make them differ."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.services import drop_database
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE = 300
+
+
+def run_bench(*args: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "bench/engine.py", "--size", str(SIZE),
+                           "--requests", "15", *args], cwd=ROOT, check=True,
+                          capture_output=True, text=True, timeout=600)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_two_builds_in_turn_give_the_same_replies() -> None:
+    try:
+        out = run_bench("--fresh", "--against", "HEAD", "--rounds", "1")
+        runs = out["runs"]
+        assert isinstance(runs, dict) and set(runs) == {"HEAD", "this build"}
+        for got in runs.values():
+            assert got[0]["cpu_p50_ms"] > 0 and got[0]["wall_p50_ms"] >= got[0]["cpu_p50_ms"] / 4
+        assert out["replies_identical"] is True
+        again = run_bench()  # the database is kept: not seeded twice
+        assert again["runs"]["this build"][0]["replies"] == runs["this build"][0]["replies"]
+    finally:
+        drop_database(f"bench_engine_{SIZE}")
+
+
+def test_a_different_ranking_gives_other_replies(tmp_path: Path) -> None:
+    """The comparison can fail: a build whose fused scores are squared answers otherwise."""
+    from bench.engine import child, exported, seeded
+
+    other = tmp_path / "other"
+    shutil.copytree(exported("HEAD"), other)
+    fusion = other / "streams" / "memory" / "rules" / "fusion.py"
+    last = "    return {k: max(0.0, v / top) for k, v in boosted.items()}\n"
+    assert last in fusion.read_text()
+    fusion.write_text(fusion.read_text().replace(
+        last, "    return {k: max(0.0, v / top) ** 2 for k, v in boosted.items()}\n"))
+    try:
+        url = asyncio.run(seeded(SIZE, fresh=True))
+        assert child(ROOT, url, 15, 9)["replies"] != child(other, url, 15, 9)["replies"]
+    finally:
+        drop_database(f"bench_engine_{SIZE}")
