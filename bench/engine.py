@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parents[1]
-ROOT = Path(os.environ.get("MEMSTREAM_ENGINE_ROOT", HERE))  # the build measured
+# the build measured: this checkout, or (``--root``, a child of ``--against``) another
+ROOT = Path(sys.argv[sys.argv.index("--root") + 1]) if "--root" in sys.argv else HERE
 sys.path[:0] = [str(ROOT), str(HERE / "bench")]
 
 from scale_data import PLACES, TOPICS  # noqa: E402
@@ -159,10 +160,9 @@ def exported(rev: str) -> Path:
 
 def child(root: Path, url: str, requests: int, seed: int) -> dict[str, Any]:
     """:func:`measure` in a fresh process running the build at ``root``."""
-    env = {**os.environ, "MEMSTREAM_ENGINE_ROOT": str(root)}
-    done = subprocess.run([sys.executable, __file__, "--child", url, "--requests",
-                           str(requests), "--seed", str(seed)],
-                          env=env, cwd=root, check=True, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, "--child", url, "--root", str(root),
+                           "--requests", str(requests), "--seed", str(seed)],
+                          cwd=root, check=True, capture_output=True, text=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -175,6 +175,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=9)
     p.add_argument("--fresh", action="store_true", help="seed the database again")
     p.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
+    p.add_argument("--root", help=argparse.SUPPRESS)  # read before the imports, above
     args = p.parse_args()
     if args.child:
         print(json.dumps(asyncio.run(measure(args.child, args.requests, args.seed))))
