@@ -96,7 +96,10 @@ class Runtime:
 
     @cached_property
     def tokens(self) -> TokenCounter:
-        return TokenCounter(self.settings.window.encoding)
+        # a budget line's count for as many lines as the worker holds memories, so that a
+        # held memory's line is counted once (the default's 50,000 churned at 100,000 a cube)
+        return TokenCounter(self.settings.window.encoding,
+                            cache_size=max(50_000, self.settings.query.scope_cache_memories))
 
     @cached_property
     def store(self) -> MessageStore:
