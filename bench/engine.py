@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +43,9 @@ HERE = Path(__file__).resolve().parents[1]
 # the build measured: this checkout, or (``--root``, a child of ``--against``) another
 ROOT = Path(sys.argv[sys.argv.index("--root") + 1]) if "--root" in sys.argv else HERE
 sys.path[:0] = [str(ROOT), str(HERE / "bench")]
+if ROOT != HERE:  # that build alone: an editable install would fill its gaps from this one
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not getattr(f, "__module__", "").startswith("__editable__")]
 
 from scale_data import PLACES, TOPICS  # noqa: E402
 
@@ -149,12 +153,15 @@ def exported(rev: str) -> Path:
     commit = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=HERE,
                             check=True, capture_output=True, text=True).stdout.strip()
     out = HERE / ".bench" / "engine" / commit[:12]
-    if not (out / "streams").is_dir():
+    if not out.is_dir():  # extracted beside it, then renamed: never half there
         archive = subprocess.run(["git", "archive", commit], cwd=HERE, check=True,
                                  capture_output=True).stdout
-        out.mkdir(parents=True, exist_ok=True)
+        part = out.with_name(out.name + ".part")
+        shutil.rmtree(part, ignore_errors=True)
+        part.mkdir(parents=True)
         with tarfile.open(fileobj=BytesIO(archive)) as tar:
-            tar.extractall(out, filter="data")
+            tar.extractall(part, filter="data")
+        part.rename(out)
     return out
 
 
@@ -162,7 +169,9 @@ def child(root: Path, url: str, requests: int, seed: int) -> dict[str, Any]:
     """:func:`measure` in a fresh process running the build at ``root``."""
     done = subprocess.run([sys.executable, __file__, "--child", url, "--root", str(root),
                            "--requests", str(requests), "--seed", str(seed)],
-                          cwd=root, check=True, capture_output=True, text=True)
+                          cwd=root, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"the build at {root} failed:\n{done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.services import drop_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,3 +56,12 @@ def test_a_different_ranking_gives_other_replies(tmp_path: Path) -> None:
         assert child(ROOT, url, 15, 9)["replies"] != child(other, url, 15, 9)["replies"]
     finally:
         drop_database(f"bench_engine_{SIZE}")
+
+
+def test_a_build_that_fails_says_why(tmp_path: Path) -> None:
+    from bench.engine import child
+
+    (tmp_path / "streams").mkdir()
+    (tmp_path / "streams" / "__init__.py").write_text("")
+    with pytest.raises(SystemExit, match=r"No module named 'streams\.memory'"):
+        child(tmp_path, "mysql+aiomysql://nobody@127.0.0.1:1/none", 1, 9)
