@@ -47,14 +47,9 @@ if ROOT != HERE:  # that build alone: an editable install would fill its gaps fr
     sys.meta_path[:] = [f for f in sys.meta_path
                         if not getattr(f, "__module__", "").startswith("__editable__")]
 
-from scale_data import PLACES, TOPICS  # noqa: E402
+from scale_data import question  # noqa: E402
 
 WARM_LIMIT_S = 900
-
-
-def question(rng: random.Random) -> str:
-    """The scale mode's questions (``bench/query.py``)."""
-    return f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)} in {rng.choice(PLACES)}?"
 
 
 class Discard:

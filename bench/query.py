@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 
 import query_scale  # noqa: E402
 import scale_data  # noqa: E402
-from scale_data import PLACES, TOPICS  # noqa: E402
 
 from streams.adapters.db.engine import create_engine  # noqa: E402
 from streams.adapters.db.migrate import upgrade  # noqa: E402
@@ -124,8 +123,7 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
         async def ask(user_id: str, agent_id: str = "agent-1",
                       took: list[float] | None = None) -> bool:
             """``took``: gets the engine's time in the worker (the reply's ``latency_ms``)."""
-            message = (f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)}"
-                       f" in {rng.choice(PLACES)}?")
+            message = scale_data.question(rng)
             try:
                 reply = await client.query(tenant_id="bench", user_id=user_id,
                                            agent_id=agent_id, message=message,

