@@ -493,14 +493,21 @@ class IngestProcessor:
     def _late(self, items: Sequence[_Item], plan: SessionPlan,
               new_keys: set[tuple[str, str]]) -> None:
         """A message of a closed session stored only now (it was passed over and
-        delivered again) gets its session a late closing event, in the outbox."""
+        delivered again, or came out of order) gets its session a late closing
+        event, in the outbox. Only the late candidates count, each by its first
+        copy in the batch: a redelivered copy after the session's end of a
+        message stored earlier in the same batch, in its session, is not late."""
+        first_copy: dict[tuple[str, str], int] = {}
+        for i, it in enumerate(items):
+            if isinstance(it.event, ChatMessage):
+                first_copy.setdefault((it.event.tenant_id, it.event.event_id), i)
         for key, sessions in plan.late.items():
             state = plan.states[key]
             for seq in sorted(sessions):
-                stored = [i for i, it in enumerate(items)
-                          if plan.stamps.get(i) == seq and isinstance(it.event, ChatMessage)
-                          and (it.event.tenant_id, it.event.event_id) in new_keys
-                          and table_key(it.event.tenant_id, it.event.conversation_id) == key]
+                stored = [i for i in sessions[seq]
+                          if isinstance(ev := items[i].event, ChatMessage)
+                          and (ek := (ev.tenant_id, ev.event_id)) in new_keys
+                          and first_copy[ek] == i]
                 if not stored:
                     continue  # a redelivery of what was stored: its session took it
                 first = items[stored[0]]

@@ -225,3 +225,42 @@ async def test_an_event_dated_far_ahead_of_the_clock_is_dead_lettered() -> None:
     assert header(dead.headers, "memstream.error.reason") == b"out_of_range"
     assert b"ahead of the worker's clock" in (header(dead.headers, "memstream.error.message")
                                                or b"")
+
+
+async def test_a_redelivered_copy_after_the_end_does_not_make_its_batch_mates_late() -> None:
+    """A re-keyed conversation's events forwarded twice (the forwarding worker
+    lost its partition before its commit): a copy of a message stored by an
+    earlier batch comes after the session's end, in the batch that stores the
+    session's last message. The copy is a redelivery; the last message is in
+    its session, which the end hands on whole: no late closing event."""
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = processor(store, FakeTable(), pub)
+    await proc.process(recs([ev(0), ev(1)]))
+    the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
+    await proc.process(recs([ev(2), the_end, ev(1), ev(2)], start=2))
+    assert closed_ids(pub) == ["t1/c1#1"]
+    assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [
+        ("c1-0", 1), ("c1-1", 1), ("c1-2", 1)]
+
+
+async def test_a_copy_after_the_end_of_a_message_stored_in_the_same_batch_is_not_late() -> None:
+    """The batch stores a message, then the end closes its session, then a copy
+    of that message comes: the copy is counted by its first copy, in the session."""
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = processor(store, FakeTable(), pub)
+    await proc.process(recs([ev(0)]))
+    the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
+    await proc.process(recs([ev(1), the_end, ev(1)], start=1))
+    assert closed_ids(pub) == ["t1/c1#1"]
+    assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [("c1-0", 1), ("c1-1", 1)]
+
+
+async def test_a_message_after_the_end_and_never_stored_is_late_once_among_copies() -> None:
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = processor(store, FakeTable(), pub)
+    await proc.process(recs([ev(0)]))
+    the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
+    await proc.process(recs([the_end, ev(1), ev(1)], start=1))
+    ids = closed_ids(pub)
+    assert ids[0] == "t1/c1#1" and ids[1].startswith("t1/c1#1~") and len(ids) == 2
+    assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [("c1-0", 1), ("c1-1", 1)]

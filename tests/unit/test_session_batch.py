@@ -182,6 +182,6 @@ def test_a_message_passed_over_is_stamped_with_its_session_and_is_a_late_candida
     state = first.states[KEY]
     again = plan_sessions(events[1:], table(t_c=state).get, {}, now=11.0, rules=RULES)
     assert again.stamps[0] == 1  # offset 1: session 1, closed already
-    assert again.late == {KEY: {1: 0}}
+    assert again.late == {KEY: {1: [0, 1]}}  # offsets 1 and 2, of the closed session
     assert again.stamps[3] == 2  # offset 4 (seen too): session 2, still open
     assert again.closed == []

@@ -51,9 +51,10 @@ class SessionPlan:
     publish: list[SessionClosed] = field(default_factory=list)  # everything to (re)publish
     expired: dict[str, int] = field(default_factory=dict)  # key -> last closed session
     outcomes: dict[int, str] = field(default_factory=dict)  # item index -> tally outcome
-    # key -> closed session -> first item of it: messages of a session closed before
-    # they came (passed over, delivered again), or redeliveries of stored ones
-    late: dict[str, dict[int, int]] = field(default_factory=dict)
+    # key -> closed session -> its late candidates (item indexes, in order): messages
+    # of a session closed before they came (passed over, delivered again, out of
+    # order), or redeliveries of stored ones
+    late: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     # conversations with no history before this batch, as (tenant, conversation)
     fresh: set[tuple[str, str]] = field(default_factory=set)
 
@@ -99,10 +100,10 @@ def plan_sessions(
             if state.seen(item.topic, item.offset):  # passed over before, or a redelivery
                 plan.stamps[i] = state.session_of(item.topic, item.offset)
                 if plan.stamps[i] < state.session_seq:
-                    plan.late.setdefault(key, {}).setdefault(plan.stamps[i], i)
+                    plan.late.setdefault(key, {}).setdefault(plan.stamps[i], []).append(i)
             elif state.belongs_to_previous(ev.created_at, rules.grace_s):
                 plan.stamps[i] = state.session_seq - 1
-                plan.late.setdefault(key, {}).setdefault(plan.stamps[i], i)
+                plan.late.setdefault(key, {}).setdefault(plan.stamps[i], []).append(i)
                 state.apply_message(ev, item.topic, item.offset, now, previous=True)
             else:
                 _gap(plan, state, item, now, rules)
