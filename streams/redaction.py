@@ -53,7 +53,7 @@ class RedactingFilter(logging.Filter):
         message = record.getMessage()
         clean = redacted(message)
         if clean != message:
-            record.msg, record.args = clean, None
+            record.msg, record.args = clean, ()  # () not None: formatters may iterate it
         if record.exc_info and record.exc_info[1] is not None:
             # another handler may have formatted it already: redact what it wrote
             raw = record.exc_text or "".join(traceback.format_exception(*record.exc_info))

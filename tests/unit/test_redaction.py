@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 
 import pytest
@@ -72,3 +74,29 @@ def test_the_log_filter_cleans_messages_and_tracebacks(caplog: pytest.LogCapture
     text_out = caplog.text
     assert "hunter2" not in text_out and "SELECT secret" not in text_out
     assert "mysql+aiomysql://u:***@db/x" in text_out and "RuntimeError" in text_out
+
+
+def test_a_redacted_record_formats_with_the_worker_s_formatter() -> None:
+    """The worker logs through mode's formatter, which formats each argument: a
+    record the filter rewrote must still format (it once left ``args`` None, and
+    every redacted warning became a logging error with a stack dump)."""
+    from mode.utils.logging import ExtensionFormatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(ExtensionFormatter(stream=stream, fmt="%(levelname)s %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("redaction-test-mode")
+    logger.addHandler(handler)
+    logger.propagate = False
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            logger.warning("database write failed: %s: %s", "OperationalError",
+                           "(2003, \"Can't connect\") (Background on this error at: "
+                           "https://sqlalche.me/e/20/e3q8)")
+    finally:
+        logger.removeHandler(handler)
+    assert errors.getvalue() == ""  # no "--- Logging error ---"
+    assert stream.getvalue() == ("WARNING database write failed: OperationalError: "
+                                 "(2003, \"Can't connect\")\n")
