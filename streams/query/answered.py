@@ -13,6 +13,15 @@ its offset can be committed):
   Writes are grouped: requests completing while a write is in flight go
   together in the next one.
 
+A worker can die after the broker took a reply and before either copy was
+written. So when an attempt begins, Redis also gets when it began
+(``{prefix}:sending:{topic}:{hex}``, the first attempt's time kept, removed
+when the answer is recorded): the next attempt learns from :meth:`claim` that
+an earlier one began and recorded nothing, and looks for the reply in the
+reply topic (:class:`~streams.adapters.kafka.reply_lookup.ReplyLookup`).
+The check, the read of that time and the write of this attempt's are one
+Redis round trip; recording an answer and removing the time, another.
+
 The record is a safeguard, never a gate: with Redis or the database
 unreachable every request is answered, as without it, and Redis is skipped for
 ``retry_after_s`` after a failure. Keys live ``ttl_s``: longer than any caller
@@ -28,6 +37,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -45,6 +55,16 @@ ANSWERED_TTL_S = 2 * MAX_TIMEOUT_MS // 1000
 def request_key(reply_topic: str, correlation_id: bytes) -> str:
     """The durable record's key of one request: a digest of its reply address."""
     return hashlib.sha256(reply_topic.encode() + b"\x00" + correlation_id).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What is known of a request before it is answered."""
+
+    answered: bool  # its answer was recorded: not to be answered again
+    # when an earlier attempt began (epoch ms) that recorded no answer: its reply
+    # may have gone out all the same
+    began_ms: int | None = None
 
 
 class DurableAnswers(Protocol):
@@ -100,12 +120,16 @@ class AnsweredRequests:
         self.prefix = prefix
         self.ttl_s = ttl_s
         self._backoff = FailureBackoff(retry_after_s, clock)
+        self._wall_clock = wall_clock
         self.durable = durable
         self._grouped = None if durable is None else _Grouped(
             durable, lambda: datetime.fromtimestamp(wall_clock(), UTC))
 
     def key(self, reply_topic: str, correlation_id: bytes) -> str:
         return f"{self.prefix}:answered:{reply_topic}:{correlation_id.hex()}"
+
+    def sending_key(self, reply_topic: str, correlation_id: bytes) -> str:
+        return f"{self.prefix}:sending:{reply_topic}:{correlation_id.hex()}"
 
     def _usable(self) -> Redis | None:
         return self.redis if self.redis is not None and self._backoff.ready() else None
@@ -115,39 +139,59 @@ class AnsweredRequests:
         log.warning("answered-request record: redis %s failed: %s: %s",
                     what, type(exc).__name__, exc)
 
-    async def answered(self, reply_topic: str, correlation_id: bytes, *,
-                       maybe_seen: bool = True) -> bool:
-        """True when this request's reply was sent before; False when not, or unknown.
-        ``maybe_seen``: the request may have been delivered before (else only Redis
-        is asked: a request new to the group cannot have been answered)."""
-        if await self._in_redis(reply_topic, correlation_id):
-            return True
+    async def claim(self, reply_topic: str, correlation_id: bytes, *,
+                    maybe_seen: bool = True) -> Claim:
+        """Whether this request's reply was recorded as sent before, and when an
+        earlier attempt began that recorded nothing; marks that this one begins.
+        ``maybe_seen``: the request may have been delivered before (else the
+        database is not asked: a request new to the group cannot have been answered)."""
+        began: int | None = None
+        redis = self._usable()
+        if redis is not None:
+            sending = self.sending_key(reply_topic, correlation_id)
+            try:
+                pipe = redis.pipeline(transaction=False)
+                pipe.exists(self.key(reply_topic, correlation_id))
+                pipe.get(sending)
+                pipe.set(sending, str(int(self._wall_clock() * 1000)).encode(),
+                         ex=self.ttl_s, nx=True)
+                answered, earlier, _ = await pipe.execute()
+            except (RedisError, OSError) as exc:
+                self._failed("read", exc)
+            else:
+                if answered:
+                    return Claim(answered=True)
+                began = _epoch_ms(earlier)
         if self.durable is None or not maybe_seen:
-            return False
+            return Claim(answered=False, began_ms=began)
         try:
-            return await self.durable.exists(request_key(reply_topic, correlation_id))
+            found = await self.durable.exists(request_key(reply_topic, correlation_id))
         except Exception as exc:  # a safeguard, never a gate
             log.warning("answered-request record: database read failed: %s: %s",
                         type(exc).__name__, exc)
-            return False
-
-    async def _in_redis(self, reply_topic: str, correlation_id: bytes) -> bool:
-        redis = self._usable()
-        if redis is None:
-            return False
-        try:
-            return bool(await redis.exists(self.key(reply_topic, correlation_id)))
-        except (RedisError, OSError) as exc:
-            self._failed("read", exc)
-            return False
+            found = False
+        return Claim(answered=True) if found else Claim(answered=False, began_ms=began)
 
     async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
         """The reply was acknowledged by the broker: both copies are written."""
         redis = self._usable()
         if redis is not None:
             try:
-                await redis.set(self.key(reply_topic, correlation_id), b"1", ex=self.ttl_s)
+                pipe = redis.pipeline(transaction=False)
+                pipe.set(self.key(reply_topic, correlation_id), b"1", ex=self.ttl_s)
+                pipe.delete(self.sending_key(reply_topic, correlation_id))
+                await pipe.execute()
             except (RedisError, OSError) as exc:
                 self._failed("write", exc)
         if self._grouped is not None:
             await self._grouped.add(request_key(reply_topic, correlation_id))
+
+
+def _epoch_ms(value: object) -> int | None:
+    """An attempt's beginning as Redis holds it (None: none, or not a number)."""
+    if not isinstance(value, bytes | str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None

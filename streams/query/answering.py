@@ -6,16 +6,25 @@ for every record it takes.
    counted (``memstream_query_expired_total``).
 2. A request whose reply was sent before (a redelivery after a crash) is not
    answered again (``memstream_query_duplicates_total``); ``maybe_seen`` (the
-   consumer's) says which requests may have been delivered before.
+   consumer's) says which requests may have been delivered before. When an
+   earlier attempt began and recorded no answer (its worker was killed around
+   the reply), the reply topic is searched for the reply (``reply_sent``);
+   found, it is recorded and the request is not answered again; not found or
+   not known, it is answered.
 3. Otherwise the processor's answer is delivered — the reply on the no-linger
    reply producer, then remembered as answered; a dead letter durably, retried
    until the broker takes it — and only then does the request count as answered.
+   Once a reply is being sent, a cancellation (a revocation's drain timeout)
+   lets the send and the record finish: the reply goes out whatever happens to
+   the request, and the next owner must learn that it did.
 
 Nothing here raises (but cancellation): the consumer may then commit past it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
@@ -25,7 +34,11 @@ from streams.query.answered import AnsweredRequests
 from streams.query.processor import QueryProcessor
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
+log = logging.getLogger(__name__)
+
 DeliverReply = Callable[[Outgoing], Awaitable[bool]]
+# (reply topic, correlation id, since epoch ms) -> sent / not sent / unknown
+ReplySent = Callable[[str, bytes, int], Awaitable[bool | None]]
 
 
 def _address(rec: SourceRecord) -> ReplyAddress | None:
@@ -39,7 +52,8 @@ class QueryAnswering:
     def __init__(self, processor: QueryProcessor, deliver_reply: DeliverReply,
                  dead_letters: Publisher, answered: AnsweredRequests, *,
                  retry_initial_s: float, retry_max_s: float,
-                 maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True) -> None:
+                 maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True,
+                 reply_sent: ReplySent | None = None) -> None:
         self.processor = processor
         self.deliver_reply = deliver_reply
         self.dead_letters = dead_letters
@@ -47,20 +61,38 @@ class QueryAnswering:
         self.retry_initial_s = retry_initial_s
         self.retry_max_s = retry_max_s
         self.maybe_seen = maybe_seen
+        self.reply_sent = reply_sent
 
     async def __call__(self, rec: SourceRecord) -> None:
         if self.processor.outdated(rec):
             return
         addr = _address(rec)
         cid = addr.correlation_id if addr is not None else None
-        if addr is not None and cid is not None and await self.answered.answered(
-                addr.topic, cid, maybe_seen=self.maybe_seen(rec)):
+        if addr is not None and cid is not None and await self._sent_before(rec, addr.topic, cid):
             QUERY_DUPLICATES.inc()
             return
         answer = await self.processor.handle(rec)
-        if answer.reply is not None and await self.deliver_reply(answer.reply) and cid is not None:
-            await self.answered.remember(answer.reply.topic, cid)
+        if answer.reply is not None:
+            await asyncio.shield(self._reply(answer.reply, cid))
         if answer.dead_letter is not None:
             dead = [answer.dead_letter]
             await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
                                 initial_s=self.retry_initial_s, max_s=self.retry_max_s)
+
+    async def _sent_before(self, rec: SourceRecord, topic: str, cid: bytes) -> bool:
+        claim = await self.answered.claim(topic, cid, maybe_seen=self.maybe_seen(rec))
+        if claim.answered:
+            return True
+        if claim.began_ms is None or self.reply_sent is None:
+            return False
+        sent = await self.reply_sent(topic, cid, claim.began_ms)
+        log.info("request %s was begun before and not recorded as answered: its reply is %s",
+                 cid.hex(), "unknown" if sent is None else
+                 "in the reply topic" if sent else "not in the reply topic")
+        if sent:
+            await self.answered.remember(topic, cid)
+        return bool(sent)
+
+    async def _reply(self, reply: Outgoing, cid: bytes | None) -> None:
+        if await self.deliver_reply(reply) and cid is not None:
+            await self.answered.remember(reply.topic, cid)

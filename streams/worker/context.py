@@ -24,6 +24,7 @@ from streams.adapters.kafka.clients import end_offsets, kafka_security, partitio
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import Outgoing, ProducerPublisher
 from streams.adapters.kafka.replies import ReplyPublisher
+from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.erasure.processor import ErasureProcessor, Handled
@@ -188,7 +189,8 @@ class WorkerContext:
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
             await self._search_log.start()
             return wiring.query_answering(replies.deliver, search_log=self._search_log,
-                                          maybe_seen=self.queries.maybe_seen)
+                                          maybe_seen=self.queries.maybe_seen,
+                                          reply_sent=ReplyLookup(self.settings.kafka).sent)
         return await self._once("query-answering", build)
 
     async def erasure_processor(self) -> ErasureProcessor:

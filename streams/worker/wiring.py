@@ -55,7 +55,7 @@ from streams.memory.agent_configs import AgentConfigs
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
-from streams.query.answering import DeliverReply, QueryAnswering
+from streams.query.answering import DeliverReply, QueryAnswering, ReplySent
 from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.processor import QueryProcessor
@@ -328,11 +328,12 @@ class Wiring:
     def query_answering(self, deliver_reply: DeliverReply,
                         search_log: SearchRecorder | None = None, *,
                         maybe_seen: Callable[[SourceRecord], bool] | None = None,
+                        reply_sent: ReplySent | None = None,
                         ) -> QueryAnswering:
         """One request to its reply; replies go out through ``deliver_reply``,
         dead letters through the worker's publisher. ``maybe_seen``: the query
         consumer's word on which requests may have been delivered before (all,
-        when not given)."""
+        when not given); ``reply_sent``: looks a reply up in its reply topic."""
         s = self.settings
         answered = AnsweredRequests(self.parts.redis, prefix=s.redis.key_prefix,
                                     retry_after_s=s.redis.retry_after_s,
@@ -341,7 +342,7 @@ class Wiring:
         return QueryAnswering(
             self.query_processor(search_log), deliver_reply, self.publisher, answered,
             retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s,
-            maybe_seen=maybe_seen or (lambda rec: True))
+            maybe_seen=maybe_seen or (lambda rec: True), reply_sent=reply_sent)
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.query.answered import AnsweredRequests, request_key
-from streams.query.answering import QueryAnswering
+from streams.query.answering import QueryAnswering, ReplySent
 from streams.query.processor import QueryProcessor
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply
@@ -34,23 +34,45 @@ class Engine:
 
 
 class FakeRedis:
+    """The commands the record uses, in pipelines; ``calls`` counts round trips."""
+
     def __init__(self) -> None:
         self.keys: dict[str, tuple[bytes, int]] = {}
         self.down = False
         self.calls = 0
 
-    def _call(self) -> None:
-        self.calls += 1
-        if self.down:
+    def pipeline(self, transaction: bool = True) -> FakePipeline:
+        assert not transaction
+        return FakePipeline(self)
+
+
+class FakePipeline:
+    def __init__(self, redis: FakeRedis) -> None:
+        self.redis = redis
+        self.queued: list[Callable[[], Any]] = []
+
+    def exists(self, key: str) -> None:
+        self.queued.append(lambda: int(key in self.redis.keys))
+
+    def get(self, key: str) -> None:
+        self.queued.append(lambda: self.redis.keys[key][0] if key in self.redis.keys else None)
+
+    def set(self, key: str, value: bytes, ex: int, nx: bool = False) -> None:
+        def run() -> bool | None:
+            if nx and key in self.redis.keys:
+                return None
+            self.redis.keys[key] = (value, ex)
+            return True
+        self.queued.append(run)
+
+    def delete(self, key: str) -> None:
+        self.queued.append(lambda: int(self.redis.keys.pop(key, None) is not None))
+
+    async def execute(self) -> list[Any]:
+        self.redis.calls += 1
+        if self.redis.down:
             raise RedisConnectionError("connection refused")
-
-    async def exists(self, key: str) -> int:
-        self._call()
-        return int(key in self.keys)
-
-    async def set(self, key: str, value: bytes, ex: int) -> None:
-        self._call()
-        self.keys[key] = (value, ex)
+        return [run() for run in self.queued]
 
 
 class Replies:
@@ -101,6 +123,7 @@ class FakeDurable:
 
 def build(redis: FakeRedis | None = None, durable: FakeDurable | None = None,
           maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True,
+          reply_sent: ReplySent | None = None,
           ) -> tuple[QueryAnswering, Engine, Replies, FakePublisher, FakeRedis]:
     engine, replies, dlq = Engine(), Replies(), FakePublisher()
     redis = redis or FakeRedis()
@@ -108,7 +131,7 @@ def build(redis: FakeRedis | None = None, durable: FakeDurable | None = None,
     answered = AnsweredRequests(redis, prefix="ms", retry_after_s=10.0,  # type: ignore[arg-type]
                                 clock=lambda: NOW, durable=durable, wall_clock=lambda: NOW)
     return (QueryAnswering(processor, replies.deliver, dlq, answered, retry_initial_s=0.01,
-                           retry_max_s=0.01, maybe_seen=maybe_seen),
+                           retry_max_s=0.01, maybe_seen=maybe_seen, reply_sent=reply_sent),
             engine, replies, dlq, redis)
 
 
@@ -153,11 +176,14 @@ async def test_with_redis_down_every_request_is_answered_and_redis_is_skipped_a_
     assert redis.calls == 1  # skipped after the failure
 
 
+SENDING_LOST = f"ms:sending:replies:{b'lost'.hex()}"
+
+
 async def test_a_lost_reply_is_not_remembered() -> None:
     answering, _, replies, _, redis = build()
     replies.fail = True
     await answering(request(b"lost"))
-    assert redis.keys == {}
+    assert redis.keys == {SENDING_LOST: (str(int(NOW * 1000)).encode(), 120)}  # begun only
     replies.fail = False
     await answering(request(b"lost", offset=1))
     assert len(replies.sent) == 1
@@ -215,3 +241,88 @@ async def test_with_the_database_down_every_request_is_still_answered() -> None:
     await answering(request(b"c-1"))
     await answering(request(b"c-1", offset=1))  # nothing knows it: answered again
     assert len(replies.sent) == 2
+
+
+class Lookup:
+    """The reply topic as a lookup sees it: ``sent`` is the answer it gives."""
+
+    def __init__(self, sent: bool | None) -> None:
+        self.sent = sent
+        self.asked: list[tuple[str, bytes, int]] = []
+
+    async def __call__(self, topic: str, cid: bytes, since_ms: int) -> bool | None:
+        self.asked.append((topic, cid, since_ms))
+        return self.sent
+
+
+def begun(redis: FakeRedis, cid: bytes, at_ms: int) -> None:
+    """What a worker killed while answering leaves: the beginning, no answer."""
+    redis.keys[f"ms:sending:replies:{cid.hex()}"] = (str(at_ms).encode(), 120)
+
+
+async def test_a_reply_a_killed_worker_sent_is_found_and_not_sent_again() -> None:
+    lookup = Lookup(sent=True)
+    answering, engine, replies, _, redis = build(reply_sent=lookup)
+    begun(redis, b"c-1", 1_799_999_990_000)
+    duplicates = counter("memstream_query_duplicates_total")
+    await answering(request(b"c-1"))
+    assert lookup.asked == [("replies", b"c-1", 1_799_999_990_000)]
+    assert replies.sent == [] and engine.asked == []
+    assert counter("memstream_query_duplicates_total") == duplicates + 1
+    # recorded now: delivered once more, it is not looked up again
+    assert redis.keys == {f"ms:answered:replies:{b'c-1'.hex()}": (b"1", 120)}
+    await answering(request(b"c-1", offset=1))
+    assert len(lookup.asked) == 1 and replies.sent == []
+
+
+async def test_a_reply_not_found_or_not_known_is_sent() -> None:
+    for found in (False, None):
+        lookup = Lookup(sent=found)
+        answering, _, replies, _, redis = build(reply_sent=lookup)
+        begun(redis, b"c-1", 1_799_999_990_000)
+        await answering(request(b"c-1"))
+        assert len(lookup.asked) == 1 and len(replies.sent) == 1
+        assert list(redis.keys) == [f"ms:answered:replies:{b'c-1'.hex()}"]
+
+
+async def test_only_a_request_an_earlier_attempt_began_is_looked_up() -> None:
+    lookup = Lookup(sent=True)
+    answering, _, replies, _, _ = build(reply_sent=lookup)
+    await asyncio.gather(*(answering(request(f"c-{i}".encode(), offset=i)) for i in range(5)))
+    assert lookup.asked == [] and len(replies.sent) == 5
+
+
+async def test_the_first_attempt_s_beginning_is_kept() -> None:
+    lookup = Lookup(sent=False)
+    answering, _, replies, _, redis = build(reply_sent=lookup)
+    begun(redis, b"c-1", 1_799_999_990_000)
+    replies.fail = True  # this attempt's reply is lost too
+    await answering(request(b"c-1"))
+    replies.fail = False
+    await answering(request(b"c-1", offset=1))
+    assert [a[2] for a in lookup.asked] == [1_799_999_990_000] * 2
+    assert len(replies.sent) == 1
+
+
+async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() -> None:
+    """A revocation's drain timeout cancels a request while its reply is being
+    sent: the reply goes out all the same, so its record must be written too."""
+    answering, _, replies, _, redis = build()
+    gate = asyncio.Event()
+    deliver = replies.deliver
+
+    async def slow(r: Outgoing) -> bool:
+        await gate.wait()
+        return await deliver(r)
+
+    answering.deliver_reply = slow
+    task = asyncio.ensure_future(answering(request(b"c-1")))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    gate.set()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(replies.sent) == 1
+    assert f"ms:answered:replies:{b'c-1'.hex()}" in redis.keys

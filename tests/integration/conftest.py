@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -47,6 +47,15 @@ from tests.support.worker import WorkerProcess
 @pytest.fixture(scope="session", autouse=True)
 def _services() -> None:
     require_services()
+
+
+async def create_topic(name: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        await admin.close()
 
 
 async def partitions(topic: str) -> list[int]:

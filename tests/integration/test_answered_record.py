@@ -3,6 +3,7 @@ lost its data still knows, from the database, which requests were answered."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 from streams.adapters.db.answered_store import AnsweredStore
@@ -18,19 +19,27 @@ async def test_answered_requests_survive_a_redis_that_lost_its_data(stack: Stack
         await upgrade(engine)
         store = AnsweredStore(engine)
         answered = AnsweredRequests(redis, prefix=stack.name, retry_after_s=0.0, durable=store)
-        assert not await answered.answered("replies", b"c-1")
+        assert not (await answered.claim("replies", b"c-1")).answered
         await answered.remember("replies", b"c-1")
         await answered.remember("replies", b"c-1")  # twice: still one row
-        assert await answered.answered("replies", b"c-1")
+        assert (await answered.claim("replies", b"c-1")).answered
 
         await redis.delete(answered.key("replies", b"c-1"))  # Redis restarted empty
-        assert await answered.answered("replies", b"c-1")
-        assert not await answered.answered("replies", b"c-1", maybe_seen=False)
-        assert not await answered.answered("replies", b"c-2")
-        assert not await answered.answered("other-replies", b"c-1")
+        assert (await answered.claim("replies", b"c-1")).answered
+        assert not (await answered.claim("replies", b"c-1", maybe_seen=False)).answered
+        assert not (await answered.claim("replies", b"c-2")).answered
+        assert not (await answered.claim("other-replies", b"c-1")).answered
+
+        # an attempt's beginning: the first one's is kept, recording the answer drops it
+        assert (await answered.claim("replies", b"c-3")).began_ms is None
+        first = (await answered.claim("replies", b"c-3")).began_ms
+        assert first is not None and abs(first / 1000 - time.time()) < 60
+        assert (await answered.claim("replies", b"c-3")).began_ms == first
+        await answered.remember("replies", b"c-3")
+        assert not await redis.exists(answered.sending_key("replies", b"c-3"))
 
         assert await store.purge(datetime.now(UTC) - timedelta(minutes=5)) == 0
-        assert await store.purge(datetime.now(UTC) + timedelta(seconds=1)) == 1
+        assert await store.purge(datetime.now(UTC) + timedelta(seconds=1)) == 2  # c-1 and c-3
         assert not await store.exists(request_key("replies", b"c-1"))
     finally:
         await redis.aclose()

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pydantic import SecretStr
 
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
@@ -17,7 +16,7 @@ from streams.adapters.db.engine import create_engine
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters, source_of
 from streams.adapters.kafka.publish import Outgoing, ProducerPublisher, SourceRecord, dead_letter
 from streams.settings import DatabaseSettings, KafkaSettings
-from tests.integration.conftest import Stack
+from tests.integration.conftest import Stack, create_topic
 from tests.support.services import KAFKA_BOOTSTRAP, KAFKA_BROKER, drop_database, migrated_database
 
 
@@ -30,10 +29,7 @@ class Parts:
 @pytest.fixture
 async def parts(stack: Stack) -> AsyncIterator[Parts]:
     topic = f"{stack.name}.dlq"
-    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
-    await admin.start()
-    await admin.create_topics([NewTopic(topic, 4, 1)])
-    await admin.close()
+    await create_topic(topic, 4)
     db = f"{stack.database}_dl"
     engine = create_engine(DatabaseSettings(url=SecretStr(await migrated_database(db))))
     producer = AIOKafkaProducer(bootstrap_servers=KAFKA_BOOTSTRAP, acks="all")

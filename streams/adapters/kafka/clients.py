@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -81,6 +81,30 @@ async def partitions(k: KafkaSettings, topic: str) -> list[int]:
         if t.get("error_code", 0) == 0 and t.get("partitions"):
             return sorted(int(p["partition"]) for p in t["partitions"])
     return []
+
+
+async def records_since(k: KafkaSettings, topic: str, partition: int,
+                        since_ms: int) -> AsyncGenerator[Any, None]:
+    """The records of one partition timestamped ``since_ms`` or later, up to the
+    partition's end when the read began (wrap in ``contextlib.aclosing`` to stop
+    early: the consumer is stopped when the iterator is closed)."""
+    c = consumer(k)
+    await c.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        c.assign([tp])
+        found_at = (await c.offsets_for_times({tp: max(since_ms, 0)}))[tp]
+        if found_at is None:
+            return
+        c.seek(tp, found_at.offset)
+        end = (await c.end_offsets([tp]))[tp]
+        while await c.position(tp) < end:
+            for records in (await c.getmany(tp, timeout_ms=1000)).values():
+                for r in records:
+                    if r.offset < end:
+                        yield r
+    finally:
+        await c.stop()
 
 
 async def end_offsets(k: KafkaSettings, topic: str) -> dict[int, int]:

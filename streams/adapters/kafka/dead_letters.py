@@ -21,15 +21,14 @@ consolidation ledger's retention.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from aiokafka import TopicPartition
-
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger, SourceKey
-from streams.adapters.kafka.clients import consumer, partitions
+from streams.adapters.kafka.clients import partitions, records_since
 from streams.adapters.kafka.publish import Outgoing, Publisher
 from streams.metrics import DEAD_LETTERS_DEDUPLICATED
 from streams.settings import KafkaSettings
@@ -63,26 +62,16 @@ class DeadLetterFinder:
     async def published(self, topic: str, partition: int, since: datetime,
                         wanted: set[SourceKey]) -> set[SourceKey]:
         """Which of ``wanted`` have a dead letter in ``topic``/``partition`` since ``since``."""
-        c = consumer(self.kafka)
-        await c.start()
-        try:
-            tp = TopicPartition(topic, partition)
-            c.assign([tp])
-            found_at = (await c.offsets_for_times({tp: int(since.timestamp() * 1000)}))[tp]
-            if found_at is None:
-                return set()
-            c.seek(tp, found_at.offset)
-            end = (await c.end_offsets([tp]))[tp]
-            found: set[SourceKey] = set()
-            while await c.position(tp) < end and found != wanted:
-                for records in (await c.getmany(tp, timeout_ms=1000)).values():
-                    for r in records:
-                        key = source_of(Outgoing(topic, r.key, r.value, list(r.headers or ())))
-                        if key in wanted:
-                            found.add(key)
-            return found
-        finally:
-            await c.stop()
+        found: set[SourceKey] = set()
+        async with contextlib.aclosing(records_since(
+                self.kafka, topic, partition, int(since.timestamp() * 1000))) as records:
+            async for r in records:
+                key = source_of(Outgoing(topic, r.key, r.value, list(r.headers or ())))
+                if key in wanted:
+                    found.add(key)
+                    if found == wanted:
+                        break
+        return found
 
 
 class ExactlyOnceDeadLetters:

@@ -1,0 +1,65 @@
+"""ReplyLookup: whether a reply to a request is in its reply topic already.
+
+A worker killed after the broker took a reply and before the reply was
+recorded as sent leaves its request uncommitted. The next owner of the request
+finds, in Redis, when the killed worker began answering it
+(:meth:`~streams.query.answered.AnsweredRequests.claim`), and asks here whether
+a reply with the request's correlation id reached the reply topic since then.
+
+Every partition of the reply topic is read (an unaddressed reply may have gone
+to any of them, or to all), from ``since_ms`` less ``margin_s`` (for a topic
+that stamps records with the broker's clock) up to the partition's end at the
+time of the lookup, and the ``kafka_correlationId`` header is matched. The
+previous owner is gone by then (a killed member is taken over only after the
+query session timeout), so what it sent is in the topic or never will be.
+The answer is ``None`` when the topic could not be read within ``timeout_s``:
+the caller then answers, preferring a second reply to none. This is the dead
+letters' mechanism (:mod:`streams.adapters.kafka.dead_letters`) for replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiokafka.errors import KafkaError
+
+from streams.adapters.kafka.clients import partitions, records_since
+from streams.settings import KafkaSettings
+from streams.wire.headers import header
+from streams.wire.spring_reply import CORRELATION_ID
+
+log = logging.getLogger(__name__)
+
+AT_ONCE = 4  # lookups in flight: a takeover may bring a killed worker's every request
+
+
+class ReplyLookup:
+    def __init__(self, kafka: KafkaSettings, *, timeout_s: float = 5.0,
+                 margin_s: float = 5.0) -> None:
+        self.kafka = kafka
+        self.timeout_s = timeout_s
+        self.margin_s = margin_s
+        self._at_once = asyncio.Semaphore(AT_ONCE)
+
+    async def sent(self, topic: str, correlation_id: bytes, since_ms: int) -> bool | None:
+        """True when a record carrying ``correlation_id`` is in ``topic``, timestamped
+        from ``since_ms`` (less the margin) on; False when none is; None when unknown."""
+        try:
+            async with self._at_once, asyncio.timeout(self.timeout_s):
+                return await self._scan(topic, correlation_id,
+                                        since_ms - int(self.margin_s * 1000))
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.warning("reply lookup in %s failed, answering anyway: %s: %s",
+                        topic, type(exc).__name__, exc)
+            return None
+
+    async def _scan(self, topic: str, correlation_id: bytes, from_ms: int) -> bool:
+        for partition in await partitions(self.kafka, topic):
+            async with contextlib.aclosing(
+                    records_since(self.kafka, topic, partition, from_ms)) as records:
+                async for r in records:
+                    if header(list(r.headers or ()), CORRELATION_ID) == correlation_id:
+                        return True
+        return False

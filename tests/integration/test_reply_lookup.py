@@ -1,0 +1,112 @@
+"""A worker killed between the broker's acknowledgement of a reply and the
+record of it, on the real Kafka and Redis: the next owner of the request finds
+the reply in the reply topic and does not answer again; a reply that never
+reached the broker is sent."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from redis.asyncio import Redis
+
+from streams.adapters.kafka.publish import SourceRecord
+from streams.adapters.kafka.replies import ReplyPublisher
+from streams.adapters.kafka.reply_lookup import ReplyLookup
+from streams.query.answered import AnsweredRequests
+from streams.query.answering import QueryAnswering
+from streams.query.processor import QueryProcessor
+from streams.settings import KafkaSettings
+from streams.wire.query import MemoryQuery, MemoryReply
+from streams.wire.spring_reply import request_headers
+from tests.agents.fakes import FakePublisher
+from tests.integration.conftest import Stack, create_topic
+from tests.support.services import KAFKA_BROKER
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def answer(self, q: MemoryQuery) -> MemoryReply:
+        self.asked.append(q.request_id)
+        return MemoryReply(request_id=q.request_id, tenant_id=q.tenant_id)
+
+
+@dataclass
+class Parts:
+    topic: str
+    redis: Redis
+    replies: ReplyPublisher
+    lookup: ReplyLookup
+
+    def worker(self) -> tuple[QueryAnswering, Engine, AnsweredRequests]:
+        """One worker's answering, on the shared Redis, Kafka and reply topic."""
+        engine = Engine()
+        answered = AnsweredRequests(self.redis, prefix=self.topic, retry_after_s=0.0)
+        processor = QueryProcessor(engine, "dlq")  # type: ignore[arg-type]
+        return (QueryAnswering(processor, self.replies.deliver, FakePublisher(), answered,
+                               retry_initial_s=0.01, retry_max_s=0.01,
+                               reply_sent=self.lookup.sent), engine, answered)
+
+
+@pytest.fixture
+async def parts(stack: Stack) -> AsyncIterator[Parts]:
+    topic = f"{stack.name}.replies"
+    await create_topic(topic, 3)
+    redis = stack.redis()
+    # an unaddressed reply goes to one partition, by key: the lookup reads them all
+    replies = ReplyPublisher(KAFKA_BROKER, every_partition=False)
+    try:
+        yield Parts(topic, redis, replies, ReplyLookup(KafkaSettings(broker=KAFKA_BROKER)))
+    finally:
+        await replies.stop()
+        await redis.aclose()
+
+
+def request(topic: str, n: int, offset: int) -> SourceRecord:
+    doc = {"request_id": f"q{n}", "tenant_id": "t", "user_id": f"u{n}", "agent_id": "a",
+           "message": "hi", "options": {"timeout_ms": 60_000}}
+    return SourceRecord("queries", 0, offset, f"t/u{n}".encode(), json.dumps(doc).encode(),
+                        request_headers(topic, f"c-{n}".encode()), timestamp=time.time())
+
+
+async def replies_to(stack: Stack, topic: str) -> list[str]:
+    return sorted(json.loads(r.value)["request_id"] for r in
+                  await stack.read_topic(topic, timeout=3))
+
+
+async def test_a_reply_sent_by_a_killed_worker_is_not_sent_again(
+        stack: Stack, parts: Parts) -> None:
+    killed, _, killed_record = parts.worker()
+    for n in range(6):  # other replies around it, in every partition
+        await killed(request(parts.topic, n, n))
+    # q10: killed after the broker took the reply, before the record
+    await killed_record.claim(parts.topic, b"c-10")
+    answer = await killed.processor.handle(request(parts.topic, 10, 10))
+    assert answer.reply is not None and await parts.replies.deliver(answer.reply)
+    # q11: killed while answering, before the reply was sent
+    await killed_record.claim(parts.topic, b"c-11")
+
+    survivor, engine, _ = parts.worker()
+    for n in (10, 11, 3):  # delivered again to the next owner
+        await survivor(request(parts.topic, n, 20 + n))
+    assert engine.asked == ["q11"]
+    assert await replies_to(stack, parts.topic) == sorted(
+        [f"q{n}" for n in range(6)] + ["q10", "q11"])
+    # both recorded now: delivered once more, nothing is looked up or sent
+    again, engine, _ = parts.worker()
+    for n in (10, 11):
+        await again(request(parts.topic, n, 40 + n))
+    assert engine.asked == []
+
+
+async def test_a_lookup_in_a_topic_that_cannot_be_read_says_it_does_not_know(
+        parts: Parts) -> None:
+    lookup = ReplyLookup(KafkaSettings(broker="127.0.0.1:1"), timeout_s=1.0)
+    assert await lookup.sent(parts.topic, b"c-1", int(time.time() * 1000)) is None
+    assert await parts.lookup.sent(parts.topic, b"c-1", int(time.time() * 1000)) is False
+    assert await parts.lookup.sent("no-such-topic-here", b"c-1", 0) is False
