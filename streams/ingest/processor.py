@@ -496,14 +496,21 @@ class IngestProcessor:
         delivered again, or came out of order) gets its session a late closing
         event, in the outbox. Only the late candidates count, each by its first
         copy in the batch: a redelivered copy after the session's end of a
-        message stored earlier in the same batch, in its session, is not late."""
+        message stored earlier in the same batch, in its session, is not late;
+        nor is a message of a session the same batch closes."""
         first_copy: dict[tuple[str, str], int] = {}
         for i, it in enumerate(items):
             if isinstance(it.event, ChatMessage):
                 first_copy.setdefault((it.event.tenant_id, it.event.event_id), i)
+        # a session this batch closes goes out after the batch's messages are stored,
+        # and takes its late ones with it
+        closed_here = {(table_key(c.tenant_id, c.conversation_id), c.session_seq)
+                       for c in plan.closed}
         for key, sessions in plan.late.items():
             state = plan.states[key]
             for seq in sorted(sessions):
+                if (key, seq) in closed_here:
+                    continue
                 stored = [i for i in sessions[seq]
                           if isinstance(ev := items[i].event, ChatMessage)
                           and (ek := (ev.tenant_id, ev.event_id)) in new_keys

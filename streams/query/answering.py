@@ -10,13 +10,15 @@ for every record it takes.
    earlier attempt began and recorded no answer (its worker was killed around
    the reply), the reply topic is searched for the reply (``reply_sent``);
    found, it is recorded and the request is not answered again; not found or
-   not known, it is answered.
+   not known, it is answered. The processor asks this (``sent_before``) only
+   for a request that gets a reply: its reply topic allowed, its caller waiting.
 3. Otherwise the processor's answer is delivered — the reply on the no-linger
    reply producer, then remembered as answered; a dead letter durably, retried
    until the broker takes it — and only then does the request count as answered.
    Once a reply is being sent, a cancellation (a revocation's drain timeout)
-   lets the send and the record finish: the reply goes out whatever happens to
-   the request, and the next owner must learn that it did.
+   waits for the send and the record to finish before it takes effect: the
+   reply goes out whatever happens to the request, and the next owner must
+   find it recorded.
 
 Nothing here raises (but cancellation): the consumer may then commit past it.
 """
@@ -36,9 +38,15 @@ from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_addre
 
 log = logging.getLogger(__name__)
 
+# how long a cancelled request's reply may still take to go out and be recorded:
+# the default reply send timeout; with the drain timeout (3 s) it stays within the
+# query group's rebalance timeout (session timeout + drain timeout)
+SEND_GRACE_S = 5.0
+
 DeliverReply = Callable[[Outgoing], Awaitable[bool]]
-# (reply topic, correlation id, since epoch ms) -> sent / not sent / unknown
-ReplySent = Callable[[str, bytes, int], Awaitable[bool | None]]
+# (reply topic, correlation id, since epoch ms, addressed partition or None)
+# -> sent / not sent / unknown
+ReplySent = Callable[[str, bytes, int, int | None], Awaitable[bool | None]]
 
 
 def _address(rec: SourceRecord) -> ReplyAddress | None:
@@ -68,29 +76,41 @@ class QueryAnswering:
             return
         addr = _address(rec)
         cid = addr.correlation_id if addr is not None else None
-        if addr is not None and cid is not None and await self._sent_before(rec, addr.topic, cid):
+
+        async def sent_before(to: ReplyAddress) -> bool:
+            assert cid is not None
+            return await self._sent_before(rec, to, cid)
+
+        answer = await self.processor.handle(rec, sent_before if cid is not None else None)
+        if answer.duplicate:
             QUERY_DUPLICATES.inc()
             return
-        answer = await self.processor.handle(rec)
         if answer.reply is not None:
-            await asyncio.shield(self._reply(answer.reply, cid))
+            sending = asyncio.ensure_future(self._reply(answer.reply, cid))
+            try:
+                await asyncio.shield(sending)
+            except asyncio.CancelledError:
+                # the reply is on its way: the revocation waits for it and its
+                # record (for at most SEND_GRACE_S), so that the next owner knows
+                await asyncio.wait({sending}, timeout=SEND_GRACE_S)
+                raise
         if answer.dead_letter is not None:
             dead = [answer.dead_letter]
             await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
                                 initial_s=self.retry_initial_s, max_s=self.retry_max_s)
 
-    async def _sent_before(self, rec: SourceRecord, topic: str, cid: bytes) -> bool:
-        claim = await self.answered.claim(topic, cid, maybe_seen=self.maybe_seen(rec))
+    async def _sent_before(self, rec: SourceRecord, to: ReplyAddress, cid: bytes) -> bool:
+        claim = await self.answered.claim(to.topic, cid, maybe_seen=self.maybe_seen(rec))
         if claim.answered:
             return True
         if claim.began_ms is None or self.reply_sent is None:
             return False
-        sent = await self.reply_sent(topic, cid, claim.began_ms)
+        sent = await self.reply_sent(to.topic, cid, claim.began_ms, to.partition)
         log.info("request %s was begun before and not recorded as answered: its reply is %s",
                  cid.hex(), "unknown" if sent is None else
                  "in the reply topic" if sent else "not in the reply topic")
         if sent:
-            await self.answered.remember(topic, cid)
+            await self.answered.remember(to.topic, cid)
         return bool(sent)
 
     async def _reply(self, reply: Outgoing, cid: bytes | None) -> None:

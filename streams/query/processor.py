@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -40,11 +40,13 @@ _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReply
 @dataclass(frozen=True)
 class Answer:
     """What to send: a reply to the caller, or a dead letter when no reply is possible;
-    nothing when the caller has given up (``expired``)."""
+    nothing when the caller has given up (``expired``) or the reply was sent
+    before (``duplicate``)."""
 
     reply: Outgoing | None = None
     dead_letter: Outgoing | None = None
     expired: bool = False
+    duplicate: bool = False
 
 
 def _short_errors(exc: ValidationError) -> str:
@@ -85,7 +87,12 @@ class QueryProcessor:
         body = reply.model_dump_json(exclude_none=False).encode()
         return Answer(reply=Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition))
 
-    async def handle(self, rec: SourceRecord) -> Answer:
+    async def handle(self, rec: SourceRecord,
+                     sent_before: Callable[[ReplyAddress], Awaitable[bool]] | None = None,
+                     ) -> Answer:
+        """``sent_before``: asked once the request is known to get a reply (its
+        reply topic allowed, its caller still waiting), before any reply is made;
+        True: the reply went out before, nothing is sent (``duplicate``)."""
         start = time.perf_counter()
         try:
             addr = reply_address(rec.headers)
@@ -98,17 +105,23 @@ class QueryProcessor:
             log.warning("query reply to %r refused: %s", addr.topic, why)
             return self._dead(rec, "reply_topic_not_allowed", f"{why}: {addr.topic}")
         doc = load_object(rec.value)
+        problem: str | None = None
         if isinstance(doc, Rejected):
-            return self._error(rec, addr, None,
-                               f"not a JSON object memstream can read ({doc.reason}): "
-                               f"{doc.message}", start)
-        try:
-            query = MemoryQuery.model_validate(doc)
-            if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
-                QUERY_EXPIRED.inc()
-                return Answer(expired=True)
-        except ValidationError as exc:
-            return self._error(rec, addr, doc, _short_errors(exc), start)
+            problem = f"not a JSON object memstream can read ({doc.reason}): {doc.message}"
+        else:
+            try:
+                query = MemoryQuery.model_validate(doc)
+            except ValidationError as exc:
+                problem = _short_errors(exc)
+            else:
+                if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
+                    QUERY_EXPIRED.inc()
+                    return Answer(expired=True)
+        if sent_before is not None and await sent_before(addr):
+            return Answer(duplicate=True)
+        if problem is not None or isinstance(doc, Rejected):
+            return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
+                               problem or "", start)
         if self.signing is not None and (why := self.signing.refusal(
                 query.tenant_id, rec.headers, rec.value, addr.topic, self.clock())) is not None:
             log.warning("query %s of tenant %r refused: %s", query.request_id, query.tenant_id,

@@ -190,7 +190,9 @@ class WorkerContext:
             await self._search_log.start()
             return wiring.query_answering(replies.deliver, search_log=self._search_log,
                                           maybe_seen=self.queries.maybe_seen,
-                                          reply_sent=ReplyLookup(self.settings.kafka).sent)
+                                          reply_sent=ReplyLookup(
+                                              self.settings.kafka,
+                                              every_partition=replies.every_partition).sent)
         return await self._once("query-answering", build)
 
     async def erasure_processor(self) -> ErasureProcessor:

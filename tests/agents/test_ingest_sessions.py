@@ -258,9 +258,24 @@ async def test_a_copy_after_the_end_of_a_message_stored_in_the_same_batch_is_not
 async def test_a_message_after_the_end_and_never_stored_is_late_once_among_copies() -> None:
     store, pub = FakeMessageStore(), FakePublisher()
     proc = processor(store, FakeTable(), pub)
-    await proc.process(recs([ev(0)]))
     the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
-    await proc.process(recs([the_end, ev(1), ev(1)], start=1))
+    await proc.process(recs([ev(0), the_end]))
+    await proc.process(recs([ev(1), ev(1)], start=2))
     ids = closed_ids(pub)
     assert ids[0] == "t1/c1#1" and ids[1].startswith("t1/c1#1~") and len(ids) == 2
     assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [("c1-0", 1), ("c1-1", 1)]
+
+
+async def test_an_older_message_after_the_end_in_the_same_batch_goes_with_that_end() -> None:
+    """The end and, after it, an older message of its session in one batch: the
+    message is stored before the batch's closing event goes out, which takes it;
+    a late closing event would hand the session on twice."""
+    store, pub = FakeMessageStore(), FakePublisher()
+    proc = processor(store, FakeTable(), pub)
+    the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
+    await proc.process(recs([ev(0), the_end, ev(1)]))
+    assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [("c1-0", 1), ("c1-1", 1)]
+    assert closed_ids(pub) == ["t1/c1#1"]
+    await proc.process(recs([ev(2, created_at="2026-11-30T08:00:02Z")], start=3))
+    ids = closed_ids(pub)  # in a later batch it is late: its own closing event
+    assert len(ids) == 2 and ids[1].startswith("t1/c1#1~")

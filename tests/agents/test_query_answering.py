@@ -16,6 +16,7 @@ from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering, ReplySent
 from streams.query.processor import QueryProcessor
+from streams.query.rules.reply_targets import ReplyTargets
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers
@@ -162,8 +163,8 @@ async def test_a_request_older_than_its_timeout_is_counted_and_not_answered() ->
     assert [r.request_id for r in engine.asked] == ["long"]
     assert len(replies.sent) == 1
     assert counter("memstream_query_expired_total") == expired + 2
-    # a record older than any timeout is skipped without a Redis round trip
-    assert redis.calls == 3  # "late": the check; "long": check and remember; "ancient": none
+    # an expired request costs no Redis round trip: "long" is checked and remembered
+    assert redis.calls == 2
 
 
 async def test_with_redis_down_every_request_is_answered_and_redis_is_skipped_a_while() -> None:
@@ -250,7 +251,8 @@ class Lookup:
         self.sent = sent
         self.asked: list[tuple[str, bytes, int]] = []
 
-    async def __call__(self, topic: str, cid: bytes, since_ms: int) -> bool | None:
+    async def __call__(self, topic: str, cid: bytes, since_ms: int,
+                       partition: int | None) -> bool | None:
         self.asked.append((topic, cid, since_ms))
         return self.sent
 
@@ -306,7 +308,8 @@ async def test_the_first_attempt_s_beginning_is_kept() -> None:
 
 async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() -> None:
     """A revocation's drain timeout cancels a request while its reply is being
-    sent: the reply goes out all the same, so its record must be written too."""
+    sent: the reply goes out all the same, so the cancelled request ends only
+    once the reply and its record are done — the next owner then finds it."""
     answering, _, replies, _, redis = build()
     gate = asyncio.Event()
     deliver = replies.deliver
@@ -320,9 +323,27 @@ async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() 
     for _ in range(50):
         await asyncio.sleep(0)
     task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    gate.set()
-    for _ in range(50):
-        await asyncio.sleep(0)
+    asyncio.get_running_loop().call_later(0.05, gate.set)  # the broker takes it
+    await asyncio.gather(task, return_exceptions=True)  # what the drain waits for
+    assert task.cancelled()
     assert len(replies.sent) == 1
     assert f"ms:answered:replies:{b'c-1'.hex()}" in redis.keys
+    lookup = Lookup(sent=False)
+    after, engine, _, _, _ = build(redis=redis, reply_sent=lookup)
+    await after(request(b"c-1", offset=1))
+    assert engine.asked == [] and lookup.asked == []
+
+
+async def test_an_expired_or_refused_request_is_neither_claimed_nor_looked_up() -> None:
+    lookup = Lookup(sent=True)
+    answering, engine, replies, dlq, redis = build(reply_sent=lookup)
+    answering.processor.reply_targets = ReplyTargets.of(("replies",), ("chat",), "ms")
+    begun(redis, b"gone", 1_799_999_990_000)
+    await answering(request(b"gone", age_s=1.5))  # the caller gave up (1 s)
+    refused = request(b"bad", headers=request_headers("chat", b"bad"))
+    begun_refused = f"ms:sending:chat:{b'bad'.hex()}"
+    redis.keys[begun_refused] = (b"1799999990000", 120)
+    await answering(refused)
+    assert lookup.asked == [] and engine.asked == [] and replies.sent == []
+    assert len(dlq.on("dlq")) == 1
+    assert redis.calls == 0  # no Redis round trip for either

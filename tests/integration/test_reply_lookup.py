@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
-from streams.adapters.kafka.publish import SourceRecord
+from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.query.answered import AnsweredRequests
@@ -58,10 +58,11 @@ async def parts(stack: Stack) -> AsyncIterator[Parts]:
     topic = f"{stack.name}.replies"
     await create_topic(topic, 3)
     redis = stack.redis()
-    # an unaddressed reply goes to one partition, by key: the lookup reads them all
-    replies = ReplyPublisher(KAFKA_BROKER, every_partition=False)
+    # the default: an unaddressed reply goes to every partition of its topic
+    replies = ReplyPublisher(KAFKA_BROKER, every_partition=True)
     try:
-        yield Parts(topic, redis, replies, ReplyLookup(KafkaSettings(broker=KAFKA_BROKER)))
+        yield Parts(topic, redis, replies, ReplyLookup(KafkaSettings(broker=KAFKA_BROKER),
+                                                       every_partition=True))
     finally:
         await replies.stop()
         await redis.aclose()
@@ -95,8 +96,8 @@ async def test_a_reply_sent_by_a_killed_worker_is_not_sent_again(
     for n in (10, 11, 3):  # delivered again to the next owner
         await survivor(request(parts.topic, n, 20 + n))
     assert engine.asked == ["q11"]
-    assert await replies_to(stack, parts.topic) == sorted(
-        [f"q{n}" for n in range(6)] + ["q10", "q11"])
+    assert await replies_to(stack, parts.topic) == sorted(  # a copy in each partition
+        [f"q{n}" for n in range(6)] * 3 + ["q10", "q11"] * 3)
     # both recorded now: delivered once more, nothing is looked up or sent
     again, engine, _ = parts.worker()
     for n in (10, 11):
@@ -110,3 +111,29 @@ async def test_a_lookup_in_a_topic_that_cannot_be_read_says_it_does_not_know(
     assert await lookup.sent(parts.topic, b"c-1", int(time.time() * 1000)) is None
     assert await parts.lookup.sent(parts.topic, b"c-1", int(time.time() * 1000)) is False
     assert await parts.lookup.sent("no-such-topic-here", b"c-1", 0) is False
+
+
+async def test_a_reply_to_every_partition_counts_as_sent_only_when_every_copy_is_there(
+        parts: Parts) -> None:
+    """Replies with no partition go to every partition by default: a worker killed
+    between the copies left some partitions without one, and a caller reading
+    those would get nothing, so the reply is sent again."""
+    since = int(time.time() * 1000)
+    producer = ReplyPublisher(KAFKA_BROKER, every_partition=False)
+    try:
+        for p in (0, 1):  # partition 2's copy never went out
+            assert await producer.deliver(Outgoing(parts.topic, b"k", b"{}",
+                                                   request_headers(parts.topic, b"c-7")[1:], p))
+        assert await producer.deliver(Outgoing(parts.topic, b"k", b"{}",
+                                               request_headers(parts.topic, b"c-8")[1:], 2))
+    finally:
+        await producer.stop()
+    settings = KafkaSettings(broker=KAFKA_BROKER)
+    every = ReplyLookup(settings, every_partition=True)
+    by_key = ReplyLookup(settings, every_partition=False)
+    assert await every.sent(parts.topic, b"c-7", since) is False
+    assert await by_key.sent(parts.topic, b"c-7", since) is True
+    assert await every.sent(parts.topic, b"c-7", since, partition=1) is True  # addressed
+    assert await every.sent(parts.topic, b"c-7", since, partition=2) is False
+    assert await by_key.sent(parts.topic, b"c-8", since) is True
+    assert await every.sent(parts.topic, b"c-9", since) is False

@@ -72,8 +72,8 @@ async def partitions(k: KafkaSettings, topic: str) -> list[int]:
     """The partition numbers of ``topic`` ([] when it does not exist). A plain
     consumer knows the partitions of the topics it subscribed to only."""
     admin = AIOKafkaAdminClient(**client_options(k))
-    await admin.start()
     try:
+        await admin.start()
         described = await admin.describe_topics([topic])
     finally:
         await admin.close()
@@ -85,12 +85,12 @@ async def partitions(k: KafkaSettings, topic: str) -> list[int]:
 
 async def records_since(k: KafkaSettings, topic: str, partition: int,
                         since_ms: int) -> AsyncGenerator[Any, None]:
-    """The records of one partition timestamped ``since_ms`` or later, up to the
-    partition's end when the read began (wrap in ``contextlib.aclosing`` to stop
+    """The records of one partition from the first one timestamped ``since_ms``
+    or later up to the partition's end when the read began (wrap in ``contextlib.aclosing`` to stop
     early: the consumer is stopped when the iterator is closed)."""
     c = consumer(k)
-    await c.start()
     try:
+        await c.start()
         tp = TopicPartition(topic, partition)
         c.assign([tp])
         found_at = (await c.offsets_for_times({tp: max(since_ms, 0)}))[tp]
