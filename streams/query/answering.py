@@ -26,6 +26,7 @@ Nothing here raises (but cancellation): the consumer may then commit past it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -34,7 +35,8 @@ from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES
 from streams.query.answered import AnsweredRequests
 from streams.query.processor import QueryProcessor
-from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
+from streams.wire.headers import header
+from streams.wire.spring_reply import CORRELATION_ID, ReplyAddress
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +49,6 @@ DeliverReply = Callable[[Outgoing], Awaitable[bool]]
 # (reply topic, correlation id, since epoch ms, addressed partition or None)
 # -> sent / not sent / unknown
 ReplySent = Callable[[str, bytes, int, int | None], Awaitable[bool | None]]
-
-
-def _address(rec: SourceRecord) -> ReplyAddress | None:
-    try:
-        return reply_address(rec.headers)
-    except BadReplyHeaders:
-        return None  # dead-lettered by the processor
 
 
 class QueryAnswering:
@@ -74,19 +69,12 @@ class QueryAnswering:
     async def __call__(self, rec: SourceRecord) -> None:
         if self.processor.outdated(rec):
             return
-        addr = _address(rec)
-        cid = addr.correlation_id if addr is not None else None
-
-        async def sent_before(to: ReplyAddress) -> bool:
-            assert cid is not None
-            return await self._sent_before(rec, to, cid)
-
-        answer = await self.processor.handle(rec, sent_before if cid is not None else None)
+        answer = await self.processor.handle(rec, functools.partial(self._sent_before, rec))
         if answer.duplicate:
             QUERY_DUPLICATES.inc()
             return
         if answer.reply is not None:
-            sending = asyncio.ensure_future(self._reply(answer.reply, cid))
+            sending = asyncio.ensure_future(self._reply(answer.reply))
             try:
                 await asyncio.shield(sending)
             except asyncio.CancelledError:
@@ -99,7 +87,10 @@ class QueryAnswering:
             await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
                                 initial_s=self.retry_initial_s, max_s=self.retry_max_s)
 
-    async def _sent_before(self, rec: SourceRecord, to: ReplyAddress, cid: bytes) -> bool:
+    async def _sent_before(self, rec: SourceRecord, to: ReplyAddress) -> bool:
+        cid = to.correlation_id
+        if cid is None:  # nothing to match it by, here or for its caller
+            return False
         claim = await self.answered.claim(to.topic, cid, maybe_seen=self.maybe_seen(rec))
         if claim.answered:
             return True
@@ -113,6 +104,7 @@ class QueryAnswering:
             await self.answered.remember(to.topic, cid)
         return bool(sent)
 
-    async def _reply(self, reply: Outgoing, cid: bytes | None) -> None:
+    async def _reply(self, reply: Outgoing) -> None:
+        cid = header(reply.headers, CORRELATION_ID)
         if await self.deliver_reply(reply) and cid is not None:
             await self.answered.remember(reply.topic, cid)

@@ -119,9 +119,10 @@ class QueryProcessor:
                     return Answer(expired=True)
         if sent_before is not None and await sent_before(addr):
             return Answer(duplicate=True)
-        if problem is not None or isinstance(doc, Rejected):
-            return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
-                               problem or "", start)
+        if problem is not None:
+            return self._error(rec, addr, None if isinstance(doc, Rejected) else doc, problem,
+                               start)
+        assert not isinstance(doc, Rejected)
         if self.signing is not None and (why := self.signing.refusal(
                 query.tenant_id, rec.headers, rec.value, addr.topic, self.clock())) is not None:
             log.warning("query %s of tenant %r refused: %s", query.request_id, query.tenant_id,

@@ -66,15 +66,11 @@ class ReplyLookup:
         numbers = [partition] if partition is not None else \
             await partitions(self.kafka, topic)
         every = partition is None and self.every_partition
-        found = 0
         for number in numbers:
-            if await self._in(topic, number, correlation_id, from_ms):
-                found += 1
-                if not every:
-                    return True
-            elif every:
-                return False  # a copy is missing: the reply is sent again, to all
-        return every and found > 0
+            there = await self._in(topic, number, correlation_id, from_ms)
+            if there != every:  # one copy is enough, or one is missing (sent again, to all)
+                return there
+        return every and bool(numbers)
 
     async def _in(self, topic: str, partition: int, correlation_id: bytes,
                   from_ms: int) -> bool:
