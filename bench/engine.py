@@ -47,6 +47,7 @@ if ROOT != HERE:  # that build alone: an editable install would fill its gaps fr
     sys.meta_path[:] = [f for f in sys.meta_path
                         if not getattr(f, "__module__", "").startswith("__editable__")]
 
+from machine import machine_ticks, steal_pct  # noqa: E402
 from scale_data import question  # noqa: E402
 
 WARM_LIMIT_S = 900
@@ -97,6 +98,7 @@ async def measure(url: str, requests: int, seed: int) -> dict[str, Any]:
             await engine.answer(ask())
         warm_s = time.perf_counter() - start
         rng = random.Random(seed + 1)  # the measured questions: the same for every build
+        ticks = machine_ticks()
         cpu, wall = [], []
         digest = hashlib.sha256()
         for _ in range(requests):
@@ -107,9 +109,10 @@ async def measure(url: str, requests: int, seed: int) -> dict[str, Any]:
             wall.append(1000 * (time.perf_counter() - w0))
             digest.update(json.dumps(reply.model_dump(exclude={"latency_ms"}), default=str,
                                      sort_keys=True).encode())
+        steal = steal_pct(ticks, machine_ticks())
     finally:
         await rt.stop()
-    return {"cpu_p50_ms": round(statistics.median(cpu), 2),
+    return {"cpu_p50_ms": round(statistics.median(cpu), 2), "steal_pct": steal,
             "cpu_mean_ms": round(statistics.mean(cpu), 2),
             "wall_p50_ms": round(statistics.median(wall), 2), "warm_s": round(warm_s, 1),
             "replies": digest.hexdigest()[:16]}
@@ -194,7 +197,8 @@ def main() -> None:
             got = child(root, url, args.requests, args.seed)
             runs[name].append(got)
             print(f"round {r + 1} {name}: cpu p50 {got['cpu_p50_ms']} ms, mean "
-                  f"{got['cpu_mean_ms']} ms, wall p50 {got['wall_p50_ms']} ms", file=sys.stderr)
+                  f"{got['cpu_mean_ms']} ms, wall p50 {got['wall_p50_ms']} ms, "
+                  f"steal {got['steal_pct']} %", file=sys.stderr)
     digests = {got["replies"] for rs in runs.values() for got in rs}
     print(json.dumps({
         "size": args.size, "requests": args.requests, "runs": runs,

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 import query_scale  # noqa: E402
 import scale_data  # noqa: E402
+from machine import machine_ticks, steal_pct  # noqa: E402
 
 from streams.adapters.db.engine import create_engine  # noqa: E402
 from streams.adapters.db.migrate import upgrade  # noqa: E402
@@ -209,6 +210,7 @@ async def scale_point(args: argparse.Namespace, run: str, url: str, n: int,
     settings = run_settings(run, url, embedder, max(200_000, 2 * n))
     worker = None
     marks: dict[str, float] = {}
+    ticks: list[tuple[int, int]] = []  # the machine's at the measurement's start
     try:
         await ensure_topics(settings.kafka)
         worker = LocalWorker(settings, ROOT / ".bench" / "query-worker.log").start()
@@ -220,19 +222,21 @@ async def scale_point(args: argparse.Namespace, run: str, url: str, n: int,
             marks["ready_mb"] = query_scale.rss_mb(pid)
             took = await query_scale.warm(ask, settings.web.port, n, args.warm_limit)
             marks["cpu_s"] = query_scale.cpu_s(pid)  # the measurement begins
+            ticks.append(machine_ticks())
             return took
 
         print(f"  {embedder}: load {args.rate}/s for {args.seconds}s ...", file=sys.stderr)
         result = await load(settings, 1, args.rate, args.seconds, True, prepare)
         warm_mb = query_scale.rss_mb(pid)
         cpu_ms = 1000 * (query_scale.cpu_s(pid) - marks["cpu_s"]) / max(result["requests"], 1)
+        steal = steal_pct(ticks[0], machine_ticks())
     finally:
         if worker is not None:
             worker.stop()
         await delete_topics_containing(f"qbench-{run}")
     result.update({
         "memories_per_cube": n, "embedder": embedder, "warm_s": result.pop("warmup_s"),
-        "worker_cpu_ms_per_query": round(cpu_ms, 1),
+        "worker_cpu_ms_per_query": round(cpu_ms, 1), "steal_pct": steal,
         "rss_ready_mb": round(marks["ready_mb"], 1), "rss_warm_mb": round(warm_mb, 1),
         "mb_per_100k": round((warm_mb - marks["ready_mb"]) / (2 * n) * 100_000, 1),
     })

@@ -152,12 +152,12 @@ async def warm(ask: Ask, port: int, n: int, limit_s: float) -> float:
 def table(rows: list[dict[str, Any]]) -> str:
     """The curve as printed (and copied into docs/benchmarks.md)."""
     lines = ["memories/cube  retrieval  p50 ms  p95 ms  p99 ms  engine p50  outside p50  "
-             "degraded  rate/s  cpu ms/q  warm s  MB/100k"]
+             "degraded  rate/s  cpu ms/q  warm s  MB/100k  steal %"]
     for r in rows:
         kind = "lexical" if r["embedder"] == "none" else "dense+lex"
         lines.append(f"{r['memories_per_cube']:>13,}  {kind:>9}  {r['p50_ms']:>6}  "
                      f"{r['p95_ms']:>6}  {r['p99_ms']:>6}  {r['engine_p50_ms']:>10}  "
                      f"{r['outside_p50_ms']:>11}  {r['errors']:>8}  "
                      f"{r['achieved_rate']:>6}  {r['worker_cpu_ms_per_query']:>8}  "
-                     f"{r['warm_s']:>6}  {r['mb_per_100k']:>7}")
+                     f"{r['warm_s']:>6}  {r['mb_per_100k']:>7}  {r['steal_pct']:>7}")
     return "\n".join(lines)
