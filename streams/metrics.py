@@ -195,7 +195,7 @@ QUERY_DUPLICATES = Counter(
 QUERY_ABANDONED = Counter(
     "memstream_query_abandoned_total",
     "Requests let go unanswered at a rebalance or shutdown (uncommitted: the next owner "
-    "answers them).",
+    "answers them, or finds the reply that was on its way).",
 )
 QUERY_REBALANCES = Counter(
     "memstream_query_rebalances_total",

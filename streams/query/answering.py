@@ -18,7 +18,9 @@ for every record it takes.
    Once a reply is being sent, a cancellation (a revocation's drain timeout)
    waits for the send and the record to finish before it takes effect: the
    reply goes out whatever happens to the request, and the next owner must
-   find it recorded.
+   find it recorded. A request whose reply went out and was recorded within
+   that wait ends as answered (not cancelled): the consumer commits it with
+   the partition's other answered requests instead of letting it go.
 
 Nothing here raises (but cancellation): the consumer may then commit past it.
 """
@@ -81,7 +83,9 @@ class QueryAnswering:
                 # the reply is on its way: the revocation waits for it and its
                 # record (for at most SEND_GRACE_S), so that the next owner knows
                 await asyncio.wait({sending}, timeout=SEND_GRACE_S)
-                raise
+                if not _sent(sending) or answer.dead_letter is not None:
+                    raise
+                return  # answered after all: finished, and committed with the others
         if answer.dead_letter is not None:
             dead = [answer.dead_letter]
             await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
@@ -104,7 +108,16 @@ class QueryAnswering:
             await self.answered.remember(to.topic, cid)
         return bool(sent)
 
-    async def _reply(self, reply: Outgoing) -> None:
+    async def _reply(self, reply: Outgoing) -> bool:
+        """Deliver the reply and record it; whether it was delivered."""
         cid = header(reply.headers, CORRELATION_ID)
-        if await self.deliver_reply(reply) and cid is not None:
+        delivered = await self.deliver_reply(reply)
+        if delivered and cid is not None:
             await self.answered.remember(reply.topic, cid)
+        return delivered
+
+
+def _sent(sending: asyncio.Future[bool]) -> bool:
+    """Whether the reply was delivered and its record written, without error."""
+    return (sending.done() and not sending.cancelled() and sending.exception() is None
+            and sending.result())

@@ -219,9 +219,12 @@ class QueryConsumer:
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-            QUERY_ABANDONED.inc(len(pending))
-            log.warning("%d query requests not answered within %.1fs were let go "
-                        "uncommitted", len(pending), self.config.drain_timeout_s)
+            # a request whose reply was already on its way may still end answered
+            let_go = sum(1 for task in pending if task.cancelled())
+            if let_go:
+                QUERY_ABANDONED.inc(let_go)
+                log.warning("%d query requests not answered within %.1fs were let go "
+                            "uncommitted", let_go, self.config.drain_timeout_s)
 
     async def _revoked(self, revoked: Iterable[Any]) -> None:
         QUERY_REBALANCES.inc()

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from streams.adapters.kafka.publish import Outgoing, SourceRecord
+from streams.query import answering as answering_module
 from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering, ReplySent
 from streams.query.processor import QueryProcessor
@@ -306,26 +307,43 @@ async def test_the_first_attempt_s_beginning_is_kept() -> None:
     assert len(replies.sent) == 1
 
 
-async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() -> None:
-    """A revocation's drain timeout cancels a request while its reply is being
-    sent: the reply goes out all the same, so the cancelled request ends only
-    once the reply and its record are done — the next owner then finds it."""
-    answering, _, replies, _, redis = build()
+def slow_replies(answering: QueryAnswering, replies: Replies, *,
+                 error: Exception | None = None) -> asyncio.Event:
+    """Replies held until the returned gate opens (then delivered, or ``error``)."""
     gate = asyncio.Event()
     deliver = replies.deliver
 
     async def slow(r: Outgoing) -> bool:
         await gate.wait()
+        if error is not None:
+            raise error
         return await deliver(r)
 
     answering.deliver_reply = slow
+    return gate
+
+
+async def cancelled_while_sending(answering: QueryAnswering, gate: asyncio.Event,
+                                  opens_after_s: float) -> asyncio.Future[None]:
+    """Cancel a request while its reply is held, open the gate ``opens_after_s`` later,
+    and wait for the request as a revocation's drain does."""
     task = asyncio.ensure_future(answering(request(b"c-1")))
     for _ in range(50):
         await asyncio.sleep(0)
     task.cancel()
-    asyncio.get_running_loop().call_later(0.05, gate.set)  # the broker takes it
+    asyncio.get_running_loop().call_later(opens_after_s, gate.set)  # the broker takes it
     await asyncio.gather(task, return_exceptions=True)  # what the drain waits for
-    assert task.cancelled()
+    return task
+
+
+async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() -> None:
+    """A revocation's drain timeout cancels a request while its reply is being
+    sent: the reply goes out all the same, and the request ends once the reply
+    and its record are done — as answered, so that the consumer commits it; a
+    next owner would find it recorded all the same."""
+    answering, _, replies, _, redis = build()
+    task = await cancelled_while_sending(answering, slow_replies(answering, replies), 0.05)
+    assert not task.cancelled() and task.result() is None
     assert len(replies.sent) == 1
     assert f"ms:answered:replies:{b'c-1'.hex()}" in redis.keys
     lookup = Lookup(sent=False)
@@ -347,3 +365,34 @@ async def test_an_expired_or_refused_request_is_neither_claimed_nor_looked_up() 
     assert lookup.asked == [] and engine.asked == [] and replies.sent == []
     assert len(dlq.on("dlq")) == 1
     assert redis.calls == 0  # no Redis round trip for either
+
+
+async def test_a_reply_slower_than_the_grace_lets_the_request_go(monkeypatch: Any) -> None:
+    """Past the grace the request ends cancelled (let go uncommitted: the next owner
+    answers it or finds its reply); the reply still goes out when the broker takes it."""
+    monkeypatch.setattr(answering_module, "SEND_GRACE_S", 0.02)
+    answering, _, replies, _, _ = build()
+    gate = slow_replies(answering, replies)
+    task = await cancelled_while_sending(answering, gate, 0.2)
+    assert task.cancelled() and replies.sent == []
+    await eventually_sent(replies)
+
+
+async def test_a_reply_that_fails_or_is_lost_during_the_grace_lets_the_request_go() -> None:
+    answering, _, replies, _, _ = build()
+    task = await cancelled_while_sending(
+        answering, slow_replies(answering, replies, error=OSError("broker gone")), 0.01)
+    assert task.cancelled()
+    answering, _, replies, _, redis = build()
+    replies.fail = True  # the producer gave up on it: not delivered
+    task = await cancelled_while_sending(answering, slow_replies(answering, replies), 0.01)
+    assert task.cancelled()
+    assert not any(k.startswith("ms:answered:") for k in redis.keys)
+
+
+async def eventually_sent(replies: Replies) -> None:
+    for _ in range(100):
+        if replies.sent:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the reply never went out")

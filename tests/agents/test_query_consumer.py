@@ -244,6 +244,34 @@ async def test_revocation_drains_commits_and_lets_go_of_what_did_not_finish() ->
     await q.stop()
 
 
+class GraceAnswers(Gates):
+    """Requests whose reply is on its way when cancelled: offset 1's goes out within
+    the grace (the request ends answered), the others' do not (cancelled)."""
+
+    async def __call__(self, rec: SourceRecord) -> None:
+        try:
+            await super().__call__(rec)
+        except asyncio.CancelledError:
+            if rec.offset != 1:
+                raise
+            await asyncio.sleep(0.05)  # the broker takes the reply, it is recorded
+            self.answered.append((rec.partition, rec.offset))
+
+
+async def test_a_request_answered_during_the_drain_s_grace_is_committed_not_let_go() -> None:
+    kafka, gates = FakeKafka(), GraceAnswers()
+    q = await started(kafka, gates)
+    abandoned = REGISTRY.get_sample_value("memstream_query_abandoned_total") or 0.0
+    kafka.feed(P0, 0, 1, 2)
+    await eventually(lambda: len(gates.started) == 3, 5, "three requests in flight")
+    gates.release(0, 0)
+    await kafka.rebalance({P1})  # 1 and 2 outlast the drain; 1's reply goes out
+    assert (0, 1) in gates.answered and (0, 2) not in gates.answered
+    assert last_commit(kafka, P0) == 2  # 0 and 1 answered: the next owner starts at 2
+    assert (REGISTRY.get_sample_value("memstream_query_abandoned_total") or 0.0) == abandoned + 1
+    await q.stop()
+
+
 async def test_stop_answers_what_is_in_flight_commits_and_leaves() -> None:
     kafka, gates = FakeKafka(), Gates()
     q = await started(kafka, gates)
