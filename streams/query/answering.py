@@ -83,7 +83,7 @@ class QueryAnswering:
                 # the reply is on its way: the revocation waits for it and its
                 # record (for at most SEND_GRACE_S), so that the next owner knows
                 await asyncio.wait({sending}, timeout=SEND_GRACE_S)
-                if not _sent(sending) or answer.dead_letter is not None:
+                if not _sent(sending):
                     raise
                 return  # answered after all: finished, and committed with the others
         if answer.dead_letter is not None:

@@ -63,8 +63,10 @@ class ReplyLookup:
 
     async def _scan(self, topic: str, correlation_id: bytes, from_ms: int,
                     partition: int | None) -> bool:
-        numbers = [partition] if partition is not None else \
-            await partitions(self.kafka, topic)
+        if partition is not None:
+            numbers = [partition]
+        else:
+            numbers = await partitions(self.kafka, topic)
         every = partition is None and self.every_partition
         for number in numbers:
             there = await self._in(topic, number, correlation_id, from_ms)
