@@ -15,7 +15,7 @@ strings and numbers costs the collector nothing, however large.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
 from typing import Generic, TypeVar
 
@@ -55,6 +55,16 @@ class Memo(Generic[K, V]):
                 drop_oldest(items, max(1, self.maxsize // 2))
         items[key] = value
         return value
+
+    def remember(self, pairs: Sequence[tuple[K, V]]) -> None:
+        """Hold values computed elsewhere (``compute``'s, for these keys), as the most
+        recently used; the least recently used go when over ``maxsize``."""
+        items = self._items
+        for key, value in pairs[-self.maxsize:]:
+            items.pop(key, None)
+            items[key] = value
+        if (over := len(items) - self.maxsize) > 0:
+            drop_oldest(items, over)
 
     def __len__(self) -> int:
         return len(self._items)

@@ -470,8 +470,9 @@ class QuerySettings(BaseModel):
             "with their rows (the least recently searched scopes go first; one scope larger "
             "than this is still held alone). Measured: about 330 MB of a worker's memory per "
             "100,000 memories held lexical, about 790 MB with the local embedder's vectors "
-            "and graphs (docs/benchmarks.md, query at scale); as many budget lines' token "
-            "counts are memoised, up to about 18 MB more per 100,000."),
+            "and graphs (docs/benchmarks.md, query at scale). Each held memory's budget "
+            "line is counted as its scope is read and the count memoised (with 50,000 "
+            "other texts): up to about 18 MB more per 100,000."),
     )
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."

@@ -96,10 +96,10 @@ class Runtime:
 
     @cached_property
     def tokens(self) -> TokenCounter:
-        # a budget line's count for as many lines as the worker holds memories, so that a
-        # held memory's line is counted once (the default's 50,000 churned at 100,000 a cube)
+        # the budget lines of the memories the worker holds (counted as their scopes are
+        # read: streams.query.line_counts), and as many other texts as by default
         return TokenCounter(self.settings.window.encoding,
-                            cache_size=max(MEMO_TEXTS, self.settings.query.scope_cache_memories))
+                            cache_size=MEMO_TEXTS + self.settings.query.scope_cache_memories)
 
     @cached_property
     def store(self) -> MessageStore:
@@ -167,6 +167,7 @@ class Runtime:
     def providers(self) -> ProviderRegistry:
         """The built-in provider always; MemOS and Mem0 when their URLs are set."""
         from streams.memory.providers.builtin.provider import BuiltinProvider
+        from streams.query.line_counts import BudgetLineCounts
 
         s, c = self.settings, self.settings.consolidation
         # numpy's BLAS would start a thread per core for every matrix product and keep
@@ -180,7 +181,8 @@ class Runtime:
                 dense=r.dense_weight, lexical=round(1 - r.dense_weight, 6),
                 neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight),
             ann_min_vectors=s.embedding.ann_min_vectors,
-            vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held)
+            vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held,
+            rows_read=BudgetLineCounts(self.tokens, s.query.max_memory_chars))
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:

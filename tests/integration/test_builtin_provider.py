@@ -25,7 +25,11 @@ from streams.memory.provider import (
     Scope,
     SearchRequest,
 )
+from streams.memory.providers.builtin import scope_cache
 from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.query.line_counts import BudgetLineCounts
+from streams.query.rules.budget import filter_and_trim, memory_line, pack_budget
+from streams.tokens import TokenCounter
 from tests.support.services import create_database, drop_database, free_port, mysql_url, unique
 
 ALICE = Scope("acme", "alice", "helper")
@@ -561,3 +565,38 @@ async def test_a_search_given_up_while_its_scope_loads_leaves_the_load_to_finish
     assert p.cache.full_loads == 1
     assert await p.search(ALICE, request("gardening"))
     assert p.cache.full_loads == 1  # held: not loaded again
+
+
+@pytest.mark.parametrize("in_thread", [True, False])
+async def test_the_budget_lines_of_the_rows_read_are_counted_before_a_query_meets_them(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch, in_thread: bool,
+) -> None:
+    """As the worker wires it: a scope's load (in its thread, or on the event loop when
+    small) and its refreshes count each memory's budget line into the worker's counter,
+    so the budget of a query over the scope counts none of them itself."""
+    monkeypatch.setattr(scope_cache, "BUILD_OFF_LOOP", 1 if in_thread else 10**9)
+    counter = TokenCounter()
+    on_the_way: list[str] = []  # what the budget had to count itself
+    count = counter._count.compute
+    counter._count.compute = lambda text: on_the_way.append(text) or count(text)
+    p = BuiltinProvider(engine, rows_read=BudgetLineCounts(counter, max_chars=60))
+    await p.add(ALICE, USER_CUBE, [*turns(1, 12), fact(
+        "Alice  moved to\tLisbon in May, and the garden there is " + "much larger " * 5, "f1")])
+
+    async def budget_lines() -> list[str]:
+        found = filter_and_trim(await p.search(ALICE, request("Alice garden Lisbon coffee")),
+                                max_chars=60)
+        packed = pack_budget(found, budget_tokens=4000, count=counter)
+        assert len(packed.included) == len(found) > 0
+        return [memory_line(m.kind, m.content, m.event_time) for m in found]
+
+    lines = await budget_lines()
+    assert any(len(line) > 60 for line in lines)  # the fact's date and its cut text
+    assert not set(lines) & set(on_the_way)
+    assert all(not t.endswith("\n") or t == "[2024-03-01]\n" for t in on_the_way)
+
+    await p.add(ALICE, USER_CUBE, [fact("Alice grows coffee in the Lisbon garden", "f2")])
+    lines = await budget_lines()  # a refresh read the new memory
+    assert p.cache.refreshes == 1
+    assert "[2024-03-01] Alice grows coffee in the Lisbon garden\n" in lines
+    assert not set(lines) & set(on_the_way)

@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.memory.model import USER_CUBE, StoredMemory, agent_cube
-from streams.query.rules.budget import filter_and_trim, pack_budget
+from streams.query.rules.budget import filter_and_trim, memory_line, pack_budget
 from streams.tokens import TokenCounter
 
 AGENT = agent_cube("helper")
@@ -161,3 +163,21 @@ def test_the_tokens_used_are_the_real_count_of_the_blocks() -> None:
                                   "session": rng.choice("ab"), "seq": rng.randint(0, 5)}))
         got = pack_budget(ms, budget_tokens=rng.choice([20, 60, 4000]), count=count)
         assert got.tokens_used == count(got.user_profile) + count(got.agent_memory)
+
+
+@given(st.sampled_from(["fact", "episode"]), st.text(min_size=1, max_size=60),
+       st.booleans(), st.integers(1, 80))
+def test_a_memory_costs_the_count_of_its_memory_line(kind: str, content: str, dated: bool,
+                                                     max_chars: int) -> None:
+    """What a scope's load counts ahead (``memory_line`` of the cut content) is the text the
+    budget counts for the memory: never a text of its own."""
+    seen: list[str] = []
+
+    def count(text: str) -> int:
+        seen.append(text)
+        return 1
+
+    m = replace(mem("m", 0.9, content, kind=kind, metadata={"session": "s1", "seq": 0}),
+                event_time=DAY if dated else None)
+    pack_budget(filter_and_trim([m], min_score=0, max_chars=max_chars), count=count)
+    assert seen[0] == memory_line(kind, content[:max_chars], m.event_time)

@@ -43,6 +43,13 @@ class ReferenceLRU:
         self.order[key] = f"v{key}"
         return self.order[key], True
 
+    def remember(self, keys: list[int]) -> None:
+        for k in keys[-self.maxsize:]:
+            self.order.pop(k, None)
+            self.order[k] = f"v{k}"
+        while len(self.order) > self.maxsize:
+            self.order.popitem(last=False)
+
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 9), st.lists(st.integers(0, 15), max_size=120))
@@ -57,6 +64,29 @@ def test_a_memo_gives_the_functions_values_and_computes_what_it_does_not_hold(
         assert memo(k) == want
         if miss:
             computed.append(k)
+        assert len(memo) <= maxsize
+        assert list(memo._items) == list(ref.order)
+    assert calls.seen == computed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9), st.lists(st.one_of(st.integers(0, 15),
+                                             st.lists(st.integers(0, 15), max_size=12)),
+                                   max_size=60))
+def test_values_computed_elsewhere_are_held_as_the_most_recent(
+        maxsize: int, steps: list[int | list[int]]) -> None:
+    calls = Calls()
+    memo: Memo[int, str] = Memo(calls, maxsize)
+    ref = ReferenceLRU(maxsize)
+    computed = []
+    for step in steps:
+        if isinstance(step, list):
+            memo.remember([(k, f"v{k}") for k in step])
+            ref.remember(step)
+        else:
+            want, miss = ref(step)
+            assert memo(step) == want
+            computed += [step] if miss else []
         assert len(memo) <= maxsize
         assert list(memo._items) == list(ref.order)
     assert calls.seen == computed

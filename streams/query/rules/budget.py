@@ -61,6 +61,15 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def memory_line(kind: str, content: str, event_time: datetime | None) -> str:
+    """The text a memory costs in a block, its newline included: ``[YYYY-MM-DD] text``
+    for a fact, the text alone for an episode (its session's header carries the date);
+    the text on one line. A memory of a longer ``content`` than the query's
+    ``max_memory_chars`` costs the line of its cut content (:func:`filter_and_trim`)."""
+    text = _one_line(content)
+    return f"{text}\n" if kind == "episode" else f"[{_date(event_time)}] {text}\n"
+
+
 def _session_key(m: StoredMemory) -> str:
     s = m.metadata.get("session")
     return f"s:{s}" if s is not None else f"d:{_date(m.event_time)}"
@@ -94,19 +103,17 @@ def _pack_block(
             break
         if m.kind != "episode" and m.source_event_ids and shown.issuperset(m.source_event_ids):
             continue  # a fact restating turns already in the block adds only tokens
+        line = memory_line(m.kind, m.content, m.event_time)
+        cost = count(line)
         if m.kind == "episode":
             key = _session_key(m)
-            text = _one_line(m.content)
-            cost = count(text + "\n")
             dated = count(f"[{_date(m.event_time)}]\n") if key not in sessions else 0
             if used + cost + dated > limit:
                 continue
-            sessions.setdefault(key, []).append((m, text, cost))
+            sessions.setdefault(key, []).append((m, line[:-1], cost))
             shown.update(m.source_event_ids)
             cost += dated
         else:
-            line = f"[{_date(m.event_time)}] {_one_line(m.content)}\n"
-            cost = count(line)
             if used + cost > limit:
                 continue
             facts.append((m, line[:-1], cost))

@@ -51,7 +51,7 @@ from streams.memory.provider import (
     WriteResult,
 )
 from streams.memory.providers.builtin.erase import Eraser, Record
-from streams.memory.providers.builtin.row_cache import MemoryCache
+from streams.memory.providers.builtin.row_cache import MemoryCache, RowsRead
 from streams.memory.providers.builtin.rows import (
     Vector,
     as_provider_error,
@@ -83,6 +83,7 @@ class BuiltinProvider:
         vector_cache_rows: int = 200_000,
         cache_postings: int = 4_000_000,
         row_cache_rows: int = 200_000,
+        rows_read: RowsRead | None = None,
         ann_min_vectors: int = 0,
         clock: Callable[[], datetime] = naive_utc_now,
     ) -> None:
@@ -93,7 +94,7 @@ class BuiltinProvider:
         self.memories = MemoryCache(row_cache_rows)
         self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
                                 max_postings=cache_postings, rows=self.memories,
-                                ann_min_vectors=ann_min_vectors)
+                                rows_read=rows_read, ann_min_vectors=ann_min_vectors)
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda)
         self._writes = Writes(engine, clock)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from itertools import takewhile
 from sys import intern
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from streams.memo import drop_oldest
 from streams.memory.model import StoredMemory
@@ -45,6 +45,16 @@ class Cached(NamedTuple):
                    intern(session) if isinstance(session, str) else None, int(r.seq),
                    intern(str(d["user_id"])), intern(str(d["agent_id"])),
                    intern(str(d["valid_from"])), intern(str(d["created_at"])))
+
+
+class RowsRead(Protocol):
+    """Work done once per memory a scope load or refresh reads, instead of per search
+    (the worker counts the tokens of each memory's budget line)."""
+
+    def prepare(self, rows: Sequence[Cached]) -> Callable[[], None]:
+        """Run in the thread that reads the rows, touching nothing shared; what it
+        returns runs on the event loop once the rows are held."""
+        ...
 
 
 def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
@@ -112,11 +122,8 @@ class MemoryCache:
         self._items.clear()
         self._fresh = {}
 
-    def put(self, rows: Sequence[DbRow]) -> None:
-        """Hold these rows of valid memories."""
-        self.keep([Cached.of(r) for r in rows])
-
     def keep(self, items: Sequence[Cached]) -> None:
+        """Hold these valid memories."""
         if self.max_rows <= 0:
             return
         fresh = self._fresh

@@ -42,7 +42,7 @@ from streams.adapters.db.schema.memory import (
     memory_term,
 )
 from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
-from streams.memory.providers.builtin.row_cache import Cached, MemoryCache
+from streams.memory.providers.builtin.row_cache import Cached, MemoryCache, RowsRead
 from streams.memory.providers.builtin.rows import DbRow
 from streams.memory.providers.builtin.scope_state import Postings, ScopeState
 from streams.metrics import SCOPE_MEMORIES, VECTOR_GRAPHS_BUILDING
@@ -66,14 +66,18 @@ class ScopeCache:
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
                  max_rows: int = 200_000, max_postings: int = 4_000_000,
-                 rows: MemoryCache | None = None, ann_min_vectors: int = 0,
+                 rows: MemoryCache | None = None, rows_read: RowsRead | None = None,
+                 ann_min_vectors: int = 0,
                  ann_params: AnnParams = AnnParams()) -> None:  # noqa: B008
         """``rows``: the memory cache, handed the whole rows that loads and refreshes
-        read anyway. A scope with at least ``ann_min_vectors`` vectors (0: none) gets
-        a graph of them (:mod:`.ann`), built in a thread once the scope is held."""
+        read anyway; ``rows_read`` prepares whatever else the rows the memory cache
+        holds need (in a load's thread). A scope with at least ``ann_min_vectors``
+        vectors (0: none) gets a graph of them (:mod:`.ann`), built in a thread once
+        the scope is held."""
         self.engine = engine
         self.model = model
         self.rows = rows
+        self.rows_read = rows_read
         self.ann_min_vectors = ann_min_vectors
         self.ann_params = ann_params
         self._indexing: dict[int, asyncio.Task[None]] = {}
@@ -202,23 +206,31 @@ class ScopeCache:
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
         st = ScopeState(sid, int(stats.version), int(stats.doc_count), int(stats.total_len), 0)
         if len(rows) >= BUILD_OFF_LOOP:
-            cached = await asyncio.to_thread(self._build, st, rows)
+            cached, prepared = await asyncio.to_thread(self._build, st, rows)
         else:
-            cached = self._build(st, rows)
+            cached, prepared = self._build(st, rows)
         if self.rows is not None:
             self.rows.keep(cached)
+        prepared()
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             vecs = (await conn.execute(self._vectors(sid, 0))).all()
             self._add_vectors(st, [r for r in vecs if str(r.memory_id) in st.positions])
         return st
 
-    def _build(self, st: ScopeState, rows: Sequence[DbRow]) -> list[Cached]:
-        """Index ``rows`` into ``st``; the rows as the memory cache holds them."""
+    def _build(self, st: ScopeState, rows: Sequence[DbRow],
+               ) -> tuple[list[Cached], Callable[[], None]]:
+        """Index ``rows`` into ``st``; the rows as the memory cache holds them, and what
+        is left to do of ``rows_read``'s work on them."""
         st.add_rows(rows)
+        return self._cached(rows)
+
+    def _cached(self, rows: Sequence[DbRow]) -> tuple[list[Cached], Callable[[], None]]:
         if self.rows is None or self.rows.max_rows <= 0:
-            return []
-        return [Cached.of(r) for r in rows[-self.rows.max_rows:]]
+            return [], _nothing
+        cached = [Cached.of(r) for r in rows[-self.rows.max_rows:]]
+        return cached, (self.rows_read.prepare(cached) if self.rows_read is not None
+                        else _nothing)
 
     def _vectors(self, sid: int, above: int) -> Any:
         assert self.model is not None
@@ -267,8 +279,10 @@ class ScopeCache:
         if d.gone:
             st.drop(d.gone)
         st.add_rows(d.rows)
+        cached, prepared = self._cached(d.rows)
         if self.rows is not None:
-            self.rows.put(d.rows)
+            self.rows.keep(cached)
+        prepared()
         self._add_vectors(st, [r for r in d.vectors if str(r.memory_id) in st.positions])
         if d.rows:
             st.add_postings(d.postings, d.subjects)
@@ -336,3 +350,7 @@ class ScopeCache:
             return
         st.keep(loaded)
         self._account(st)
+
+
+def _nothing() -> None:
+    return None
