@@ -142,24 +142,23 @@ def mmr_order(relevance: Sequence[float], matrix: Similarities, k: int, *,
     each item's relevance and the pairwise similarity matrix (symmetric: the row of
     an item is its column); ``lambda_`` in 0..1.
 
-    The penalties ``(1 - lambda) * similarity`` are scaled once, in float64, and each
-    item keeps the largest of its penalties from the picks so far: the same values
-    as scaling the largest similarity at every step (rounding keeps the order of
-    what a positive factor scales), with one array operation less per pick."""
+    Each item's value ``lambda * relevance - (1 - lambda) * max similarity to the picks``
+    is kept as the smallest of ``lambda * relevance - (1 - lambda) * similarity`` over
+    the picks so far (one row per pick, all computed at once, in float64): the same
+    values as subtracting the largest penalty at every step (a subtraction's rounding
+    keeps the order of what it subtracts), with one array operation per pick less."""
     if not 0.0 <= lambda_ <= 1.0:
         raise ValueError(f"lambda_ must be within 0..1, not {lambda_}")
     n = len(relevance)
     gain = lambda_ * np.array(relevance, dtype=np.float64)
-    penalties = np.multiply(matrix, 1.0 - lambda_, dtype=np.float64)
-    worst = np.zeros(n, dtype=np.float64)  # each item's largest penalty from the picks
-    value = np.empty(n, dtype=np.float64)
+    after = np.subtract(gain, np.multiply(matrix, 1.0 - lambda_, dtype=np.float64))
+    value = gain  # row p of ``after``: each item's value were p its most similar pick
     order: list[int] = []
     for _ in range(min(max(k, 0), n)):
-        np.subtract(gain, worst, out=value)  # lambda * relevance - (1 - lambda) * max_sim
         best = int(value.argmax())
-        gain[best] = -np.inf  # taken
         order.append(best)
-        np.maximum(worst, penalties[best], out=worst)
+        value[best] = -np.inf  # taken
+        np.minimum(value, after[best], out=value)
     return order
 
 
