@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -600,3 +601,60 @@ async def test_the_budget_lines_of_the_rows_read_are_counted_before_a_query_meet
     assert p.cache.refreshes == 1
     assert "[2024-03-01] Alice grows coffee in the Lisbon garden\n" in lines
     assert not set(lines) & set(on_the_way)
+
+
+async def test_what_a_load_read_before_an_erasure_dropped_the_caches_is_not_held(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An erasure drops every worker's caches (``Runtime.drop_caches``). A scope load
+    whose reads began before may have read erased memories: it answers its search, and
+    nothing of it is held — no scope state, no row, no budget line's count."""
+    monkeypatch.setattr(scope_cache, "BUILD_OFF_LOOP", 1)
+    counter = TokenCounter()
+    p = BuiltinProvider(engine, rows_read=BudgetLineCounts(counter, max_chars=1000))
+    await p.add(ALICE, USER_CUBE, [fact(f"note {i} about gardening", f"n{i}") for i in range(30)])
+    building, go_on = threading.Event(), threading.Event()
+    build = p.cache._build
+
+    def slow_build(st: Any, rows: Any) -> Any:
+        building.set()
+        go_on.wait(10)
+        return build(st, rows)
+
+    monkeypatch.setattr(p.cache, "_build", slow_build)
+    search = asyncio.create_task(p.search(ALICE, request("gardening", top_k=30)))
+    assert await asyncio.to_thread(building.wait, 10)
+    p.drop_caches()
+    counter.clear()
+    go_on.set()
+    assert len(await search) == 30  # its caller is answered
+    assert (p.cache.full_loads, len(p.cache._states), len(p.memories), len(counter._count)) \
+        == (0, 0, 0, 0)
+    monkeypatch.setattr(p.cache, "_build", build)
+    assert len(await p.search(ALICE, request("gardening", top_k=30))) == 30
+    assert (p.cache.full_loads, len(p.cache._states), len(p.memories), len(counter._count)) \
+        == (1, 1, 30, 30)
+
+
+async def test_rows_a_search_read_before_an_erasure_dropped_the_caches_are_not_held(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rows of a held scope's picks that the memory cache lacks are read in the
+    search's transaction: read before an erasure dropped the caches, they serve that
+    search only."""
+    p = BuiltinProvider(engine)
+    await p.add(ALICE, USER_CUBE, [fact(f"note {i} about gardening", f"n{i}") for i in range(30)])
+    await p.search(ALICE, request("gardening", top_k=30))
+    p.memories.clear()  # the scope held, its rows not: the picks' rows are read
+    get = p.memories.get
+
+    async def dropped_meanwhile(*args: Any) -> Any:
+        p.drop_caches()
+        return await get(*args)
+
+    monkeypatch.setattr(p.memories, "get", dropped_meanwhile)
+    assert len(await p.search(ALICE, request("gardening", top_k=30))) == 30
+    assert len(p.memories) == 0
+    monkeypatch.setattr(p.memories, "get", get)
+    assert len(await p.search(ALICE, request("gardening", top_k=30))) == 30
+    assert len(p.memories) == 30

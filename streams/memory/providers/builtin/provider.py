@@ -233,7 +233,9 @@ class BuiltinProvider:
             return await self.eraser.erase(tenant_id, where, record)
 
     def drop_caches(self) -> None:
-        """Forget every scope state and memory this worker holds (after an erasure)."""
+        """Forget every scope state and memory this worker holds (after an erasure); a
+        load or search whose reads began before serves its caller, and nothing it read
+        is held."""
         self.cache.clear()
         self.memories.clear()
 

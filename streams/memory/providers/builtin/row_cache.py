@@ -88,6 +88,7 @@ class MemoryCache:
 
     def __init__(self, max_rows: int = 200_000) -> None:
         self.max_rows = max_rows
+        self.generation = 0  # one more at each clear()
         self._items: dict[int, tuple[Any, ...]] = {}
         self._fresh: dict[int, tuple[Any, ...]] = {}  # newer than every row of _items
 
@@ -96,9 +97,11 @@ class MemoryCache:
 
     async def get(self, ids: Sequence[int],
                   load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
-                  ) -> dict[int, tuple[Any, ...]]:
+                  since: int | None = None) -> dict[int, tuple[Any, ...]]:
         """The rows of ``ids`` that are valid, as :class:`Cached` or the plain tuples of
-        its fields (:func:`memory_of` takes either); ``load`` reads the others."""
+        its fields (:func:`memory_of` takes either); ``load`` reads the others, held
+        unless the cache was cleared (an erasure) since generation ``since``, when the
+        caller's reads began: then they may be erased ones, and serve this call only."""
         self._settle()
         found: dict[int, tuple[Any, ...]] = {}
         missing: list[int] = []
@@ -115,10 +118,12 @@ class MemoryCache:
         if missing:
             loaded = [Cached.of(r) for r in await load(missing)]
             found.update((c.id, c) for c in loaded)
-            self.keep(loaded)
+            if since is None or since == self.generation:
+                self.keep(loaded)
         return found
 
     def clear(self) -> None:
+        self.generation += 1
         self._items.clear()
         self._fresh = {}
 

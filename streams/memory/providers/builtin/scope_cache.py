@@ -91,6 +91,7 @@ class ScopeCache:
         self._snapshot: bool | None = None
         self.full_loads = 0
         self.refreshes = 0
+        self.generation = 0  # one more at each clear()
 
     async def snapshot_reads(self, conn: AsyncConnection) -> bool:
         """Whether the reads of one transaction share a snapshot (MySQL, REPEATABLE READ)."""
@@ -135,12 +136,13 @@ class ScopeCache:
             self._states.move_to_end(sid)
             return held
         if held is None or sid in self._inflight:
-            return None
+            return None  # (held: read before any clear() since the caller's reads began)
+        since = self.generation
         mine: asyncio.Future[ScopeState] = asyncio.get_running_loop().create_future()
         self._inflight[sid] = mine
         mine.add_done_callback(self._settled(sid))
         try:
-            st = await self._refresh_on(conn, sid, stats)
+            st = await self._refresh_on(conn, sid, since, stats)
         except asyncio.CancelledError:
             mine.cancel()
             raise
@@ -160,12 +162,16 @@ class ScopeCache:
         return done
 
     async def _refresh(self, sid: int) -> ScopeState:
+        since = self.generation
         async with self.engine.connect() as conn:
-            return await self._refresh_on(conn, sid)
+            return await self._refresh_on(conn, sid, since)
 
-    async def _refresh_on(self, conn: AsyncConnection, sid: int, read: DbRow | None = None,
-                          ) -> ScopeState:
-        """Refresh on ``conn``; ``read``: the statistics row this transaction read."""
+    async def _refresh_on(self, conn: AsyncConnection, sid: int, since: int,
+                          read: DbRow | None = None) -> ScopeState:
+        """Refresh on ``conn``, whose reads began at generation ``since``; ``read``: the
+        statistics row this transaction read. When the caches were dropped meanwhile (an
+        erasure: :meth:`clear`), what it read may hold erased memories: it serves its
+        callers and is neither held nor handed to the memory cache."""
         snapshot = await self.snapshot_reads(conn)
         for _ in range(3):
             stats = read if read is not None and snapshot else (await conn.execute(
@@ -179,28 +185,35 @@ class ScopeCache:
             current = self._states.get(sid)
             if current is not None and current.version >= int(stats.version):
                 return current
+            if self.generation != since:
+                return (loaded or await self._load(conn, stats))[0]
             if delta is not None and old is not None and current is old:
                 self._apply(old, delta)
                 self.refreshes += 1
                 st = old
             else:
-                st = loaded if loaded is not None else await self._load(conn, stats)
+                st, hold = loaded or await self._load(conn, stats)
+                hold()
                 self.full_loads += 1
             self._install(st)
             return st
         stats = (await conn.execute(select(memory_scope_stats).where(
             memory_scope_stats.c.id == sid))).one()
-        return await self._load(conn, stats)  # not kept: the scope is being written fast
+        st, hold = await self._load(conn, stats)  # not kept: the scope is being written fast
+        if self.generation == since:
+            hold()
+        return st
 
     @staticmethod
     async def version(conn: AsyncConnection, sid: int) -> int:
         s = memory_scope_stats.c
         return int((await conn.execute(select(s.version).where(s.id == sid))).scalar_one())
 
-    async def _load(self, conn: AsyncConnection, stats: DbRow) -> ScopeState:
+    async def _load(self, conn: AsyncConnection, stats: DbRow,
+                    ) -> tuple[ScopeState, Callable[[], None]]:
         """Every valid memory of the scope (indexed in a worker thread when there are
-        many, so other searches go on meanwhile) and its vector; the rows go to the
-        memory cache too."""
+        many, so other searches go on meanwhile) and its vector; and what hands the
+        rows to the memory cache (and ``rows_read``'s work on them) when called."""
         sid, m = int(stats.id), memory.c
         rows = (await conn.execute(select(memory).where(
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
@@ -209,14 +222,17 @@ class ScopeCache:
             cached, prepared = await asyncio.to_thread(self._build, st, rows)
         else:
             cached, prepared = self._build(st, rows)
-        if self.rows is not None:
-            self.rows.keep(cached)
-        prepared()
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             vecs = (await conn.execute(self._vectors(sid, 0))).all()
             self._add_vectors(st, [r for r in vecs if str(r.memory_id) in st.positions])
-        return st
+
+        def hold() -> None:
+            if self.rows is not None:
+                self.rows.keep(cached)
+            prepared()
+
+        return st, hold
 
     def _build(self, st: ScopeState, rows: Sequence[DbRow],
                ) -> tuple[list[Cached], Callable[[], None]]:
@@ -339,6 +355,7 @@ class ScopeCache:
 
     def clear(self) -> None:
         """Drop every state (a refresh in flight finishes for its callers only)."""
+        self.generation += 1
         self._states.clear()
         self._weights.clear()
         self._rows = self._postings = 0

@@ -146,6 +146,7 @@ class Search:
         with no connection held by this search (:meth:`ScopeCache.fresh`)."""
         terms = search_terms(request)
         states: list[ScopeState] = []
+        since = self.memories.generation  # before this search's reads begin
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
             if not stats:
@@ -159,27 +160,28 @@ class Search:
                 postings = await self._terms(conn, states, terms, versions)
                 if qvec is None:
                     return await self._rank(conn, scope, request, stats, states, postings, terms,
-                                            None)
+                                            None, since)
         if len(states) < len(stats):
             states = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
             async with self.engine.connect() as conn:
                 postings = await self._terms(conn, states, terms, None)
                 if qvec is None:
                     return await self._rank(conn, scope, request, stats, states, postings, terms,
-                                            None)
+                                            None, since)
         assert qvec is not None
         return await self._rank(None, scope, request, stats, states, postings, terms,
-                                await qvec)
+                                await qvec, since)
 
     async def _rank(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                     stats: list[DbRow], states: list[ScopeState],
                     postings: dict[int, dict[str, Postings]], terms: list[str],
-                    qvec: Vector | None) -> list[StoredMemory]:
+                    qvec: Vector | None, since: int) -> list[StoredMemory]:
         """Each scope ranked on its own (its best hit scores 1.0): a user's many memories
-        never push the agent's few out of a search of both cubes. One read of the rows."""
+        never push the agent's few out of a search of both cubes. One read of the rows
+        (the memory cache's generation ``since`` when the search's reads began)."""
         ranked = [self._scored(request, st, postings, terms, qvec) for st in states]
         return await self._choose(conn, scope, request, [int(s.id) for s in stats], states,
-                                  ranked)
+                                  ranked, since)
 
     def _scored(self, request: SearchRequest, st: ScopeState,
                 postings: dict[int, dict[str, Postings]], terms: list[str],
@@ -279,7 +281,7 @@ class Search:
 
     async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                       scope_ids: list[int], states: list[ScopeState],
-                      ranked: list[dict[str, float]]) -> list[StoredMemory]:
+                      ranked: list[dict[str, float]], since: int) -> list[StoredMemory]:
         """Each scope's pools' picks (MMR on the vectors, or on the word sets when a
         memory has no vector, both held by the scope state), as memories with their
         scores, best first: only the picks' rows are read."""
@@ -288,7 +290,7 @@ class Search:
             for ids, limit in pools_of(request, scores, st.types):
                 chosen += self._picks(request, st, ids, limit, scores)
         scores = {k: v for part in ranked for k, v in part.items()}
-        found = await self._memories(conn, scope, scope_ids, chosen)
+        found = await self._memories(conn, scope, scope_ids, chosen, since)
         out = [memory_of(row, k, scores[k]) for k in chosen
                if (row := found.get(int(k))) is not None]
         return sorted(out, key=lambda m: m.score, reverse=True)
@@ -328,7 +330,7 @@ class Search:
         return [ids[i] for i in order]
 
     async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
-                        keys: list[str]) -> dict[int, tuple[Any, ...]]:
+                        keys: list[str], since: int) -> dict[int, tuple[Any, ...]]:
         """The memories of ``keys`` (held ones, the others read on ``conn`` or a new one)."""
         m = memory.c
 
@@ -342,7 +344,7 @@ class Search:
 
         if not keys:
             return {}
-        return await self.memories.get([int(k) for k in keys], load)
+        return await self.memories.get([int(k) for k in keys], load, since)
 
 
 def around(st: ScopeState, best: set[str]) -> dict[str, Position]:
