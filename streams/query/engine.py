@@ -44,9 +44,7 @@ from streams.memory.rules.routing import AgentConfig, long_memory_enabled, route
 from streams.memory.rules.strength import strongest_first
 from streams.metrics import (
     QUERY_BUDGET_TOKENS,
-    QUERY_LATENCY,
     QUERY_MEMORIES,
-    QUERY_REPLIES,
     QUERY_STAGE_LATENCY,
 )
 from streams.query.rules.budget import filter_and_trim, pack_budget
@@ -231,8 +229,6 @@ class QueryEngine:
         else:
             self._fill_long_term(reply, long, q)
         reply.latency_ms = round((self.clock() - start) * 1000, 3)
-        QUERY_LATENCY.observe(reply.latency_ms / 1000)
-        QUERY_REPLIES.labels("partial" if reply.warnings else "ok").inc()
         return reply
 
     def _fill_long_term(self, reply: MemoryReply, long: _LongTerm, q: MemoryQuery) -> None:

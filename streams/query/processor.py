@@ -14,6 +14,7 @@ only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -91,8 +92,11 @@ class QueryProcessor:
                      sent_before: Callable[[ReplyAddress], Awaitable[bool]] | None = None,
                      ) -> Answer:
         """``sent_before``: asked once the request is known to get a reply (its
-        reply topic allowed, its caller still waiting), before any reply is made;
-        True: the reply went out before, nothing is sent (``duplicate``)."""
+        reply topic allowed, its caller still waiting), before any reply is sent;
+        True: the reply went out before, nothing is sent (``duplicate``). For a valid
+        request the engine's answer is made while the question is out (its round trip
+        is then off the caller's wait) and dropped for a duplicate; the reply is counted
+        (``memstream_query_replies_total``, latency) only when it is to be sent."""
         start = time.perf_counter()
         try:
             addr = reply_address(rec.headers)
@@ -117,31 +121,49 @@ class QueryProcessor:
                 if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
                     QUERY_EXPIRED.inc()
                     return Answer(expired=True)
-        if sent_before is not None and await sent_before(addr):
-            return Answer(duplicate=True)
-        if problem is not None:
-            return self._error(rec, addr, None if isinstance(doc, Rejected) else doc, problem,
-                               start)
-        assert not isinstance(doc, Rejected)
-        if self.signing is not None and (why := self.signing.refusal(
-                query.tenant_id, rec.headers, rec.value, addr.topic, self.clock())) is not None:
+        why = None
+        if problem is None and self.signing is not None:
+            why = self.signing.refusal(query.tenant_id, rec.headers, rec.value, addr.topic,
+                                       self.clock())
+        if problem is not None or why is not None:
+            if sent_before is not None and await sent_before(addr):
+                return Answer(duplicate=True)
+            if problem is not None:
+                return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
+                                   problem, start)
             log.warning("query %s of tenant %r refused: %s", query.request_id, query.tenant_id,
                         why)
             QUERY_REPLIES.labels("error").inc()
             return self._reply(rec, addr, MemoryReply(
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
+        assert not isinstance(doc, Rejected)
+        answering = asyncio.ensure_future(self._answer(query))
         try:
-            reply = await self.engine.answer(query)
-            if ignored := unknown_fields(doc):
-                reply.warnings.append(Warning_(
-                    code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
-        except Exception as exc:  # a reply always comes back
-            log.exception("query failed")
-            reply = MemoryReply(request_id=query.request_id, tenant_id=query.tenant_id,
-                                user_id=query.user_id, agent_id=query.agent_id,
-                                error=ReplyError(code="internal", message=type(exc).__name__))
-            QUERY_REPLIES.labels("error").inc()
+            if sent_before is not None and await sent_before(addr):
+                answering.cancel()
+                return Answer(duplicate=True)
+            reply = await answering
+        finally:
+            answering.cancel()  # (done: a no-op) the request's own cancellation ends it too
+        if reply.latency_ms is not None:
+            QUERY_LATENCY.observe(reply.latency_ms / 1000)
+        QUERY_REPLIES.labels("error" if reply.error is not None else
+                             "partial" if reply.warnings else "ok").inc()
+        if ignored := unknown_fields(doc):
+            reply.warnings.append(Warning_(
+                code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
         return self._reply(rec, addr, reply)
+
+    async def _answer(self, query: MemoryQuery) -> MemoryReply:
+        """The engine's reply; an internal error reply when it fails (a reply always
+        comes back)."""
+        try:
+            return await self.engine.answer(query)
+        except Exception as exc:
+            log.exception("query failed")
+            return MemoryReply(request_id=query.request_id, tenant_id=query.tenant_id,
+                               user_id=query.user_id, agent_id=query.agent_id,
+                               error=ReplyError(code="internal", message=type(exc).__name__))
 
     def _error(self, rec: SourceRecord, addr: ReplyAddress, doc: object, message: str,
                start: float) -> Answer:

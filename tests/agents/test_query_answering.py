@@ -396,3 +396,91 @@ async def eventually_sent(replies: Replies) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the reply never went out")
+
+
+class SlowRedis(FakeRedis):
+    """Each round trip waits for ``gate``: the claim is out until it opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    def pipeline(self, transaction: bool = True) -> FakePipeline:
+        pipe = super().pipeline(transaction)
+        run = pipe.execute
+
+        async def execute() -> list[Any]:
+            await self.gate.wait()
+            return await run()
+
+        pipe.execute = execute  # type: ignore[method-assign]
+        return pipe
+
+
+class GatedEngine(Engine):
+    """Tells when it began; answers when ``done`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.began = asyncio.Event()
+        self.done = asyncio.Event()
+        self.cancelled = False
+
+    async def answer(self, q: MemoryQuery) -> MemoryReply:
+        self.began.set()
+        try:
+            await self.done.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return await super().answer(q)
+
+
+def replies_ok() -> float:
+    return REGISTRY.get_sample_value("memstream_query_replies_total", {"outcome": "ok"}) or 0.0
+
+
+def gated(redis: SlowRedis) -> tuple[QueryAnswering, GatedEngine, Replies]:
+    answering, _, replies, _, _ = build(redis=redis)
+    engine = GatedEngine()
+    answering.processor.engine = engine  # type: ignore[assignment]
+    return answering, engine, replies
+
+
+async def test_a_valid_request_is_answered_while_its_claim_is_out() -> None:
+    """The claim's round trip is off the caller's wait: the engine begins before it
+    returns, and the reply goes out once both are done."""
+    redis = SlowRedis()
+    answering, engine, replies = gated(redis)
+    replied = replies_ok()
+    task = asyncio.ensure_future(answering(request(b"c-1")))
+    await asyncio.wait_for(engine.began.wait(), 1.0)  # the claim is still out
+    assert replies.sent == [] and redis.calls == 0
+    engine.done.set()
+    await asyncio.sleep(0.01)
+    assert replies.sent == []  # answered, the claim not back: nothing is sent yet
+    redis.gate.set()
+    await asyncio.wait_for(task, 1.0)
+    assert len(replies.sent) == 1
+    assert replies_ok() == replied + 1
+
+
+async def test_a_duplicate_s_answer_made_meanwhile_is_neither_sent_nor_counted() -> None:
+    redis = SlowRedis()
+    redis.keys[f"ms:answered:replies:{b'c-1'.hex()}"] = (b"1", 120)  # answered before
+    duplicates = counter("memstream_query_duplicates_total")
+    ok = replies_ok()
+    for finished in (True, False):  # the engine done before the claim is back, or not
+        answering, engine, replies = gated(redis)
+        redis.gate.clear()
+        task = asyncio.ensure_future(answering(request(b"c-1")))
+        await asyncio.wait_for(engine.began.wait(), 1.0)
+        if finished:
+            engine.done.set()
+            await asyncio.sleep(0.01)
+        redis.gate.set()
+        await asyncio.wait_for(task, 1.0)
+        assert replies.sent == []
+        assert engine.cancelled is not finished  # still running: stopped
+    assert counter("memstream_query_duplicates_total") == duplicates + 2
+    assert replies_ok() == ok
