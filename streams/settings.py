@@ -102,7 +102,9 @@ class DatabaseSettings(BaseModel):
         description="SQLAlchemy URL; `mysql+aiomysql://user:pw@host:3306/db` for MySQL (TLS: "
         "`?ssl_ca=/path/ca.pem`, also `ssl_cert`, `ssl_key`, `ssl_check_hostname`).",
     )
-    pool_size: int = Field(10, ge=1, description="Connection pool size (MySQL).")
+    pool_size: int = Field(10, ge=1, description=(
+        "Connection pool size (MySQL); as many more may overflow it, and a worker keeps "
+        "one connection outside it for its searches' scope reads."))
     connect_timeout_s: float = Field(5.0, gt=0, description="Connect timeout.")
     echo: bool = Field(False, description="Log every SQL statement.")
 

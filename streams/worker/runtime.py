@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.engine import create_engine
+from streams.adapters.db.engine import create_engine, is_sqlite
 from streams.adapters.db.erasure_log import ErasureLog
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
@@ -33,6 +34,10 @@ from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
 from streams.tokens import MEMO_TEXTS, TokenCounter
+
+if TYPE_CHECKING:
+    from streams.memory.providers.builtin.held_reads import HeldReads
+    from streams.memory.providers.builtin.provider import BuiltinProvider
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ class Runtime:
         self._engine: AsyncEngine | None = None
         self._redis: Redis | None = None
         self._http: httpx.AsyncClient | None = None
+        self._held_engine: AsyncEngine | None = None
 
     async def start(self) -> Runtime:
         async with self._lock:
@@ -80,6 +86,11 @@ class Runtime:
             if self._http is not None:
                 await self._http.aclose()
                 self._http = None
+            for provider in self._builtin_providers():
+                await provider.close()  # its held connection, before the engines go
+            if self._held_engine is not None:
+                await self._held_engine.dispose()
+                self._held_engine = None
             if self._engine is not None:
                 await self._engine.dispose()
             self._started = False
@@ -182,7 +193,8 @@ class Runtime:
                 neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight),
             ann_min_vectors=s.embedding.ann_min_vectors,
             vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held,
-            rows_read=BudgetLineCounts(self.tokens, s.query.max_memory_chars))
+            rows_read=BudgetLineCounts(self.tokens, s.query.max_memory_chars),
+            held_reads=self._held_reads())
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,
                                            episodes=c.episodes_builtin, idempotent_add=True)}
         if s.memos.base_url:
@@ -216,14 +228,29 @@ class Runtime:
         normalize.cache_clear()
         if isinstance(embedder := built.get("embedder"), LocalEmbedder):
             embedder.clear_cache()
-        if "providers" in built:
-            from streams.memory.providers.builtin.provider import BuiltinProvider
-
-            for route in self.providers.configured():
-                provider = self.providers.get(route).provider
-                if isinstance(provider, BuiltinProvider):
-                    provider.drop_caches()
+        for provider in self._builtin_providers():
+            provider.drop_caches()
         log.info("in-process caches dropped after an erasure")
+
+    def _held_reads(self) -> HeldReads | None:
+        """The built-in provider's connection kept for searches, on an engine of its
+        own (MySQL; none on SQLite)."""
+        from streams.memory.providers.builtin.held_reads import HeldReads
+
+        if is_sqlite(self.engine):
+            return None
+        if self._held_engine is None:
+            self._held_engine = create_engine(self.settings.database, pooled=False)
+        return HeldReads(self._held_engine)
+
+    def _builtin_providers(self) -> list[BuiltinProvider]:
+        """The built-in providers built so far (none before the first use)."""
+        from streams.memory.providers.builtin.provider import BuiltinProvider
+
+        if "providers" not in self.__dict__:
+            return []
+        handles = [self.providers.get(route) for route in self.providers.configured()]
+        return [h.provider for h in handles if isinstance(h.provider, BuiltinProvider)]
 
     @cached_property
     def models(self) -> ModelFactory:

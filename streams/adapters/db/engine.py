@@ -17,26 +17,27 @@ from sqlalchemy import Table
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.dml import Insert
 
 from streams.settings import DatabaseSettings
 
 
-def create_engine(settings: DatabaseSettings) -> AsyncEngine:
+def create_engine(settings: DatabaseSettings, *, pooled: bool = True) -> AsyncEngine:
+    """The engine of ``settings``; ``pooled=False`` (MySQL): one without a pool, whose
+    connections are opened for their user and closed with it (one kept open takes
+    no place in the pool)."""
     url, context = mysql_tls(make_url(settings.url.get_secret_value()))
     kwargs: dict[str, Any] = {"echo": settings.echo}
     if url.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": settings.connect_timeout_s * 6}
     else:
-        kwargs.update(
-            pool_size=settings.pool_size,
-            max_overflow=settings.pool_size,
-            pool_pre_ping=True,
-            pool_recycle=1800,
-            pool_timeout=settings.connect_timeout_s,
-            connect_args={"connect_timeout": int(max(1, settings.connect_timeout_s)),
-                          **({"ssl": context} if context is not None else {})},
-        )
+        kwargs["connect_args"] = {"connect_timeout": int(max(1, settings.connect_timeout_s)),
+                                  **({"ssl": context} if context is not None else {})}
+        kwargs.update(dict(pool_size=settings.pool_size, max_overflow=settings.pool_size,
+                           pool_pre_ping=True, pool_recycle=1800,
+                           pool_timeout=settings.connect_timeout_s) if pooled
+                      else dict(poolclass=NullPool))
     return create_async_engine(url, **kwargs)
 
 

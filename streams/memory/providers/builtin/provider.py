@@ -51,6 +51,7 @@ from streams.memory.provider import (
     WriteResult,
 )
 from streams.memory.providers.builtin.erase import Eraser, Record
+from streams.memory.providers.builtin.held_reads import HeldReads
 from streams.memory.providers.builtin.row_cache import MemoryCache, RowsRead
 from streams.memory.providers.builtin.rows import (
     Vector,
@@ -85,8 +86,11 @@ class BuiltinProvider:
         row_cache_rows: int = 200_000,
         rows_read: RowsRead | None = None,
         ann_min_vectors: int = 0,
+        held_reads: HeldReads | None = None,
         clock: Callable[[], datetime] = naive_utc_now,
     ) -> None:
+        """``held_reads``: searches read their scopes' versions on the connection it keeps
+        between them (:mod:`.held_reads`); :meth:`close` closes it."""
         self.engine = engine
         self.embedder = embedder if embedder is not None and embedder.dim > 0 else None
         self.name = name
@@ -95,10 +99,17 @@ class BuiltinProvider:
         self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
                                 max_postings=cache_postings, rows=self.memories,
                                 rows_read=rows_read, ann_min_vectors=ann_min_vectors)
+        self.held_reads = held_reads
         self._search = Search(engine, self.cache, self.memories, weights=weights,
-                              candidates=candidates, mmr_lambda=mmr_lambda)
+                              candidates=candidates, mmr_lambda=mmr_lambda,
+                              held=self.held_reads)
         self._writes = Writes(engine, clock)
         self.eraser = Eraser(engine)
+
+    async def close(self) -> None:
+        """Close the connection held for searches (before the engine is disposed)."""
+        if self.held_reads is not None:
+            await self.held_reads.close()
 
     # ---------------------------------------------------------------- scoping
     def _check(self, scope: Scope, operation: str) -> None:

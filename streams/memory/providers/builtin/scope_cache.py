@@ -123,6 +123,15 @@ class ScopeCache:
                 return st
         return await self._refresh(sid)
 
+    def current(self, stats: DbRow) -> ScopeState | None:
+        """The held state of ``stats``' scope when it is at ``stats.version`` or newer
+        (kept as the most recently used), else None."""
+        held = self._states.get(int(stats.id))
+        if held is not None and held.version >= int(stats.version):
+            self._states.move_to_end(held.scope_id)
+            return held
+        return None
+
     async def fresh_on(self, conn: AsyncConnection, stats: DbRow) -> ScopeState | None:
         """:meth:`fresh` on the caller's connection, which read ``stats`` (the same
         snapshot on MySQL), for a held scope that is current or behind; None when the
@@ -130,11 +139,10 @@ class ScopeCache:
         :meth:`fresh`, after giving the connection back. A whole load thus always runs
         on its own: a caller that gives up (a query's deadline) never cancels it, so a
         scope too large to load within one deadline is still loaded, once."""
-        sid, version = int(stats.id), int(stats.version)
+        if (current := self.current(stats)) is not None:
+            return current
+        sid = int(stats.id)
         held = self._states.get(sid)
-        if held is not None and held.version >= version:
-            self._states.move_to_end(sid)
-            return held
         if held is None or sid in self._inflight:
             return None  # (held: read before any clear() since the caller's reads began)
         since = self.generation

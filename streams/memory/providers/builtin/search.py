@@ -35,6 +35,7 @@ from streams.adapters.db.schema.memory import (
 )
 from streams.memory.model import StoredMemory
 from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.held_reads import HeldReads
 from streams.memory.providers.builtin.row_cache import MemoryCache, memory_of
 from streams.memory.providers.builtin.rows import DbRow, Vector, stored
 from streams.memory.providers.builtin.scope_cache import ScopeCache
@@ -131,8 +132,10 @@ class NearSignal(Signal):
 
 class Search:
     def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: MemoryCache, *,
-                 weights: FusionWeights, candidates: int, mmr_lambda: float) -> None:
+                 weights: FusionWeights, candidates: int, mmr_lambda: float,
+                 held: HeldReads | None = None) -> None:
         self.engine = engine
+        self.held = held
         self.cache = cache
         self.memories = rows
         self.weights = weights
@@ -141,12 +144,25 @@ class Search:
 
     async def run(self, scope: Scope, request: SearchRequest, pairs: set[tuple[str, str]],
                   qvec: asyncio.Future[Vector] | None) -> list[StoredMemory]:
-        """Lexical only, one connection does it all; with a query vector to wait for, the
+        """With the scopes held and current (their versions read on the held connection,
+        :mod:`.held_reads`), no other read but of rows not held. Otherwise, lexical
+        only, one connection does it all; with a query vector to wait for, the
         connection goes back to the pool before the wait. A stale scope is refreshed
         with no connection held by this search (:meth:`ScopeCache.fresh`)."""
         terms = search_terms(request)
         states: list[ScopeState] = []
         since = self.memories.generation  # before this search's reads begin
+        read = (await self.held.rows(_stats_query(len(pairs)), _stats_params(scope, pairs))
+                if self.held is not None else None)
+        if read is not None:
+            if not read:
+                return []
+            states = [st for s in read if (st := self.cache.current(s)) is not None]
+            postings, missing = _held_postings(states, terms)
+            if len(states) == len(read) and not missing:
+                return await self._rank(None, scope, request, read, states, postings, terms,
+                                        None if qvec is None else await qvec, since)
+            states = []
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
             if not stats:
@@ -212,21 +228,15 @@ class Search:
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
                      pairs: set[tuple[str, str]]) -> list[DbRow]:
-        params: dict[str, str] = {"tenant": scope.tenant_id}
-        for i, (cube, owner) in enumerate(sorted(pairs)):
-            params[f"cube{i}"], params[f"owner{i}"] = cube, owner
-        return list((await conn.execute(_stats_query(len(pairs)), params)).all())
+        return list((await conn.execute(_stats_query(len(pairs)),
+                                        _stats_params(scope, pairs))).all())
 
     async def _terms(self, conn: AsyncConnection, states: list[ScopeState], terms: list[str],
                      versions: dict[int, int] | None) -> dict[int, dict[str, Postings]]:
         """Each state's postings of ``terms``: a state holds those of every word of its
         memories; subject terms it does not hold yet are read (and held when read at
         the state's version)."""
-        out = {st.scope_id: {t: p for t in terms if (p := st.postings_of(t)) is not None}
-               for st in states}
-        missing = {st.scope_id: [t for t in terms if t not in st.terms and is_subject(t)]
-                   for st in states if st.doc_count > 0}
-        missing = {sid: ts for sid, ts in missing.items() if ts}
+        out, missing = _held_postings(states, terms)
         if not missing:
             return out
         t = memory_term.c
@@ -402,6 +412,25 @@ def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, 
     pools = {False: [k for k, _ in ranked if types[k] != "preference"],
              True: [k for k, _ in ranked if types[k] == "preference"]}
     return [(pools[pref][:max(3 * n, n + 20)], n) for pref, n in wanted.items() if n > 0]
+
+
+def _held_postings(states: list[ScopeState], terms: list[str],
+                   ) -> tuple[dict[int, dict[str, Postings]], dict[int, list[str]]]:
+    """Each state's postings of ``terms`` it holds, and the subject terms it does not
+    hold yet (by scope, where any)."""
+    out = {st.scope_id: {t: p for t in terms if (p := st.postings_of(t)) is not None}
+           for st in states}
+    missing = {st.scope_id: [t for t in terms if t not in st.terms and is_subject(t)]
+               for st in states if st.doc_count > 0}
+    return out, {sid: ts for sid, ts in missing.items() if ts}
+
+
+def _stats_params(scope: Scope, pairs: set[tuple[str, str]]) -> dict[str, str]:
+    """The parameters of :func:`_stats_query` for ``pairs``."""
+    params: dict[str, str] = {"tenant": scope.tenant_id}
+    for i, (cube, owner) in enumerate(sorted(pairs)):
+        params[f"cube{i}"], params[f"owner{i}"] = cube, owner
+    return params
 
 
 @lru_cache(maxsize=8)

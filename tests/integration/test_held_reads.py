@@ -1,0 +1,179 @@
+"""The connection a worker keeps for the scope reads that open its searches, on
+MariaDB: the latest committed versions every time, no pooled connection for a
+search of held scopes, and a broken, busy, cancelled or closed connection never
+in a search's way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from pydantic import SecretStr
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from streams.adapters.db.migrate import upgrade
+from streams.memory.model import USER_CUBE, MemoryCandidate
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.held_reads import HeldReads
+from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.settings import DatabaseSettings, Settings
+from streams.worker.runtime import Runtime
+from tests.support.services import create_database, drop_database, unique
+
+ALICE = Scope("acme", "alice", "helper")
+QUESTION = SearchRequest(query="Where does Alice go hiking?", cubes=[USER_CUBE],
+                         relativity=0.0, top_k=5)
+
+
+@pytest.fixture
+async def engines() -> AsyncIterator[tuple[AsyncEngine, AsyncEngine]]:
+    """The pooled engine, and the held reader's own engine (no pool)."""
+    database = unique("ms_held_")
+    url = create_database(database)
+    pooled = create_async_engine(url, pool_size=2)
+    own = create_async_engine(url, poolclass=NullPool)
+    try:
+        await upgrade(pooled)
+        yield pooled, own
+    finally:
+        await pooled.dispose()
+        await own.dispose()
+        drop_database(database)
+
+
+def notes(*texts: str) -> list[MemoryCandidate]:
+    return [MemoryCandidate(content=t, source_event_ids=(t[:20],)) for t in texts]
+
+
+async def connection_id(held: HeldReads) -> int:
+    rows = await held.rows(text("SELECT CONNECTION_ID() AS id"), {})
+    assert rows is not None
+    return int(rows[0].id)
+
+
+async def test_a_search_of_held_scopes_takes_no_pooled_connection_and_sees_every_write(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    pooled, own = engines
+    held = HeldReads(own)
+    p = BuiltinProvider(pooled, held_reads=held)
+    plain = BuiltinProvider(pooled)
+    try:
+        await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps", "Alice likes tea"))
+        first = await p.search(ALICE, QUESTION)  # loads the scope
+        checkouts: list[object] = []
+
+        def checkout(*args: object) -> None:
+            checkouts.append(args)
+
+        event.listen(pooled.sync_engine.pool, "checkout", checkout)
+        try:
+            again = await p.search(ALICE, QUESTION)
+        finally:
+            event.remove(pooled.sync_engine.pool, "checkout", checkout)
+        assert checkouts == []  # versions on the held connection, rows held
+        assert [m.id for m in again] == [m.id for m in first]
+        assert [m.id for m in again] == [m.id for m in await plain.search(ALICE, QUESTION)]
+        # another worker writes: the held connection reads the version it committed (no
+        # snapshot kept from an earlier read), and the search brings the scope forward
+        other = BuiltinProvider(pooled)
+        await other.add(ALICE, USER_CUBE, notes("Alice went hiking in Patagonia"))
+        found = [m.content for m in await p.search(ALICE, QUESTION)]
+        assert "Alice went hiking in Patagonia" in found
+        await other.add(ALICE, USER_CUBE, notes("Alice plans hiking in Norway"))
+        got = await p.search(ALICE, QUESTION)
+        assert "Alice plans hiking in Norway" in [m.content for m in got]
+    finally:
+        await p.close()  # (an open snapshot would hold the database's drop)
+
+
+async def test_a_held_connection_the_server_killed_is_replaced_within_the_read(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    pooled, own = engines
+    held = HeldReads(own)
+    p = BuiltinProvider(pooled, held_reads=held)
+    await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+    assert await p.search(ALICE, QUESTION)
+    killed = await connection_id(held)
+    async with pooled.connect() as conn:
+        await conn.execute(text(f"KILL {killed}"))
+    await asyncio.sleep(0.1)
+    assert [m.content for m in await p.search(ALICE, QUESTION)] == [
+        "Alice goes hiking in the Alps"]
+    assert await connection_id(held) != killed
+    await p.close()
+
+
+async def test_a_read_cancelled_halfway_leaves_no_half_read_connection_behind(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    _, own = engines
+    held = HeldReads(own)
+    before = await connection_id(held)
+    slow = asyncio.ensure_future(held.rows(text("SELECT SLEEP(0.5) AS s, 7 AS seven"), {}))
+    await asyncio.sleep(0.1)
+    assert await held.rows(text("SELECT 1 AS one"), {}) is None  # busy: read elsewhere
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    rows = await held.rows(text("SELECT 2 AS two"), {})
+    assert rows is not None and [tuple(r) for r in rows] == [(2,)]  # not the slow read's
+    assert await connection_id(held) != before
+    await held.close()
+
+
+async def test_a_search_finding_the_held_connection_busy_reads_on_the_pool(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    pooled, own = engines
+    held = HeldReads(own)
+    p = BuiltinProvider(pooled, held_reads=held)
+    await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+    await p.search(ALICE, QUESTION)
+    slow = asyncio.ensure_future(held.rows(text("SELECT SLEEP(1) AS s"), {}))
+    await asyncio.sleep(0.1)
+    got = await asyncio.wait_for(p.search(ALICE, QUESTION), 0.5)  # no wait for the held one
+    assert [m.content for m in got] == ["Alice goes hiking in the Alps"]
+    await slow
+    await p.close()
+
+
+async def test_closing_closes_the_held_connection(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    pooled, own = engines
+    held = HeldReads(own)
+    mine = await connection_id(held)
+    await held.close()
+    assert await held.rows(text("SELECT 1 AS one"), {}) is None
+    async with pooled.connect() as conn:
+        ids = {int(r.id) for r in await conn.execute(text(
+            "SELECT ID AS id FROM information_schema.PROCESSLIST"))}
+    assert mine not in ids
+
+
+async def test_a_worker_s_runtime_keeps_the_connection_outside_its_pool_and_closes_it(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    pooled, _ = engines
+    url = pooled.url.render_as_string(hide_password=False)
+    settings = Settings(database=DatabaseSettings(url=SecretStr(url), pool_size=1))
+    rt = await Runtime(settings, migrate=False).start()
+    try:
+        p = rt.providers.get("mysql").provider
+        assert isinstance(p, BuiltinProvider) and p.held_reads is not None
+        await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+        assert await p.search(ALICE, QUESTION)
+        mine = await connection_id(p.held_reads)
+        assert await p.search(ALICE, QUESTION)
+        assert rt.engine.sync_engine.pool.checkedout() == 0  # kept outside the pool
+    finally:
+        await rt.stop()
+    async with pooled.connect() as conn:
+        ids = {int(r.id) for r in await conn.execute(text(
+            "SELECT ID AS id FROM information_schema.PROCESSLIST"))}
+    assert mine not in ids
