@@ -71,7 +71,8 @@ class QueryAnswering:
     async def __call__(self, rec: SourceRecord) -> None:
         if self.processor.outdated(rec):
             return
-        answer = await self.processor.handle(rec, functools.partial(self._sent_before, rec))
+        answer = await self.processor.handle(rec, functools.partial(self._sent_before, rec),
+                                             likely_new=not self.maybe_seen(rec))
         if answer.duplicate:
             QUERY_DUPLICATES.inc()
             return

@@ -90,12 +90,14 @@ class QueryProcessor:
 
     async def handle(self, rec: SourceRecord,
                      sent_before: Callable[[ReplyAddress], Awaitable[bool]] | None = None,
-                     ) -> Answer:
+                     *, likely_new: bool = False) -> Answer:
         """``sent_before``: asked once the request is known to get a reply (its
         reply topic allowed, its caller still waiting), before any reply is sent;
         True: the reply went out before, nothing is sent (``duplicate``). For a valid
-        request the engine's answer is made while the question is out (its round trip
-        is then off the caller's wait) and dropped for a duplicate; the reply is counted
+        request ``likely_new`` (not delivered before as far as the consumer knows) the
+        engine's answer is made while the question is out — its round trip is then off
+        the caller's wait — and dropped should it be a duplicate after all; any other
+        request is answered only once the question is settled. The reply is counted
         (``memstream_query_replies_total``, latency) only when it is to be sent."""
         start = time.perf_counter()
         try:
@@ -137,14 +139,15 @@ class QueryProcessor:
             return self._reply(rec, addr, MemoryReply(
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         assert not isinstance(doc, Rejected)
+        if sent_before is not None and not likely_new and await sent_before(addr):
+            return Answer(duplicate=True)
         answering = asyncio.ensure_future(self._answer(query))
         try:
-            if sent_before is not None and await sent_before(addr):
-                answering.cancel()
+            if sent_before is not None and likely_new and await sent_before(addr):
                 return Answer(duplicate=True)
             reply = await answering
         finally:
-            answering.cancel()  # (done: a no-op) the request's own cancellation ends it too
+            answering.cancel()  # (done: a no-op) a duplicate's, or the request cancelled
         if reply.latency_ms is not None:
             QUERY_LATENCY.observe(reply.latency_ms / 1000)
         QUERY_REPLIES.labels("error" if reply.error is not None else

@@ -440,8 +440,11 @@ def replies_ok() -> float:
     return REGISTRY.get_sample_value("memstream_query_replies_total", {"outcome": "ok"}) or 0.0
 
 
-def gated(redis: SlowRedis) -> tuple[QueryAnswering, GatedEngine, Replies]:
-    answering, _, replies, _, _ = build(redis=redis)
+def gated(redis: SlowRedis, *, new: bool = True,
+          ) -> tuple[QueryAnswering, GatedEngine, Replies]:
+    """``new``: requests produced after the partition was assigned (the consumer's
+    ``maybe_seen`` false)."""
+    answering, _, replies, _, _ = build(redis=redis, maybe_seen=lambda rec: not new)
     engine = GatedEngine()
     answering.processor.engine = engine  # type: ignore[assignment]
     return answering, engine, replies
@@ -484,3 +487,19 @@ async def test_a_duplicate_s_answer_made_meanwhile_is_neither_sent_nor_counted()
         assert engine.cancelled is not finished  # still running: stopped
     assert counter("memstream_query_duplicates_total") == duplicates + 2
     assert replies_ok() == ok
+
+
+async def test_a_request_that_may_have_been_delivered_before_is_answered_after_its_claim(
+) -> None:
+    """A partition's backlog at its assignment (a worker died or left): duplicates are
+    likely there, so the engine waits for the claim instead of working for nothing."""
+    redis = SlowRedis()
+    answering, engine, replies = gated(redis, new=False)
+    task = asyncio.ensure_future(answering(request(b"c-1")))
+    await asyncio.sleep(0.05)
+    assert not engine.began.is_set()  # the claim is still out
+    redis.gate.set()
+    await asyncio.wait_for(engine.began.wait(), 1.0)
+    engine.done.set()
+    await asyncio.wait_for(task, 1.0)
+    assert len(replies.sent) == 1
