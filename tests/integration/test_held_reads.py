@@ -90,11 +90,11 @@ async def test_a_search_of_held_scopes_takes_no_pooled_connection_and_sees_every
         await p.close()  # (an open snapshot would hold the database's drop)
 
 
-async def test_a_held_connection_the_server_killed_is_replaced_within_the_read(
+async def test_a_held_connection_the_server_killed_sends_the_search_to_the_pool_once(
     engines: tuple[AsyncEngine, AsyncEngine],
 ) -> None:
     pooled, own = engines
-    held = HeldReads(own)
+    held = HeldReads(own, pause_s=0.0)
     p = BuiltinProvider(pooled, held_reads=held)
     await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
     assert await p.search(ALICE, QUESTION)
@@ -177,3 +177,43 @@ async def test_a_worker_s_runtime_keeps_the_connection_outside_its_pool_and_clos
         ids = {int(r.id) for r in await conn.execute(text(
             "SELECT ID AS id FROM information_schema.PROCESSLIST"))}
     assert mine not in ids
+
+
+async def test_a_connection_that_cannot_be_opened_never_fails_a_search(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    """The server refuses new connections (here: nothing listens): the search reads on
+    the pool, and the next ones do too without trying again until the pause is over."""
+    pooled, _ = engines
+    nowhere = create_async_engine("mysql+aiomysql://u:p@127.0.0.1:1/none", poolclass=NullPool)
+    now = [100.0]
+    held = HeldReads(nowhere, pause_s=5.0, clock=lambda: now[0])
+    tries: list[object] = []
+    event.listen(nowhere.sync_engine, "do_connect", lambda *a: tries.append(a))
+    p = BuiltinProvider(pooled, held_reads=held)
+    try:
+        await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+        for _ in range(3):
+            assert [m.content for m in await p.search(ALICE, QUESTION)] == [
+                "Alice goes hiking in the Alps"]
+        assert len(tries) == 1  # then paused
+        now[0] += 5.0
+        assert await p.search(ALICE, QUESTION)
+        assert len(tries) == 2
+    finally:
+        await p.close()
+        await nowhere.dispose()
+
+
+async def test_the_held_connection_is_opened_anew_after_the_recycle_time(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    _, own = engines
+    now = [0.0]
+    held = HeldReads(own, recycle_s=60.0, clock=lambda: now[0])
+    first = await connection_id(held)
+    now[0] += 59.0
+    assert await connection_id(held) == first
+    now[0] += 1.0
+    assert await connection_id(held) != first
+    await held.close()

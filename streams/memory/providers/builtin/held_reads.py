@@ -14,11 +14,15 @@ pool the rest of the worker shares. MySQL only: on SQLite there is no round trip
 to save, and another engine of an in-memory database would be another database.
 It serves one read at a time. A search that finds it busy is told so
 (``None``) and reads on a pooled connection as before, so nobody waits for
-it. A held connection may have broken since the last read (the server
-restarted, the connection was idle too long): a read that finds it broken
-is made once more on a new one. A read cancelled or failed halfway leaves the
-connection unusable: it is discarded (closed in the background) and the next
-read opens another. :meth:`close` closes it before the engine is disposed.
+it. A read that fails — the connection broke since the last one (the server
+restarted, or closed it as idle), or no new one could be opened (the
+server's connection limit) — is logged and answered ``None`` too: the search
+reads on the pool, with its ping, and searches keep doing so for a few
+seconds before the next connection is tried. A failed or cancelled read
+leaves the connection unusable: it is discarded (closed in the background).
+The connection is opened anew every 30 minutes, as the pool's are, so a
+server switched over behind the same address is not read for long.
+:meth:`close` closes it before the engine is disposed.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -37,38 +42,52 @@ from streams.memory.providers.builtin.rows import DbRow
 
 log = logging.getLogger(__name__)
 
+RECYCLE_S = 1800.0  # as the pool's connections
+PAUSE_S = 5.0
+
 
 class HeldReads:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, recycle_s: float = RECYCLE_S,
+                 pause_s: float = PAUSE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``engine``: this reader's own (see above), disposed by its owner after
-        :meth:`close`."""
+        :meth:`close`. The connection is opened anew after ``recycle_s``; after a
+        failure, searches read elsewhere for ``pause_s``."""
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.recycle_s = recycle_s
+        self.pause_s = pause_s
+        self.clock = clock
         self._conn: AsyncConnection | None = None
+        self._opened = 0.0
+        self._paused_until = float("-inf")
         self._busy = False
         self._closed = False
         self._discarding: set[asyncio.Task[None]] = set()
 
     async def rows(self, statement: Executable,
                    params: Mapping[str, Any]) -> list[DbRow] | None:
-        """The rows ``statement`` reads now; None when another read holds the
-        connection (or it was closed): read them elsewhere."""
-        if self._busy or self._closed:
+        """The rows ``statement`` reads now; None — read them elsewhere — when another
+        read holds the connection, it was closed, or it failed (this one or one less
+        than ``pause_s`` ago: logged, and the connection discarded)."""
+        now = self.clock()
+        if self._busy or self._closed or now < self._paused_until:
             return None
         self._busy = True
         try:
-            for retry in (True, False):
-                opened = self._conn is None
-                conn = self._conn = self._conn or await self._engine.connect()
-                try:
-                    return list((await conn.execute(statement, params)).all())
-                except BaseException as exc:
-                    self._discard()
-                    if (opened or not retry or not isinstance(exc, DBAPIError)
-                            or not exc.connection_invalidated):
-                        raise
-                    log.info("the held connection for scope reads broke (%s): reading "
-                             "on a new one", type(exc.orig).__name__)
-            raise AssertionError("unreachable")
+            if self._conn is not None and now - self._opened >= self.recycle_s:
+                self._discard()  # a server switched over behind the same address is met
+            if self._conn is None:
+                self._conn, self._opened = await self._engine.connect(), now
+            return list((await self._conn.execute(statement, params)).all())
+        except asyncio.CancelledError:
+            self._discard()  # halfway through a read: never reused
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            self._discard()
+            self._paused_until = now + self.pause_s
+            log.warning("the connection kept for scope reads failed (%s: %s): searches "
+                        "read on the pool for %.0f s", type(exc).__name__, exc, self.pause_s)
+            return None
         finally:
             self._busy = False
             if self._closed:
