@@ -48,6 +48,20 @@ def notes(*texts: str) -> list[MemoryCandidate]:
     return [MemoryCandidate(content=t, source_event_ids=(t[:20],)) for t in texts]
 
 
+async def hiker(pooled: AsyncEngine, held: HeldReads) -> BuiltinProvider:
+    """A provider reading through ``held``, Alice's note stored."""
+    p = BuiltinProvider(pooled, held_reads=held)
+    await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+    return p
+
+
+async def open_connections(pooled: AsyncEngine) -> set[int]:
+    """The ids of the server's connections."""
+    async with pooled.connect() as conn:
+        return {int(r.id) for r in await conn.execute(text(
+            "SELECT ID AS id FROM information_schema.PROCESSLIST"))}
+
+
 async def connection_id(held: HeldReads) -> int:
     rows = await held.rows(text("SELECT CONNECTION_ID() AS id"), {})
     assert rows is not None
@@ -95,8 +109,7 @@ async def test_a_held_connection_the_server_killed_sends_the_search_to_the_pool_
 ) -> None:
     pooled, own = engines
     held = HeldReads(own, pause_s=0.0)
-    p = BuiltinProvider(pooled, held_reads=held)
-    await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+    p = await hiker(pooled, held)
     assert await p.search(ALICE, QUESTION)
     killed = await connection_id(held)
     async with pooled.connect() as conn:
@@ -131,8 +144,7 @@ async def test_a_search_finding_the_held_connection_busy_reads_on_the_pool(
 ) -> None:
     pooled, own = engines
     held = HeldReads(own)
-    p = BuiltinProvider(pooled, held_reads=held)
-    await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
+    p = await hiker(pooled, held)
     await p.search(ALICE, QUESTION)
     slow = asyncio.ensure_future(held.rows(text("SELECT SLEEP(1) AS s"), {}))
     await asyncio.sleep(0.1)
@@ -150,10 +162,7 @@ async def test_closing_closes_the_held_connection(
     mine = await connection_id(held)
     await held.close()
     assert await held.rows(text("SELECT 1 AS one"), {}) is None
-    async with pooled.connect() as conn:
-        ids = {int(r.id) for r in await conn.execute(text(
-            "SELECT ID AS id FROM information_schema.PROCESSLIST"))}
-    assert mine not in ids
+    assert mine not in await open_connections(pooled)
 
 
 async def test_a_worker_s_runtime_keeps_the_connection_outside_its_pool_and_closes_it(
@@ -173,10 +182,7 @@ async def test_a_worker_s_runtime_keeps_the_connection_outside_its_pool_and_clos
         assert rt.engine.sync_engine.pool.checkedout() == 0  # kept outside the pool
     finally:
         await rt.stop()
-    async with pooled.connect() as conn:
-        ids = {int(r.id) for r in await conn.execute(text(
-            "SELECT ID AS id FROM information_schema.PROCESSLIST"))}
-    assert mine not in ids
+    assert mine not in await open_connections(pooled)
 
 
 async def test_a_connection_that_cannot_be_opened_never_fails_a_search(
@@ -190,9 +196,8 @@ async def test_a_connection_that_cannot_be_opened_never_fails_a_search(
     held = HeldReads(nowhere, pause_s=5.0, clock=lambda: now[0])
     tries: list[object] = []
     event.listen(nowhere.sync_engine, "do_connect", lambda *a: tries.append(a))
-    p = BuiltinProvider(pooled, held_reads=held)
+    p = await hiker(pooled, held)
     try:
-        await p.add(ALICE, USER_CUBE, notes("Alice goes hiking in the Alps"))
         for _ in range(3):
             assert [m.content for m in await p.search(ALICE, QUESTION)] == [
                 "Alice goes hiking in the Alps"]

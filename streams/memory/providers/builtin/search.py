@@ -157,12 +157,12 @@ class Search:
         if read is not None:
             if not read:
                 return []
-            states = [st for s in read if (st := self.cache.current(s)) is not None]
-            postings, missing = _held_postings(states, terms)
-            if len(states) == len(read) and not missing:
-                return await self._rank(None, scope, request, read, states, postings, terms,
-                                        None if qvec is None else await qvec, since)
-            states = []
+            held = [st for s in read if (st := self.cache.current(s)) is not None]
+            if len(held) == len(read):
+                postings, missing = _held_postings(held, terms)
+                if not missing:
+                    return await self._rank(None, scope, request, read, held, postings, terms,
+                                            None if qvec is None else await qvec, since)
         async with self.engine.connect() as conn:
             stats = await self._stats(conn, scope, pairs)
             if not stats:
