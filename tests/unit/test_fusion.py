@@ -1,21 +1,22 @@
+"""The fusion rule: its steps' behaviour, and :func:`fuse` (array work) against a
+reference that runs the steps one by one on dicts, as the module's docstring
+reads them, for the same scores bit for bit."""
+
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streams.memory.rules.fusion import (
     FusionWeights,
     Position,
+    Scores,
     fuse,
-    max_scaled,
-    min_max,
     named_people,
-    neighbours,
-    person_prior,
-    session_boost,
-    smooth_neighbours,
     speaker_of,
-    top_n,
-    weighted,
 )
 
 P = {
@@ -25,52 +26,45 @@ P = {
     "d": Position("s2", 0, "Bob"),
     "f": Position(None, 0),
 }
+PLAIN = FusionWeights(dense=0.5, lexical=0.5, neighbour=0.0, session=0.0, person=0.0)
 
 
-def test_min_max_per_query() -> None:
-    assert min_max({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.0, "b": 1.0, "c": 0.5}
-    assert min_max({"a": 7.0, "b": 7.0}) == {"a": 1.0, "b": 1.0}
-    assert min_max({}) == {}
-
-
-def test_bm25_keeps_its_proportions_the_weakest_match_is_not_zero() -> None:
-    assert max_scaled({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.5, "b": 1.0, "c": 0.75}
-    assert max_scaled({"a": 0.0, "b": 0.0}) == {"a": 0.0, "b": 0.0}
-    assert max_scaled({}) == {}
-    # two of three matches, standalone facts: the weaker keeps half of the best
+def test_lexical_keeps_its_proportions_the_weakest_match_is_not_zero() -> None:
     got = fuse({"f": 2.0, "g": 1.0}, None, {"f": Position(None, 0), "g": Position(None, 1)},
                weights=FusionWeights(person=0))
     assert got == {"f": 1.0, "g": 0.5}
+    assert fuse({"a": 0.0, "f": 0.0}, None, P, weights=PLAIN) == {"a": 0.0, "f": 0.0}
+    assert fuse({}, None, P) == {}
 
 
-def test_weighted_fusion_is_70_30_with_dense_and_lexical_alone_without() -> None:
-    got = weighted({"a": 1.0, "b": 0.5}, {"a": 0.0, "c": 1.0})
-    assert got == pytest.approx({"a": 0.3, "b": 0.15, "c": 0.7})
-    assert weighted({"a": 1.0, "b": 0.5}, None) == {"a": 1.0, "b": 0.5}
-    assert weighted({"a": 1.0}, {"a": 1.0}, dense_weight=0.5, lexical_weight=0.5) == {"a": 1.0}
+def test_dense_goes_through_min_max_and_the_signals_mix_half_and_half() -> None:
+    # dense 0.2 / 0.4 / 0.3 -> 0, 1, 0.5; lexical 1.0 / 0.5 -> 1, 0.5
+    got = fuse({"a": 1.0, "d": 0.5}, {"a": 0.2, "d": 0.4, "f": 0.3}, P, weights=PLAIN)
+    assert got == pytest.approx({"a": 0.5 / 0.75, "d": 1.0, "f": 0.25 / 0.75})
+    assert list(got) == ["a", "d", "f"]  # the dense signal's order, then the lexical one's
+    assert fuse({"a": 1.0}, {"a": 7.0, "d": 7.0}, P, weights=PLAIN) == {"a": 1.0, "d": 0.5}
 
 
-def test_neighbour_smoothing_adds_30_percent_of_the_better_neighbour() -> None:
-    got = smooth_neighbours({"a": 0.2, "b": 0.0, "c": 1.0, "d": 0.9, "f": 0.4}, P)
-    assert got == pytest.approx({"a": 0.2, "b": 0.3, "c": 1.0, "d": 0.9, "f": 0.4})
+def test_neighbour_smoothing_adds_40_percent_of_the_better_neighbour() -> None:
+    w = FusionWeights(neighbour=0.4, session=0.0, person=0.0)
+    got = fuse({"a": 0.2, "b": 0.0, "c": 1.0, "d": 0.9, "f": 0.4}, None, P, weights=w)
+    assert got == pytest.approx({"a": 0.2, "b": 0.4, "c": 1.0, "d": 0.9, "f": 0.4})
 
 
-def test_neighbours_are_the_adjacent_turns_of_the_same_session() -> None:
-    assert neighbours({"b"}, P) == {"a", "c"}
-    assert neighbours({"d", "f"}, P) == set()
-
-
-def test_session_boost_adds_10_percent_of_the_sessions_best() -> None:
-    got = session_boost({"a": 0.5, "b": 0.2, "d": 0.3, "f": 0.9}, P)
-    assert got == pytest.approx({"a": 0.55, "b": 0.25, "d": 0.33, "f": 0.9})
+def test_session_boost_adds_40_percent_of_the_sessions_best() -> None:
+    w = FusionWeights(neighbour=0.0, session=0.4, person=0.0)
+    got = fuse({"a": 0.5, "b": 0.2, "d": 0.3, "f": 1.0}, None, P, weights=w)
+    assert got == pytest.approx({"a": 0.5 + 0.2, "b": 0.2 + 0.2, "d": 0.3 + 0.12, "f": 1.0})
 
 
 def test_person_prior_for_the_named_speaker() -> None:
-    people = named_people("What did alice paint?", {"Alice", "Bob"})
-    assert people == {"alice"}
-    got = person_prior({"a": 0.5, "b": 0.5, "f": 0.5}, P, people, weight=0.05)
-    assert got == pytest.approx({"a": 0.55, "b": 0.5, "f": 0.5})
+    assert named_people("What did alice paint?", {"Alice", "Bob"}) == {"alice"}
     assert named_people("What did Jon Smith say?", {"Jon Smith"}) == {"jon smith"}
+    w = FusionWeights(neighbour=0.0, session=0.0, person=0.25)
+    got = fuse({"a": 0.5, "b": 0.5, "f": 0.5}, None, P, query="What did alice paint?",
+               weights=w)
+    assert got == pytest.approx({"a": 1.0, "b": 1.0 / 1.25, "f": 1.0 / 1.25})
+    assert fuse({"a": 0.5, "b": 0.5}, None, P, weights=w) == {"a": 1.0, "b": 1.0}  # no query
 
 
 def test_fuse_ends_on_0_to_1_with_the_best_at_1() -> None:
@@ -89,7 +83,8 @@ def test_limit_keeps_the_best_candidates_and_their_neighbours() -> None:
     lexical = {"a": 1.0, "b": 0.9, "c": 0.1, "d": 0.05}
     got = fuse(lexical, None, P, limit=1, weights=FusionWeights(person=0))
     assert set(got) == {"a", "b"}
-    assert top_n({"x": 1.0, "y": 3.0, "z": 2.0}, 2) == {"y": 3.0, "z": 2.0}
+    got = fuse({"x": 1.0, "y": 3.0, "z": 2.0}, None, {}, limit=2, weights=PLAIN)
+    assert set(got) == {"y", "z"}
 
 
 @pytest.mark.parametrize(
@@ -99,3 +94,179 @@ def test_limit_keeps_the_best_candidates_and_their_neighbours() -> None:
 )
 def test_speaker_of(content: str, speaker: str | None) -> None:
     assert speaker_of(content) == speaker
+
+
+# The reference: the steps as dict functions.
+
+def top_n(scores: Mapping[str, float], n: int | None) -> Scores:
+    """The ``n`` best entries (all of them when ``n`` is None); ties keep insertion order."""
+    if n is None or len(scores) <= n:
+        return dict(scores)
+    best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: max(n, 0)]
+    return dict(best)
+
+
+def min_max(scores: Mapping[str, float]) -> Scores:
+    """Rescale to 0..1 (the best 1.0, the worst 0.0); all-equal scores become 1.0."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    if hi - lo <= 1e-12:
+        return dict.fromkeys(scores, 1.0)
+    span = hi - lo
+    return {k: (v - lo) / span for k, v in scores.items()}
+
+
+def max_scaled(scores: Mapping[str, float]) -> Scores:
+    """Divide by the best score (non-negative scores); all zero stays zero."""
+    hi = max(scores.values(), default=0.0)
+    if hi <= 0:
+        return dict(scores)
+    return {k: v / hi for k, v in scores.items()}
+
+
+def weighted(
+    lexical: Mapping[str, float],
+    dense: Mapping[str, float] | None,
+    *,
+    dense_weight: float = 0.7,
+    lexical_weight: float = 0.3,
+) -> Scores:
+    """Mix normalised signals; without ``dense`` the lexical scores alone, unchanged."""
+    if not dense:
+        return dict(lexical)
+    out = {k: dense_weight * v for k, v in dense.items()}
+    for k, v in lexical.items():
+        out[k] = out.get(k, 0.0) + lexical_weight * v
+    return out
+
+
+def neighbours(ids: Collection[str], positions: Mapping[str, Position]) -> set[str]:
+    """The previous and next memories of the same session, of each of ``ids``."""
+    wanted: set[tuple[str, int]] = set()
+    for k in ids:
+        p = positions.get(k)
+        if p is not None and p.session is not None:
+            wanted.update(((p.session, p.seq - 1), (p.session, p.seq + 1)))
+    if not wanted:
+        return set()
+    return {
+        k for k, p in positions.items() if p.session is not None and (p.session, p.seq) in wanted
+    }
+
+
+def smooth_neighbours(
+    scores: Mapping[str, float], positions: Mapping[str, Position], *, weight: float = 0.3
+) -> Scores:
+    """Add ``weight *`` max(score of the previous, score of the next message of the session)."""
+    by_slot: dict[tuple[str, int], float] = {}
+    for k, v in scores.items():
+        p = positions.get(k)
+        if p is not None and p.session is not None:
+            by_slot[(p.session, p.seq)] = v
+    out: Scores = {}
+    for k, v in scores.items():
+        p = positions.get(k)
+        if p is None or p.session is None:
+            out[k] = v
+            continue
+        prev = by_slot.get((p.session, p.seq - 1), 0.0)
+        nxt = by_slot.get((p.session, p.seq + 1), 0.0)
+        out[k] = v + weight * max(prev, nxt)
+    return out
+
+
+def session_boost(
+    scores: Mapping[str, float], positions: Mapping[str, Position], *, weight: float = 0.1
+) -> Scores:
+    """Add ``weight *`` the best score found in the memory's session."""
+    best: dict[str, float] = {}
+    for k, v in scores.items():
+        p = positions.get(k)
+        if p is not None and p.session is not None and v > best.get(p.session, 0.0):
+            best[p.session] = v
+    out: Scores = {}
+    for k, v in scores.items():
+        p = positions.get(k)
+        out[k] = v + weight * best[p.session] if p and p.session in best else v
+    return out
+
+
+def person_prior(
+    scores: Mapping[str, float],
+    positions: Mapping[str, Position],
+    people: Collection[str],
+    *,
+    weight: float = 0.05,
+) -> Scores:
+    """Add ``weight`` to memories spoken by one of ``people`` (case-folded names)."""
+    if not people:
+        return dict(scores)
+    out: Scores = {}
+    for k, v in scores.items():
+        p = positions.get(k)
+        who = p.speaker.casefold() if p and p.speaker else None
+        out[k] = v + weight if who in people else v
+    return out
+
+
+def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | None,
+                   positions: Mapping[str, Position], *, query: str, weights: FusionWeights,
+                   limit: int | None) -> Scores:
+    """The steps one after the other on dicts, as the rule reads.
+
+    Each signal is normalised over everything it scored; then, with ``limit``,
+    only the union of each signal's best ``limit`` memories and their session
+    neighbours goes on (keeping both of their scores), which bounds the work
+    per query whatever the size of the collection. ``positions`` must cover
+    those candidates (and their neighbours, for the neighbours to count).
+    """
+    lex = max_scaled(lexical)
+    den = min_max(dense) if dense else None
+    if limit is not None:
+        keep = set(top_n(lex, limit)) | (set(top_n(den, limit)) if den else set())
+        keep |= neighbours(keep, positions)
+        lex = {k: v for k, v in lex.items() if k in keep}
+        den = {k: v for k, v in den.items() if k in keep} if den else None
+    mixed = weighted(lex, den, dense_weight=weights.dense, lexical_weight=weights.lexical)
+    if not mixed:
+        return {}
+    smoothed = smooth_neighbours(mixed, positions, weight=weights.neighbour)
+    boosted = session_boost(smoothed, positions, weight=weights.session)
+    if weights.person and query:
+        speakers = {p.speaker for p in positions.values() if p.speaker}
+        boosted = person_prior(
+            boosted, positions, named_people(query, speakers), weight=weights.person
+        )
+    top = max(boosted.values())
+    if top <= 0:
+        return dict.fromkeys(boosted, 0.0)
+    return {k: max(0.0, v / top) for k, v in boosted.items()}
+
+
+KEYS = [f"m{i}" for i in range(14)]
+SCORE = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+                  st.floats(0.0, 40.0, allow_nan=False, allow_infinity=False))
+POSITION = st.builds(Position, st.sampled_from([None, "s1", "s2", "s3"]),
+                     st.integers(-2, 5), st.sampled_from([None, "Alice", "alice", "Bob Lee", ""]))
+
+
+@settings(max_examples=600, deadline=None)
+@given(lexical=st.dictionaries(st.sampled_from(KEYS), SCORE, max_size=12),
+       dense=st.one_of(st.none(), st.dictionaries(
+           st.sampled_from(KEYS), st.floats(-1.0, 1.0, allow_nan=False), max_size=12)),
+       positions=st.dictionaries(st.sampled_from(KEYS), POSITION, max_size=14),
+       query=st.sampled_from(["", "what did alice say", "Bob Lee?", "anything"]),
+       limit=st.one_of(st.none(), st.integers(0, 6)),
+       weights=st.builds(FusionWeights, st.sampled_from([0.5, 0.7]), st.sampled_from([0.5, 0.3]),
+                         st.sampled_from([0.0, 0.4]), st.sampled_from([0.0, 0.4]),
+                         st.sampled_from([0.0, 0.25])))
+def test_fuse_is_the_reference_bit_for_bit(
+        lexical: dict[str, float], dense: dict[str, float] | None,
+        positions: dict[str, Position], query: str, limit: int | None,
+        weights: FusionWeights) -> None:
+    """Same keys in the same order, same floats: duplicate slots (the last one counts),
+    memories with no place, a dense signal emptied by the limit, ties at the cut."""
+    want = reference_fuse(lexical, dense, positions, query=query, weights=weights, limit=limit)
+    got = fuse(lexical, dense, positions, query=query, weights=weights, limit=limit)
+    assert list(got.items()) == list(want.items())

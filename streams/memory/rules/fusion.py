@@ -1,34 +1,46 @@
 """Score fusion for hybrid retrieval: one query, many candidate memories.
 
-The pipeline, every step a pure function over ``{memory id: score}``, with the
-weights of :class:`FusionWeights` (chosen by leave-one-conversation-out
+The pipeline, every step array work over the candidates (:func:`fuse_arrays`;
+:func:`fuse` is the same on ``{memory id: score}`` dicts), with the weights of
+:class:`FusionWeights` (chosen by leave-one-conversation-out
 rotation on LoCoMo, ``make bench-rotation``):
 
-1. each signal goes on 0..1 for this query, best hit = 1: BM25 through
-   :func:`max_scaled` (0 means no match, so a weak match keeps its share of
-   the best: with min-max the weakest of a few matches would score 0 however
-   good it is), cosine through :func:`min_max` (unrelated texts do not score 0);
-2. :func:`weighted` mixes them: ``0.5 * dense + 0.5 * lexical`` when a dense
-   signal exists, the lexical one alone otherwise;
-3. :func:`smooth_neighbours` adds ``0.4 *`` the better score of the previous
-   and the next message of the same session: an answer is often the reply to
-   the message that matched the words of the question;
-4. :func:`session_boost` adds ``0.4 *`` the best score within the memory's
+1. each signal goes on 0..1 for this query, best hit = 1: BM25 divided by its
+   best score (0 means no match, so a weak match keeps its share of the best:
+   with min-max the weakest of a few matches would score 0 however good it
+   is), cosine by min-max (unrelated texts do not score 0);
+2. with ``limit``, only each signal's best ``limit`` and their session
+   neighbours go on;
+3. the signals are mixed: ``0.5 * dense + 0.5 * lexical`` when a dense signal
+   exists, the lexical one alone otherwise;
+4. neighbour smoothing adds ``0.4 *`` the better score of the previous and the
+   next message of the same session: an answer is often the reply to the
+   message that matched the words of the question;
+5. the session boost adds ``0.4 *`` the best score within the memory's
    session: a session about the topic is a good place to look;
-5. :func:`person_prior` adds ``0.25`` to memories by a person the question
-   names ("What did Caroline paint?").
+6. the person prior adds ``0.25`` to memories by a person the question names
+   ("What did Caroline paint?", :func:`named_people`);
+7. everything is rescaled so the best memory scores 1.0.
 
-:func:`fuse` runs them all and rescales so the best memory scores 1.0.
+Every step is elementwise float64 arithmetic in a fixed order, so the scores
+are the same, bit for bit, whichever way the candidates are given.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 Scores = dict[str, float]
+Ids = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+Flags = npt.NDArray[np.bool_]
+SEQ_OFFSET = 1 << 32  # a slot's key: the session's code above 34 bits, seq + 2**32 below
 
 
 class Position(NamedTuple):
@@ -60,98 +72,47 @@ def speaker_of(content: str) -> str | None:
     return m.group(1) if m else None
 
 
-def top_n(scores: Mapping[str, float], n: int | None) -> Scores:
-    """The ``n`` best entries (all of them when ``n`` is None); ties keep insertion order."""
-    if n is None or len(scores) <= n:
-        return dict(scores)
-    best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: max(n, 0)]
-    return dict(best)
+@dataclass(frozen=True)
+class Places:
+    """Where candidate memories sit, as arrays on ``ids`` (ascending, distinct): the
+    code of the session (-1: a standalone memory), the order in it (a 32-bit int)
+    and the code of the speaker (-1: none), ``speakers[code]`` its name. A memory
+    not among ``ids`` has no place (it is treated as standalone)."""
+
+    ids: Ids
+    session: Ids
+    seq: Ids
+    speaker: Ids
+    speakers: Sequence[str]
+
+    def index(self, ids: Ids) -> Ids:
+        """Each id's row, -1 for an id that has no place."""
+        return rows_of(self.ids, ids)
+
+    def slots(self, at: Ids) -> tuple[Ids, Ids, Flags]:
+        """Of the rows ``at`` (-1: no place): each one's session (-1: none), slot key
+        (session and order in one integer; the previous message of its session is
+        key - 1), and whether it has a slot."""
+        if not len(self.ids):
+            none = np.full(len(at), -1, dtype=np.int64)
+            return none, np.zeros(len(at), dtype=np.int64), np.zeros(len(at), dtype=bool)
+        sessions = np.where(at >= 0, self.session[at], -1)
+        has = sessions >= 0
+        keys = np.where(has, (sessions << 34) | (self.seq[at] + SEQ_OFFSET), 0)
+        return sessions, keys, has
 
 
-def min_max(scores: Mapping[str, float]) -> Scores:
-    """Rescale to 0..1 (the best 1.0, the worst 0.0); all-equal scores become 1.0."""
-    if not scores:
-        return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    if hi - lo <= 1e-12:
-        return dict.fromkeys(scores, 1.0)
-    span = hi - lo
-    return {k: (v - lo) / span for k, v in scores.items()}
+def rows_of(keys: Ids, wanted: Ids) -> Ids:
+    """The row of each wanted key among ``keys`` (ascending), -1 if absent."""
+    if not len(keys):
+        return np.full(len(wanted), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return np.where(keys[at] == wanted, at, -1)
 
 
-def max_scaled(scores: Mapping[str, float]) -> Scores:
-    """Divide by the best score (non-negative scores); all zero stays zero."""
-    hi = max(scores.values(), default=0.0)
-    if hi <= 0:
-        return dict(scores)
-    return {k: v / hi for k, v in scores.items()}
-
-
-def weighted(
-    lexical: Mapping[str, float],
-    dense: Mapping[str, float] | None,
-    *,
-    dense_weight: float = 0.7,
-    lexical_weight: float = 0.3,
-) -> Scores:
-    """Mix normalised signals; without ``dense`` the lexical scores alone, unchanged."""
-    if not dense:
-        return dict(lexical)
-    out = {k: dense_weight * v for k, v in dense.items()}
-    for k, v in lexical.items():
-        out[k] = out.get(k, 0.0) + lexical_weight * v
-    return out
-
-
-def neighbours(ids: Collection[str], positions: Mapping[str, Position]) -> set[str]:
-    """The previous and next memories of the same session, of each of ``ids``."""
-    wanted: set[tuple[str, int]] = set()
-    for k in ids:
-        p = positions.get(k)
-        if p is not None and p.session is not None:
-            wanted.update(((p.session, p.seq - 1), (p.session, p.seq + 1)))
-    if not wanted:
-        return set()
-    return {
-        k for k, p in positions.items() if p.session is not None and (p.session, p.seq) in wanted
-    }
-
-
-def smooth_neighbours(
-    scores: Mapping[str, float], positions: Mapping[str, Position], *, weight: float = 0.3
-) -> Scores:
-    """Add ``weight *`` max(score of the previous, score of the next message of the session)."""
-    by_slot: dict[tuple[str, int], float] = {}
-    for k, v in scores.items():
-        p = positions.get(k)
-        if p is not None and p.session is not None:
-            by_slot[(p.session, p.seq)] = v
-    out: Scores = {}
-    for k, v in scores.items():
-        p = positions.get(k)
-        if p is None or p.session is None:
-            out[k] = v
-            continue
-        prev = by_slot.get((p.session, p.seq - 1), 0.0)
-        nxt = by_slot.get((p.session, p.seq + 1), 0.0)
-        out[k] = v + weight * max(prev, nxt)
-    return out
-
-
-def session_boost(
-    scores: Mapping[str, float], positions: Mapping[str, Position], *, weight: float = 0.1
-) -> Scores:
-    """Add ``weight *`` the best score found in the memory's session."""
-    best: dict[str, float] = {}
-    for k, v in scores.items():
-        p = positions.get(k)
-        if p is not None and p.session is not None and v > best.get(p.session, 0.0):
-            best[p.session] = v
-    out: Scores = {}
-    for k, v in scores.items():
-        p = positions.get(k)
-        out[k] = v + weight * best[p.session] if p and p.session in best else v
-    return out
+def _member(keys: Ids, wanted: Ids) -> Flags:
+    """Whether each wanted key is among ``keys`` (ascending)."""
+    return rows_of(keys, wanted) >= 0
 
 
 def named_people(query: str, speakers: Collection[str]) -> set[str]:
@@ -165,22 +126,145 @@ def named_people(query: str, speakers: Collection[str]) -> set[str]:
     return out
 
 
-def person_prior(
-    scores: Mapping[str, float],
-    positions: Mapping[str, Position],
-    people: Collection[str],
-    *,
-    weight: float = 0.05,
-) -> Scores:
-    """Add ``weight`` to memories spoken by one of ``people`` (case-folded names)."""
-    if not people:
-        return dict(scores)
-    out: Scores = {}
-    for k, v in scores.items():
-        p = positions.get(k)
-        who = p.speaker.casefold() if p and p.speaker else None
-        out[k] = v + weight if who in people else v
+def _top(values: Floats, n: int) -> Ids:
+    """The rows of the ``n`` best values, ties in their order (all when ``n`` covers them)."""
+    if len(values) <= n:
+        return np.arange(len(values))
+    return np.argsort(-values, kind="stable")[:max(n, 0)]
+
+
+def _max_scaled(values: Floats) -> Floats:
+    hi = float(values.max()) if len(values) else 0.0
+    return values / hi if hi > 0 else values
+
+
+def _min_max(values: Floats) -> Floats:
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo <= 1e-12:
+        return np.ones(len(values), dtype=np.float64)
+    return (values - lo) / (hi - lo)
+
+
+def _lookup(keys: Ids, values: Floats, wanted: Ids) -> Floats:
+    """The value of each wanted key among ``keys`` (ascending, distinct), 0.0 if absent."""
+    at = rows_of(keys, wanted)
+    return np.where(at >= 0, values[at], 0.0) if len(keys) else np.zeros(len(wanted))
+
+
+def _last_by_key(keys: Ids, values: Floats) -> tuple[Ids, Floats]:
+    """Distinct keys ascending, each with the value of its last occurrence."""
+    order = np.argsort(keys, kind="stable")
+    keys, values = keys[order], values[order]
+    last = np.ones(len(keys), dtype=bool)
+    last[:-1] = keys[1:] != keys[:-1]
+    return keys[last], values[last]
+
+
+def _smooth_neighbours(values: Floats, keys: Ids, has: Flags, weight: float) -> Floats:
+    rows = np.flatnonzero(has)
+    if not len(rows):
+        return values
+    slot_keys, slot_values = _last_by_key(keys[rows], values[rows])
+    prev = _lookup(slot_keys, slot_values, keys[rows] - 1)
+    nxt = _lookup(slot_keys, slot_values, keys[rows] + 1)
+    out = values.copy()
+    out[rows] = values[rows] + weight * np.maximum(prev, nxt)
     return out
+
+
+def _session_boost(values: Floats, sessions: Ids, weight: float) -> Floats:
+    """Each memory of a session plus ``weight *`` the session's best score, where that
+    best is above 0 (``sessions``: -1 for a standalone memory)."""
+    rows = np.flatnonzero(sessions >= 0)
+    if not len(rows):
+        return values
+    order = np.argsort(sessions[rows], kind="stable")
+    codes = sessions[rows][order]
+    first = np.ones(len(codes), dtype=bool)
+    first[1:] = codes[1:] != codes[:-1]
+    best = np.maximum.reduceat(values[rows][order], np.flatnonzero(first))
+    mine = np.empty(len(rows), dtype=np.float64)
+    mine[order] = best[np.cumsum(first) - 1]
+    out = values.copy()
+    out[rows] = np.where(mine > 0, values[rows] + weight * mine, values[rows])
+    return out
+
+
+def _named_rows(places: Places, at: Ids, query: str) -> Flags:
+    """Which of the rows ``at`` of ``places`` (-1: none) a person the query names spoke."""
+    spoken = places.speaker[places.speaker >= 0]
+    if not len(spoken):
+        return np.zeros(len(at), dtype=bool)
+    present = np.zeros(len(places.speakers), dtype=bool)
+    present[spoken] = True
+    codes = np.flatnonzero(present).tolist()
+    people = named_people(query, {places.speakers[c] for c in codes})
+    named = np.zeros(len(places.speakers) + 1, dtype=bool)  # the last: no speaker (-1)
+    named[[c for c in codes if places.speakers[c].casefold() in people]] = True
+    return named[np.where(at >= 0, places.speaker[at], -1)]
+
+
+def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
+                places: Places, *, query: str = "", weights: FusionWeights = FusionWeights(),
+                limit: int | None = None) -> tuple[Ids, Floats]:
+    """All steps in order over the signals' ``(ids, scores)`` (each id once per signal);
+    the result, on 0..1 with the best memory at 1.0, is the dense signal's memories in
+    its order, then the lexical signal's others in its order.
+
+    Each signal is normalised over everything it scored; then, with ``limit``, only
+    the union of each signal's best ``limit`` memories and their session neighbours
+    goes on (keeping both of their scores), which bounds the work per query whatever
+    the size of the collection. ``places`` must cover those candidates (and their
+    neighbours, for the neighbours to count)."""
+    lex = _Signal(lexical[0], _max_scaled(lexical[1]), places)
+    den = (_Signal(dense[0], _min_max(dense[1]), places)
+           if dense is not None and len(dense[0]) else None)
+    if limit is not None:
+        keep = np.sort(np.concatenate([lex.ids[_top(lex.values, limit)], *(
+            [den.ids[_top(den.values, limit)]] if den is not None else [])]))
+        _, keys, has = places.slots(places.index(keep))
+        wanted = np.sort(np.concatenate([keys[has] - 1, keys[has] + 1]))
+        lex = lex.kept(keep, wanted)
+        den = den.kept(keep, wanted) if den is not None else None
+    if den is not None and len(den.ids):
+        in_dense = _member(np.sort(den.ids), lex.ids)
+        alone = np.flatnonzero(~in_dense)
+        ids = np.concatenate([den.ids, lex.ids[alone]])
+        at = np.concatenate([den.at, lex.at[alone]])
+        mixed = np.concatenate([weights.dense * den.values, np.zeros(len(alone))])
+        rows = np.empty(len(lex.ids), dtype=np.int64)
+        by_id = np.argsort(den.ids)
+        rows[in_dense] = by_id[np.searchsorted(den.ids[by_id], lex.ids[in_dense])]
+        rows[alone] = len(den.ids) + np.arange(len(alone))
+        mixed[rows] = mixed[rows] + weights.lexical * lex.values
+    else:
+        ids, at, mixed = lex.ids, lex.at, lex.values
+    if not len(ids):
+        return ids, mixed
+    sessions, keys, has = places.slots(at)
+    scores = _smooth_neighbours(mixed, keys, has, weights.neighbour)
+    scores = _session_boost(scores, sessions, weights.session)
+    if weights.person and query:
+        scores = np.where(_named_rows(places, at, query), scores + weights.person, scores)
+    top = float(scores.max())
+    if top <= 0:
+        return ids, np.zeros(len(ids), dtype=np.float64)
+    return ids, np.maximum(0.0, scores / top)
+
+
+class _Signal:
+    """One signal's entries, normalised, with their rows in the places."""
+
+    def __init__(self, ids: Ids, values: Floats, places: Places,
+                 at: Ids | None = None) -> None:
+        self.ids, self.values, self.places = ids, values, places
+        self.at = places.index(ids) if at is None else at
+
+    def kept(self, keep: Ids, wanted: Ids) -> _Signal:
+        """The entries among ``keep`` or whose slot is ``wanted`` (both ascending)."""
+        _, keys, has = self.places.slots(self.at)
+        mask = _member(keep, self.ids) | (has & _member(wanted, keys))
+        return _Signal(self.ids[mask], self.values[mask], self.places, self.at[mask])
 
 
 def fuse(
@@ -192,32 +276,28 @@ def fuse(
     weights: FusionWeights = FusionWeights(),
     limit: int | None = None,
 ) -> Scores:
-    """All steps in order; the result is on 0..1 with the best memory at 1.0.
+    """:func:`fuse_arrays` on dicts: ``{memory id: score}`` in, the same out (the dense
+    signal's memories first, then the lexical one's others)."""
+    numbers: dict[str, int] = {}
+    for k in (*positions, *lexical, *(dense or {})):
+        numbers.setdefault(k, len(numbers))
+    sessions: dict[str, int] = {}
+    speakers: dict[str, int] = {}
+    keys = sorted(positions, key=numbers.__getitem__)
+    places = Places(
+        np.array([numbers[k] for k in keys], dtype=np.int64),
+        np.array([-1 if (s := positions[k].session) is None else sessions.setdefault(
+            s, len(sessions)) for k in keys], dtype=np.int64),
+        np.array([positions[k].seq for k in keys], dtype=np.int64),
+        np.array([-1 if not (p := positions[k].speaker) else speakers.setdefault(
+            p, len(speakers)) for k in keys], dtype=np.int64),
+        list(speakers))
 
-    Each signal is normalised over everything it scored; then, with ``limit``,
-    only the union of each signal's best ``limit`` memories and their session
-    neighbours goes on (keeping both of their scores), which bounds the work
-    per query whatever the size of the collection. ``positions`` must cover
-    those candidates (and their neighbours, for the neighbours to count).
-    """
-    lex = max_scaled(lexical)
-    den = min_max(dense) if dense else None
-    if limit is not None:
-        keep = set(top_n(lex, limit)) | (set(top_n(den, limit)) if den else set())
-        keep |= neighbours(keep, positions)
-        lex = {k: v for k, v in lex.items() if k in keep}
-        den = {k: v for k, v in den.items() if k in keep} if den else None
-    mixed = weighted(lex, den, dense_weight=weights.dense, lexical_weight=weights.lexical)
-    if not mixed:
-        return {}
-    smoothed = smooth_neighbours(mixed, positions, weight=weights.neighbour)
-    boosted = session_boost(smoothed, positions, weight=weights.session)
-    if weights.person and query:
-        speakers = {p.speaker for p in positions.values() if p.speaker}
-        boosted = person_prior(
-            boosted, positions, named_people(query, speakers), weight=weights.person
-        )
-    top = max(boosted.values())
-    if top <= 0:
-        return dict.fromkeys(boosted, 0.0)
-    return {k: max(0.0, v / top) for k, v in boosted.items()}
+    def arrays(scores: Mapping[str, float]) -> tuple[Ids, Floats]:
+        return (np.array([numbers[k] for k in scores], dtype=np.int64),
+                np.array(list(scores.values()), dtype=np.float64))
+
+    ids, out = fuse_arrays(arrays(lexical), arrays(dense) if dense is not None else None,
+                           places, query=query, weights=weights, limit=limit)
+    names = list(numbers)
+    return dict(zip([names[i] for i in ids.tolist()], out.tolist(), strict=True))

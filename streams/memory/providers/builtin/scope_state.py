@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from streams.adapters.db.schema.memory import TERM_MAX_CHARS
 from streams.memory.providers.builtin.ann import VectorIndex
+from streams.memory.providers.builtin.held_places import HeldPlaces
 from streams.memory.providers.builtin.rows import DbRow, Vector
 from streams.memory.rules.fusion import speaker_of
 from streams.memory.rules.lexical import PostingArrays, term_counts, tokenize
@@ -54,9 +55,9 @@ class ScopeState:
     # per memory (session, seq, speaker) as a plain tuple, which the garbage collector
     # stops tracking (it keeps tracking a tuple subclass such as Position)
     positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
-    types: dict[str, str] = field(default_factory=dict)
     episodes: set[str] = field(default_factory=set)  # the others are facts
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
+    places: HeldPlaces = field(default_factory=HeldPlaces)  # the same places, as arrays
     words: dict[str, bytes] = field(default_factory=dict)  # word_ids of the text, as bytes
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
     vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
@@ -79,11 +80,16 @@ class ScopeState:
         """Whole memory rows (ids above every held one): places, word sets and the
         postings of their text."""
         grown: dict[str, tuple[list[int], list[float], list[float]]] = {}
+        ids: list[int] = []
+        places: list[tuple[str | None, int, str | None]] = []
+        types: list[str] = []
         for r in rows:
             k, i = str(r.id), int(r.id)
             p = (r.session_key, int(r.seq), speaker_of(r.content[:HEAD_CHARS]))
             self.positions[k] = p
-            self.types[k] = str(r.type)
+            ids.append(i)
+            places.append(p)
+            types.append(str(r.type))
             if r.kind == "episode":
                 self.episodes.add(k)
             if p[0] is not None:
@@ -98,8 +104,9 @@ class ScopeState:
                 entry[1].append(float(tf))
                 entry[2].append(dl)
             self.last_id = max(self.last_id, i)
-        for term, (ids, tfs, dls) in grown.items():
-            self._append(term, np.array(ids, np.int64), np.array(tfs), np.array(dls))
+        for term, (held, tfs, dls) in grown.items():
+            self._append(term, np.array(held, np.int64), np.array(tfs), np.array(dls))
+        self.places.add(ids, places, types)
 
     def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
         held = self.terms.get(term)
@@ -167,7 +174,6 @@ class ScopeState:
         """Forget memories that were expired."""
         for k in gone:
             session, seq, _ = self.positions.pop(k)
-            self.types.pop(k, None)
             self.episodes.discard(k)
             self.words.pop(k, None)
             if session is not None:
@@ -181,7 +187,9 @@ class ScopeState:
             self.vec_keys = [self.vec_keys[i] for i in keep]
             self.vec_ids = self.vec_ids[keep]
             self.vec_index = {k: i for i, k in enumerate(self.vec_keys)}
-        self.dead = np.union1d(self.dead, np.array([int(k) for k in gone], dtype=np.int64))
+        dropped = np.array([int(k) for k in gone], dtype=np.int64)
+        self.places.drop(dropped)
+        self.dead = np.union1d(self.dead, dropped)
         if len(self.dead) > COMPACT_AFTER:
             for term in list(self.terms):
                 self.postings_of(term)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from streams.adapters.db.schema.memory import (
 )
 from streams.memory.model import StoredMemory
 from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.held_places import HeldPlaces
 from streams.memory.providers.builtin.held_reads import HeldReads
 from streams.memory.providers.builtin.row_cache import MemoryCache, memory_of
 from streams.memory.providers.builtin.rows import DbRow, Vector, stored
@@ -47,11 +47,12 @@ from streams.memory.providers.builtin.scope_state import (
     is_subject,
     postings_of,
 )
-from streams.memory.rules.fusion import FusionWeights, Position, fuse
+from streams.memory.rules.fusion import FusionWeights, fuse_arrays
 from streams.memory.rules.lexical import bm25_arrays, query_terms
 from streams.memory.rules.mmr import cosine_matrix, jaccard_of_ids, mmr_order
 from streams.memory.rules.strength import strongest_first
 
+_NO_IDS: Ids = np.zeros(0, dtype=np.int64)
 PACKED_SPAN = 16  # member_of: ids spanning less than 16 times their number use a table
 
 
@@ -71,30 +72,30 @@ class Signal:
         mask = np.fromiter((keep(str(i)) for i in self.ids.tolist()), bool, len(self.ids))
         return self if mask.all() else Signal(self.ids[mask], self.values[mask])
 
-    def top(self, n: int) -> list[str]:
-        """The best ``n`` after min-max normalisation, as ``top_n(min_max(...))`` picks them
-        (ties in the signal's order): the ``n`` best by a partial selection, then only
-        those, and the ties at the cut, sorted."""
+    def top(self, n: int) -> Ids:
+        """The ids of the best ``n`` after min-max normalisation (ties in the signal's
+        order): the ``n`` best by a partial selection, then only those, and the ties at
+        the cut, sorted."""
         if len(self) <= n:
-            return [str(i) for i in self.ids.tolist()]
+            return self.ids
         if n <= 0:
-            return []
+            return _NO_IDS
         lo, hi = float(self.values.min()), float(self.values.max())
         norm = ((self.values - lo) / (hi - lo) if hi - lo > 1e-12
                 else np.ones_like(self.values))
         cut = np.partition(norm, len(norm) - n)[len(norm) - n]
         near = np.flatnonzero(norm >= cut)  # the n best and any tied with the n-th
         best = near[np.argsort(-norm[near], kind="stable")[:n]]
-        return [str(i) for i in self.ids[best].tolist()]
+        return self.ids[best]
 
-    def restricted(self, keep: set[str]) -> dict[str, float]:
-        """The entries of ``keep``, plus the lowest and highest (the normalisation range)."""
+    def restricted(self, keep: Ids) -> tuple[Ids, Floats]:
+        """The entries of ``keep``, plus the lowest and highest (the normalisation range),
+        in the signal's order."""
         if not len(self):
-            return {}
-        mask = member_of(self.ids, np.fromiter(map(int, keep), np.int64, len(keep)))
+            return self.ids, self.values
+        mask = member_of(self.ids, keep)
         mask[np.argmin(self.values)] = mask[np.argmax(self.values)] = True
-        at = np.flatnonzero(mask)
-        return dict(zip(map(str, self.ids[at].tolist()), self.values[at].tolist(), strict=True))
+        return self.ids[mask], self.values[mask]
 
 
 class NearSignal(Signal):
@@ -121,8 +122,8 @@ class NearSignal(Signal):
         everything = Signal(self.st.vec_ids, (self.st.matrix @ self.qvec).astype(np.float64))
         return everything.only(keep)
 
-    def restricted(self, keep: set[str]) -> dict[str, float]:
-        wanted = np.fromiter((int(k) for k in keep if k in self.st.vec_index), np.int64)
+    def restricted(self, keep: Ids) -> tuple[Ids, Floats]:
+        wanted = keep[member_of(keep, self.st.vec_ids, ascending=True)]
         extra = np.setdiff1d(wanted, self.ids)
         if len(extra):
             return Signal(np.concatenate([self.ids, extra]),
@@ -201,8 +202,8 @@ class Search:
 
     def _scored(self, request: SearchRequest, st: ScopeState,
                 postings: dict[int, dict[str, Postings]], terms: list[str],
-                qvec: Vector | None) -> dict[str, float]:
-        """One scope's fused scores."""
+                qvec: Vector | None) -> tuple[Ids, Floats]:
+        """One scope's fused scores, as ``(ids, scores)``."""
         states = [st]
         lexical = self._lexical(states, postings, terms)
         dense = None
@@ -213,17 +214,16 @@ class Search:
             wanted = of_kinds(states, request.kinds)
             lexical = lexical.only(wanted)
             dense = dense.only(wanted) if dense is not None else None
-        best = set(lexical.top(self.candidates))
+        best = lexical.top(self.candidates)
         if dense is not None:
-            best |= set(dense.top(self.candidates))
-        positions = around(st, best)
+            best = np.concatenate([best, dense.top(self.candidates)])
+        keep = around(st, best)
         if request.kinds is not None:
-            positions = {k: p for k, p in positions.items() if wanted(k)}
-        keep = set(positions)
-        scores = fuse(lexical.restricted(keep), dense.restricted(keep) if dense else None,
-                      positions, query=request.query, weights=self.weights,
-                      limit=self.candidates)
-        return scores
+            keep = keep[np.fromiter((wanted(str(k)) for k in keep.tolist()), bool, len(keep))]
+        return fuse_arrays(lexical.restricted(keep),
+                           dense.restricted(keep) if dense is not None else None,
+                           st.places.places(keep), query=request.query, weights=self.weights,
+                           limit=self.candidates)
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
@@ -291,18 +291,17 @@ class Search:
 
     async def _choose(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                       scope_ids: list[int], states: list[ScopeState],
-                      ranked: list[dict[str, float]], since: int) -> list[StoredMemory]:
+                      ranked: list[tuple[Ids, Floats]], since: int) -> list[StoredMemory]:
         """Each scope's pools' picks (MMR on the vectors, or on the word sets when a
         memory has no vector, both held by the scope state), as memories with their
         scores, best first: only the picks' rows are read."""
-        chosen: list[str] = []
-        for st, scores in zip(states, ranked, strict=True):
-            for ids, limit in pools_of(request, scores, st.types):
-                chosen += self._picks(request, st, ids, limit, scores)
-        scores = {k: v for part in ranked for k, v in part.items()}
-        found = await self._memories(conn, scope, scope_ids, chosen, since)
-        out = [memory_of(row, k, scores[k]) for k in chosen
-               if (row := found.get(int(k))) is not None]
+        chosen: list[tuple[int, float]] = []
+        for st, (ids, scores) in zip(states, ranked, strict=True):
+            for pool, values, limit in pools_of(request, ids, scores, st.places):
+                chosen += self._picks(request, st, pool, values, limit)
+        found = await self._memories(conn, scope, scope_ids, [k for k, _ in chosen], since)
+        out = [memory_of(row, str(k), score) for k, score in chosen
+               if (row := found.get(k)) is not None]
         return sorted(out, key=lambda m: m.score, reverse=True)
 
     async def strongest(self, scope: Scope, request: SearchRequest,
@@ -329,18 +328,20 @@ class Search:
                 out += strongest_first(mine)
         return sorted(out, key=lambda x: x.score, reverse=True)
 
-    def _picks(self, request: SearchRequest, st: ScopeState, ids: list[str], limit: int,
-               scores: dict[str, float]) -> list[str]:
+    def _picks(self, request: SearchRequest, st: ScopeState, ids: list[int],
+               scores: list[float], limit: int) -> list[tuple[int, float]]:
+        """``(id, score)`` of the pool's picks, in order."""
         if not request.dedup or not ids:
-            return ids[:limit]
-        rows = [st.vec_index.get(k, -1) for k in ids] if st.vec_keys else []  # -1: no vector
+            return list(zip(ids, scores, strict=True))[:limit]
+        keys = [str(k) for k in ids]
+        rows = [st.vec_index.get(k, -1) for k in keys] if st.vec_keys else []  # -1: no vector
         matrix = (cosine_matrix(st.matrix[rows]) if rows and -1 not in rows
-                  else jaccard_of_ids([st.words[k] for k in ids]))
-        order = mmr_order([scores[k] for k in ids], matrix, limit, lambda_=self.mmr_lambda)
-        return [ids[i] for i in order]
+                  else jaccard_of_ids([st.words[k] for k in keys]))
+        order = mmr_order(scores, matrix, limit, lambda_=self.mmr_lambda)
+        return [(ids[i], scores[i]) for i in order]
 
     async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
-                        keys: list[str], since: int) -> dict[int, tuple[Any, ...]]:
+                        keys: list[int], since: int) -> dict[int, tuple[Any, ...]]:
         """The memories of ``keys`` (held ones, the others read on ``conn`` or a new one)."""
         m = memory.c
 
@@ -354,20 +355,20 @@ class Search:
 
         if not keys:
             return {}
-        return await self.memories.get([int(k) for k in keys], load, since)
+        return await self.memories.get(keys, load, since)
 
 
-def around(st: ScopeState, best: set[str]) -> dict[str, Position]:
-    """The places of ``best`` and of their session neighbours, of the memories the
-    scope holds."""
-    held, slots = st.positions, st.slots
-    keep = [k for k in best if k in held]
-    for k in list(keep):
-        session, seq, _ = held[k]
-        if session is not None:
-            keep.extend(n for d in (-1, 1) if (n := slots.get((session, seq + d))) is not None)
-    make = Position._make
-    return {k: make(held[k]) for k in keep}
+def around(st: ScopeState, best: Ids) -> Ids:
+    """``best`` and their session neighbours, of the memories the scope holds, ascending."""
+    places, slots = st.places, st.slots
+    at = places.rows(best)
+    held = best[at >= 0]
+    at = at[at >= 0]
+    names = places.session_names
+    near = [int(n) for s, q in zip(places.session[at].tolist(), places.seq[at].tolist(),
+                                   strict=True) if s >= 0
+            for d in (-1, 1) if (n := slots.get((names[s], q + d))) is not None]
+    return np.unique(np.concatenate([held, np.array(near, dtype=np.int64)]))
 
 
 def member_of(ids: Ids, wanted: Ids, *, ascending: bool = False) -> npt.NDArray[np.bool_]:
@@ -401,17 +402,22 @@ def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> Callable[[str], 
     return lambda k: (want_episodes if any(k in e for e in episodes) else want_facts)
 
 
-def pools_of(request: SearchRequest, scores: dict[str, float], types: dict[str, str],
-             ) -> list[tuple[list[str], int]]:
-    """The best ids above ``relativity``: general memories for ``top_k`` and, when
-    asked, preferences for ``pref_top_k``; each with headroom for MMR."""
-    floor = request.relativity
-    ranked = sorted(((k, v) for k, v in scores.items() if v >= floor and k in types),
-                    key=itemgetter(1), reverse=True)  # stable: ties keep the scores' order
+def pools_of(request: SearchRequest, ids: Ids, scores: Floats, places: HeldPlaces,
+             ) -> list[tuple[list[int], list[float], int]]:
+    """The best held memories above ``relativity`` as ``(ids, scores, picks)``: general
+    memories for ``top_k`` and, when asked, preferences for ``pref_top_k``; each with
+    headroom for MMR. Ties keep the scores' order."""
+    at = places.rows(ids)
+    rows = np.flatnonzero((scores >= request.relativity) & (at >= 0))
+    ranked = rows[np.argsort(-scores[rows], kind="stable")]
+    preference = places.preference[at[ranked]]
     wanted = {False: request.top_k, True: request.pref_top_k if request.include_preference else 0}
-    pools = {False: [k for k, _ in ranked if types[k] != "preference"],
-             True: [k for k, _ in ranked if types[k] == "preference"]}
-    return [(pools[pref][:max(3 * n, n + 20)], n) for pref, n in wanted.items() if n > 0]
+    out: list[tuple[list[int], list[float], int]] = []
+    for pref, n in wanted.items():
+        if n > 0:
+            pool = ranked[preference == pref][:max(3 * n, n + 20)]
+            out.append((ids[pool].tolist(), scores[pool].tolist(), n))
+    return out
 
 
 def _held_postings(states: list[ScopeState], terms: list[str],

@@ -1,0 +1,59 @@
+"""A scope's places as arrays: the same as its dict of places, through adds and
+expiries, and read by id for the fusion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.memory.providers.builtin.held_places import HeldPlaces
+
+PLACE = st.tuples(st.sampled_from([None, "", "s1", "s2"]), st.integers(-3, 3),
+                  st.sampled_from([None, "", "Alice", "Bob"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), PLACE, st.sampled_from(["fact", "preference"])),
+                max_size=30), st.data())
+def test_the_arrays_are_the_places_of_the_memories_held(
+        adds: list[tuple[int, tuple[str | None, int, str | None], str]],
+        data: st.DataObject) -> None:
+    held = HeldPlaces()
+    truth: dict[int, tuple[tuple[str | None, int, str | None], str]] = {}
+    next_id = 1
+    for step, place, kind in adds:
+        ids = list(range(next_id, next_id + step))
+        next_id += step + data.draw(st.integers(0, 3))
+        held.add(ids, [place] * step, [kind] * step)
+        truth.update({i: (place, kind) for i in ids})
+        if data.draw(st.booleans()) and truth:
+            gone = data.draw(st.lists(st.sampled_from(sorted(truth)), max_size=3))
+            held.drop(np.array([*gone, 10**6], dtype=np.int64))  # one never held
+            for i in gone:
+                truth.pop(i, None)
+    assert held.ids.tolist() == sorted(truth)
+    for i, row in zip(held.ids.tolist(), range(len(held)), strict=True):
+        (session, seq, speaker), kind = truth[i]
+        code = int(held.session[row])
+        assert (held.session_names[code] if code >= 0 else None) == session
+        assert int(held.seq[row]) == seq
+        who = int(held.speaker[row])
+        assert (held.speaker_names[who] if who >= 0 else None) == (speaker or None)
+        assert bool(held.preference[row]) == (kind == "preference")
+    wanted = np.array([0, *truth, next_id + 5], dtype=np.int64)
+    rows = held.rows(wanted)
+    assert [int(held.ids[r]) if r >= 0 else None for r in rows.tolist()] == [
+        None, *truth, None]
+
+
+def test_ids_must_ascend_and_places_are_of_memories_held() -> None:
+    held = HeldPlaces()
+    held.add([5, 6], [("s", 0, None), ("s", 1, "Bo")], ["fact", "fact"])
+    with pytest.raises(AssertionError):
+        held.add([6], [(None, 0, None)], ["fact"])
+    places = held.places(np.array([5, 6], dtype=np.int64))
+    assert places.session.tolist() == [0, 0] and places.speaker.tolist() == [-1, 0]
+    with pytest.raises(AssertionError):
+        held.places(np.array([7], dtype=np.int64))
