@@ -97,6 +97,29 @@ def test_embed_runs_on_the_model_thread_and_remembers(embedder: LocalEmbedder) -
     np.testing.assert_allclose(first[0], embedder.encode([REFERENCE[0]])[0], atol=1e-5)
 
 
+def test_a_vector_computed_across_a_clear_is_not_remembered() -> None:
+    """An erasure clears the cache while a text is being embedded: the caller gets its
+    vector, the cache does not hold it (nor the erased text) afterwards."""
+    model = FakeModel()
+    e = LocalEmbedder()
+    e._thread = ModelThread(model, chunk=8)
+
+    async def scenario() -> tuple[list[list[float]], list[list[float]]]:
+        flight = asyncio.ensure_future(e.embed(["erased text"]))
+        await asyncio.to_thread(model.busy.wait, 5)
+        e.clear_cache()
+        model.gate.set()
+        got = await flight
+        return got, await e.embed(["erased text"])
+
+    try:
+        got, again = asyncio.run(scenario())
+    finally:
+        e.close()
+    assert got == again == [[11.0]]
+    assert model.log == [["erased text"], ["erased text"]]  # computed again, not cached
+
+
 class FakeModel:
     """Encodes a text as its length; the first pass waits until ``gate`` opens."""
 

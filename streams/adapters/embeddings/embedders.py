@@ -464,6 +464,7 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Matrix] = OrderedDict()
         self._cache_size = cache_size
+        self._cleared = 0  # clear_cache calls so far
         self._thread = ModelThread(self.encode, chunk=batch_size, on_start=self._limit_threads)
 
     def _limit_threads(self) -> None:
@@ -488,8 +489,10 @@ class LocalEmbedder:
         return self.load().encode(texts, self._batch_size)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors of ``texts`` from the model thread (or the cache), in order."""
+        """Vectors of ``texts`` from the model thread (or the cache), in order. Vectors
+        computed across a :meth:`clear_cache` are returned but not remembered."""
         found: dict[str, Matrix] = {}
+        cleared = self._cleared
         for t in texts:
             if (row := self._cache.get(t)) is not None:
                 self._cache.move_to_end(t)
@@ -497,14 +500,18 @@ class LocalEmbedder:
         wanted = list(dict.fromkeys(t for t in texts if t not in found))
         if wanted:
             matrix = await asyncio.wrap_future(self._thread.submit(wanted))
+            keep = cleared == self._cleared
             for text, row in zip(wanted, matrix, strict=True):
                 found[text] = row
-                self._remember(text, row.copy())
+                if keep:
+                    self._remember(text, row.copy())
         return [cast(list[float], found[t].tolist()) for t in texts]
 
     def clear_cache(self) -> None:
-        """Forget the vectors of texts seen (texts an erasure removed among them)."""
+        """Forget the vectors of texts seen (texts an erasure removed among them), and
+        those of embeds in flight."""
         self._cache.clear()
+        self._cleared += 1
 
     def _remember(self, text: str, row: Matrix) -> None:
         if self._cache_size <= 0:
