@@ -96,7 +96,8 @@ class QueryProcessor:
         True: the reply went out before, nothing is sent (``duplicate``). For a valid
         request ``likely_new`` (not delivered before as far as the consumer knows) the
         engine's answer is made while the question is out — its round trip is then off
-        the caller's wait — and dropped should it be a duplicate after all; any other
+        the caller's wait — and dropped should it be a duplicate after all (stopped,
+        and waited for until it has unwound, as when the request is cancelled); any other
         request is answered only once the question is settled. The reply is counted
         (``memstream_query_replies_total``, latency) only when it is to be sent."""
         start = time.perf_counter()
@@ -147,7 +148,9 @@ class QueryProcessor:
                 return Answer(duplicate=True)
             reply = await answering
         finally:
-            answering.cancel()  # (done: a no-op) a duplicate's, or the request cancelled
+            if not answering.done():  # a duplicate's, or the request cancelled: stopped,
+                answering.cancel()  # and unwound before the request is done
+                await asyncio.wait([answering])
         if reply.latency_ms is not None:
             QUERY_LATENCY.observe(reply.latency_ms / 1000)
         QUERY_REPLIES.labels("error" if reply.error is not None else

@@ -418,13 +418,15 @@ class SlowRedis(FakeRedis):
 
 
 class GatedEngine(Engine):
-    """Tells when it began; answers when ``done`` opens."""
+    """Tells when it began; answers when ``done`` opens; stopped, it takes a while to
+    unwind (as a search giving back its connection does)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.began = asyncio.Event()
         self.done = asyncio.Event()
         self.cancelled = False
+        self.unwound = False
 
     async def answer(self, q: MemoryQuery) -> MemoryReply:
         self.began.set()
@@ -432,6 +434,8 @@ class GatedEngine(Engine):
             await self.done.wait()
         except asyncio.CancelledError:
             self.cancelled = True
+            await asyncio.sleep(0.02)
+            self.unwound = True
             raise
         return await super().answer(q)
 
@@ -487,6 +491,35 @@ async def test_a_duplicate_s_answer_made_meanwhile_is_neither_sent_nor_counted()
         assert engine.cancelled is not finished  # still running: stopped
     assert counter("memstream_query_duplicates_total") == duplicates + 2
     assert replies_ok() == ok
+
+
+async def ended(task: asyncio.Future[Any]) -> None:
+    """Back as soon as ``task`` is done (its own end, not some later turn of the loop)."""
+    done = asyncio.Event()
+    task.add_done_callback(lambda _: done.set())
+    await done.wait()
+
+
+async def test_a_stopped_answer_has_unwound_when_its_request_is_done() -> None:
+    """A duplicate's answer, or a cancelled request's, is stopped and waited for: none of
+    its work runs on past the request (past a consumer's drain, at a revocation)."""
+    redis = SlowRedis()
+    redis.keys[f"ms:answered:replies:{b'c-1'.hex()}"] = (b"1", 120)  # answered before
+    answering, engine, replies = gated(redis)
+    redis.gate.clear()
+    task = asyncio.ensure_future(answering(request(b"c-1")))
+    await asyncio.wait_for(engine.began.wait(), 1.0)
+    redis.gate.set()
+    await ended(task)
+    assert engine.cancelled and engine.unwound
+    answering, engine, replies = gated(SlowRedis())
+    task = asyncio.ensure_future(answering(request(b"c-2")))
+    await asyncio.wait_for(engine.began.wait(), 1.0)
+    task.cancel()
+    await ended(task)
+    assert task.cancelled()
+    assert engine.cancelled and engine.unwound
+    assert replies.sent == []
 
 
 async def test_a_request_that_may_have_been_delivered_before_is_answered_after_its_claim(
