@@ -165,6 +165,35 @@ async def test_closing_closes_the_held_connection(
     assert mine not in await open_connections(pooled)
 
 
+async def test_closing_during_a_read_waits_for_it_and_closes_the_connection(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    """Shutdown while a search reads: the read gets its rows, and the connection is
+    closed by the time ``close`` is back (before its engine is disposed); a read that
+    outlives the wait fails and its connection is closed all the same."""
+    pooled, own = engines
+    held = HeldReads(own)
+    mine = await connection_id(held)
+    reading = asyncio.ensure_future(held.rows(text("SELECT SLEEP(0.3) AS s, 1 AS one"), {}))
+    await asyncio.sleep(0.05)
+    await held.close()
+    assert reading.done()
+    rows = reading.result()
+    assert rows is not None and rows[0].one == 1
+    assert mine not in await open_connections(pooled)
+    held = HeldReads(own)
+    mine = await connection_id(held)
+    reading = asyncio.ensure_future(held.rows(text("SELECT SLEEP(2) AS s"), {}))
+    await asyncio.sleep(0.05)
+    await held.close(wait_s=0.2)
+    assert await asyncio.wait_for(reading, 1.0) is None  # failed under the close
+    for _ in range(100):  # the server lets go once its statement ends
+        if mine not in await open_connections(pooled):
+            break
+        await asyncio.sleep(0.1)
+    assert mine not in await open_connections(pooled)
+
+
 async def test_a_worker_s_runtime_keeps_the_connection_outside_its_pool_and_closes_it(
     engines: tuple[AsyncEngine, AsyncEngine],
 ) -> None:

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 RECYCLE_S = 1800.0  # as the pool's connections
 PAUSE_S = 5.0
+CLOSE_WAIT_S = 5.0
 
 
 class HeldReads:
@@ -61,6 +62,8 @@ class HeldReads:
         self._opened = 0.0
         self._paused_until = float("-inf")
         self._busy = False
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._closed = False
         self._discarding: set[asyncio.Task[None]] = set()
 
@@ -73,6 +76,7 @@ class HeldReads:
         if self._busy or self._closed or now < self._paused_until:
             return None
         self._busy = True
+        self._idle.clear()
         try:
             if self._conn is not None and now - self._opened >= self.recycle_s:
                 self._discard()  # a server switched over behind the same address is met
@@ -90,6 +94,7 @@ class HeldReads:
             return None
         finally:
             self._busy = False
+            self._idle.set()
             if self._closed:
                 self._discard()
 
@@ -100,11 +105,15 @@ class HeldReads:
             self._discarding.add(task)
             task.add_done_callback(self._discarding.discard)
 
-    async def close(self) -> None:
-        """Close the connection (a read on it closes it when it ends)."""
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Close the connection once a read on it has ended (waiting ``wait_s`` at most:
+        then it is closed under the read, which fails); back when it is closed, so the
+        engine may be disposed."""
         self._closed = True
-        if not self._busy:
-            self._discard()
+        if self._busy:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), wait_s)
+        self._discard()
         if self._discarding:
             await asyncio.gather(*self._discarding, return_exceptions=True)
 
