@@ -53,6 +53,8 @@ def test_ids_must_ascend_and_places_are_of_memories_held() -> None:
     held.add([5, 6], [("s", 0, None), ("s", 1, "Bo")], ["fact", "fact"])
     with pytest.raises(AssertionError):
         held.add([6], [(None, 0, None)], ["fact"])
+    with pytest.raises(AssertionError):
+        held.add([9, 8], [(None, 0, None)] * 2, ["fact"] * 2)
     places = held.places(np.array([5, 6], dtype=np.int64))
     assert places.session.tolist() == [0, 0] and places.speaker.tolist() == [-1, 0]
     with pytest.raises(AssertionError):

@@ -46,7 +46,8 @@ class HeldPlaces:
         if not ids:
             return
         new = np.array(ids, dtype=np.int64)
-        assert not len(self.ids) or int(new[0]) > int(self.ids[-1]), "ids must ascend"
+        assert (not len(self.ids) or int(new[0]) > int(self.ids[-1])) and bool(
+            (new[1:] > new[:-1]).all()), "ids must ascend"
         self.ids = np.concatenate([self.ids, new])
         self.session = np.concatenate([self.session, np.array(
             [self._code(s, self.sessions, self.session_names, None) for s, _, _ in places],
