@@ -245,7 +245,7 @@ def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | No
 
 
 KEYS = [f"m{i}" for i in range(14)]
-SCORE = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+SCORE = st.one_of(st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.0]),
                   st.floats(0.0, 40.0, allow_nan=False, allow_infinity=False))
 POSITION = st.builds(Position, st.sampled_from([None, "s1", "s2", "s3"]),
                      st.integers(-2, 5), st.sampled_from([None, "Alice", "alice", "Bob Lee", ""]))
@@ -269,4 +269,10 @@ def test_fuse_is_the_reference_bit_for_bit(
     memories with no place, a dense signal emptied by the limit, ties at the cut."""
     want = reference_fuse(lexical, dense, positions, query=query, weights=weights, limit=limit)
     got = fuse(lexical, dense, positions, query=query, weights=weights, limit=limit)
-    assert list(got.items()) == list(want.items())
+    assert [(k, v.hex()) for k, v in got.items()] == [(k, v.hex()) for k, v in want.items()]
+
+
+def test_a_seq_beyond_32_bits_is_refused() -> None:
+    with pytest.raises(ValueError, match="32-bit"):
+        fuse({"a": 1.0}, None, {"a": Position("s", 2**31)})
+    assert fuse({"a": 1.0}, None, {"a": Position("s", -(2**31))}) == {"a": 1.0}

@@ -3,11 +3,24 @@ signal's range, in the signal's order, whatever the order of its ids."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.memory.providers.builtin.search import Signal, member_of
+from streams.memory.provider import SearchRequest
+from streams.memory.providers.builtin.scope_state import ScopeState
+from streams.memory.providers.builtin.search import (
+    Search,
+    Signal,
+    _held_postings,
+    member_of,
+    search_terms,
+)
+from streams.memory.rules.fusion import FusionWeights
+from streams.memory.rules.lexical import tokenize
 
 
 def naive(ids: list[int], values: list[float], keep: set[str]) -> dict[str, float]:
@@ -50,3 +63,31 @@ def test_member_of_is_isin_for_packed_and_scattered_ids(
     got = member_of(a, w, ascending=ascending)
     assert got.dtype == np.bool_
     assert got.tolist() == np.isin(a, w).tolist()
+
+
+def test_a_graph_that_proposes_nothing_held_is_no_dense_signal() -> None:
+    """The graph's proposals were all expired meanwhile: the search ranks as it would
+    with no vector at all, not on exact cosines of the lexical candidates alone."""
+    st = ScopeState(1, 1, 3, 5, 0)
+    st._buf = np.zeros((0, 2), np.float32)
+    st.add_rows([SimpleNamespace(id=i, session_key=None, seq=0, content=c, type="fact",
+                                 kind="fact", doc_len=len(tokenize(c)))
+                 for i, c in [(1, "apple pie"), (2, "apple tart"), (3, "pear")]])
+    st.add_vectors(["1", "2", "3"], np.array([[1, 0], [0, 1], [0.6, 0.8]], np.float32))
+
+    class Expired:  # proposes only a memory no longer held
+        def nearest(self, q: Any, k: int) -> Any:
+            return np.array([99], np.int64)
+
+        def farthest(self, q: Any) -> Any:
+            return np.array([99], np.int64)
+
+    st.ann = cast(Any, Expired())
+    request = SearchRequest(query="apple", cubes=["c"])
+    terms = search_terms(request)
+    postings, _ = _held_postings([st], terms)
+    search = Search(cast(Any, None), cast(Any, None), cast(Any, None), weights=FusionWeights(),
+                    candidates=5, mmr_lambda=0.7)
+    with_graph = search._scored(request, st, postings, terms, np.array([0, 1], np.float32))
+    without = search._scored(request, st, postings, terms, None)
+    assert [a.tolist() for a in with_graph] == [a.tolist() for a in without]

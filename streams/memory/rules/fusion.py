@@ -40,6 +40,7 @@ Scores = dict[str, float]
 Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
+SEQ_LIMIT = 1 << 31  # seq is a 32-bit integer (the column's type)
 SEQ_OFFSET = 1 << 32  # a slot's key: the session's code above 34 bits, seq + 2**32 below
 
 
@@ -249,7 +250,8 @@ def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
     top = float(scores.max())
     if top <= 0:
         return ids, np.zeros(len(ids), dtype=np.float64)
-    return ids, np.maximum(0.0, scores / top)
+    scaled = scores / top
+    return ids, np.where(scaled > 0.0, scaled, 0.0)  # as max(0.0, v): -0.0 and NaN give 0.0
 
 
 class _Signal:
@@ -284,6 +286,8 @@ def fuse(
     sessions: dict[str, int] = {}
     speakers: dict[str, int] = {}
     keys = sorted(positions, key=numbers.__getitem__)
+    if any(not -SEQ_LIMIT <= positions[k].seq < SEQ_LIMIT for k in keys):
+        raise ValueError("a place's seq is a 32-bit integer")
     places = Places(
         np.array([numbers[k] for k in keys], dtype=np.int64),
         np.array([-1 if (s := positions[k].session) is None else sessions.setdefault(

@@ -82,6 +82,8 @@ class HeldReads:
                 self._discard()  # a server switched over behind the same address is met
             if self._conn is None:
                 self._conn, self._opened = await self._engine.connect(), now
+                if self._closed:  # closed while connecting: not a read more on its engine
+                    return None
             return list((await self._conn.execute(statement, params)).all())
         except asyncio.CancelledError:
             self._discard()  # halfway through a read: never reused

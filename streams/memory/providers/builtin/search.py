@@ -221,7 +221,7 @@ class Search:
         if request.kinds is not None:
             keep = keep[np.fromiter((wanted(str(k)) for k in keep.tolist()), bool, len(keep))]
         return fuse_arrays(lexical.restricted(keep),
-                           dense.restricted(keep) if dense is not None else None,
+                           dense.restricted(keep) if dense else None,  # (empty: none)
                            st.places.places(keep), query=request.query, weights=self.weights,
                            limit=self.candidates)
 
