@@ -47,10 +47,9 @@ def test_a_different_ranking_gives_other_replies(tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(exported("HEAD"), other)
     fusion = other / "streams" / "memory" / "rules" / "fusion.py"
-    last = "    return {k: max(0.0, v / top) for k, v in boosted.items()}\n"
+    last = "    scaled = scores / top\n"
     assert last in fusion.read_text()
-    fusion.write_text(fusion.read_text().replace(
-        last, "    return {k: max(0.0, v / top) ** 2 for k, v in boosted.items()}\n"))
+    fusion.write_text(fusion.read_text().replace(last, "    scaled = (scores / top) ** 2\n"))
     try:
         url = asyncio.run(seeded(SIZE, fresh=True))
         assert child(ROOT, url, 15, 9)["replies"] != child(other, url, 15, 9)["replies"]
