@@ -19,6 +19,7 @@ from streams.memory.model import USER_CUBE, MemoryCandidate
 from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.held_reads import HeldReads
 from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.memory.providers.builtin.rows import DbRow
 from streams.settings import DatabaseSettings, Settings
 from streams.worker.runtime import Runtime
 from tests.support.services import create_database, drop_database, unique
@@ -66,6 +67,13 @@ async def connection_id(held: HeldReads) -> int:
     rows = await held.rows(text("SELECT CONNECTION_ID() AS id"), {})
     assert rows is not None
     return int(rows[0].id)
+
+
+async def in_flight(held: HeldReads, sql: str) -> asyncio.Task[list[DbRow] | None]:
+    """A read of ``sql`` on the held connection, under way (the connection busy)."""
+    task = asyncio.ensure_future(held.rows(text(sql), {}))
+    await asyncio.sleep(0.1)
+    return task
 
 
 async def test_a_search_of_held_scopes_takes_no_pooled_connection_and_sees_every_write(
@@ -127,8 +135,7 @@ async def test_a_read_cancelled_halfway_leaves_no_half_read_connection_behind(
     _, own = engines
     held = HeldReads(own)
     before = await connection_id(held)
-    slow = asyncio.ensure_future(held.rows(text("SELECT SLEEP(0.5) AS s, 7 AS seven"), {}))
-    await asyncio.sleep(0.1)
+    slow = await in_flight(held, "SELECT SLEEP(0.5) AS s, 7 AS seven")
     assert await held.rows(text("SELECT 1 AS one"), {}) is None  # busy: read elsewhere
     slow.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -146,8 +153,7 @@ async def test_a_search_finding_the_held_connection_busy_reads_on_the_pool(
     held = HeldReads(own)
     p = await hiker(pooled, held)
     await p.search(ALICE, QUESTION)
-    slow = asyncio.ensure_future(held.rows(text("SELECT SLEEP(1) AS s"), {}))
-    await asyncio.sleep(0.1)
+    slow = await in_flight(held, "SELECT SLEEP(1) AS s")
     got = await asyncio.wait_for(p.search(ALICE, QUESTION), 0.5)  # no wait for the held one
     assert [m.content for m in got] == ["Alice goes hiking in the Alps"]
     await slow
@@ -174,8 +180,7 @@ async def test_closing_during_a_read_waits_for_it_and_closes_the_connection(
     pooled, own = engines
     held = HeldReads(own)
     mine = await connection_id(held)
-    reading = asyncio.ensure_future(held.rows(text("SELECT SLEEP(0.3) AS s, 1 AS one"), {}))
-    await asyncio.sleep(0.05)
+    reading = await in_flight(held, "SELECT SLEEP(0.3) AS s, 1 AS one")
     await held.close()
     assert reading.done()
     rows = reading.result()
@@ -183,8 +188,7 @@ async def test_closing_during_a_read_waits_for_it_and_closes_the_connection(
     assert mine not in await open_connections(pooled)
     held = HeldReads(own)
     mine = await connection_id(held)
-    reading = asyncio.ensure_future(held.rows(text("SELECT SLEEP(2) AS s"), {}))
-    await asyncio.sleep(0.05)
+    reading = await in_flight(held, "SELECT SLEEP(2) AS s")
     await held.close(wait_s=0.2)
     assert await asyncio.wait_for(reading, 1.0) is None  # failed under the close
     for _ in range(100):  # the server lets go once its statement ends

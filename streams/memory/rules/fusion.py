@@ -228,14 +228,14 @@ def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
         lex = lex.kept(keep, wanted)
         den = den.kept(keep, wanted) if den is not None else None
     if den is not None and len(den.ids):
-        in_dense = _member(np.sort(den.ids), lex.ids)
+        by_id = np.argsort(den.ids)
+        rows = rows_of(den.ids[by_id], lex.ids)  # each lexical entry's dense row, or -1
+        in_dense = rows >= 0
         alone = np.flatnonzero(~in_dense)
         ids = np.concatenate([den.ids, lex.ids[alone]])
         at = np.concatenate([den.at, lex.at[alone]])
         mixed = np.concatenate([weights.dense * den.values, np.zeros(len(alone))])
-        rows = np.empty(len(lex.ids), dtype=np.int64)
-        by_id = np.argsort(den.ids)
-        rows[in_dense] = by_id[np.searchsorted(den.ids[by_id], lex.ids[in_dense])]
+        rows[in_dense] = by_id[rows[in_dense]]
         rows[alone] = len(den.ids) + np.arange(len(alone))
         mixed[rows] = mixed[rows] + weights.lexical * lex.values
     else:
