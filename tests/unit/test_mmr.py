@@ -11,7 +11,7 @@ from streams.memory.rules.mmr import (
     Scored,
     jaccard,
     jaccard_matrix,
-    jaccard_of_ids,
+    jaccard_of_words,
     mmr,
     mmr_order,
     similarity_matrix,
@@ -90,14 +90,20 @@ def test_the_jaccard_matrix_is_pairwise_jaccard_in_float32() -> None:
     assert np.array_equal(with_tokens, expected)
 
 
+def of_words(sets: list[frozenset[str]]) -> np.ndarray:
+    """:func:`jaccard_of_words` of the sets laid end to end."""
+    ids = [word_ids(s) for s in sets]
+    return jaccard_of_words(np.array([w for i in ids for w in i], dtype=np.int64),
+                            np.array([len(i) for i in ids], dtype=np.int64))
+
+
 def test_the_jaccard_of_word_ids_is_the_jaccard_of_words() -> None:
     rng = random.Random(11)
     words = [f"w{i}" for i in range(30)]
     sets = [token_set(" ".join(rng.sample(words, rng.randint(0, 8)))) for _ in range(50)]
-    assert (jaccard_of_ids([word_ids(s).tobytes() for s in sets]).tolist()
-            == jaccard_matrix(sets).tolist())
-    empty = word_ids(frozenset()).tobytes()
-    assert jaccard_of_ids([empty, empty]).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert of_words(sets).tolist() == jaccard_matrix(sets).tolist()
+    assert of_words([frozenset(), frozenset()]).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert of_words([]).shape == (0, 0) == jaccard_matrix([]).shape
     assert len(word_ids(frozenset(words))) == len(words)
 
 

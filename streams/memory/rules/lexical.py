@@ -229,22 +229,25 @@ def bm25_arrays(
         parts.append(idf * tf * (k1 + 1.0) / denom)
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    every = np.concatenate(ids)
-    weights = np.concatenate(parts)
-    lo = int(every.min())
-    span = int(every.max()) - lo + 1
-    if span <= DENSE_SPAN * len(every):
+    lo = min(int(a[0]) for a in ids)  # each term's ids ascend
+    span = max(int(a[-1]) for a in ids) - lo + 1
+    if span <= DENSE_SPAN * sum(map(len, ids)):
         # ids packed closely (a scope's memories mostly are): one slot per possible id
-        # instead of sorting; bincount adds each id's parts in their order, as the dict does
-        slots = np.asarray(np.bincount(every - lo, weights=weights, minlength=span),
-                           dtype=np.float64)
+        # instead of sorting; each term's parts are added in turn, in the order the dict
+        # adds them (a term names an id once)
+        at = [a - lo for a in ids]
+        slots = np.zeros(span, dtype=np.float64)
         first = np.full(span, len(ids), dtype=np.int32)  # the first term naming each id
         for t in range(len(ids) - 1, -1, -1):
-            first[ids[t] - lo] = t
-        found = np.concatenate([a[first[a - lo] == t] for t, a in enumerate(ids)])
+            first[at[t]] = t
+        for a, w in zip(at, parts, strict=True):
+            slots[a] += w
+        found = np.concatenate([a[first[o] == t] for t, (a, o) in enumerate(zip(ids, at,
+                                                                              strict=True))])
         return found, slots[found - lo]
+    every = np.concatenate(ids)
     uniq, first_at, inverse = np.unique(every, return_index=True, return_inverse=True)
-    scores = np.asarray(np.bincount(inverse, weights=weights, minlength=len(uniq)),
-                        dtype=np.float64)
+    scores = np.asarray(np.bincount(inverse, weights=np.concatenate(parts),
+                                    minlength=len(uniq)), dtype=np.float64)
     order = np.argsort(first_at, kind="stable")
     return uniq[order], scores[order]

@@ -101,22 +101,21 @@ def _jaccard(x: npt.NDArray[np.float32], sizes: npt.NDArray[np.float32]) -> Simi
     return inter
 
 
-def word_ids(words: frozenset[str]) -> npt.NDArray[np.int64]:
-    """The words as distinct integers for :func:`jaccard_of_ids`: their hashes, which
-    are the same for the same word within one process (64-bit: a collision of two
-    words is as good as impossible)."""
-    return np.unique(np.fromiter((hash(w) for w in words), np.int64, len(words)))
+def word_ids(words: frozenset[str]) -> list[int]:
+    """The words as distinct integers for :func:`jaccard_of_words`, ascending: their
+    hashes, which are the same for the same word within one process (64-bit: a
+    collision of two words is as good as impossible)."""
+    return sorted({hash(w) for w in words})
 
 
-def jaccard_of_ids(sets: Sequence[bytes]) -> Similarities:
-    """:func:`jaccard_matrix` of word sets given as the bytes of arrays of distinct word
-    ids (``word_ids(words).tobytes()``, as a scope state holds them): the same values,
-    with the bookkeeping in numpy over the sets laid end to end."""
-    n = len(sets)
-    lengths = np.fromiter(map(len, sets), np.int64, n) // 8
+def jaccard_of_words(every: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+                     ) -> Similarities:
+    """:func:`jaccard_matrix` of word sets laid end to end: ``every`` holds the distinct
+    word ids (:func:`word_ids`) of each set in turn, ``lengths`` how many each has. The
+    same values, with the bookkeeping in numpy."""
+    n = len(lengths)
     x = np.zeros((n, 1), dtype=np.float32)
-    if lengths.sum():
-        every = np.frombuffer(b"".join(sets), np.int64)
+    if len(every):
         rows = np.repeat(np.arange(n), lengths)
         _, cols, counts = np.unique(every, return_inverse=True, return_counts=True)
         shared = counts > 1  # only words two items share can meet
@@ -136,7 +135,8 @@ def similarity_matrix(items: Sequence[Scored[T]]) -> Similarities:
                            for it in items])
 
 
-def mmr_order(relevance: Sequence[float], matrix: Similarities, k: int, *,
+def mmr_order(relevance: Sequence[float] | npt.NDArray[np.float64], matrix: Similarities,
+              k: int, *,
               lambda_: float = 0.7) -> list[int]:
     """:func:`mmr` on plain values: the indices of up to ``k`` picks, in order, given
     each item's relevance and the pairwise similarity matrix (symmetric: the row of

@@ -1,10 +1,14 @@
-"""The places of a scope's held memories as arrays, for the fusion to read by id.
+"""The places and word sets of a scope's held memories as arrays, read by id.
 
 A search fuses a few hundred candidates per scope (:func:`~streams.memory.rules.
-fusion.fuse_arrays`). It reads their sessions, orders, speakers and whether they
-are preferences here, by a binary search of their ids, instead of a dict lookup
-and an object per candidate. Sessions and speakers are numbered per scope (a
-name keeps its number while the scope is held).
+fusion.fuse_arrays`) and de-duplicates its picks by their word sets (MMR,
+:func:`~streams.memory.rules.mmr.jaccard_of_words`). It reads their sessions,
+orders, speakers, whether they are preferences, and their words here, by a
+binary search of their ids, instead of a dict lookup and an object per
+candidate. Sessions and speakers are numbered per scope; an expiry leaves a
+name no memory held has any more until such names are half of them, and
+then they are numbered anew. The word sets lie end to end in one array; an
+expiry leaves its words there until they are half of it.
 
 Memories come in ascending id order (a scope state only ever adds ids above the
 ones it holds), so appending keeps the ids sorted; an expiry takes rows out.
@@ -13,6 +17,7 @@ ones it holds), so appending keeps the ids sorted; an expiry takes rows out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -36,13 +41,18 @@ class HeldPlaces:
         self.session_names: list[str] = []
         self.speakers: dict[str, int] = {}
         self.speaker_names: list[str] = []
+        self._words: Ids = _NONE  # every row's word ids (mmr.word_ids), end to end, and room
+        self._words_used = 0
+        self.word_at: Ids = _NONE  # where each row's words begin in ``words``
+        self.word_count: Ids = _NONE  # how many words each row has
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def add(self, ids: Sequence[int], places: Sequence[tuple[str | None, int, str | None]],
-            types: Sequence[str]) -> None:
-        """Memories above every held id, with their (session, seq, speaker) and type."""
+            types: Sequence[str], words: Sequence[Sequence[int]]) -> None:
+        """Memories above every held id, with their (session, seq, speaker), type and
+        word ids."""
         if not ids:
             return
         new = np.array(ids, dtype=np.int64)
@@ -58,6 +68,11 @@ class HeldPlaces:
             dtype=np.int64)])
         self.preference = np.concatenate([self.preference, np.array(
             [t == PREFERENCE for t in types], dtype=bool)])
+        counts = np.fromiter(map(len, words), np.int64, len(words))
+        starts = self._words_used + np.cumsum(counts) - counts
+        self._put_words(np.fromiter(chain.from_iterable(words), np.int64, int(counts.sum())))
+        self.word_at = np.concatenate([self.word_at, starts])
+        self.word_count = np.concatenate([self.word_count, counts])
 
     @staticmethod
     def _code(name: str | None, codes: dict[str, int], names: list[str],
@@ -78,13 +93,59 @@ class HeldPlaces:
             return
         self.ids, self.session, self.seq = self.ids[keep], self.session[keep], self.seq[keep]
         self.speaker, self.preference = self.speaker[keep], self.preference[keep]
+        self.word_at, self.word_count = self.word_at[keep], self.word_count[keep]
+        self.session = _renumbered(self.session, self.session_names, self.sessions)
+        self.speaker = _renumbered(self.speaker, self.speaker_names, self.speakers)
+        if 2 * int(self.word_count.sum()) < len(self.words):
+            every = self.words_of(np.arange(len(self.ids)))
+            self._words, self._words_used = every, len(every)
+            self.word_at = np.cumsum(self.word_count) - self.word_count
+
+    @property
+    def words(self) -> Ids:
+        return self._words[:self._words_used]
+
+    def _put_words(self, new: Ids) -> None:
+        """Append, in a buffer grown by a quarter: a refresh adds a few memories' words
+        without copying the scope's."""
+        end = self._words_used + len(new)
+        if end > len(self._words):
+            grown = np.empty(max(end, len(self._words) * 5 // 4, 1024), dtype=np.int64)
+            grown[:self._words_used] = self.words
+            self._words = grown
+        self._words[self._words_used:end] = new
+        self._words_used = end
 
     def rows(self, ids: Ids) -> Ids:
         """Each id's row, -1 for an id not held."""
         return rows_of(self.ids, ids)
+
+    def words_of(self, rows: Ids) -> Ids:
+        """The word ids of these rows, end to end (their counts: ``word_count[rows]``)."""
+        counts = self.word_count[rows]
+        ends = np.cumsum(counts)
+        # each word's index: its row's start, plus its place within the row
+        at = np.repeat(self.word_at[rows] - (ends - counts), counts) + np.arange(
+            int(ends[-1]) if len(ends) else 0)
+        return self.words[at]
 
     def places(self, ids: Ids) -> Places:
         """The places of ``ids`` (held, ascending, distinct) for the fusion."""
         at = self.rows(ids)
         assert (at >= 0).all(), "places of memories not held"
         return Places(ids, self.session[at], self.seq[at], self.speaker[at], self.speaker_names)
+
+
+def _renumbered(codes: Ids, names: list[str], numbers: dict[str, int]) -> Ids:
+    """``codes`` renumbered once fewer than half the ``names`` are still in use: the
+    names no memory held has any more are forgotten (``names`` and ``numbers`` are
+    updated in place)."""
+    used = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
+    if 2 * int(used.sum()) >= len(names):
+        return codes
+    kept = [name for name, u in zip(names, used.tolist(), strict=True) if u]
+    names[:] = kept
+    numbers.clear()
+    numbers.update(zip(kept, range(len(kept)), strict=True))
+    new = np.cumsum(used) - 1
+    return np.where(codes >= 0, new[np.maximum(codes, 0)], -1)

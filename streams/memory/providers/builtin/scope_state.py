@@ -1,9 +1,10 @@
 """What a worker holds of one memory scope at one version.
 
 A :class:`ScopeState` holds every valid memory's place (session, order,
-speaker), type and kind, its word set (for MMR without an embedder), its
-vector when an embedder is configured (and, for large scopes, a graph of the
-vectors, :mod:`.ann`), and the scope's lexical index: the postings of every
+speaker), type and kind, its word set (for MMR without an embedder; places
+and words as arrays, :mod:`.held_places`), its vector when an embedder is
+configured (and, for large scopes, a graph of the vectors, :mod:`.ann`),
+and the scope's lexical index: the postings of every
 term of its memories' text, built from the text when the scope is loaded,
 and of the subject terms searches asked for (read from ``memory_term``).
 Everything per memory is a plain value or array the garbage collector does
@@ -57,8 +58,7 @@ class ScopeState:
     positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
     episodes: set[str] = field(default_factory=set)  # the others are facts
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
-    places: HeldPlaces = field(default_factory=HeldPlaces)  # the same places, as arrays
-    words: dict[str, bytes] = field(default_factory=dict)  # word_ids of the text, as bytes
+    places: HeldPlaces = field(default_factory=HeldPlaces)  # the places, word sets, as arrays
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
     vec_ids: Ids = field(default_factory=lambda: _EMPTY_IDS)  # the same as integers
     vec_index: dict[str, int] = field(default_factory=dict)
@@ -83,6 +83,7 @@ class ScopeState:
         ids: list[int] = []
         places: list[tuple[str | None, int, str | None]] = []
         types: list[str] = []
+        words: list[list[int]] = []
         for r in rows:
             k, i = str(r.id), int(r.id)
             p = (r.session_key, int(r.seq), speaker_of(r.content[:HEAD_CHARS]))
@@ -94,7 +95,7 @@ class ScopeState:
                 self.episodes.add(k)
             if p[0] is not None:
                 self.slots[(p[0], p[1])] = k
-            self.words[k] = word_ids(token_set(r.content)).tobytes()
+            words.append(word_ids(token_set(r.content)))
             dl = float(r.doc_len)
             for term, tf in term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)).items():
                 entry = grown.get(term)
@@ -106,7 +107,7 @@ class ScopeState:
             self.last_id = max(self.last_id, i)
         for term, (held, tfs, dls) in grown.items():
             self._append(term, np.array(held, np.int64), np.array(tfs), np.array(dls))
-        self.places.add(ids, places, types)
+        self.places.add(ids, places, types, words)
 
     def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
         held = self.terms.get(term)
@@ -175,7 +176,6 @@ class ScopeState:
         for k in gone:
             session, seq, _ = self.positions.pop(k)
             self.episodes.discard(k)
-            self.words.pop(k, None)
             if session is not None:
                 self.slots.pop((session, seq), None)
         if self._buf is not None and any(k in self.vec_index for k in gone):

@@ -49,7 +49,7 @@ from streams.memory.providers.builtin.scope_state import (
 )
 from streams.memory.rules.fusion import FusionWeights, fuse_arrays
 from streams.memory.rules.lexical import bm25_arrays, query_terms
-from streams.memory.rules.mmr import cosine_matrix, jaccard_of_ids, mmr_order
+from streams.memory.rules.mmr import Similarities, cosine_matrix, jaccard_of_words, mmr_order
 from streams.memory.rules.strength import strongest_first
 
 _NO_IDS: Ids = np.zeros(0, dtype=np.int64)
@@ -328,17 +328,20 @@ class Search:
                 out += strongest_first(mine)
         return sorted(out, key=lambda x: x.score, reverse=True)
 
-    def _picks(self, request: SearchRequest, st: ScopeState, ids: list[int],
-               scores: list[float], limit: int) -> list[tuple[int, float]]:
-        """``(id, score)`` of the pool's picks, in order."""
-        if not request.dedup or not ids:
-            return list(zip(ids, scores, strict=True))[:limit]
-        keys = [str(k) for k in ids]
-        rows = [st.vec_index.get(k, -1) for k in keys] if st.vec_keys else []  # -1: no vector
-        matrix = (cosine_matrix(st.matrix[rows]) if rows and -1 not in rows
-                  else jaccard_of_ids([st.words[k] for k in keys]))
+    def _picks(self, request: SearchRequest, st: ScopeState, ids: Ids, scores: Floats,
+               limit: int) -> list[tuple[int, float]]:
+        """``(id, score)`` of the pool's picks (held memories), in order."""
+        if not request.dedup or not len(ids):
+            return list(zip(ids[:limit].tolist(), scores[:limit].tolist(), strict=True))
+        rows = [st.vec_index.get(str(k), -1) for k in ids.tolist()] if st.vec_keys else []
+        matrix: Similarities
+        if rows and -1 not in rows:  # -1: no vector
+            matrix = cosine_matrix(st.matrix[rows])
+        else:
+            at = st.places.rows(ids)
+            matrix = jaccard_of_words(st.places.words_of(at), st.places.word_count[at])
         order = mmr_order(scores, matrix, limit, lambda_=self.mmr_lambda)
-        return [(ids[i], scores[i]) for i in order]
+        return list(zip(ids[order].tolist(), scores[order].tolist(), strict=True))
 
     async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
                         keys: list[int], since: int) -> dict[int, tuple[Any, ...]]:
@@ -403,7 +406,7 @@ def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> Callable[[str], 
 
 
 def pools_of(request: SearchRequest, ids: Ids, scores: Floats, places: HeldPlaces,
-             ) -> list[tuple[list[int], list[float], int]]:
+             ) -> list[tuple[Ids, Floats, int]]:
     """The best held memories above ``relativity`` as ``(ids, scores, picks)``: general
     memories for ``top_k`` and, when asked, preferences for ``pref_top_k``; each with
     headroom for MMR. Ties keep the scores' order."""
@@ -412,11 +415,11 @@ def pools_of(request: SearchRequest, ids: Ids, scores: Floats, places: HeldPlace
     ranked = rows[np.argsort(-scores[rows], kind="stable")]
     preference = places.preference[at[ranked]]
     wanted = {False: request.top_k, True: request.pref_top_k if request.include_preference else 0}
-    out: list[tuple[list[int], list[float], int]] = []
+    out: list[tuple[Ids, Floats, int]] = []
     for pref, n in wanted.items():
         if n > 0:
             pool = ranked[preference == pref][:max(3 * n, n + 20)]
-            out.append((ids[pool].tolist(), scores[pool].tolist(), n))
+            out.append((ids[pool], scores[pool], n))
     return out
 
 
