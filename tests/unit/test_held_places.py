@@ -16,6 +16,12 @@ PLACE = st.tuples(st.sampled_from([None, "", "s1", "s2"]), st.integers(-3, 3),
 WORDS = st.lists(st.integers(-2**63, 2**63 - 1), max_size=5, unique=True).map(sorted)
 
 
+def flat(sets: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Word sets as ``HeldPlaces.add`` takes them: end to end, and their sizes."""
+    return (np.array([w for s in sets for w in s], dtype=np.int64),
+            np.array([len(s) for s in sets], dtype=np.int64))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 4), PLACE, st.sampled_from(["fact", "preference"])),
                 max_size=30), st.data())
@@ -30,7 +36,7 @@ def test_the_arrays_are_the_places_of_the_memories_held(
         ids = list(range(next_id, next_id + step))
         next_id += step + data.draw(st.integers(0, 3))
         sets = [data.draw(WORDS) for _ in ids]
-        held.add(ids, [place] * step, [kind] * step, sets)
+        held.add(ids, [place] * step, [kind] * step, *flat(sets))
         truth.update({i: (place, kind) for i in ids})
         said.update(zip(ids, sets, strict=True))
         if data.draw(st.booleans()) and truth:
@@ -71,11 +77,12 @@ def test_the_arrays_are_the_places_of_the_memories_held(
 
 def test_ids_must_ascend_and_places_are_of_memories_held() -> None:
     held = HeldPlaces()
-    held.add([5, 6], [("s", 0, None), ("s", 1, "Bo")], ["fact", "fact"], [[1]] * 2)
+    held.add([5, 6], [("s", 0, None), ("s", 1, "Bo")], ["fact", "fact"],
+             *flat([[1], [1]]))
     with pytest.raises(AssertionError):
-        held.add([6], [(None, 0, None)], ["fact"], [[]])
+        held.add([6], [(None, 0, None)], ["fact"], *flat([[]]))
     with pytest.raises(AssertionError):
-        held.add([9, 8], [(None, 0, None)] * 2, ["fact"] * 2, [[]] * 2)
+        held.add([9, 8], [(None, 0, None)] * 2, ["fact"] * 2, *flat([[], []]))
     places = held.places(np.array([5, 6], dtype=np.int64))
     assert places.session.tolist() == [0, 0] and places.speaker.tolist() == [-1, 0]
     with pytest.raises(AssertionError):

@@ -17,7 +17,6 @@ ones it holds), so appending keeps the ids sorted; an expiry takes rows out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -50,9 +49,9 @@ class HeldPlaces:
         return len(self.ids)
 
     def add(self, ids: Sequence[int], places: Sequence[tuple[str | None, int, str | None]],
-            types: Sequence[str], words: Sequence[Sequence[int]]) -> None:
+            types: Sequence[str], words: Ids, counts: Ids) -> None:
         """Memories above every held id, with their (session, seq, speaker), type and
-        word ids."""
+        word ids (``words``: each memory's in turn, ``counts`` of them)."""
         if not ids:
             return
         new = np.array(ids, dtype=np.int64)
@@ -68,9 +67,9 @@ class HeldPlaces:
             dtype=np.int64)])
         self.preference = np.concatenate([self.preference, np.array(
             [t == PREFERENCE for t in types], dtype=bool)])
-        counts = np.fromiter(map(len, words), np.int64, len(words))
+        assert len(counts) == len(ids) and int(counts.sum()) == len(words), "words per memory"
         starts = self._words_used + np.cumsum(counts) - counts
-        self._put_words(np.fromiter(chain.from_iterable(words), np.int64, int(counts.sum())))
+        self._put_words(words)
         self.word_at = np.concatenate([self.word_at, starts])
         self.word_count = np.concatenate([self.word_count, counts])
 

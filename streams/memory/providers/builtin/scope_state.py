@@ -13,6 +13,7 @@ not follow. :mod:`.scope_cache` keeps the states and brings them forward.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -83,7 +84,7 @@ class ScopeState:
         ids: list[int] = []
         places: list[tuple[str | None, int, str | None]] = []
         types: list[str] = []
-        words: list[list[int]] = []
+        words, counts = array("q"), array("q")  # int64, without an object per word
         for r in rows:
             k, i = str(r.id), int(r.id)
             p = (r.session_key, int(r.seq), speaker_of(r.content[:HEAD_CHARS]))
@@ -95,7 +96,9 @@ class ScopeState:
                 self.episodes.add(k)
             if p[0] is not None:
                 self.slots[(p[0], p[1])] = k
-            words.append(word_ids(token_set(r.content)))
+            mine = word_ids(token_set(r.content))
+            words.extend(mine)
+            counts.append(len(mine))
             dl = float(r.doc_len)
             for term, tf in term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)).items():
                 entry = grown.get(term)
@@ -107,7 +110,8 @@ class ScopeState:
             self.last_id = max(self.last_id, i)
         for term, (held, tfs, dls) in grown.items():
             self._append(term, np.array(held, np.int64), np.array(tfs), np.array(dls))
-        self.places.add(ids, places, types, words)
+        self.places.add(ids, places, types, np.frombuffer(words, np.int64).copy(),
+                        np.frombuffer(counts, np.int64).copy())
 
     def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
         held = self.terms.get(term)
