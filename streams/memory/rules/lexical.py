@@ -229,8 +229,8 @@ def bm25_arrays(
         parts.append(idf * tf * (k1 + 1.0) / denom)
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    lo = min(int(a[0]) for a in ids)  # each term's ids ascend
-    span = max(int(a[-1]) for a in ids) - lo + 1
+    lo = min(int(a.min()) for a in ids)  # (in whatever order a term's postings are)
+    span = max(int(a.max()) for a in ids) - lo + 1
     if span <= DENSE_SPAN * sum(map(len, ids)):
         # ids packed closely (a scope's memories mostly are): one slot per possible id
         # instead of sorting; each term's parts are added in turn, in the order the dict

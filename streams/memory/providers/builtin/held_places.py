@@ -138,7 +138,8 @@ class HeldPlaces:
 def _renumbered(codes: Ids, names: list[str], numbers: dict[str, int]) -> Ids:
     """``codes`` renumbered once fewer than half the ``names`` are still in use: the
     names no memory held has any more are forgotten (``names`` and ``numbers`` are
-    updated in place)."""
+    updated in place). A code, or a :class:`Places`' names, is thus good only until
+    the next :meth:`HeldPlaces.drop`: a search reads them without yielding in between."""
     used = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
     if 2 * int(used.sum()) >= len(names):
         return codes
