@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from sqlalchemy import event, text
+from sqlalchemy import Select, event, func, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -69,9 +70,10 @@ async def connection_id(held: HeldReads) -> int:
     return int(rows[0].id)
 
 
-async def in_flight(held: HeldReads, sql: str) -> asyncio.Task[list[DbRow] | None]:
+async def in_flight(held: HeldReads, sql: str | Select[Any],
+                    ) -> asyncio.Task[list[DbRow] | None]:
     """A read of ``sql`` on the held connection, under way (the connection busy)."""
-    task = asyncio.ensure_future(held.rows(text(sql), {}))
+    task = asyncio.ensure_future(held.rows(text(sql) if isinstance(sql, str) else sql, {}))
     await asyncio.sleep(0.1)
     return task
 
@@ -112,6 +114,30 @@ async def test_a_search_of_held_scopes_takes_no_pooled_connection_and_sees_every
         await p.close()  # (an open snapshot would hold the database's drop)
 
 
+async def test_a_search_reads_the_versions_on_the_driver_s_connection(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    """Once the connection is open, a search of held scopes executes nothing through
+    SQLAlchemy on it (the versions are read by :mod:`streams.adapters.db.driver_read`)
+    and still finds a write committed elsewhere."""
+    pooled, own = engines
+    held = HeldReads(own)
+    p = await hiker(pooled, held)
+    through: list[str] = []
+    event.listen(own.sync_engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *rest: through.append(statement))
+    try:
+        assert await p.search(ALICE, QUESTION)  # opens the connection, loads the scope
+        through.clear()
+        await BuiltinProvider(pooled).add(ALICE, USER_CUBE, notes("Alice hiking in Norway"))
+        got = await p.search(ALICE, QUESTION)
+        assert "Alice hiking in Norway" in [m.content for m in got]
+        assert await p.search(ALICE, QUESTION)
+        assert through == []
+    finally:
+        await p.close()
+
+
 async def test_a_held_connection_the_server_killed_sends_the_search_to_the_pool_once(
     engines: tuple[AsyncEngine, AsyncEngine],
 ) -> None:
@@ -141,6 +167,22 @@ async def test_a_read_cancelled_halfway_leaves_no_half_read_connection_behind(
     with pytest.raises(asyncio.CancelledError):
         await slow
     rows = await held.rows(text("SELECT 2 AS two"), {})
+    assert rows is not None and [tuple(r) for r in rows] == [(2,)]  # not the slow read's
+    assert await connection_id(held) != before
+    await held.close()
+
+
+async def test_a_driver_read_cancelled_halfway_leaves_no_half_read_connection_behind(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    _, own = engines
+    held = HeldReads(own)
+    before = await connection_id(held)
+    slow = await in_flight(held, select(func.sleep(0.5).label("s"), literal(7).label("n")))
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    rows = await held.rows(select(literal(2).label("two")), {})
     assert rows is not None and [tuple(r) for r in rows] == [(2,)]  # not the slow read's
     assert await connection_id(held) != before
     await held.close()

@@ -23,6 +23,11 @@ leaves the connection unusable: it is discarded (closed in the background).
 The connection is opened anew every 30 minutes, as the pool's are, so a
 server switched over behind the same address is not read for long.
 :meth:`close` closes it before the engine is disposed.
+
+A statement that needs no conversion of its parameters or columns is compiled once
+and read on the driver's connection (:mod:`streams.adapters.db.driver_read`): about
+half a millisecond of CPU less per search than through SQLAlchemy's execution.
+Any other is executed through SQLAlchemy as usual.
 """
 
 from __future__ import annotations
@@ -34,10 +39,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sqlalchemy import Select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
+from streams.adapters.db.driver_read import DRIVER_ERRORS, DriverRead
 from streams.memory.providers.builtin.rows import DbRow
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,8 @@ log = logging.getLogger(__name__)
 RECYCLE_S = 1800.0  # as the pool's connections
 PAUSE_S = 5.0
 CLOSE_WAIT_S = 5.0
+COMPILED_HELD = 16
+FAILURES: tuple[type[Exception], ...] = (SQLAlchemyError, OSError, *DRIVER_ERRORS)
 
 
 class HeldReads:
@@ -66,6 +75,7 @@ class HeldReads:
         self._idle.set()
         self._closed = False
         self._discarding: set[asyncio.Task[None]] = set()
+        self._compiled: dict[Select[Any], DriverRead | None] = {}
 
     async def rows(self, statement: Executable,
                    params: Mapping[str, Any]) -> list[DbRow] | None:
@@ -84,11 +94,13 @@ class HeldReads:
                 self._conn, self._opened = await self._engine.connect(), now
                 if self._closed:  # closed while connecting: not a read more on its engine
                     return None
+            if (read := self._driver_read(statement)) is not None:
+                return await read.rows(self._conn, params)
             return list((await self._conn.execute(statement, params)).all())
         except asyncio.CancelledError:
             self._discard()  # halfway through a read: never reused
             raise
-        except (SQLAlchemyError, OSError) as exc:
+        except FAILURES as exc:
             self._discard()
             self._paused_until = now + self.pause_s
             log.warning("the connection kept for scope reads failed (%s: %s): searches "
@@ -99,6 +111,21 @@ class HeldReads:
             self._idle.set()
             if self._closed:
                 self._discard()
+
+    def _driver_read(self, statement: Executable) -> DriverRead | None:
+        """``statement`` compiled for the driver, once (None: read through SQLAlchemy).
+        Only a few statements are kept: the reads of a search are a few built once."""
+        if not isinstance(statement, Select):
+            return None
+        if statement not in self._compiled:
+            if len(self._compiled) >= COMPILED_HELD:
+                self._compiled.clear()
+            try:
+                self._compiled[statement] = DriverRead(statement, self._engine.dialect)
+            except ValueError as exc:
+                log.debug("scope reads of %s go through SQLAlchemy: %s", statement, exc)
+                self._compiled[statement] = None
+        return self._compiled[statement]
 
     def _discard(self) -> None:
         conn, self._conn = self._conn, None

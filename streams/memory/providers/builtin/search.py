@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Select, and_, bindparam, or_, select
+from sqlalchemy import ColumnElement, Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.memory import (
@@ -153,7 +153,7 @@ class Search:
         terms = search_terms(request)
         states: list[ScopeState] = []
         since = self.memories.generation  # before this search's reads begin
-        read = (await self.held.rows(_stats_query(len(pairs)), _stats_params(scope, pairs))
+        read = (await self.held.rows(_versions_query(len(pairs)), _stats_params(scope, pairs))
                 if self.held is not None else None)
         if read is not None:
             if not read:
@@ -442,12 +442,25 @@ def _stats_params(scope: Scope, pairs: set[tuple[str, str]]) -> dict[str, str]:
     return params
 
 
+def _of_pairs(pairs: int) -> ColumnElement[bool]:
+    """A tenant's ``pairs`` (cube, owner) scopes (parameters ``tenant``, ``cube{i}``,
+    ``owner{i}``)."""
+    s = memory_scope_stats.c
+    return and_(s.tenant_id == bindparam("tenant"), or_(*(
+        and_(s.cube == bindparam(f"cube{i}"), s.owner_id == bindparam(f"owner{i}"))
+        for i in range(pairs))))
+
+
 @lru_cache(maxsize=8)
 def _stats_query(pairs: int) -> Select[Any]:
-    """The statistics rows of a tenant's ``pairs`` (cube, owner) scopes, built once per
-    number of pairs (its parameters ``tenant``, ``cube{i}``, ``owner{i}``)."""
+    """The statistics rows of a tenant's ``pairs`` scopes, built once per number of
+    pairs."""
+    return select(memory_scope_stats).where(_of_pairs(pairs))
+
+
+@lru_cache(maxsize=8)
+def _versions_query(pairs: int) -> Select[Any]:
+    """Their ids and versions only: all a search of held scopes reads (:mod:`.held_reads`
+    reads it on the driver's connection, its columns needing no conversion)."""
     s = memory_scope_stats.c
-    return select(memory_scope_stats).where(
-        s.tenant_id == bindparam("tenant"),
-        or_(*(and_(s.cube == bindparam(f"cube{i}"), s.owner_id == bindparam(f"owner{i}"))
-              for i in range(pairs))))
+    return select(s.id, s.version).where(_of_pairs(pairs))
