@@ -59,7 +59,8 @@ class RowsRead(Protocol):
 
 def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
     """The memory of ``row`` (a :class:`Cached`, or the plain tuple of its fields) whose
-    id is ``key``, with ``score`` (clamped to 0..1, 6 decimals); its own metadata dict.
+    id is ``key``, with ``score`` as shown (:mod:`~streams.memory.rules.shown_score`:
+    the caller's, for all its memories at once); its own metadata dict.
     Built field by field from the tuple: ``dataclasses.replace`` would cost several
     times more."""
     (_, content, cube, type_, scope, importance, event_time, sources, kind, session, seq,
@@ -67,7 +68,7 @@ def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
     out = object.__new__(StoredMemory)
     out.__dict__.update(
         id=key, content=content, cube=cube, type=type_, scope=scope,
-        score=round(min(1.0, max(0.0, score)), 6), importance=importance,
+        score=score, importance=importance,
         event_time=event_time, source_event_ids=sources, kind=kind,
         metadata={"session": session, "seq": seq, "user_id": user_id, "agent_id": agent_id,
                   "valid_from": valid_from, "valid_to": None, "superseded_by": None,

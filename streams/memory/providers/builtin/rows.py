@@ -20,6 +20,7 @@ from streams.memory.provider import (
     ProviderError,
     RetryableProviderError,
 )
+from streams.memory.rules.shown_score import shown_score
 
 Vector = npt.NDArray[np.float32]
 DbRow = Row[*tuple[Any, ...]]  # a result row of any shape
@@ -33,10 +34,10 @@ def content_hash(c: MemoryCandidate) -> str:
 
 
 def stored(r: DbRow, score: float) -> StoredMemory:
-    """A ``memory`` row as the provider contract's record, with ``score``."""
+    """A ``memory`` row as the provider contract's record, with ``score`` (as shown)."""
     return StoredMemory(
         id=str(r.id), content=r.content, cube=r.cube, type=r.type, scope=r.scope,
-        score=round(min(1.0, max(0.0, score)), 6), importance=float(r.importance),
+        score=shown_score(score), importance=float(r.importance),
         event_time=aware_utc(r.event_time),
         source_event_ids=tuple(json.loads(r.source_event_ids or "[]")),
         kind=cast(Literal["fact", "episode"], r.kind if r.kind == "episode" else "fact"),

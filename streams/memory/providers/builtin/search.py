@@ -50,6 +50,7 @@ from streams.memory.providers.builtin.scope_state import (
 from streams.memory.rules.fusion import FusionWeights, fuse_arrays
 from streams.memory.rules.lexical import bm25_arrays, query_terms
 from streams.memory.rules.mmr import Similarities, cosine_matrix, jaccard_of_words, mmr_order
+from streams.memory.rules.shown_score import shown_scores
 from streams.memory.rules.strength import strongest_first
 
 _NO_IDS: Ids = np.zeros(0, dtype=np.int64)
@@ -295,12 +296,16 @@ class Search:
         """Each scope's pools' picks (MMR on the vectors, or on the word sets when a
         memory has no vector, both held by the scope state), as memories with their
         scores, best first: only the picks' rows are read."""
-        chosen: list[tuple[int, float]] = []
-        for st, (ids, scores) in zip(states, ranked, strict=True):
-            for pool, values, limit in pools_of(request, ids, scores, st.places):
-                chosen += self._picks(request, st, pool, values, limit)
-        found = await self._memories(conn, scope, scope_ids, [k for k, _ in chosen], since)
-        out = [memory_of(row, str(k), score) for k, score in chosen
+        picked: list[tuple[Ids, Floats]] = [
+            self._picks(request, st, pool, values, limit)
+            for st, (ids, scores) in zip(states, ranked, strict=True)
+            for pool, values, limit in pools_of(request, ids, scores, st.places)]
+        if not picked:
+            return []
+        keys: list[int] = np.concatenate([k for k, _ in picked]).tolist()
+        shown = shown_scores(np.concatenate([v for _, v in picked]))
+        found = await self._memories(conn, scope, scope_ids, keys, since)
+        out = [memory_of(row, str(k), score) for k, score in zip(keys, shown, strict=True)
                if (row := found.get(k)) is not None]
         return sorted(out, key=lambda m: m.score, reverse=True)
 
@@ -329,10 +334,10 @@ class Search:
         return sorted(out, key=lambda x: x.score, reverse=True)
 
     def _picks(self, request: SearchRequest, st: ScopeState, ids: Ids, scores: Floats,
-               limit: int) -> list[tuple[int, float]]:
-        """``(id, score)`` of the pool's picks (held memories), in order."""
+               limit: int) -> tuple[Ids, Floats]:
+        """The ids and scores of the pool's picks (held memories), in order."""
         if not request.dedup or not len(ids):
-            return list(zip(ids[:limit].tolist(), scores[:limit].tolist(), strict=True))
+            return ids[:limit], scores[:limit]
         rows = [st.vec_index.get(str(k), -1) for k in ids.tolist()] if st.vec_keys else []
         matrix: Similarities
         if rows and -1 not in rows:  # -1: no vector
@@ -341,7 +346,7 @@ class Search:
             at = st.places.rows(ids)
             matrix = jaccard_of_words(st.places.words_of(at), st.places.word_count[at])
         order = mmr_order(scores, matrix, limit, lambda_=self.mmr_lambda)
-        return list(zip(ids[order].tolist(), scores[order].tolist(), strict=True))
+        return ids[order], scores[order]
 
     async def _memories(self, conn: AsyncConnection | None, scope: Scope, scope_ids: list[int],
                         keys: list[int], since: int) -> dict[int, tuple[Any, ...]]:
