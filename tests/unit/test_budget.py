@@ -181,3 +181,13 @@ def test_a_memory_costs_the_count_of_its_memory_line(kind: str, content: str, da
                 event_time=DAY if dated else None)
     pack_budget(filter_and_trim([m], min_score=0, max_chars=max_chars), count=count)
     assert seen[0] == memory_line(kind, content[:max_chars], m.event_time)
+
+
+SPACES = [" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2003", "\u2028",
+          "\u3000", "\u200b", "\x00"]  # every kind of whitespace, and some that are not
+
+
+@given(st.one_of(st.text(st.sampled_from(["a", "é", *SPACES]), max_size=30), st.text()))
+def test_a_memory_line_is_the_text_on_one_line_with_single_spaces(text: str) -> None:
+    assert memory_line("episode", text, None) == " ".join(text.split()) + "\n"
+    assert memory_line("fact", text, None) == "[undated] " + " ".join(text.split()) + "\n"

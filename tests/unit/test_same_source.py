@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.memory.model import StoredMemory
 from streams.query.rules.same_source import fold_same_source
@@ -44,3 +46,32 @@ def test_fold_same_source(memories: list[StoredMemory], kept: list[tuple[str, li
                           ) -> None:
     folded = fold_same_source(memories)
     assert [(m.id, m.metadata.get("covers", [])) for m in folded] == kept
+
+
+def folded_by_definition(memories: list[StoredMemory]) -> list[tuple[str, list[str]]]:
+    """The rule as stated: best first (a fact before an episode on a tie), a memory is
+    folded into the first kept one of the other kind sharing a source event with it
+    (the kept one that first claimed that event, events in the memory's order)."""
+    ranked = sorted(memories, key=lambda m: (m.score, m.kind != "episode"), reverse=True)
+    kept: list[tuple[StoredMemory, list[str]]] = []
+    for m in ranked:
+        owners = [next(i for i, (k, _) in enumerate(kept)
+                       if k.kind != m.kind and e in k.source_event_ids)
+                  for e in m.source_event_ids
+                  if any(k.kind != m.kind and e in k.source_event_ids for k, _ in kept)]
+        if owners:
+            kept[owners[0]][1].append(m.id)
+        else:
+            kept.append((m, []))
+    return [(m.id, covered) for m, covered in kept]
+
+
+@given(st.lists(st.tuples(st.sampled_from([0.2, 0.5, 0.7, 0.9]),
+                          st.sampled_from(["fact", "episode"]),
+                          st.lists(st.sampled_from(["e1", "e2", "e3", "e4"]), max_size=3,
+                                   unique=True)), max_size=12))
+def test_folding_is_the_rule_as_stated(drawn: list[tuple[float, str, list[str]]]) -> None:
+    memories = [mem(f"m{i}", score, kind, *sources)
+                for i, (score, kind, sources) in enumerate(drawn)]
+    got = [(m.id, list(m.metadata.get("covers", []))) for m in fold_same_source(memories)]
+    assert got == folded_by_definition(memories)

@@ -58,6 +58,11 @@ def _day(day: date) -> str:
 
 
 def _one_line(text: str) -> str:
+    """``text`` with each run of whitespace one space, none at either end. Most memories
+    are so already: printable (every whitespace but the space is not), no double space,
+    none at the ends; those are given back as they are, without splitting them."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return " ".join(text.split())
 
 

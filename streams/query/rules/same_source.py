@@ -29,15 +29,19 @@ def fold_same_source(memories: Sequence[StoredMemory]) -> list[StoredMemory]:
     ranked = sorted(memories, key=lambda m: (m.score, m.kind != "episode"), reverse=True)
     kept: list[StoredMemory] = []
     covers: dict[int, list[str]] = {}
-    owner: dict[tuple[str, str], int] = {}  # (kind, source event) -> index in kept
+    facts: dict[str, int] = {}  # source event -> index in kept of the first fact of it
+    episodes: dict[str, int] = {}  # the same for episodes
     for m in ranked:
-        other = "fact" if m.kind == "episode" else "episode"
-        by = next((owner[(other, e)] for e in m.source_event_ids if (other, e) in owner), None)
+        mine, theirs = (episodes, facts) if m.kind == "episode" else (facts, episodes)
+        by = None
+        for e in m.source_event_ids:  # the first source event the other kind holds
+            if (by := theirs.get(e)) is not None:
+                break
         if by is not None:
             covers.setdefault(by, []).append(m.id)
             continue
         for e in m.source_event_ids:
-            owner.setdefault((m.kind, e), len(kept))
+            mine.setdefault(e, len(kept))
         kept.append(m)
     return [replace(m, metadata={**m.metadata, COVERS: covers[i]}) if i in covers else m
             for i, m in enumerate(kept)]
