@@ -9,6 +9,11 @@ work on its event loop, so the figures are the engine's alone. A warm-up asks
 until both scopes are held (replies without a warning), then 20 more questions.
 Reported: CPU per request (p50 and mean, ``time.process_time``) and wall time.
 
+``--gap-ms 50`` pauses before each question, as a worker answering 20 requests a
+second meets them: the processor's caches have gone cold by then (other processes
+ran), and the same code costs about 1.5 times as much CPU as back to back. Figures
+of the running worker are nearer those.
+
 ``--against REV`` compares builds: git revision REV (exported once to
 ``.bench/engine/REV``) and this build answer the same questions in turn, each
 round in a fresh process of each, and the replies of both (every field but
@@ -16,7 +21,8 @@ round in a fresh process of each, and the replies of both (every field but
 difference measurable: a virtual machine's speed drifts by more than a build
 changes within minutes.
 
-    python bench/engine.py [--size 100000] [--requests 400] [--against REV] [--rounds 3]
+    python bench/engine.py [--size 100000] [--requests 400] [--gap-ms 0] [--against REV]
+                           [--rounds 3]
 
 Needs MariaDB from ``make services``. Ends by printing one JSON line.
 """
@@ -60,8 +66,9 @@ class Discard:
         return None
 
 
-async def measure(url: str, requests: int, seed: int) -> dict[str, Any]:
-    """This process's build: warm, then ``requests`` questions, one at a time."""
+async def measure(url: str, requests: int, seed: int, gap_s: float) -> dict[str, Any]:
+    """This process's build: warm, then ``requests`` questions, one at a time, each after
+    a pause of ``gap_s``."""
     from pydantic import SecretStr
 
     from streams.memory.agent_configs import StaticAgentConfigs
@@ -103,6 +110,8 @@ async def measure(url: str, requests: int, seed: int) -> dict[str, Any]:
         digest = hashlib.sha256()
         for _ in range(requests):
             q = ask()
+            if gap_s > 0:
+                await asyncio.sleep(gap_s)
             c0, w0 = time.process_time(), time.perf_counter()
             reply = await engine.answer(q)
             cpu.append(1000 * (time.process_time() - c0))
@@ -163,10 +172,11 @@ def exported(rev: str) -> Path:
     return out
 
 
-def child(root: Path, url: str, requests: int, seed: int) -> dict[str, Any]:
+def child(root: Path, url: str, requests: int, seed: int, gap_ms: float) -> dict[str, Any]:
     """:func:`measure` in a fresh process running the build at ``root``."""
     done = subprocess.run([sys.executable, __file__, "--child", url, "--root", str(root),
-                           "--requests", str(requests), "--seed", str(seed)],
+                           "--requests", str(requests), "--seed", str(seed),
+                           "--gap-ms", str(gap_ms)],
                           cwd=root, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"the build at {root} failed:\n{done.stderr[-3000:]}")
@@ -177,6 +187,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=int, default=100_000, help="memories per cube")
     p.add_argument("--requests", type=int, default=400, help="questions measured per run")
+    p.add_argument("--gap-ms", type=float, default=0.0,
+                   help="pause before each question (50: as at 20 requests/s)")
     p.add_argument("--against", metavar="REV", help="a git revision to compare with")
     p.add_argument("--rounds", type=int, default=3, help="runs of each build (with --against)")
     p.add_argument("--seed", type=int, default=9)
@@ -185,7 +197,8 @@ def main() -> None:
     p.add_argument("--root", help=argparse.SUPPRESS)  # read before the imports, above
     args = p.parse_args()
     if args.child:
-        print(json.dumps(asyncio.run(measure(args.child, args.requests, args.seed))))
+        print(json.dumps(asyncio.run(measure(args.child, args.requests, args.seed,
+                                             args.gap_ms / 1000))))
         return
     url = asyncio.run(seeded(args.size, args.fresh))
     builds = {"this build": HERE}
@@ -194,14 +207,14 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in builds}
     for r in range(args.rounds if args.against else 1):
         for name, root in builds.items():
-            got = child(root, url, args.requests, args.seed)
+            got = child(root, url, args.requests, args.seed, args.gap_ms)
             runs[name].append(got)
             print(f"round {r + 1} {name}: cpu p50 {got['cpu_p50_ms']} ms, mean "
                   f"{got['cpu_mean_ms']} ms, wall p50 {got['wall_p50_ms']} ms, "
                   f"steal {got['steal_pct']} %", file=sys.stderr)
     digests = {got["replies"] for rs in runs.values() for got in rs}
     print(json.dumps({
-        "size": args.size, "requests": args.requests, "runs": runs,
+        "size": args.size, "requests": args.requests, "gap_ms": args.gap_ms, "runs": runs,
         "cpu_p50_ms": {name: [g["cpu_p50_ms"] for g in rs] for name, rs in runs.items()},
         "replies_identical": len(digests) == 1,
         "machine": f"{os.cpu_count()} cpu, load average {os.getloadavg()[0]:.2f}",

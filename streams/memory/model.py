@@ -11,8 +11,10 @@ tool_mem.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Literal, get_args
 
 MemoryType = Literal["text", "preference", "skill", "tool"]
@@ -95,6 +97,10 @@ class StoredMemory:
     kind: Literal["fact", "episode"] = "fact"
     metadata: dict[str, object] = field(default_factory=dict)
 
+
+by_score: Callable[[StoredMemory], float] = attrgetter("score")
+"""The sort key of memories by score (``sorted(..., key=by_score, reverse=True)``: best
+first, ties in their order), read in C: a search's memories are sorted several times."""
 
 _DECIMAL = re.compile(r"[1-9][0-9]{0,18}")
 

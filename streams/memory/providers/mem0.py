@@ -60,7 +60,14 @@ from streams.adapters.http.client import (
     send_json,
     with_retries,
 )
-from streams.memory.model import MEMORY_TYPES, USER_CUBE, MemoryCandidate, MemoryType, StoredMemory
+from streams.memory.model import (
+    MEMORY_TYPES,
+    USER_CUBE,
+    MemoryCandidate,
+    MemoryType,
+    StoredMemory,
+    by_score,
+)
 from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
 from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked_per_cube
 
@@ -169,13 +176,13 @@ class Mem0Provider:
         if request.dedup:
             seen: set[str] = set()
             unique = []
-            for m in sorted(results, key=lambda m: m.score, reverse=True):
+            for m in sorted(results, key=by_score, reverse=True):
                 if m.content.strip().lower() not in seen:
                     seen.add(m.content.strip().lower())
                     unique.append(m)
             results = unique
         return reranked_per_cube(
-            request.query, sorted(results, key=lambda m: m.score, reverse=True),
+            request.query, sorted(results, key=by_score, reverse=True),
             request.relativity, lexical_weight=self.lexical_weight)
 
     async def _search_cube(self, scope: Scope, cube: str,

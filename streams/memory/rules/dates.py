@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 
-from streams.memory.model import StoredMemory
+from streams.memory.model import StoredMemory, by_score
 
 DATE_LIFT = 1.0  # the memories of the named period come first, in their order
 DATE_SLACK_DAYS = 0
@@ -122,4 +122,4 @@ def lift_dated(memories: Sequence[StoredMemory], periods: Sequence[Period], *,
         else m
         for m in memories
     ]
-    return sorted(out, key=lambda m: m.score, reverse=True)
+    return sorted(out, key=by_score, reverse=True)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from streams.memory.model import StoredMemory
+from streams.memory.model import StoredMemory, by_score
 from streams.memory.rules.lexical import bm25, query_terms, term_counts, tokenize
 
 LEXICAL_WEIGHT = 0.75
@@ -88,4 +88,4 @@ def reranked_per_cube(query: str, found: Sequence[StoredMemory], relativity: flo
         by_cube.setdefault(m.cube, []).append(m)
     out = [m for ms in by_cube.values()
            for m in reranked(query, ms, relativity, lexical_weight=lexical_weight)]
-    return sorted(out, key=lambda m: m.score, reverse=True)
+    return sorted(out, key=by_score, reverse=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from functools import lru_cache
 
-from streams.memory.model import USER_CUBE, StoredMemory
+from streams.memory.model import USER_CUBE, StoredMemory, by_score
 from streams.tokens import CountTokens
 
 NEWLINE_TOKENS = 1
@@ -44,7 +44,7 @@ def filter_and_trim(
         for m in memories
         if m.score >= min_score
     ]
-    return sorted(kept, key=lambda m: m.score, reverse=True)
+    return sorted(kept, key=by_score, reverse=True)
 
 
 def _date(ts: datetime | None) -> str:
@@ -152,11 +152,11 @@ def pack_budget(
     ``memories`` may be in any order; selection is by score. ``count`` is the
     token counter of the model the text is for.
     """
-    ranked = sorted(memories, key=lambda m: m.score, reverse=True)
+    ranked = sorted(memories, key=by_score, reverse=True)
     user = [m for m in ranked if m.cube == USER_CUBE]
     agent = [m for m in ranked if m.cube != USER_CUBE]
     user_lines, user_in, user_tokens = _pack_block(user, int(budget_tokens * user_share), count)
     agent_lines, agent_in, agent_tokens = _pack_block(agent, budget_tokens - user_tokens, count)
-    included = sorted(user_in + agent_in, key=lambda m: m.score, reverse=True)
+    included = sorted(user_in + agent_in, key=by_score, reverse=True)
     return Packed("\n".join(user_lines), "\n".join(agent_lines), user_tokens + agent_tokens,
                   included)

@@ -32,7 +32,7 @@ from streams.adapters.db.schema.memory import (
     memory_scope_stats,
     memory_term,
 )
-from streams.memory.model import StoredMemory
+from streams.memory.model import StoredMemory, by_score
 from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.held_places import HeldPlaces
 from streams.memory.providers.builtin.held_reads import HeldReads
@@ -307,7 +307,7 @@ class Search:
         found = await self._memories(conn, scope, scope_ids, keys, since)
         out = [memory_of(row, str(k), score) for k, score in zip(keys, shown, strict=True)
                if (row := found.get(k)) is not None]
-        return sorted(out, key=lambda m: m.score, reverse=True)
+        return sorted(out, key=by_score, reverse=True)
 
     async def strongest(self, scope: Scope, request: SearchRequest,
                         pairs: set[tuple[str, str]]) -> list[StoredMemory]:
