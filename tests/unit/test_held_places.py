@@ -1,6 +1,7 @@
 """A scope's places and word sets as arrays: the same as a dict of them, through
 adds and expiries (which compact the words once half of them are expired), and
-read by id for the fusion and MMR."""
+read by id for the fusion and MMR (through a table of the ids or a binary search,
+whichever the ids' spread allows, after every change)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_the_arrays_are_the_places_of_the_memories_held(
     next_id = 1
     for step, place, kind in adds:
         ids = list(range(next_id, next_id + step))
-        next_id += step + data.draw(st.integers(0, 3))
+        next_id += step + data.draw(st.integers(0, 3) | st.integers(0, 60))  # packed or not
         sets = [data.draw(WORDS) for _ in ids]
         held.add(ids, [place] * step, [kind] * step, *flat(sets))
         truth.update({i: (place, kind) for i in ids})
@@ -45,6 +46,10 @@ def test_the_arrays_are_the_places_of_the_memories_held(
             for i in gone:
                 truth.pop(i, None)
                 said.pop(i, None)
+        asked = data.draw(st.lists(st.integers(-2, next_id + 2), max_size=8))
+        rows = held.rows(np.array(asked, dtype=np.int64))  # (its table built now, or not)
+        assert [int(held.ids[r]) if r >= 0 else None for r in rows.tolist()] == [
+            i if i in truth else None for i in asked]
     assert held.ids.tolist() == sorted(truth)
     for names, known, named in ((held.session_names, held.sessions, {p[0] for p, _ in
                                                                      truth.values()} - {None}),
