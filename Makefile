@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-engine bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory \
+        bench-query bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory \
         bench-rotation bench-updates docs schemas clean
 
 help:  ## list the targets
@@ -73,6 +73,9 @@ bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 us
 
 bench-engine: $(STAMP) services  ## the query engine in process at 100,000 per cube: CPU per request (ARGS=--against REV: two builds in turn)
 	$(PY) bench/engine.py $(ARGS)
+
+bench-engine-swap: $(STAMP) services  ## a few functions of the engine, REV's and this build's, question by question (ARGS=REV path:name ...)
+	$(PY) bench/engine_swap.py $(ARGS)
 
 bench-provider-ranking: $(STAMP) services  ## LoCoMo through the real MemOS and Mem0: provider order vs memstream's own ranking
 	$(PY) scripts/services.py up memos mem0

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -66,14 +67,13 @@ class Discard:
         return None
 
 
-async def measure(url: str, requests: int, seed: int, gap_s: float) -> dict[str, Any]:
-    """This process's build: warm, then ``requests`` questions, one at a time, each after
-    a pause of ``gap_s``."""
+async def open_engine(url: str) -> tuple[Any, Any]:
+    """The worker's runtime over ``url`` (started) and its ``QueryEngine``, built by the
+    worker's wiring, with the worker's garbage-collector tuning."""
     from pydantic import SecretStr
 
     from streams.memory.agent_configs import StaticAgentConfigs
     from streams.settings import DatabaseSettings, QuerySettings, RedisSettings, Settings
-    from streams.wire.query import MemoryQuery, QueryOptions
     from streams.worker.gc_tuning import tune_gc
     from streams.worker.runtime import Runtime
     from streams.worker.wiring import Wiring
@@ -83,28 +83,45 @@ async def measure(url: str, requests: int, seed: int, gap_s: float) -> dict[str,
                         redis=RedisSettings(url=None),
                         query=QuerySettings(scope_cache_memories=300_000))
     rt = await Runtime(settings, migrate=False).start()
+    engine = Wiring(settings, rt, publisher=Discard(),  # type: ignore[arg-type]
+                    agent_configs=StaticAgentConfigs()).query_processor().engine
+    return rt, engine
+
+
+def asker(rng: random.Random) -> Callable[[], Any]:
+    """The scale mode's questions, one per call, drawn with ``rng``."""
+    from streams.wire.query import MemoryQuery, QueryOptions
+
+    def ask() -> MemoryQuery:
+        return MemoryQuery(tenant_id="bench", user_id="user-0", agent_id="agent-1",
+                           message=question(rng),
+                           options=QueryOptions(include_short_term=False, timeout_ms=10_000))
+    return ask
+
+
+async def warm(engine: Any, ask: Callable[[], Any]) -> float:
+    """Ask until both scopes are held (replies come back whole), then 20 more; the
+    seconds it took."""
+    start, whole, reply = time.perf_counter(), 0, None
+    while whole < 3:
+        if time.perf_counter() - start > WARM_LIMIT_S:
+            raise SystemExit(f"no whole reply within {WARM_LIMIT_S} s: {reply.warnings}")
+        reply = await engine.answer(ask())
+        whole = 0 if reply.warnings else whole + 1
+        if reply.warnings:
+            await asyncio.sleep(0.5)
+    for _ in range(20):
+        await engine.answer(ask())
+    return time.perf_counter() - start
+
+
+async def measure(url: str, requests: int, seed: int, gap_s: float) -> dict[str, Any]:
+    """This process's build: warm, then ``requests`` questions, one at a time, each after
+    a pause of ``gap_s``."""
+    rt, engine = await open_engine(url)
     try:
-        engine = Wiring(settings, rt, publisher=Discard(),  # type: ignore[arg-type]
-                        agent_configs=StaticAgentConfigs()).query_processor().engine
-        rng = random.Random(seed)
-
-        def ask() -> MemoryQuery:
-            return MemoryQuery(tenant_id="bench", user_id="user-0", agent_id="agent-1",
-                               message=question(rng),
-                               options=QueryOptions(include_short_term=False, timeout_ms=10_000))
-
-        start, whole, reply = time.perf_counter(), 0, None
-        while whole < 3:  # both scopes held: replies come back whole
-            if time.perf_counter() - start > WARM_LIMIT_S:
-                raise SystemExit(f"no whole reply within {WARM_LIMIT_S} s: {reply.warnings}")
-            reply = await engine.answer(ask())
-            whole = 0 if reply.warnings else whole + 1
-            if reply.warnings:
-                await asyncio.sleep(0.5)
-        for _ in range(20):
-            await engine.answer(ask())
-        warm_s = time.perf_counter() - start
-        rng = random.Random(seed + 1)  # the measured questions: the same for every build
+        warm_s = await warm(engine, asker(random.Random(seed)))
+        ask = asker(random.Random(seed + 1))  # the measured questions: the same for every build
         ticks = machine_ticks()
         cpu, wall = [], []
         digest = hashlib.sha256()
@@ -172,7 +189,8 @@ def exported(rev: str) -> Path:
     return out
 
 
-def child(root: Path, url: str, requests: int, seed: int, gap_ms: float) -> dict[str, Any]:
+def child(root: Path, url: str, requests: int, seed: int, gap_ms: float = 0.0,
+          ) -> dict[str, Any]:
     """:func:`measure` in a fresh process running the build at ``root``."""
     done = subprocess.run([sys.executable, __file__, "--child", url, "--root", str(root),
                            "--requests", str(requests), "--seed", str(seed),

@@ -64,3 +64,20 @@ def test_a_build_that_fails_says_why(tmp_path: Path) -> None:
     (tmp_path / "streams" / "__init__.py").write_text("")
     with pytest.raises(SystemExit, match=r"No module named 'streams\.memory'"):
         child(tmp_path, "mysql+aiomysql://nobody@127.0.0.1:1/none", 1, 9)
+
+
+def test_two_versions_of_a_function_take_turns_in_one_process() -> None:
+    """``bench/engine_swap.py``: HEAD's version of the budget's packing and this
+    checkout's (the same code) answer in turn, and their replies match."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "bench/engine_swap.py", "HEAD",
+             "streams/query/rules/budget.py:pack_budget", "streams/query/engine.py:pack_budget",
+             "--size", str(SIZE), "--requests", "12", "--gap-ms", "0"],
+            cwd=ROOT, check=True, capture_output=True, text=True, timeout=600)
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["revision"]["questions"] == out["this build"]["questions"] == 6
+        assert out["revision"]["cpu_mean_ms"] > 0 and out["this build"]["cpu_mean_ms"] > 0
+        assert out["replies_differing"] == "0 of 12"
+    finally:
+        drop_database(f"bench_engine_{SIZE}")
