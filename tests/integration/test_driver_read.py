@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import JSON, Column, Integer, MetaData, Table, bindparam, func, select
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.driver_read import DriverRead
@@ -92,6 +93,19 @@ async def test_a_statement_needing_a_conversion_is_refused(engine: AsyncEngine) 
         DriverRead(select(docs.c.id).where(docs.c.body == bindparam("when", type_=JSON)),
                    engine.dialect)
     DriverRead(select(docs.c.id, func.sleep(0).label("s")), engine.dialect)  # none needed
+    ids = docs.c.id
+    for late in (ids.in_([1, 2]), ids == bindparam("x", literal_execute=True),
+                 ids == bindparam("c", callable_=lambda: 1)):
+        with pytest.raises(ValueError, match=r"execution|callable"):
+            DriverRead(select(ids).where(late), engine.dialect)
+
+
+async def test_a_missing_parameter_is_refused_as_sqlalchemy_refuses_it(engine: AsyncEngine,
+                                                                       ) -> None:
+    async with engine.connect() as conn:
+        read = DriverRead(_versions_query(1), engine.dialect)
+        with pytest.raises(InvalidRequestError, match="owner0"):
+            await read.rows(conn, {"tenant": "acme", "cube0": "user_profile"})
 
 
 def test_only_aiomysql_is_read_on_the_driver() -> None:

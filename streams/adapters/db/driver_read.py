@@ -11,7 +11,8 @@ driver's cursor.
 
 Only for what needs no conversion: the statement's parameters and columns must be of
 types with no bind or result processing on that dialect (integers and strings on
-aiomysql), and the driver's parameters positional (``%s``). :class:`DriverRead`
+aiomysql), none rendered at execution (an ``IN`` list, ``literal_execute``) or
+given by a callable, and the driver's parameters positional (``%s``). :class:`DriverRead`
 refuses any other (``ValueError``), so the caller runs it through SQLAlchemy. The
 rows are named tuples of the statement's column keys, as SQLAlchemy's rows are read.
 The driver's errors are its own (:data:`DRIVER_ERRORS`), not SQLAlchemy's; nothing is
@@ -27,6 +28,7 @@ from typing import Any, cast
 from aiomysql import MySQLError
 from sqlalchemy import Select
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 DRIVER_ERRORS: tuple[type[Exception], ...] = (cast(type[Exception], MySQLError),)
@@ -42,10 +44,14 @@ class DriverRead:
         compiled = statement.compile(dialect=dialect)
         if compiled.positiontup is None:
             raise ValueError("the dialect's parameters are not positional")
+        if compiled.post_compile_params or compiled.literal_execute_params:
+            raise ValueError("parameters rendered at execution (an IN list, a literal_execute)")
         for name in compiled.positiontup:
-            kind = compiled.binds[name].type
-            if kind.dialect_impl(dialect).bind_processor(dialect) is not None:
-                raise ValueError(f"parameter {name!r} ({kind!r}) is converted on binding")
+            bind = compiled.binds[name]
+            if bind.callable is not None:
+                raise ValueError(f"parameter {name!r} takes its value from a callable")
+            if bind.type.dialect_impl(dialect).bind_processor(dialect) is not None:
+                raise ValueError(f"parameter {name!r} ({bind.type!r}) is converted on binding")
         keys = list(statement.selected_columns.keys())
         for key, column in zip(keys, statement.selected_columns, strict=True):
             impl = column.type.dialect_impl(dialect)
@@ -58,10 +64,14 @@ class DriverRead:
         self.row = namedtuple("row", keys, rename=True)  # type: ignore[misc]
 
     async def rows(self, conn: AsyncConnection, params: Mapping[str, Any]) -> list[Any]:
-        """The statement's rows with ``params`` (by name; KeyError names one missing),
+        """The statement's rows with ``params`` (by name; one missing: SQLAlchemy's
+        ``InvalidRequestError``, as its own execution raises),
         read on ``conn``'s driver connection: in its transaction state, whatever that
         is (autocommit: the latest committed rows)."""
-        args = [params[n] if n in params else self.fixed[n] for n in self.names]
+        try:
+            args = [params[n] if n in params else self.fixed[n] for n in self.names]
+        except KeyError as exc:  # as SQLAlchemy says it
+            raise InvalidRequestError(f"A value is required for bind parameter {exc}") from None
         driver: Any = (await conn.get_raw_connection()).driver_connection
         async with driver.cursor() as cursor:
             await cursor.execute(self.sql, args)
