@@ -297,9 +297,9 @@ class Search:
         memory has no vector, both held by the scope state), as memories with their
         scores, best first: only the picks' rows are read."""
         picked: list[tuple[Ids, Floats]] = [
-            self._picks(request, st, pool, values, limit)
+            self._picks(request, st, pool, values, limit, at)
             for st, (ids, scores) in zip(states, ranked, strict=True)
-            for pool, values, limit in pools_of(request, ids, scores, st.places)]
+            for pool, values, limit, at in pools_of(request, ids, scores, st.places)]
         if not picked:
             return []
         keys: list[int] = np.concatenate([k for k, _ in picked]).tolist()
@@ -331,11 +331,12 @@ class Search:
                         .limit(room))
                     mine += [stored(r, 0.0) for r in await conn.execute(q)]
                 out += strongest_first(mine)
-        return sorted(out, key=lambda x: x.score, reverse=True)
+        return sorted(out, key=by_score, reverse=True)
 
     def _picks(self, request: SearchRequest, st: ScopeState, ids: Ids, scores: Floats,
-               limit: int) -> tuple[Ids, Floats]:
-        """The ids and scores of the pool's picks (held memories), in order."""
+               limit: int, at: Ids) -> tuple[Ids, Floats]:
+        """The ids and scores of the pool's picks (held memories, at rows ``at`` of the
+        scope's places), in order."""
         if not request.dedup or not len(ids):
             return ids[:limit], scores[:limit]
         rows = [st.vec_index.get(str(k), -1) for k in ids.tolist()] if st.vec_keys else []
@@ -343,7 +344,6 @@ class Search:
         if rows and -1 not in rows:  # -1: no vector
             matrix = cosine_matrix(st.matrix[rows])
         else:
-            at = st.places.rows(ids)
             matrix = jaccard_of_words(st.places.words_of(at), st.places.word_count[at])
         order = mmr_order(scores, matrix, limit, lambda_=self.mmr_lambda)
         return ids[order], scores[order]
@@ -411,20 +411,21 @@ def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> Callable[[str], 
 
 
 def pools_of(request: SearchRequest, ids: Ids, scores: Floats, places: HeldPlaces,
-             ) -> list[tuple[Ids, Floats, int]]:
-    """The best held memories above ``relativity`` as ``(ids, scores, picks)``: general
-    memories for ``top_k`` and, when asked, preferences for ``pref_top_k``; each with
-    headroom for MMR. Ties keep the scores' order."""
+             ) -> list[tuple[Ids, Floats, int, Ids]]:
+    """The best held memories above ``relativity`` as ``(ids, scores, picks, rows)``
+    (``rows``: theirs in ``places``): general memories for ``top_k`` and, when asked,
+    preferences for ``pref_top_k``; each with headroom for MMR. Ties keep the scores'
+    order."""
     at = places.rows(ids)
     rows = np.flatnonzero((scores >= request.relativity) & (at >= 0))
     ranked = rows[np.argsort(-scores[rows], kind="stable")]
     preference = places.preference[at[ranked]]
     wanted = {False: request.top_k, True: request.pref_top_k if request.include_preference else 0}
-    out: list[tuple[Ids, Floats, int]] = []
+    out: list[tuple[Ids, Floats, int, Ids]] = []
     for pref, n in wanted.items():
         if n > 0:
             pool = ranked[preference == pref][:max(3 * n, n + 20)]
-            out.append((ids[pool], scores[pool], n))
+            out.append((ids[pool], scores[pool], n, at[pool]))
     return out
 
 
