@@ -107,6 +107,17 @@ def test_the_jaccard_of_word_ids_is_the_jaccard_of_words() -> None:
     assert len(word_ids(frozenset(words))) == len(words)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]) | st.text(max_size=3),
+                              max_size=9), max_size=25))
+def test_the_jaccard_of_word_ids_is_the_jaccard_of_words_for_any_sets(
+        sets: list[frozenset[str]]) -> None:
+    """Words shared by many sets, by two, by none; empty sets; no sets."""
+    got, expected = of_words(sets), jaccard_matrix(sets)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tolist() == expected.tolist()
+
+
 def greedy(relevance: list[float], matrix: np.ndarray, k: int, lambda_: float) -> list[int]:
     """MMR as its definition reads: at each step the first item of highest
     ``lambda * relevance - (1 - lambda) * (its largest similarity to a pick)``."""

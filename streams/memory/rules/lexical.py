@@ -233,18 +233,21 @@ def bm25_arrays(
     span = max(int(a.max()) for a in ids) - lo + 1
     if span <= DENSE_SPAN * sum(map(len, ids)):
         # ids packed closely (a scope's memories mostly are): one slot per possible id
-        # instead of sorting; each term's parts are added in turn, in the order the dict
-        # adds them (a term names an id once)
+        # instead of sorting. bincount adds each term's part in the order given, from
+        # 0.0, as the dict does; an id is listed under the first term naming it (a
+        # table of the ids seen so far), in that term's order
         at = [a - lo for a in ids]
-        slots = np.zeros(span, dtype=np.float64)
-        first = np.full(span, len(ids), dtype=np.int32)  # the first term naming each id
-        for t in range(len(ids) - 1, -1, -1):
-            first[at[t]] = t
-        for a, w in zip(at, parts, strict=True):
-            slots[a] += w
-        found = np.concatenate([a[first[o] == t] for t, (a, o) in enumerate(zip(ids, at,
-                                                                              strict=True))])
-        return found, slots[found - lo]
+        slots = np.asarray(np.bincount(np.concatenate(at), weights=np.concatenate(parts),
+                                       minlength=span), dtype=np.float64)
+        if len(ids) == 1:
+            return ids[0].copy(), slots[at[0]]
+        seen = np.zeros(span, dtype=bool)
+        found: list[npt.NDArray[np.int64]] = []
+        for a, o in zip(ids, at, strict=True):
+            found.append(a[~seen[o]])
+            seen[o] = True
+        every_found = np.concatenate(found)
+        return every_found, slots[every_found - lo]
     every = np.concatenate(ids)
     uniq, first_at, inverse = np.unique(every, return_index=True, return_inverse=True)
     scores = np.asarray(np.bincount(inverse, weights=np.concatenate(parts),

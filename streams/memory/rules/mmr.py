@@ -93,9 +93,10 @@ def _jaccard(x: npt.NDArray[np.float32], sizes: npt.NDArray[np.float32]) -> Simi
     np.fill_diagonal(inter, sizes)
     union = np.add.outer(sizes, sizes)
     union -= inter
-    np.maximum(union, 1.0, out=union)
-    inter /= union
     empty = np.flatnonzero(sizes == 0)
+    if len(empty):  # else no union is below 1
+        np.maximum(union, 1.0, out=union)
+    inter /= union
     if len(empty):
         inter[np.ix_(empty, empty)] = 1.0  # two empty sets are alike
     return inter
@@ -115,15 +116,19 @@ def jaccard_of_words(every: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64
     same values, with the bookkeeping in numpy."""
     n = len(lengths)
     x = np.zeros((n, 1), dtype=np.float32)
-    if len(every):
-        rows = np.repeat(np.arange(n), lengths)
-        _, cols, counts = np.unique(every, return_inverse=True, return_counts=True)
-        shared = counts > 1  # only words two items share can meet
+    if len(every):  # only words two items share can meet: a column each, ascending
+        order = np.argsort(every)
+        ordered = every[order]
+        same = ordered[1:] == ordered[:-1]  # the word before is the same
+        shared = np.zeros(len(every), dtype=bool)
+        shared[1:] = same
+        shared[:-1] |= same
         if shared.any():
-            keep = shared[cols]
-            column = np.cumsum(shared) - 1
-            x = np.zeros((n, int(shared.sum())), dtype=np.float32)
-            x[rows[keep], column[cols[keep]]] = 1.0
+            first = shared.copy()
+            first[1:] &= ~same  # the first of a shared word
+            column = np.cumsum(first) - 1
+            x = np.zeros((n, int(column[-1]) + 1), dtype=np.float32)
+            x[np.repeat(np.arange(n), lengths)[order[shared]], column[shared]] = 1.0
     return _jaccard(x, lengths.astype(np.float32))
 
 
