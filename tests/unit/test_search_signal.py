@@ -91,3 +91,30 @@ def test_a_graph_that_proposes_nothing_held_is_no_dense_signal() -> None:
     with_graph = search._scored(request, st, postings, terms, np.array([0, 1], np.float32))
     without = search._scored(request, st, postings, terms, None)
     assert [a.tolist() for a in with_graph] == [a.tolist() for a in without]
+
+
+def best_by_definition(ids: list[int], values: list[float], n: int) -> list[int]:
+    """The ids of the ``n`` best after min-max normalisation, ties in the signal's order
+    (all of them, as they are, when there are no more than ``n``)."""
+    if len(ids) <= n:
+        return ids
+    v = np.array(values, dtype=np.float64)
+    lo, hi = float(v.min()), float(v.max())
+    norm = (v - lo) / (hi - lo) if hi - lo > 1e-12 else np.ones_like(v)
+    order = sorted(range(len(ids)), key=lambda i: -norm[i])  # stable: the signal's order
+    return [ids[i] for i in order[:n]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 30_000), st.integers(0, 600), st.sampled_from(["spread", "few", "tied"]),
+       st.integers(0, 2**32 - 1))
+def test_top_is_the_n_best_after_normalisation_ties_in_order(
+        size: int, n: int, kind: str, seed: int) -> None:
+    """Values all different, from a few levels, or nearly all the same."""
+    rng = np.random.default_rng(seed)
+    values = (rng.random(size) if kind == "spread" else
+              rng.integers(0, 7, size).astype(np.float64) / 3 if kind == "few" else
+              np.where(rng.random(size) < 0.001, rng.random(size), 0.5))
+    ids = rng.permutation(size * 3)[:size].astype(np.int64)
+    got = Signal(ids, values).top(n).tolist()
+    assert got == best_by_definition(ids.tolist(), values.tolist(), n)
