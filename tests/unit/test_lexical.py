@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from streams.memory.rules.lexical import (
     PostingArrays,
+    TermWeights,
     bm25,
     bm25_arrays,
     query_terms,
@@ -157,3 +158,59 @@ def test_bm25_arrays_give_bm25_bit_for_bit_however_the_ids_are_spread(
     ids, scores = bm25_arrays(query, arrays, 50, avg)
     assert [str(i) for i in ids.tolist()] == list(expected)
     assert scores.tolist() == list(expected.values())
+
+
+def _same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    return a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["search", "grow", "replace", "stats", "clear"]),
+                          st.integers(0, 5), st.integers(1, 3)), min_size=1, max_size=25),
+       st.integers(0, 2**32 - 1))
+def test_weights_kept_give_the_scores_weighed_anew(
+        steps: list[tuple[str, int, int]], seed: int) -> None:
+    """Searches between changes of the postings (grown, as a refresh appends; replaced
+    by equal arrays; let go) and of the statistics (documents, average length, k1):
+    every search with the kept weights scores as one weighing everything anew."""
+    rng = np.random.default_rng(seed)
+
+    def arrays(n: int) -> PostingArrays:
+        ids = np.sort(rng.choice(400, size=n, replace=False)).astype(np.int64)
+        return ids, rng.integers(1, 4, n).astype(np.float64), rng.integers(3, 20, n).astype(
+            np.float64)
+
+    postings = {f"t{i}": arrays(int(rng.integers(1, 60))) for i in range(6)}
+    weights = TermWeights()
+    n_docs, avg, k1 = 400, 9.0, 1.2
+    for step, term, size in steps:
+        name = f"t{term}"
+        if step == "grow":
+            ids, tf, dl = postings[name]
+            more = np.arange(400 + 10 * size, 400 + 11 * size, dtype=np.int64)
+            postings[name] = (np.concatenate([ids, more]), np.concatenate([tf, np.ones(size)]),
+                              np.concatenate([dl, np.full(size, 5.0)]))
+            n_docs += size
+        elif step == "replace":
+            postings[name] = tuple(a.copy() for a in postings[name])  # type: ignore[assignment]
+        elif step == "stats":
+            avg, k1 = avg + size / 7, (1.2, 1.5, 0.9)[size - 1]
+        elif step == "clear":
+            weights.clear()
+        query = [f"t{(term + j) % 6}" for j in range(size)]
+        kept = bm25_arrays(query, postings, n_docs, avg, k1=k1, weights=weights)
+        assert _same(kept, bm25_arrays(query, postings, n_docs, avg, k1=k1))
+    assert len(weights) <= len(postings)
+
+
+def test_weights_are_taken_from_the_memo_while_they_hold() -> None:
+    """The second search of the same postings and statistics reads the kept parts (the
+    very same array); other statistics weigh anew."""
+    p = (np.array([1, 5, 9], np.int64), np.array([1.0, 2.0, 1.0]), np.array([4.0, 8.0, 6.0]))
+    weights = TermWeights()
+    first = weights.weighed("x", p, 10, 6.0, 1.2, 0.75)
+    assert weights.weighed("x", p, 10, 6.0, 1.2, 0.75)[0] is first[0]
+    assert first[1:] == (1, 9)
+    assert weights.weighed("x", p, 11, 6.0, 1.2, 0.75)[0] is not first[0]
+    assert weights.weighed("x", tuple(a.copy() for a in p), 11, 6.0, 1.2,  # type: ignore[arg-type]
+                           0.75)[0] is not first[0]

@@ -93,6 +93,35 @@ def test_a_graph_that_proposes_nothing_held_is_no_dense_signal() -> None:
     assert [a.tolist() for a in with_graph] == [a.tolist() for a in without]
 
 
+def test_a_state_searched_then_changed_scores_as_one_built_anew() -> None:
+    """The weights a search keeps in a state (:class:`TermWeights`) go with any change
+    of its postings: grown by a refresh, expired memories dropped."""
+    texts = ["apple pie", "apple tart", "pear", "apple pie again", "pie crust", "apple"]
+    rows = [SimpleNamespace(id=i, session_key=None, seq=0, content=c, type="fact",
+                            kind="fact", doc_len=len(tokenize(c)))
+            for i, c in enumerate(texts, start=1)]
+
+    def state(upto: int) -> ScopeState:
+        st = ScopeState(1, 1, upto, sum(r.doc_len for r in rows[:upto]), 0)
+        st.add_rows(rows[:upto])
+        return st
+
+    terms = search_terms(SearchRequest(query="apple pie", cubes=["c"]))
+
+    def lexical(st: ScopeState) -> tuple[list[int], list[float]]:
+        got = Search._lexical([st], _held_postings([st], terms)[0], terms)
+        return got.ids.tolist(), got.values.tolist()
+
+    st = state(3)
+    assert lexical(st) == lexical(state(3)) and len(st.weights) == 2
+    st.add_rows(rows[3:])
+    st.doc_count, st.total_len = len(rows), sum(r.doc_len for r in rows)
+    assert len(st.weights) == 0 and lexical(st) == lexical(state(len(rows)))
+    st.drop({"2"})
+    assert len(st.weights) == 0
+    assert 2 not in lexical(st)[0]
+
+
 def best_by_definition(ids: list[int], values: list[float], n: int) -> list[int]:
     """The ids of the ``n`` best after min-max normalisation, ties in the signal's order
     (all of them, as they are, when there are no more than ``n``)."""

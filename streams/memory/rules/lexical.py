@@ -202,6 +202,47 @@ PostingArrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArra
 """A term's postings as arrays: memory ids (ascending), term frequencies, lengths."""
 
 
+class TermWeights:
+    """Each term's BM25 parts (a posting's share of its memory's score) and id range,
+    as :func:`bm25_arrays` weighs them, kept while the term's postings (the very same
+    arrays) and what they were weighed with (documents, average length, ``k1``, ``b``)
+    stay the same: searches ask again and again for the common terms, whose postings
+    are the longest. One entry a term, as long as its postings; whoever changes the
+    postings :meth:`clear` s it (an entry of other postings is never used, only held)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[PostingArrays, tuple[int, float, float, float],
+                                     npt.NDArray[np.float64], int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def weighed(self, term: str, p: PostingArrays, n: int, avg: float, k1: float, b: float,
+                ) -> tuple[npt.NDArray[np.float64], int, int]:
+        """The parts of ``p``, the postings of ``term``, and their lowest and highest id."""
+        held = self._items.get(term)
+        if held is not None and held[0] is p and held[1] == (n, avg, k1, b):
+            return held[2], held[3], held[4]
+        got = _weighed(p, n, avg, k1, b)
+        self._items[term] = (p, (n, avg, k1, b), *got)
+        return got
+
+
+def _weighed(p: PostingArrays, n: int, avg: float, k1: float, b: float,
+             ) -> tuple[npt.NDArray[np.float64], int, int]:
+    doc_ids, tf, dl = p
+    df = len(doc_ids)
+    idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    denom = tf + k1 * (1.0 - b + b * dl / avg)
+    # the lowest and highest id: (in whatever order a term's postings are)
+    return idf * tf * (k1 + 1.0) / denom, int(doc_ids.min()), int(doc_ids.max())
+
+
 def bm25_arrays(
     query_terms: Sequence[str],
     postings: Mapping[str, PostingArrays],
@@ -210,27 +251,28 @@ def bm25_arrays(
     *,
     k1: float = 1.2,
     b: float = 0.75,
+    weights: TermWeights | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """:func:`bm25` over posting arrays: the same scores, bit for bit, as ``(ids, scores)``
-    in the order :func:`bm25`'s dict has them (query-term order, then ascending id)."""
+    in the order :func:`bm25`'s dict has them (query-term order, then ascending id);
+    the terms' parts kept in ``weights`` and taken from there while they hold."""
     n = max(n_docs, 1)
     avg = avg_len if avg_len > 0 else 1.0
     ids: list[npt.NDArray[np.int64]] = []
     parts: list[npt.NDArray[np.float64]] = []
+    lo, hi = 0, -1
     for term in dict.fromkeys(query_terms):
         p = postings.get(term)
         if p is None or not len(p[0]):
             continue
-        doc_ids, tf, dl = p
-        df = len(doc_ids)
-        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        denom = tf + k1 * (1.0 - b + b * dl / avg)
-        ids.append(doc_ids)
-        parts.append(idf * tf * (k1 + 1.0) / denom)
+        part, first, last = (_weighed(p, n, avg, k1, b) if weights is None
+                             else weights.weighed(term, p, n, avg, k1, b))
+        lo, hi = (first, last) if not ids else (min(lo, first), max(hi, last))
+        ids.append(p[0])
+        parts.append(part)
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    lo = min(int(a.min()) for a in ids)  # (in whatever order a term's postings are)
-    span = max(int(a.max()) for a in ids) - lo + 1
+    span = hi - lo + 1
     if span <= DENSE_SPAN * sum(map(len, ids)):
         # ids packed closely (a scope's memories mostly are): one slot per possible id
         # instead of sorting. bincount adds each term's part in the order given, from
