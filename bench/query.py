@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -186,6 +187,12 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
     }
 
 
+async def forget_run(run: str) -> None:
+    """A finished run's topics and its worker's Faust data directory."""
+    await delete_topics_containing(f"qbench-{run}")
+    shutil.rmtree(ROOT / ".bench" / f"qbench-{run}", ignore_errors=True)
+
+
 def run_settings(run: str, url: str, embedder: str, held: int = 200_000) -> Settings:
     k = KafkaSettings(broker=KAFKA_BROKER, app_id=f"qbench-{run}", partitions=4,
                       data_dir=str(ROOT / ".bench" / f"qbench-{run}"),
@@ -233,7 +240,7 @@ async def scale_point(args: argparse.Namespace, run: str, url: str, n: int,
     finally:
         if worker is not None:
             worker.stop()
-        await delete_topics_containing(f"qbench-{run}")
+        await forget_run(run)
     result.update({
         "memories_per_cube": n, "embedder": embedder, "warm_s": result.pop("warmup_s"),
         "worker_cpu_ms_per_query": round(cpu_ms, 1), "steal_pct": steal,
@@ -294,7 +301,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if worker is not None:
             worker.stop()
         drop_database(db)
-        await delete_topics_containing(f"qbench-{run}")
+        await forget_run(run)
     result.update({
         "users": args.users, "memories_per_user": args.memories, "rate": args.rate,
         "embedder": args.embedder, "cold": args.cold, "seed_s": round(seed_s, 1),
