@@ -187,10 +187,13 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
     }
 
 
-async def forget_run(run: str) -> None:
-    """A finished run's topics and its worker's Faust data directory."""
-    await delete_topics_containing(f"qbench-{run}")
-    shutil.rmtree(ROOT / ".bench" / f"qbench-{run}", ignore_errors=True)
+async def forget_run(settings: Settings) -> None:
+    """A finished run's topics (each named after its app id) and its worker's Faust
+    data directory."""
+    try:
+        await delete_topics_containing(settings.kafka.app_id)
+    finally:
+        shutil.rmtree(settings.kafka.data_dir, ignore_errors=True)
 
 
 def run_settings(run: str, url: str, embedder: str, held: int = 200_000) -> Settings:
@@ -240,7 +243,7 @@ async def scale_point(args: argparse.Namespace, run: str, url: str, n: int,
     finally:
         if worker is not None:
             worker.stop()
-        await forget_run(run)
+        await forget_run(settings)
     result.update({
         "memories_per_cube": n, "embedder": embedder, "warm_s": result.pop("warmup_s"),
         "worker_cpu_ms_per_query": round(cpu_ms, 1), "steal_pct": steal,
@@ -301,7 +304,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if worker is not None:
             worker.stop()
         drop_database(db)
-        await forget_run(run)
+        await forget_run(settings)
     result.update({
         "users": args.users, "memories_per_user": args.memories, "rate": args.rate,
         "embedder": args.embedder, "cold": args.cold, "seed_s": round(seed_s, 1),

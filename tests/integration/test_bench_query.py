@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
+import time
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient
@@ -32,14 +33,17 @@ def test_a_finished_run_leaves_no_topic_and_no_data_directory() -> None:
     finally:
         sys.path.remove(str(ROOT / "bench"))
     run = unique("r")
-    data = ROOT / ".bench" / f"qbench-{run}"
+    settings = query.run_settings(run, "sqlite+aiosqlite://", "none")
+    data = Path(settings.kafka.data_dir)
+    assert data == ROOT / ".bench" / f"qbench-{run}"
     (data / "tables").mkdir(parents=True)
     (data / "tables" / "offsets").write_text("7")
     asyncio.run(create_topic(f"qbench-{run}.queries", 1))
     assert asyncio.run(topics_named(run)) == [f"qbench-{run}.queries"]
-    asyncio.run(query.forget_run(run))
+    asyncio.run(query.forget_run(settings))
     assert not data.exists()
     for _ in range(50):  # deletion is asynchronous on the broker
         if not asyncio.run(topics_named(run)):
             break
+        time.sleep(0.1)
     assert asyncio.run(topics_named(run)) == []

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.memory.rules.lexical import (
+    KeptParts,
     PostingArrays,
-    TermWeights,
     bm25,
     bm25_arrays,
     query_terms,
@@ -168,11 +168,11 @@ def _same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) ->
 @given(st.lists(st.tuples(st.sampled_from(["search", "grow", "replace", "stats", "clear"]),
                           st.integers(0, 5), st.integers(1, 3)), min_size=1, max_size=25),
        st.integers(0, 2**32 - 1))
-def test_weights_kept_give_the_scores_weighed_anew(
+def test_kept_parts_give_the_scores_computed_anew(
         steps: list[tuple[str, int, int]], seed: int) -> None:
     """Searches between changes of the postings (grown, as a refresh appends; replaced
     by equal arrays; let go) and of the statistics (documents, average length, k1):
-    every search with the kept weights scores as one weighing everything anew."""
+    every search with the kept parts scores as one computing everything anew."""
     rng = np.random.default_rng(seed)
 
     def arrays(n: int) -> PostingArrays:
@@ -181,7 +181,7 @@ def test_weights_kept_give_the_scores_weighed_anew(
             np.float64)
 
     postings = {f"t{i}": arrays(int(rng.integers(1, 60))) for i in range(6)}
-    weights = TermWeights()
+    kept = KeptParts()
     n_docs, avg, k1 = 400, 9.0, 1.2
     for step, term, size in steps:
         name = f"t{term}"
@@ -196,21 +196,21 @@ def test_weights_kept_give_the_scores_weighed_anew(
         elif step == "stats":
             avg, k1 = avg + size / 7, (1.2, 1.5, 0.9)[size - 1]
         elif step == "clear":
-            weights.clear()
+            kept.clear()
         query = [f"t{(term + j) % 6}" for j in range(size)]
-        kept = bm25_arrays(query, postings, n_docs, avg, k1=k1, weights=weights)
-        assert _same(kept, bm25_arrays(query, postings, n_docs, avg, k1=k1))
-    assert len(weights) <= len(postings)
+        got = bm25_arrays(query, postings, n_docs, avg, k1=k1, kept=kept)
+        assert _same(got, bm25_arrays(query, postings, n_docs, avg, k1=k1))
+    assert len(kept) <= len(postings)
 
 
-def test_weights_are_taken_from_the_memo_while_they_hold() -> None:
+def test_parts_are_taken_from_those_kept_while_they_hold() -> None:
     """The second search of the same postings and statistics reads the kept parts (the
-    very same array); other statistics weigh anew."""
+    very same array); other statistics compute them anew."""
     p = (np.array([1, 5, 9], np.int64), np.array([1.0, 2.0, 1.0]), np.array([4.0, 8.0, 6.0]))
-    weights = TermWeights()
-    first = weights.weighed("x", p, 10, 6.0, 1.2, 0.75)
-    assert weights.weighed("x", p, 10, 6.0, 1.2, 0.75)[0] is first[0]
+    kept = KeptParts()
+    first = kept.parts_of("x", p, 10, 6.0, 1.2, 0.75)
+    assert kept.parts_of("x", p, 10, 6.0, 1.2, 0.75)[0] is first[0]
     assert first[1:] == (1, 9)
-    assert weights.weighed("x", p, 11, 6.0, 1.2, 0.75)[0] is not first[0]
-    assert weights.weighed("x", tuple(a.copy() for a in p), 11, 6.0, 1.2,  # type: ignore[arg-type]
+    assert kept.parts_of("x", p, 11, 6.0, 1.2, 0.75)[0] is not first[0]
+    assert kept.parts_of("x", tuple(a.copy() for a in p), 11, 6.0, 1.2,  # type: ignore[arg-type]
                            0.75)[0] is not first[0]

@@ -94,7 +94,7 @@ def test_a_graph_that_proposes_nothing_held_is_no_dense_signal() -> None:
 
 
 def test_a_state_searched_then_changed_scores_as_one_built_anew() -> None:
-    """The weights a search keeps in a state (:class:`TermWeights`) go with any change
+    """The BM25 parts a search keeps in a state (:class:`KeptParts`) go with any change
     of its postings: grown by a refresh, expired memories dropped."""
     texts = ["apple pie", "apple tart", "pear", "apple pie again", "pie crust", "apple"]
     rows = [SimpleNamespace(id=i, session_key=None, seq=0, content=c, type="fact",
@@ -113,12 +113,12 @@ def test_a_state_searched_then_changed_scores_as_one_built_anew() -> None:
         return got.ids.tolist(), got.values.tolist()
 
     st = state(3)
-    assert lexical(st) == lexical(state(3)) and len(st.weights) == 2
+    assert lexical(st) == lexical(state(3)) and len(st.bm25_parts) == 2
     st.add_rows(rows[3:])
     st.doc_count, st.total_len = len(rows), sum(r.doc_len for r in rows)
-    assert len(st.weights) == 0 and lexical(st) == lexical(state(len(rows)))
+    assert len(st.bm25_parts) == 0 and lexical(st) == lexical(state(len(rows)))
     st.drop({"2"})
-    assert len(st.weights) == 0
+    assert len(st.bm25_parts) == 0
     assert 2 not in lexical(st)[0]
 
 

@@ -202,13 +202,14 @@ PostingArrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArra
 """A term's postings as arrays: memory ids (ascending), term frequencies, lengths."""
 
 
-class TermWeights:
+class KeptParts:
     """Each term's BM25 parts (a posting's share of its memory's score) and id range,
-    as :func:`bm25_arrays` weighs them, kept while the term's postings (the very same
-    arrays) and what they were weighed with (documents, average length, ``k1``, ``b``)
+    as :func:`bm25_arrays` computes them, kept while the term's postings (the very same
+    arrays) and what the parts depend on (documents, average length, ``k1``, ``b``)
     stay the same: searches ask again and again for the common terms, whose postings
-    are the longest. One entry a term, as long as its postings; whoever changes the
-    postings :meth:`clear` s it (an entry of other postings is never used, only held)."""
+    are the longest. One entry a term: 8 bytes a posting and about 300 bytes more.
+    Whoever changes the postings :meth:`clear` s it (an entry of other postings is
+    never used, only held until then)."""
 
     __slots__ = ("_items",)
 
@@ -222,19 +223,20 @@ class TermWeights:
     def clear(self) -> None:
         self._items.clear()
 
-    def weighed(self, term: str, p: PostingArrays, n: int, avg: float, k1: float, b: float,
-                ) -> tuple[npt.NDArray[np.float64], int, int]:
-        """The parts of ``p``, the postings of ``term``, and their lowest and highest id."""
-        held = self._items.get(term)
-        if held is not None and held[0] is p and held[1] == (n, avg, k1, b):
-            return held[2], held[3], held[4]
-        got = _weighed(p, n, avg, k1, b)
+    def parts_of(self, term: str, p: PostingArrays, n: int, avg: float, k1: float, b: float,
+                 ) -> tuple[npt.NDArray[np.float64], int, int]:
+        """The parts of ``p``, the postings of ``term``, and their lowest and highest id:
+        kept ones when they hold, else computed and kept."""
+        entry = self._items.get(term)
+        if entry is not None and entry[0] is p and entry[1] == (n, avg, k1, b):
+            return entry[2], entry[3], entry[4]
+        got = _parts_of(p, n, avg, k1, b)
         self._items[term] = (p, (n, avg, k1, b), *got)
         return got
 
 
-def _weighed(p: PostingArrays, n: int, avg: float, k1: float, b: float,
-             ) -> tuple[npt.NDArray[np.float64], int, int]:
+def _parts_of(p: PostingArrays, n: int, avg: float, k1: float, b: float,
+              ) -> tuple[npt.NDArray[np.float64], int, int]:
     doc_ids, tf, dl = p
     df = len(doc_ids)
     idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -251,11 +253,12 @@ def bm25_arrays(
     *,
     k1: float = 1.2,
     b: float = 0.75,
-    weights: TermWeights | None = None,
+    kept: KeptParts | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """:func:`bm25` over posting arrays: the same scores, bit for bit, as ``(ids, scores)``
     in the order :func:`bm25`'s dict has them (query-term order, then ascending id);
-    the terms' parts kept in ``weights`` and taken from there while they hold."""
+    the terms' parts taken from ``kept`` while they hold there. A term's postings name
+    an id once (the index's key is the term and the memory)."""
     n = max(n_docs, 1)
     avg = avg_len if avg_len > 0 else 1.0
     ids: list[npt.NDArray[np.int64]] = []
@@ -265,8 +268,8 @@ def bm25_arrays(
         p = postings.get(term)
         if p is None or not len(p[0]):
             continue
-        part, first, last = (_weighed(p, n, avg, k1, b) if weights is None
-                             else weights.weighed(term, p, n, avg, k1, b))
+        part, first, last = (_parts_of(p, n, avg, k1, b) if kept is None
+                             else kept.parts_of(term, p, n, avg, k1, b))
         lo, hi = (first, last) if not ids else (min(lo, first), max(hi, last))
         ids.append(p[0])
         parts.append(part)

@@ -26,7 +26,7 @@ from streams.memory.providers.builtin.ann import VectorIndex
 from streams.memory.providers.builtin.held_places import HeldPlaces
 from streams.memory.providers.builtin.rows import DbRow, Vector
 from streams.memory.rules.fusion import speaker_of
-from streams.memory.rules.lexical import PostingArrays, TermWeights, term_counts, tokenize
+from streams.memory.rules.lexical import KeptParts, PostingArrays, term_counts, tokenize
 from streams.memory.rules.mmr import token_set, word_ids
 
 Ids = npt.NDArray[np.int64]
@@ -69,7 +69,7 @@ class ScopeState:
     dead: Ids = field(default_factory=lambda: _EMPTY_IDS)  # expired, still in some postings
     postings: int = 0  # entries in ``terms``
     ann: VectorIndex | None = None  # a graph of the vectors, for large scopes (:mod:`.ann`)
-    weights: TermWeights = field(default_factory=TermWeights)  # of terms searched, as held
+    bm25_parts: KeptParts = field(default_factory=KeptParts)  # of the terms searched
     vec_changes: int = 0  # vectors added or dropped so far
     _buf: Vector | None = None
 
@@ -81,7 +81,7 @@ class ScopeState:
     def add_rows(self, rows: Sequence[DbRow]) -> None:
         """Whole memory rows (ids above every held one): places, word sets and the
         postings of their text."""
-        self.weights.clear()
+        self.bm25_parts.clear()
         grown: dict[str, tuple[list[int], list[float], list[float]]] = {}
         ids: list[int] = []
         places: list[tuple[str | None, int, str | None]] = []
@@ -143,7 +143,7 @@ class ScopeState:
     def add_postings(self, rows: Sequence[DbRow], read_for: set[str]) -> None:
         """New postings (ids above the held ones) of the subject terms ``read_for``; other
         subject terms held (taken in meanwhile) are let go, to be read again."""
-        self.weights.clear()
+        self.bm25_parts.clear()
         for term in self.subjects - read_for:
             self.postings -= len(self.terms.pop(term)[0])
         self.subjects &= read_for
@@ -180,7 +180,7 @@ class ScopeState:
 
     def drop(self, gone: set[str]) -> None:
         """Forget memories that were expired."""
-        self.weights.clear()
+        self.bm25_parts.clear()
         for k in gone:
             session, seq, _ = self.positions.pop(k)
             self.episodes.discard(k)

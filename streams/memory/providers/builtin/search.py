@@ -269,7 +269,7 @@ class Search:
             held = all(st.terms.get(t) is postings[st.scope_id].get(t) for t in terms)
             got, scores = bm25_arrays(terms, postings.get(st.scope_id, {}), st.doc_count,
                                       float(st.total_len) / max(st.doc_count, 1),
-                                      weights=st.weights if held else None)
+                                      kept=st.bm25_parts if held else None)
             if not held:  # postings read at another version than the state's
                 known = np.array([str(i) in st.positions for i in got.tolist()], dtype=bool)
                 got, scores = got[known], scores[known]
