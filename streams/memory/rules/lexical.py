@@ -263,19 +263,22 @@ def bm25_arrays(
     avg = avg_len if avg_len > 0 else 1.0
     ids: list[npt.NDArray[np.int64]] = []
     parts: list[npt.NDArray[np.float64]] = []
-    lo, hi = 0, -1
+    firsts: list[int] = []
+    lasts: list[int] = []
     for term in dict.fromkeys(query_terms):
         p = postings.get(term)
         if p is None or not len(p[0]):
             continue
         part, first, last = (_parts_of(p, n, avg, k1, b) if kept is None
                              else kept.parts_of(term, p, n, avg, k1, b))
-        lo, hi = (first, last) if not ids else (min(lo, first), max(hi, last))
         ids.append(p[0])
         parts.append(part)
+        firsts.append(first)
+        lasts.append(last)
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    span = hi - lo + 1
+    lo = min(firsts)
+    span = max(lasts) - lo + 1
     if span <= DENSE_SPAN * sum(map(len, ids)):
         # ids packed closely (a scope's memories mostly are): one slot per possible id
         # instead of sorting. bincount adds each term's part in the order given, from
