@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 .PHONY: help venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-retrieval bench-memory \
+        bench-query bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
         bench-rotation bench-updates docs schemas clean
 
 help:  ## list the targets
@@ -83,6 +83,9 @@ bench-provider-ranking: $(STAMP) services  ## LoCoMo through the real MemOS and 
 
 bench-locomo: $(STAMP) services  ## LoCoMo evidence recall through Kafka (local embedder, rule judge)
 	$(PY) bench/locomo.py
+
+bench-beam: $(STAMP) services  ## BEAM through Kafka: evidence in the budget, update order, cross-user leaks (local embedder, rule judge)
+	$(PY) bench/beam.py
 
 bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
 	$(PY) bench/memory.py

@@ -37,9 +37,29 @@ sys.path.insert(0, str(ROOT))
 from streams.devtools.locomo.dataset import CATEGORIES, parse_date, parse_evidence  # noqa: E402
 from streams.memory.model import USER_CUBE, StoredMemory, agent_cube  # noqa: E402
 from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS, lift_dated, named_periods  # noqa: E402
-from streams.memory.rules.fusion import FusionWeights, Position, fuse, speaker_of  # noqa: E402
-from streams.memory.rules.lexical import bm25, query_terms, term_counts, tokenize  # noqa: E402
+from streams.memory.rules.fusion import (  # noqa: E402
+    FusionWeights,
+    Position,
+    Ramp,
+    confidence,
+    fuse,
+    speaker_of,
+)
+from streams.memory.rules.lexical import (  # noqa: E402
+    bm25,
+    idf,
+    matched_share,
+    query_terms,
+    term_counts,
+    tokenize,
+)
 from streams.memory.rules.mmr import Scored, mmr  # noqa: E402
+from streams.memory.rules.recency import (  # noqa: E402
+    Recency,
+    announces_change,
+    newer_first,
+    value_signature,
+)
 from streams.query.rules.budget import filter_and_trim, pack_budget  # noqa: E402
 from streams.tokens import TokenCounter  # noqa: E402
 
@@ -103,6 +123,40 @@ def load(path: Path, cube: str, kind: str = "episode",
     return convs, questions
 
 
+def cube_confidence(conv: Conversation, question: str, lexical: dict[str, float],
+                    dense: dict[str, float] | None, ramp: Ramp = Ramp()) -> float:  # noqa: B008
+    """The conversation's :func:`confidence` for the question, as the provider takes it."""
+    words = list(dict.fromkeys(query_terms(question)))
+    share = 0.0
+    if lexical:
+        best = max(lexical, key=lexical.__getitem__)
+        share = matched_share([any(d == best for d, _ in conv.postings.get(t, ()))
+                               for t in words])
+    return confidence(max(dense.values()) if dense else None, share, ramp)
+
+
+def updates_first(conv: Conversation, question: str, scores: dict[str, float],
+                  rule: Recency = Recency()) -> dict[str, float]:  # noqa: B008
+    """:func:`newer_first` over the conversation's best memories, as the provider does."""
+    if rule.depth < 2 or len(scores) < 2:
+        return scores
+    words = list(dict.fromkeys(query_terms(question)))
+    if not words:
+        return scores
+    top = sorted(scores, key=lambda k: scores[k], reverse=True)[:rule.depth]
+    by_id = {m.id: m for m in conv.memories if m.id in set(top)}
+    holders = {t: {d for d, _ in conv.postings.get(t, ())} for t in words}
+    new = newer_first(
+        np.array([scores[k] for k in top]),
+        np.array([by_id[k].event_time.timestamp() if by_id[k].event_time else np.nan
+                  for k in top]),
+        np.array([announces_change(by_id[k].content) for k in top]),
+        np.array([value_signature(by_id[k].content) for k in top], dtype=np.int64),
+        np.array([[k in holders[t] for t in words] for k in top]),
+        np.array([idf(len(conv.doc_len), len(holders[t])) for t in words]), rule)
+    return scores | dict(zip(top, new.tolist(), strict=True))
+
+
 def rank(conv: Conversation, question: str, qvec: np.ndarray | None, mode: str,
          weights: FusionWeights, limit: int) -> dict[str, float]:
     lexical: dict[str, float] = {}
@@ -113,10 +167,13 @@ def rank(conv: Conversation, question: str, qvec: np.ndarray | None, mode: str,
     if mode in ("dense", "hybrid") and qvec is not None and conv.vectors is not None:
         sims = conv.vectors @ qvec
         dense = {m.id: float(s) for m, s in zip(conv.memories, sims, strict=True)}
+    top = cube_confidence(conv, question, lexical, dense)
     if mode == "dense":
         lexical, dense = dense or {}, None
         weights = FusionWeights(0.0, 1.0, weights.neighbour, weights.session, weights.person)
-    return fuse(lexical, dense, conv.positions, query=question, weights=weights, limit=limit)
+    fused = fuse(lexical, dense, conv.positions, query=question, weights=weights, limit=limit,
+                 top_score=top)
+    return updates_first(conv, question, fused)
 
 
 def evaluate(convs: list[Conversation], questions: list[dict[str, Any]], qvecs: np.ndarray | None,

@@ -84,6 +84,7 @@ FARTHEST: dict[str, tuple[Any, ...]] = {
 
 CHANGES: dict[str, dict[str, tuple[Any, ...]]] = {
     "date-lift": {"date_weight": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0), "date_slack": (0, 7)},
+    "relativity": {"relativity": (0.45, 0.3)},
 }
 """What each change adds to the grid (its off value first)."""
 

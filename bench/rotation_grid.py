@@ -32,7 +32,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.retrieval_offline import Conversation, load  # noqa: E402
+from bench.retrieval_offline import (  # noqa: E402
+    Conversation,
+    cube_confidence,
+    load,
+    updates_first,
+)
 from streams.memory.model import USER_CUBE, StoredMemory  # noqa: E402
 from streams.memory.rules.dates import Period, lift_dated, named_periods  # noqa: E402
 from streams.memory.rules.fusion import FusionWeights, fuse  # noqa: E402
@@ -50,6 +55,7 @@ USER_SHARE = 0.6
 CODE = ("bench/rotation_grid.py", "bench/retrieval_offline.py",
         "streams/memory/rules/fusion.py", "streams/memory/rules/lexical.py",
         "streams/memory/rules/mmr.py", "streams/memory/rules/dates.py",
+        "streams/memory/rules/recency.py",
         "streams/query/rules/budget.py", "streams/tokens.py")
 
 
@@ -137,8 +143,10 @@ def ranked(prep: Prepared, qi: int, p: Params) -> dict[str, float]:
     q = prep.questions[qi]
     c = prep.convs[q["conv"]]
     lexical = bm25(query_terms(q["question"]), c.postings, c.doc_len, len(c.doc_len), c.avg_len)
-    return fuse(lexical, prep.dense[qi], c.positions, query=q["question"],
-                weights=p.weights(), limit=CANDIDATES)
+    top = cube_confidence(c, q["question"], lexical, prep.dense[qi])
+    return updates_first(c, q["question"], fuse(
+        lexical, prep.dense[qi], c.positions, query=q["question"], weights=p.weights(),
+        limit=CANDIDATES, top_score=top))
 
 
 def with_score(m: StoredMemory, score: float) -> StoredMemory:

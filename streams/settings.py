@@ -11,14 +11,17 @@ import json
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS
-from streams.memory.rules.fusion import FusionWeights
+from streams.memory.rules.fusion import FusionWeights, Ramp
+from streams.memory.rules.recency import Recency
 from streams.memory.rules.relative import LEXICAL_WEIGHT
 
 _FUSION = FusionWeights()
+_RAMP = Ramp()
+_RECENCY = Recency()
 
 
 class KafkaSettings(BaseModel):
@@ -391,6 +394,25 @@ class ConsolidationSettings(BaseModel):
     episode_max_chars: int = Field(
         2000, ge=50, description="Episodic memories are cut to this many characters."
     )
+    passage_target_chars: int = Field(
+        600, ge=50, description=(
+            "An assistant message longer than `passage_max_chars` is kept as passages of about "
+            "this many characters (cut at its code blocks, lists, headings and paragraphs)."),
+    )
+    passage_max_chars: int = Field(
+        1000, ge=50, description="No passage is longer than this.",
+    )
+    passages_per_message: int = Field(
+        64, ge=1, le=10_000, description=(
+            "At most this many passages of one message are kept; the rest of a longer message "
+            "stays in the conversation's log only."),
+    )
+
+    @model_validator(mode="after")
+    def _passage_sizes(self) -> ConsolidationSettings:
+        if self.passage_target_chars > self.passage_max_chars:
+            raise ValueError("passage_target_chars must not exceed passage_max_chars")
+        return self
     summary_threshold: int = Field(
         20, ge=1, description="Messages not covered by the summary that trigger a new one."
     )
@@ -571,6 +593,45 @@ class RankingSettings(BaseModel):
         DATE_SLACK_DAYS, ge=0, le=366,
         description="... and the memories dated up to this many days after the named period.",
     )
+    passage_decay: float = Field(
+        _FUSION.passage_decay, ge=0, le=1, description=(
+            "Built-in provider: of the passages of one long message, the best keeps its score "
+            "and the k-th next is multiplied by this to the power k (1: no decay)."),
+    )
+    assistant_weight: float = Field(
+        _FUSION.assistant, ge=0, le=1, description=(
+            "Built-in provider: an episodic memory made from an assistant's message counts this "
+            "times its fused signal (the user's own words weigh more in a memory of the user)."),
+    )
+    recency_depth: int = Field(
+        _RECENCY.depth, ge=0, le=200, description=(
+            "Built-in provider: among this many best memories of a cube, a newer one that updates "
+            "an older one (announces a change, or states another value of what the query asks, "
+            "matching no other of its words) takes the older one's place; 0 turns it off."),
+    )
+    recency_band: float = Field(
+        _RECENCY.band, ge=0, le=1,
+        description="... when it scores at most this much below the older one.",
+    )
+    dense_floor: tuple[float, float] = Field(
+        (_RAMP.dense_lo, _RAMP.dense_hi), description=(
+            "Built-in provider: a cube whose best raw cosine to the query is at or under the "
+            "first value scores 0 as a whole, at or over the second its best memory scores 1 "
+            "(linear between): a cube's only hit is not promoted to 1 when it is far from "
+            "the query (the better of this and `lexical_floor` counts)."),
+    )
+    lexical_floor: tuple[float, float] = Field(
+        (_RAMP.lexical_lo, _RAMP.lexical_hi), description=(
+            "Built-in provider: the same for the share of the query's words its best lexical "
+            "match holds."),
+    )
+
+    @field_validator("dense_floor", "lexical_floor")
+    @classmethod
+    def _ordered_floor(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 <= v[0] < v[1] <= 1:
+            raise ValueError("a floor is two values with 0 <= low < high <= 1")
+        return v
 
 
 class EmbeddingSettings(BaseModel):

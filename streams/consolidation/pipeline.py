@@ -34,6 +34,7 @@ from streams.consolidation.judge import ChatCompleter, MemoryJudge
 from streams.consolidation.rules.attribution import Author, attributed_user
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
+from streams.consolidation.rules.passages import passages
 from streams.consolidation.rules.summary import CHAT_ROLES
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter, WriteStats
@@ -50,6 +51,17 @@ EPISODE_IMPORTANCE = 0.3
 
 
 @dataclass(frozen=True)
+class PassageCut:
+    """How an assistant's long message is cut (:func:`.rules.passages.passages`): into
+    passages of about ``target_chars``, none longer than ``max_chars``, at most
+    ``per_message``."""
+
+    target_chars: int = 600
+    max_chars: int = 1000
+    per_message: int = 64
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     default_long_memory: bool = True
     max_messages: int = 2000
@@ -59,6 +71,7 @@ class PipelineConfig:
     dedup_levenshtein: float = 0.8
     dedup_short_len: int = 50
     episode_max_chars: int = 2000
+    passages: PassageCut = PassageCut()
     late_window_days: float = 7.0  # a late session end takes messages stored this recently
     summarize: bool = True  # bring the conversation's summary up to date after a run
 
@@ -77,19 +90,30 @@ class Outcome:
     summary: str | None = None
 
 
-def episodes_of(messages: Sequence[SessionMessage], max_chars: int) -> list[PlannedCandidate]:
-    """Each new user or assistant message as an episodic memory of the user's cube."""
+def episodes_of(messages: Sequence[SessionMessage], max_chars: int,
+                cut: PassageCut | None = None) -> list[PlannedCandidate]:
+    """Each new user or assistant message as episodic memories of the user's cube: a
+    user's message whole (cut to ``max_chars``), an assistant's longer than
+    ``cut.max_chars`` as its passages (:mod:`.rules.passages`), each with its span."""
     out = []
     for m in messages:
         text = m.content.strip()
         if m.role not in CHAT_ROLES or not text:
             continue
         speaker = m.name or m.role.capitalize()
-        out.append(PlannedCandidate(USER_CUBE, MemoryCandidate(
-            content=clip_text(f"{speaker}: {text}", max_chars), type="text", scope="user",
-            importance=EPISODE_IMPORTANCE, source_event_ids=(m.event_id,),
-            event_time=m.created_at, kind="episode"), episode=True, user_id=m.user_id or None))
+        parts: list[tuple[str, tuple[int, int] | None]] = [(text, None)]
+        if cut is not None and m.role == "assistant" and len(text) > cut.max_chars:
+            parts = [(p.text, (p.start, p.end)) for p in passages(
+                m.content, target=cut.target_chars, limit=cut.max_chars,
+                max_passages=cut.per_message)]
+        for body, span in parts:
+            out.append(PlannedCandidate(USER_CUBE, MemoryCandidate(
+                content=clip_text(f"{speaker}: {body}", max_chars), type="text", scope="user",
+                importance=EPISODE_IMPORTANCE, source_event_ids=(m.event_id,),
+                event_time=m.created_at, kind="episode", role=m.role, span=span), episode=True,
+                user_id=m.user_id or None))
     return out
+
 
 
 class ConsolidationPipeline:
@@ -218,7 +242,8 @@ class ConsolidationPipeline:
         for d in deduped.dropped:
             DEDUP_DROPPED.labels(d.rule).inc()
         kept = deduped.kept
-        episodes = episodes_of(chat, cfg.episode_max_chars) if handle.episodes else []
+        episodes = (episodes_of(chat, cfg.episode_max_chars, cfg.passages) if handle.episodes
+                    else [])
         if episodes:
             covered = drop_covered_by_episodes(kept, [p.candidate for p in episodes])
             for d in covered.dropped:

@@ -79,6 +79,11 @@ class MemoryCandidate:
     # what the memory is about, as index terms (``§residence``): a provider that can
     # index them finds the memory by its subject, whatever words it uses
     subjects: tuple[str, ...] = ()
+    # an episode: the role of the message it was made from ("user", "assistant"), and
+    # the part of that message a passage is (character offsets in the message's
+    # content, end exclusive; None: the whole message, or not a passage)
+    role: str | None = None
+    span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,7 @@ def reply_memory(m: StoredMemory) -> ReplyMemory:
         id=m.id, content=m.content, score=round(m.score, 4), cube=m.cube, type=m.type, kind=m.kind,
         event_time=m.event_time.isoformat() if m.event_time else None,
         source_event_ids=list(m.source_event_ids),
+        source_span=list(span) if isinstance(span := m.metadata.get("span"), tuple) else None,
         covers=[str(i) for i in covers] if isinstance(covers, list) else [],
     )
 

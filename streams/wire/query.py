@@ -101,6 +101,10 @@ class ReplyMemory(BaseModel):
     kind: str = "fact"
     event_time: str | None = None
     source_event_ids: list[str] = Field(default_factory=list)
+    source_span: list[int] | None = Field(None, min_length=2, max_length=2, description=(
+        "A passage of a long message: its character offsets in the content of its one "
+        "source message (start, end exclusive). Null: the memory is the whole message, or "
+        "not a part of one."))
     covers: list[str] = Field(default_factory=list, description=(
         "Memories judged from the same messages as this one (the facts judged from an "
         "episode, or the episode a fact was judged from), left out for it: a fact and its "

@@ -29,7 +29,17 @@ def broker_credentials(security: KafkaSecurity) -> faust.auth.Credentials | None
     return None
 
 
-app = faust.App(
+class App(faust.App):
+    """Faust's app. Faust makes its data directory with ``mkdir(exist_ok=True)``,
+    which fails when the parent is missing; the parents are made first, so any nested
+    ``MEMSTREAM_KAFKA__DATA_DIR`` works (a fresh checkout has no ``.bench/``)."""
+
+    async def on_first_start(self) -> None:
+        self.conf.datadir.mkdir(parents=True, exist_ok=True)
+        await super().on_first_start()
+
+
+app = App(
     settings.kafka.app_id,
     broker=settings.kafka.broker,
     store="memory://",

@@ -29,7 +29,8 @@ from streams.erasure.registry import ErasureRegistry
 from streams.memory.providers.mem0 import Mem0Provider
 from streams.memory.providers.memos import MemOSProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
-from streams.memory.rules.fusion import FusionWeights
+from streams.memory.rules.fusion import FusionWeights, Ramp
+from streams.memory.rules.recency import Recency
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
@@ -190,7 +191,10 @@ class Runtime:
             self.engine, embedder=self.embedder,
             weights=FusionWeights(
                 dense=r.dense_weight, lexical=round(1 - r.dense_weight, 6),
-                neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight),
+                neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight,
+                passage_decay=r.passage_decay, assistant=r.assistant_weight),
+            ramp=Ramp(*r.dense_floor, *r.lexical_floor),
+            recency=Recency(depth=r.recency_depth, band=r.recency_band),
             ann_min_vectors=s.embedding.ann_min_vectors,
             vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held,
             rows_read=BudgetLineCounts(self.tokens, s.query.max_memory_chars),

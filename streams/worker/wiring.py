@@ -40,7 +40,7 @@ from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
 from streams.consolidation.failures import FailureRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
-from streams.consolidation.pipeline import ConsolidationPipeline, PipelineConfig
+from streams.consolidation.pipeline import ConsolidationPipeline, PassageCut, PipelineConfig
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
@@ -218,6 +218,8 @@ class Wiring:
                 close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
                 dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
                 dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
+                passages=PassageCut(c.passage_target_chars, c.passage_max_chars,
+                                    c.passages_per_message),
                 late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,
             refresh_erasures=self.erasures.refresh if self.erasures else None)

@@ -60,8 +60,10 @@ async def test_the_strongest_memories_stay_within_the_budget(stack: BuiltinStack
 async def test_a_query_with_content_words_is_ranked_by_relevance(stack: BuiltinStack) -> None:
     reply = await stack.ask("Which trails are there for hiking?")
     assert reply.long_term.ranked_by == "relevance"
+    # the user's own words first: an assistant's turn counts 0.3 times its match
+    # (MEMSTREAM_RANKING__ASSISTANT_WEIGHT), and gains as the user's neighbour
     assert [m.content for m in reply.memories] == [
-        "Assistant: Lisbon has lovely trails.", "User: I love hiking."]
+        "User: I love hiking.", "Assistant: Lisbon has lovely trails."]
     # the fact judged from the turn ("I love hiking.") is not listed beside it: the turn has
     # a session and neighbours to gain from (MEMSTREAM_RANKING__SESSION_WEIGHT,
     # __NEIGHBOUR_WEIGHT), the fact has none, and it falls under the relativity floor

@@ -44,16 +44,34 @@ def test_filter_cuts_each_memory_to_1000_characters() -> None:
     assert filter_and_trim([mem("a", 0.9, "abcdef")], max_chars=3)[0].content == "abc"
 
 
-def test_user_profile_stops_at_60_percent_on_a_whole_line() -> None:
+def test_user_profile_stops_at_60_percent_on_a_whole_line_when_the_agent_has_enough() -> None:
     # each user line costs 18 + 1 = 19 words + 1 newline = 20 of a 100-token budget
     user = [sized(f"u{i}", 1.0 - i / 10, 18) for i in range(5)]
-    packed = pack_budget(user, budget_tokens=100, count=words)
-    assert [m.id for m in packed.included] == ["u0", "u1", "u2"]
+    agent = [sized(f"a{i}", 0.05, 18, cube=AGENT) for i in range(3)]  # more than its 40
+    packed = pack_budget(user + agent, budget_tokens=100, count=words)
+    assert [m.id for m in packed.included] == ["u0", "u1", "u2", "a0", "a1"]
     lines = packed.user_profile.split("\n")
     assert len(lines) == 3
     assert all(line.split()[1:] == [f"u{i}"] * 18 for i, line in enumerate(lines))
-    assert packed.agent_memory == ""
-    assert packed.tokens_used == 3 * 19 + 2 <= 60  # three lines, two newlines
+    assert packed.tokens_used == 3 * 19 + 2 + 2 * 19 + 1  # three lines, then two
+
+
+@pytest.mark.parametrize(("user_lines", "agent_lines", "user_in", "agent_in"), [
+    (5, 0, 5, 0),  # no agent memory: user_profile takes the whole budget
+    (5, 1, 4, 1),  # the agent needs 19 of its 40: user_profile may take 81
+    (1, 5, 1, 4),  # user_profile needs 19 of its 60: the agent may take 81
+    (5, 5, 3, 2),  # both have enough: 60 / 40
+    (0, 5, 0, 5),  # nothing for user_profile: the agent takes the whole budget
+])
+def test_a_cube_that_cannot_fill_its_share_leaves_the_rest_to_the_other(
+        user_lines: int, agent_lines: int, user_in: int, agent_in: int) -> None:
+    user = [sized(f"u{i}", 0.9 - i / 100, 18) for i in range(user_lines)]
+    agent = [sized(f"a{i}", 0.5 - i / 100, 18, cube=AGENT) for i in range(agent_lines)]
+    packed = pack_budget(user + agent, budget_tokens=100, count=words)
+    got = [m.id for m in packed.included]
+    assert (sum(i.startswith("u") for i in got), sum(i.startswith("a") for i in got)) == (
+        user_in, agent_in)
+    assert packed.tokens_used <= 100
 
 
 def test_the_agent_cube_gets_the_rest_plus_what_user_profile_left() -> None:
@@ -67,7 +85,7 @@ def test_the_agent_cube_gets_the_rest_plus_what_user_profile_left() -> None:
 
 
 def test_a_memory_too_big_is_skipped_and_a_smaller_one_still_fits() -> None:
-    got = pack_budget([sized("big", 0.9, 70), sized("small", 0.5, 5)], budget_tokens=100,
+    got = pack_budget([sized("big", 0.9, 110), sized("small", 0.5, 5)], budget_tokens=100,
                       count=words)
     assert [m.id for m in got.included] == ["small"]
     assert "big" not in got.user_profile
@@ -103,8 +121,9 @@ def test_episode_selection_is_by_score_and_headers_are_paid_once() -> None:
     # header "[date]" = 1 word + newline, turn = 3 words + newline
     ms = [episode(f"t{i}", 1.0 - i / 10, "s1", i, days=0) for i in range(6)]
     ms.append(episode("other", 0.05, "s0", 0, days=-5))
+    ms += [sized(f"a{i}", 0.01, 5, cube=AGENT) for i in range(3)]  # the agent fills its 12
     got = pack_budget(ms, budget_tokens=30, count=words)  # 18 for user_profile
-    assert [m.id for m in got.included] == ["t0", "t1", "t2", "t3"]  # 2 + 4 * 4 = 18
+    assert [m.id for m in got.included if m.cube == USER_CUBE] == ["t0", "t1", "t2", "t3"]
     assert got.user_profile.count("[2024-03-01]") == 1
 
 

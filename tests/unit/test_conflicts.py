@@ -392,3 +392,26 @@ def test_own_copy_needs_the_same_text() -> None:
     assert not own_copy(MINE, sourced("m1", "I live in Bern.", "c1-1"), write_started=True)
     assert not own_copy(MINE, sourced("m1", "I live in Berlin.", "c1-1", "c1-2"),
                         write_started=True)
+
+
+PROJECT_FACTS = [
+    stored("goal", "My goal is to improve expense classification and make it easier to track "
+                   "spending habits."),
+    stored("deadline", "My deadline is April 1."),
+]
+
+
+@pytest.mark.parametrize(
+    ("said", "replaced"),
+    [
+        # another aim is held beside the first, unless it says the first changed
+        ("My goal is to further improve the maintainability score.", None),
+        ("My goal is now to further improve the maintainability score.", "goal"),
+        # a slot's new value replaces the old
+        ("My deadline is April 5.", "deadline"),
+        ("My deadline is now April 5.", "deadline"),
+    ],
+)
+def test_a_different_aim_is_no_update_and_a_new_value_is(said: str, replaced: str | None) -> None:
+    decision = decide_by_rules(cand(said), PROJECT_FACTS)
+    assert decision.expire_ids == ([replaced] if replaced else []), decision.reason

@@ -14,6 +14,7 @@ from streams.memory.rules.fusion import (
     FusionWeights,
     Position,
     Scores,
+    about_assistant,
     fuse,
     named_people,
     speaker_of,
@@ -210,9 +211,26 @@ def person_prior(
     return out
 
 
+def passage_decay(scores: Mapping[str, float], positions: Mapping[str, Position], *,
+                  decay: float) -> Scores:
+    """Of the memories of one source, the k-th best (ties in their order) times decay ** k."""
+    groups: dict[str, list[str]] = {}
+    for k in scores:
+        p = positions.get(k)
+        if p is not None and p.source is not None:
+            groups.setdefault(p.source, []).append(k)
+    out = dict(scores)
+    if decay >= 1.0:
+        return out
+    for ks in groups.values():
+        for rank, k in enumerate(sorted(ks, key=lambda k: -scores[k])):
+            out[k] = scores[k] * decay ** rank
+    return out
+
+
 def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | None,
                    positions: Mapping[str, Position], *, query: str, weights: FusionWeights,
-                   limit: int | None) -> Scores:
+                   limit: int | None, top_score: float = 1.0) -> Scores:
     """The steps one after the other on dicts, as the rule reads.
 
     Each signal is normalised over everything it scored; then, with ``limit``,
@@ -231,6 +249,9 @@ def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | No
     mixed = weighted(lex, den, dense_weight=weights.dense, lexical_weight=weights.lexical)
     if not mixed:
         return {}
+    if weights.assistant != 1.0 and not about_assistant(query):
+        mixed = {k: v * weights.assistant if (p := positions.get(k)) is not None and p.assistant
+                 else v for k, v in mixed.items()}
     smoothed = smooth_neighbours(mixed, positions, weight=weights.neighbour)
     boosted = session_boost(smoothed, positions, weight=weights.session)
     if weights.person and query:
@@ -238,17 +259,21 @@ def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | No
         boosted = person_prior(
             boosted, positions, named_people(query, speakers), weight=weights.person
         )
+    boosted = passage_decay(boosted, positions, decay=weights.passage_decay)
     top = max(boosted.values())
-    if top <= 0:
+    if top <= 0 or top_score <= 0:
         return dict.fromkeys(boosted, 0.0)
-    return {k: max(0.0, v / top) for k, v in boosted.items()}
+    if top_score == 1.0:
+        return {k: max(0.0, v / top) for k, v in boosted.items()}
+    return {k: max(0.0, v * (top_score / top)) for k, v in boosted.items()}
 
 
 KEYS = [f"m{i}" for i in range(14)]
 SCORE = st.one_of(st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.0]),
                   st.floats(0.0, 40.0, allow_nan=False, allow_infinity=False))
 POSITION = st.builds(Position, st.sampled_from([None, "s1", "s2", "s3"]),
-                     st.integers(-2, 5), st.sampled_from([None, "Alice", "alice", "Bob Lee", ""]))
+                     st.integers(-2, 5), st.sampled_from([None, "Alice", "alice", "Bob Lee", ""]),
+                     st.sampled_from([None, "e1", "e2", ""]), st.booleans())
 
 
 @settings(max_examples=600, deadline=None)
@@ -256,19 +281,25 @@ POSITION = st.builds(Position, st.sampled_from([None, "s1", "s2", "s3"]),
        dense=st.one_of(st.none(), st.dictionaries(
            st.sampled_from(KEYS), st.floats(-1.0, 1.0, allow_nan=False), max_size=12)),
        positions=st.dictionaries(st.sampled_from(KEYS), POSITION, max_size=14),
-       query=st.sampled_from(["", "what did alice say", "Bob Lee?", "anything"]),
+       query=st.sampled_from(["", "what did alice say", "Bob Lee?", "anything",
+                              "what did you suggest to alice"]),
        limit=st.one_of(st.none(), st.integers(0, 6)),
        weights=st.builds(FusionWeights, st.sampled_from([0.5, 0.7]), st.sampled_from([0.5, 0.3]),
                          st.sampled_from([0.0, 0.4]), st.sampled_from([0.0, 0.4]),
-                         st.sampled_from([0.0, 0.25])))
+                         st.sampled_from([0.0, 0.25]), st.sampled_from([1.0, 0.5, 0.7, 0.0]),
+                         st.sampled_from([1.0, 0.5, 0.0])),
+       top_score=st.sampled_from([1.0, 0.5, 0.0, 0.123]))
 def test_fuse_is_the_reference_bit_for_bit(
         lexical: dict[str, float], dense: dict[str, float] | None,
         positions: dict[str, Position], query: str, limit: int | None,
-        weights: FusionWeights) -> None:
+        weights: FusionWeights, top_score: float) -> None:
     """Same keys in the same order, same floats: duplicate slots (the last one counts),
-    memories with no place, a dense signal emptied by the limit, ties at the cut."""
-    want = reference_fuse(lexical, dense, positions, query=query, weights=weights, limit=limit)
-    got = fuse(lexical, dense, positions, query=query, weights=weights, limit=limit)
+    memories with no place, a dense signal emptied by the limit, ties at the cut,
+    passages of one message, an assistant's episodes, a cube's confidence."""
+    want = reference_fuse(lexical, dense, positions, query=query, weights=weights, limit=limit,
+                          top_score=top_score)
+    got = fuse(lexical, dense, positions, query=query, weights=weights, limit=limit,
+               top_score=top_score)
     assert [(k, v.hex()) for k, v in got.items()] == [(k, v.hex()) for k, v in want.items()]
 
 
@@ -276,3 +307,26 @@ def test_a_seq_beyond_32_bits_is_refused() -> None:
     with pytest.raises(ValueError, match="32-bit"):
         fuse({"a": 1.0}, None, {"a": Position("s", 2**31)})
     assert fuse({"a": 1.0}, None, {"a": Position("s", -(2**31))}) == {"a": 1.0}
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("Which composite index did you suggest for the transactions table?", True),
+    ("How did you recommend structuring my writing process?", True),
+    ("What was your recommendation for the cache?", True),
+    ("You suggested a library last week, which one?", True),
+    ("How would you suggest breaking up my work sessions?", False),  # asks anew
+    ("Can you give me a summary of my project?", False),
+    ("What did I say about the deadline?", False),
+])
+def test_a_query_about_what_the_assistant_said(query: str, expected: bool) -> None:
+    assert about_assistant(query) is expected
+
+
+def test_an_assistants_turn_weighs_less_unless_the_query_asks_what_it_said() -> None:
+    positions = {"u": Position("s", 0, "User"), "a": Position("s", 1, "Assistant", None, True)}
+    lexical = {"u": 1.0, "a": 1.0}
+    weights = FusionWeights(neighbour=0.0, session=0.0, person=0.0, assistant=0.3)
+    plain = fuse(lexical, None, positions, query="which cache", weights=weights)
+    asked = fuse(lexical, None, positions, query="which cache did you suggest", weights=weights)
+    assert plain == {"u": 1.0, "a": 0.3}
+    assert asked == {"u": 1.0, "a": 1.0}

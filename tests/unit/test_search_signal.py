@@ -71,7 +71,8 @@ def test_a_graph_that_proposes_nothing_held_is_no_dense_signal() -> None:
     st = ScopeState(1, 1, 3, 5, 0)
     st._buf = np.zeros((0, 2), np.float32)
     st.add_rows([SimpleNamespace(id=i, session_key=None, seq=0, content=c, type="fact",
-                                 kind="fact", doc_len=len(tokenize(c)))
+                                 kind="fact", doc_len=len(tokenize(c)), role=None,
+                                 event_time=None, source_event_ids="[]")
                  for i, c in [(1, "apple pie"), (2, "apple tart"), (3, "pear")]])
     st.add_vectors(["1", "2", "3"], np.array([[1, 0], [0, 1], [0.6, 0.8]], np.float32))
 
@@ -98,7 +99,8 @@ def test_a_state_searched_then_changed_scores_as_one_built_anew() -> None:
     of its postings: grown by a refresh, expired memories dropped."""
     texts = ["apple pie", "apple tart", "pear", "apple pie again", "pie crust", "apple"]
     rows = [SimpleNamespace(id=i, session_key=None, seq=0, content=c, type="fact",
-                            kind="fact", doc_len=len(tokenize(c)))
+                            kind="fact", doc_len=len(tokenize(c)), role=None,
+                                 event_time=None, source_event_ids="[]")
             for i, c in enumerate(texts, start=1)]
 
     def state(upto: int) -> ScopeState:

@@ -50,7 +50,13 @@ from streams.consolidation.rules.llm_judge import (
     items_of,
     one_line,
 )
-from streams.consolidation.rules.subjects import Claim, claims, closed_subjects, relation
+from streams.consolidation.rules.subjects import (
+    Claim,
+    claims,
+    closed_subjects,
+    is_change,
+    relation,
+)
 from streams.memory.model import MemoryCandidate, StoredMemory
 
 Action = Literal["store", "skip", "supersede"]  # a decision, as the run store records it
@@ -90,7 +96,7 @@ def _core(text: str) -> str:
 def _relation(cand: MemoryCandidate, cand_claims: Sequence[Claim], mem: StoredMemory,
               threshold: float) -> Relation:
     mem_claims = claims(mem.content)
-    rel = relation(cand_claims, mem_claims)
+    rel = relation(cand_claims, mem_claims, changed=is_change(cand.content))
     if rel == "duplicate":  # the same values, but the candidate may say more
         nc, nm = _core(cand.content), _core(mem.content)
         return "subsumes" if nc != nm and contains(nc, nm) else "duplicate"

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from streams.consolidation.rules.fact_quality import defect, prose
 from streams.consolidation.rules.llm_judge import clip_text
 from streams.consolidation.rules.subjects import CLOSED, claims, is_change
 from streams.memory.model import (
@@ -196,6 +197,51 @@ _TOOL_WORDS = _rx(
 )
 
 
+_CLAUSE_BREAK = re.compile(
+    r",\s+(?:but|so|especially|because|since|though|although)\s+"
+    r"|,\s+and\s+(?=(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our|it's|can|could)\b)"
+    r"|;\s+|\s+[-–—]+\s+"
+    r"|,\s+(?=(?:(?:and|so)\s+)?(?:can|could|would|will)\s+you\b|please\b|any\s+(?:ideas|tips"
+    r"|advice|suggestions)\b|how\s+(?:can|do|should|would)\s+I\b|what\s+(?:do|should|would)\b)",
+    re.I,
+)
+_FIRST_PERSON = _rx(r"\b(?:I|I'm|I've|I'd|I'll|my|we|we're|we've|our|me)\b")
+_VALUE = _rx(
+    r"\d|\b(?:january|february|march|april|june|july|august|september|october|november"
+    r"|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow"
+    r"|yesterday)\b|\bv\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve"
+    r"|twenty|thirty|forty|fifty|hundred|thousand|half|double|twice)\b")
+_UPDATE = _rx(
+    r"\b(?:improved|increased|decreased|grown|grew|reached|risen|rose|dropped|fallen|fell"
+    r"|adjusted|changed|moved|rescheduled|updated|extended|shortened|raised|lowered|bumped"
+    r"|switched|expanded|shifted|pushed|postponed|upgraded|downgraded|reduced|boosted|cut"
+    r"|revised|added|moving|rescheduling|changing|switching|shifting|pushing|extending"
+    r"|postponing|upgrading|now\s+(?:at|averag\w*|has|have|is|are|totals?|stands|using|use))\b"
+    r"|\bnew\s+(?:[\w-]+\s+){0,3}(?:of|is|at|to|on|by|for)\b|\bhas\s+now\b|\bnow\s+\d")
+_NEVER = _rx(r"\b(?:I|we)(?:'ve|\s+have)?\s+never\b|\b(?:I|we)\s+(?:haven't|have\s+not"
+             r"|didn't|did\s+not)\s+(?:ever\s+|yet\s+|actually\s+)?(?!know|understand|get\b)\w+")
+_VALUE_VERB = _rx(
+    r"\b(?:I|we)(?:'ve|'m|'re|\s+am|\s+are|\s+have|\s+had|\s+was|\s+were)?\s+(?:\w+ly\s+)?"
+    r"(?:got|have|had|completed|finished|done|solved|spent|scored|set|scheduled|booked|planned"
+    r"|using|used|use|built|written|wrote|earned|earning|saved|deployed|released|tagged|merged"
+    r"|created|implemented|integrated|added|reached|achieved|targeting|aiming|running|started"
+    r"|made|submitted|received|secured|accepted|chosen|chose|decided|agreed|signed|negotiated"
+    r"|logged|tracked|studied|practiced|practised|read|attended|taken|took|applied|uploaded"
+    r"|mentored|mentoring|handled|collected|gathered|published|posted|sent|increased|reduced"
+    r"|improved|adjusted|moved|extended|upgraded|switched|organized|organised|budgeted|paid"
+    r"|allocated|dedicated|invested|hired|joined|enrolled|registered|bought|ordered|committed)"
+    r"\b|\bmy\s+[\w-]+(?:\s+[\w-]+){0,3}\s+(?:is|are|was|were|has|have|had|ends?|starts?"
+    r"|takes?|costs?|covers?|contains?|includes?)\b")
+
+
+def clauses(sentence: str) -> list[str]:
+    """A run-on sentence as its clauses: cut before "but", "so", "especially", a dash, a
+    semicolon, "and I…", and before a request ("can you…", "please…"). Short sentences
+    are one clause."""
+    parts = [p.strip(" ,;") for p in _CLAUSE_BREAK.split(sentence)]
+    return [p for p in parts if p]
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences: split after ``. ! ?`` and a space, after 。！？；; and at newlines."""
     return [s.strip() for s in _SPLIT.split(text) if s and s.strip()]
@@ -285,13 +331,22 @@ def _lesson(s: str) -> Finding | None:
     return Finding("lesson", text, "tool" if _TOOL_WORDS.search(text) else "skill", "agent")
 
 
-def classify_sentence(sentence: str, role: str) -> Finding | None:
-    """The memory one sentence of a ``role`` message holds, if any."""
-    s = sentence.strip().replace("’", "'")
-    if role == "assistant":
-        return None if is_question(s) else _lesson(s)
-    if role != "user":
+def _statement(s: str) -> Finding | None:
+    """A first-person statement of a value (a number, a date, a version), of one that
+    changed ("now at 250 ms", "moved the call to April 22", "the new deadline of
+    April 5"), or of what the speaker never did: what a project's facts look like."""
+    if not _FIRST_PERSON.search(s):
         return None
+    if _VALUE.search(s) and _UPDATE.search(s):
+        return Finding("correction", s)
+    if _NEVER.search(s):
+        return Finding("fact", s)
+    if _VALUE.search(s) and _VALUE_VERB.search(s):
+        return Finding("fact", s)
+    return None
+
+
+def _user_finding(s: str) -> Finding | None:
     if (body := _remembered(s)) is not None:
         return Finding("remember", body, "preference" if is_preference(body) else "text")
     if is_question(s):
@@ -306,31 +361,55 @@ def classify_sentence(sentence: str, role: str) -> Finding | None:
         return Finding("fact", s)
     if _is_event(s):
         return Finding("event", s)
+    return _statement(s)
+
+
+def classify_sentence(sentence: str, role: str) -> Finding | None:
+    """The memory one sentence (or clause) of a ``role`` message holds, if any: none that
+    :func:`~.fact_quality.defect` finds wanting, unless it states a changed value."""
+    s = sentence.strip().replace("’", "'")
+    if role == "assistant":
+        found = None if is_question(s) else _lesson(s)
+    elif role == "user":
+        found = _user_finding(s)
+    else:
+        return None
+    if found is None or found.kind == "remember":
+        return found
+    problem = defect(found.text)
+    if problem is None or (problem == "intent" and found.kind == "correction"
+                           and _VALUE.search(found.text) and _UPDATE.search(found.text)):
+        return found  # "I'm trying to …, which has recently improved to 78%": the new value
     return None
 
 
 def rule_judge(
     new_messages: Sequence[SourceMessage], *, max_chars: int = MAX_MEMORY_CHARS
 ) -> list[MemoryCandidate]:
-    """Candidates from the new messages (messages with ``new=False`` are skipped)."""
+    """Candidates from the new messages (messages with ``new=False`` are skipped): their
+    prose (:func:`~.fact_quality.prose`: no code, quotes or tables) sentence by sentence,
+    a user's run-on sentence clause by clause (:func:`clauses`)."""
     out: list[MemoryCandidate] = []
     for m in new_messages:
         if not m.new:
             continue
-        for sentence in split_sentences(m.content):
-            found = classify_sentence(sentence, m.role)
-            if found is None:
-                continue
-            text = f"{m.name}: {found.text}" if m.name else found.text
-            out.append(
-                MemoryCandidate(
-                    content=clip_text(text, max_chars),
-                    type=found.type,
-                    scope=found.scope,
-                    importance=found.importance,
-                    source_event_ids=(m.event_id,),
-                    event_time=m.created_at,
-                    kind="episode" if found.kind == "event" else "fact",
+        for sentence in split_sentences(prose(m.content)):
+            parts = clauses(sentence) if m.role == "user" else [sentence]
+            if len(parts) > 1 and (whole := classify_sentence(sentence, m.role)) is not None \
+                    and whole.kind in ("remember", "correction") and whole.text != sentence:
+                parts = [sentence]  # "Actually, …" / "Please remember that …": said of the whole
+            found = [f for c in parts if (f := classify_sentence(c, m.role)) is not None]
+            for f in found:
+                text = f"{m.name}: {f.text}" if m.name else f.text
+                out.append(
+                    MemoryCandidate(
+                        content=clip_text(text, max_chars),
+                        type=f.type,
+                        scope=f.scope,
+                        importance=f.importance,
+                        source_event_ids=(m.event_id,),
+                        event_time=m.created_at,
+                        kind="episode" if f.kind == "event" else "fact",
+                    )
                 )
-            )
     return out

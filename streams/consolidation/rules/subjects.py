@@ -225,11 +225,23 @@ def _held(c: Claim) -> str | None:
     return c.key.split(":", 1)[1] if c.key.startswith(("likes:", "pet:")) else c.value
 
 
-def relation(new: Sequence[Claim], old: Sequence[Claim]) -> ClaimRelation | None:
+def _aim(value: str) -> bool:
+    """A value that is an aim or an account ("to improve the maintainability score"),
+    not the value of a slot ("April 5", "555 1234"): many can hold at once."""
+    return value.startswith(("to ", "that ", "about ", "how ")) or len(value.split()) > 5
+
+
+def relation(new: Sequence[Claim], old: Sequence[Claim], *,
+             changed: bool = False) -> ClaimRelation | None:
     """How the claims of a new statement relate to a stored one's: ``conflict`` (a
     different value of a subject, or the same value affirmed and denied), else
     ``duplicate`` (the same value said the same way), else ``subsumes`` (the new
-    value contains the stored one), else None (nothing in common)."""
+    value contains the stored one), else None (nothing in common).
+
+    Two different aims of a ``my:…`` subject ("My goal is to improve the expense
+    classification" / "My goal is to further improve the maintainability score")
+    are both held, not a conflict, unless the new statement announces a change
+    (``changed``: "My goal is now to …")."""
     found: set[ClaimRelation] = set()
     for a in new:
         for b in old:
@@ -243,7 +255,9 @@ def relation(new: Sequence[Claim], old: Sequence[Claim]) -> ClaimRelation | None
                     found.add("duplicate" if a.negated == b.negated else "conflict")
                 elif contains(a.value, b.value):
                     found.add("subsumes" if a.negated == b.negated else "conflict")
-                elif not a.negated and not b.negated:
+                elif not a.negated and not b.negated and (
+                        changed or not a.key.startswith("my:")
+                        or not (_aim(a.value) or _aim(b.value))):
                     found.add("conflict")
     order: tuple[ClaimRelation, ...] = ("conflict", "duplicate", "subsumes")
     return next((r for r in order if r in found), None)

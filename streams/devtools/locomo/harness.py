@@ -10,24 +10,24 @@ an agent would, with a few requests in flight, and scored by evidence recall.
 
 from __future__ import annotations
 
-import asyncio
-import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
-
-from streams.adapters.db.engine import create_engine
-from streams.adapters.db.schema.consolidation import consolidation_run
-from streams.adapters.kafka.clients import kafka_security, publish_events
-from streams.client import MemoryClient
 from streams.clock import aware_utc
-from streams.devtools.locomo.dataset import Sample
+from streams.devtools import harness_common
+from streams.devtools.harness_common import (
+    Arrivals,
+    Progress,
+    checked_query,
+    memory_client,
+    send_all,
+)
+from streams.devtools.locomo.dataset import Question, Sample
 from streams.devtools.locomo.scoring import QuestionScore, event_id, score
 from streams.settings import Settings
+from streams.wire.query import MemoryReply
 
 UNDATED_START = datetime(2023, 1, 1)  # session n of a sample without dates: n days after it
 
@@ -66,72 +66,28 @@ def chat_events(sample: Sample, opts: HarnessOptions) -> list[dict[str, Any]]:
     return events
 
 
-async def consolidated_sessions(settings: Settings, tenant: str) -> int:
-    engine = create_engine(settings.database)
-    try:
-        async with engine.connect() as conn:
-            q = select(func.count()).select_from(consolidation_run).where(
-                consolidation_run.c.tenant_id == tenant, consolidation_run.c.status == "done")
-            return int((await conn.execute(q)).scalar_one())
-    except Exception:  # the schema may not exist yet
-        return 0
-    finally:
-        await engine.dispose()
-
-
-async def wait_for_consolidation(settings: Settings, opts: HarnessOptions, expected: int,
-                                 progress: Callable[[str], None],
-                                 alive: Callable[[], bool] = lambda: True) -> None:
-    deadline = time.monotonic() + opts.consolidation_timeout_s
-    last = -1
-    while time.monotonic() < deadline:
-        done = await consolidated_sessions(settings, opts.tenant)
-        if done != last:
-            progress(f"consolidated {done}/{expected} sessions")
-            last = done
-        if done >= expected:
-            return
-        if not alive():
-            raise RuntimeError("the worker stopped")
-        await asyncio.sleep(1.0)
-    raise TimeoutError(f"only {last} of {expected} sessions consolidated in time")
-
-
 async def ask_all(settings: Settings, samples: Sequence[Sample], opts: HarnessOptions,
-                  progress: Callable[[str], None]) -> list[QuestionScore]:
+                  progress: Progress) -> list[QuestionScore]:
     questions = [q for s in samples for q in s.questions]
-    results: list[QuestionScore] = []
-    sem = asyncio.Semaphore(opts.in_flight)
-    async with MemoryClient(settings.kafka.broker, request_topic=settings.kafka.queries_topic,
-                            reply_topic=settings.query.reply_topic,
-                            timeout_s=opts.query_timeout_s,
-                            security=kafka_security(settings.kafka)) as client:
+    async with memory_client(settings, opts.query_timeout_s) as client:
 
-        async def one(q: Any) -> None:
-            async with sem:
-                start = time.perf_counter()
-                reply = await client.query(
-                    tenant_id=opts.tenant, user_id=q.sample_id, agent_id=opts.agent,
-                    message=q.question, top_k=opts.top_k, include_short_term=False,
-                    long_memory_token_budget=opts.budget_tokens)
-                elapsed = (time.perf_counter() - start) * 1000
-            if reply.error is not None:
-                raise RuntimeError(f"query failed: {reply.error.code}: {reply.error.message}")
-            budget = reply.budget.source_event_ids if reply.budget else []
-            results.append(score(q, [m.source_event_ids for m in reply.memories], budget, elapsed))
-            if len(results) % 50 == 0 or len(results) == len(questions):
-                progress(f"asked {len(results)}/{len(questions)} questions")
+        async def ask(q: Question) -> MemoryReply:
+            return await checked_query(
+                client, tenant_id=opts.tenant, user_id=q.sample_id, agent_id=opts.agent,
+                message=q.question, top_k=opts.top_k, include_short_term=False,
+                long_memory_token_budget=opts.budget_tokens)
 
-        await asyncio.gather(*(one(q) for q in questions))
-    return results
+        timed = await send_all(questions, ask, Arrivals(in_flight=opts.in_flight), progress)
+    unanswered = sum(1 for t in timed if t.result is None)
+    if unanswered:
+        raise RuntimeError(f"{unanswered} question(s) got no reply")
+    return [score(q, [m.source_event_ids for m in t.result.memories],
+                  t.result.budget.source_event_ids if t.result.budget else [], t.latency_ms)
+            for q, t in zip(questions, timed, strict=True) if t.result is not None]
 
 
 async def publish(settings: Settings, samples: Sequence[Sample], opts: HarnessOptions) -> int:
-    events = [e for s in samples for e in chat_events(s, opts)]
-    await publish_events(settings.kafka, events)
-    # a session without turns closes nothing, so it is not consolidated
-    return sum(1 for s in samples for session in s.sessions if session.turns)
-
-
-def stderr_progress(msg: str) -> None:
-    print(f"  {msg}", file=sys.stderr, flush=True)
+    """Publish every sample; the sessions to wait for (a session without turns closes
+    nothing, so it is not consolidated)."""
+    return await harness_common.publish(settings,
+                                        [e for s in samples for e in chat_events(s, opts)])

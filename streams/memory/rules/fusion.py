@@ -12,7 +12,10 @@ rotation on LoCoMo, ``make bench-rotation``):
 2. with ``limit``, only each signal's best ``limit`` and their session
    neighbours go on;
 3. the signals are mixed: ``0.5 * dense + 0.5 * lexical`` when a dense signal
-   exists, the lexical one alone otherwise;
+   exists, the lexical one alone otherwise; an episode made from an assistant's
+   message counts ``0.3`` times its mix (the user's own words weigh more in a
+   memory of the user than what was said to them), unless the query asks what
+   the assistant said (:func:`about_assistant`);
 4. neighbour smoothing adds ``0.4 *`` the better score of the previous and the
    next message of the same session: an answer is often the reply to the
    message that matched the words of the question;
@@ -20,7 +23,12 @@ rotation on LoCoMo, ``make bench-rotation``):
    session: a session about the topic is a good place to look;
 6. the person prior adds ``0.25`` to memories by a person the question names
    ("What did Caroline paint?", :func:`named_people`);
-7. everything is rescaled so the best memory scores 1.0.
+7. of the passages of one message (a long answer cut into parts), the best
+   keeps its score and the k-th next is multiplied by ``0.3 ** k``;
+8. everything is rescaled so the best memory scores the cube's confidence
+   (:func:`confidence`, 1.0 when it surely holds what is asked; a cube whose
+   best match is weak in absolute terms scores low as a whole, so its only
+   hit is not promoted to 1.0).
 
 Every step is elementwise float64 arithmetic in a fixed order, so the scores
 are the same, bit for bit, whichever way the candidates are given.
@@ -30,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -45,11 +53,15 @@ SEQ_OFFSET = 1 << 32  # a slot's key: the session's code above 34 bits, seq + 2*
 
 
 class Position(NamedTuple):
-    """Where a memory sits: its session (None for a standalone fact) and order in it."""
+    """Where a memory sits: its session (None for a standalone fact), order in it, speaker,
+    the message it is a passage of (None: a memory of its own), and whether it was made
+    from an assistant's message."""
 
     session: str | None
     seq: int
     speaker: str | None = None
+    source: str | None = None
+    assistant: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,8 @@ class FusionWeights:
     neighbour: float = 0.4
     session: float = 0.4
     person: float = 0.25
+    passage_decay: float = 0.3  # the k-th next passage of one message: times this ** k
+    assistant: float = 0.3  # an assistant's episode's mixed signal: times this
 
 
 _SPEAKER = re.compile(r"^\s*([^\W\d_][\w .'’-]{0,60}?)\s*:\s")
@@ -76,15 +90,32 @@ def speaker_of(content: str) -> str | None:
 @dataclass(frozen=True)
 class Places:
     """Where candidate memories sit, as arrays on ``ids`` (ascending, distinct): the
-    code of the session (-1: a standalone memory), the order in it (a 32-bit int)
-    and the code of the speaker (-1: none), ``speakers[code]`` its name. A memory
-    not among ``ids`` has no place (it is treated as standalone)."""
+    code of the session (-1: a standalone memory), the order in it (a 32-bit int),
+    the code of the speaker (-1: none), ``speakers[code]`` its name, the code of
+    the message a passage is part of (-1: a memory of its own) and whether it was
+    made from an assistant's message (``source`` and ``assistant`` may be empty:
+    none is). A memory not among ``ids`` has no place (it is treated as
+    standalone)."""
 
     ids: Ids
     session: Ids
     seq: Ids
     speaker: Ids
     speakers: Sequence[str]
+    source: Ids = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    assistant: Flags = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def assistants(self, at: Ids) -> Flags:
+        """Whether each row ``at`` was made from an assistant's message (-1: no place)."""
+        if not len(self.assistant):
+            return np.zeros(len(at), dtype=bool)
+        return np.where(at >= 0, self.assistant[np.maximum(at, 0)], False)
+
+    def sources(self, at: Ids) -> Ids:
+        """The source code of each row ``at`` (-1: no place, or none)."""
+        if not len(self.source):
+            return np.full(len(at), -1, dtype=np.int64)
+        return np.where(at >= 0, self.source[at], -1)
 
     def index(self, ids: Ids) -> Ids:
         """Each id's row, -1 for an id that has no place."""
@@ -114,6 +145,22 @@ def rows_of(keys: Ids, wanted: Ids) -> Ids:
 def _member(keys: Ids, wanted: Ids) -> Flags:
     """Whether each wanted key is among ``keys`` (ascending)."""
     return rows_of(keys, wanted) >= 0
+
+
+_ABOUT_ASSISTANT = re.compile(
+    r"\b(?:did|have|had)\s+you\s+(?:\w+\s+)?(?:suggest|recommend|say|tell|mention|explain"
+    r"|show|give|propose|advise|write|share|provide|outline|list)\b"
+    r"|\byou\s+(?:suggested|recommended|said|told|mentioned|explained|showed|gave|proposed"
+    r"|advised|wrote|shared|provided|outlined|listed)\b"
+    r"|\byour\s+(?:suggestion|recommendation|advice|answer|explanation|example|code|plan"
+    r"|proposal|outline)s?\b",
+    re.I)
+
+
+def about_assistant(query: str) -> bool:
+    """Whether the query asks what the assistant said ("What did you suggest …", "your
+    recommendation"): its answers are then what is looked for, and weigh in full."""
+    return _ABOUT_ASSISTANT.search(query) is not None
 
 
 def named_people(query: str, speakers: Collection[str]) -> set[str]:
@@ -191,6 +238,50 @@ def _session_boost(values: Floats, sessions: Ids, weight: float) -> Floats:
     return out
 
 
+def _passage_decay(values: Floats, sources: Ids, decay: float) -> Floats:
+    """Of the passages of one message (one ``sources`` code, -1: none), the best keeps its
+    score and the k-th next is multiplied by ``decay ** k`` (ties in their order): one
+    long answer matching everywhere does not fill a reply with its parts."""
+    rows = np.flatnonzero(sources >= 0)
+    if not len(rows) or decay >= 1.0:
+        return values
+    order = rows[np.lexsort((-values[rows], sources[rows]))]  # by source, best first
+    codes = sources[order]
+    first = np.ones(len(codes), dtype=bool)
+    first[1:] = codes[1:] != codes[:-1]
+    starts = np.flatnonzero(first)
+    rank = np.arange(len(codes)) - np.repeat(starts, np.diff(np.append(starts, len(codes))))
+    out = values.copy()
+    out[order] = values[order] * np.power(decay, rank.astype(np.float64))
+    return out
+
+
+def confidence(dense_best: float | None, lexical_share: float, ramp: Ramp) -> float:
+    """How surely a cube holds anything the query asks about, 0..1, from absolute
+    evidence (:class:`Ramp`): the best raw cosine between the query and a memory, and
+    the share of the query's words the best lexical match holds. Either signal at its
+    ``hi`` gives 1; both at or under their ``lo``, 0; linear between."""
+
+    def up(x: float, lo: float, hi: float) -> float:
+        return 1.0 if x >= hi else 0.0 if x <= lo else (x - lo) / (hi - lo)
+
+    lexical = up(lexical_share, ramp.lexical_lo, ramp.lexical_hi)
+    if dense_best is None:
+        return lexical
+    return max(lexical, up(dense_best, ramp.dense_lo, ramp.dense_hi))
+
+
+@dataclass(frozen=True)
+class Ramp:
+    """Where :func:`confidence` rises from 0 to 1 for each signal (the raw cosine of the
+    best memory; the share of the query's words its best lexical match holds)."""
+
+    dense_lo: float = 0.2
+    dense_hi: float = 0.4
+    lexical_lo: float = 0.05
+    lexical_hi: float = 0.3
+
+
 def _named_rows(places: Places, at: Ids, query: str) -> Flags:
     """Which of the rows ``at`` of ``places`` (-1: none) a person the query names spoke."""
     spoken = places.speaker[places.speaker >= 0]
@@ -207,7 +298,7 @@ def _named_rows(places: Places, at: Ids, query: str) -> Flags:
 
 def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
                 places: Places, *, query: str = "", weights: FusionWeights = FusionWeights(),
-                limit: int | None = None) -> tuple[Ids, Floats]:
+                limit: int | None = None, top_score: float = 1.0) -> tuple[Ids, Floats]:
     """All steps in order over the signals' ``(ids, scores)`` (each id once per signal);
     the result, on 0..1 with the best memory at 1.0, is the dense signal's memories in
     its order, then the lexical signal's others in its order.
@@ -216,7 +307,8 @@ def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
     the union of each signal's best ``limit`` memories and their session neighbours
     goes on (keeping both of their scores), which bounds the work per query whatever
     the size of the collection. ``places`` must cover those candidates (and their
-    neighbours, for the neighbours to count)."""
+    neighbours, for the neighbours to count). The best memory scores ``top_score``
+    (the cube's :func:`confidence`; 1.0 by default), the others in proportion."""
     lex = _Signal(lexical[0], _max_scaled(lexical[1]), places)
     den = (_Signal(dense[0], _min_max(dense[1]), places)
            if dense is not None and len(dense[0]) else None)
@@ -242,15 +334,18 @@ def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
         ids, at, mixed = lex.ids, lex.at, lex.values
     if not len(ids):
         return ids, mixed
+    if weights.assistant != 1.0 and not about_assistant(query):
+        mixed = np.where(places.assistants(at), mixed * weights.assistant, mixed)
     sessions, keys, has = places.slots(at)
     scores = _smooth_neighbours(mixed, keys, has, weights.neighbour)
     scores = _session_boost(scores, sessions, weights.session)
     if weights.person and query:
         scores = np.where(_named_rows(places, at, query), scores + weights.person, scores)
+    scores = _passage_decay(scores, places.sources(at), weights.passage_decay)
     top = float(scores.max())
-    if top <= 0:
+    if top <= 0 or top_score <= 0:
         return ids, np.zeros(len(ids), dtype=np.float64)
-    scaled = scores / top
+    scaled = scores / top if top_score == 1.0 else scores * (top_score / top)
     return ids, np.where(scaled > 0.0, scaled, 0.0)  # as max(0.0, v): -0.0 and NaN give 0.0
 
 
@@ -277,6 +372,7 @@ def fuse(
     query: str = "",
     weights: FusionWeights = FusionWeights(),
     limit: int | None = None,
+    top_score: float = 1.0,
 ) -> Scores:
     """:func:`fuse_arrays` on dicts: ``{memory id: score}`` in, the same out (the dense
     signal's memories first, then the lexical one's others)."""
@@ -285,7 +381,12 @@ def fuse(
         numbers.setdefault(k, len(numbers))
     sessions: dict[str, int] = {}
     speakers: dict[str, int] = {}
+    sources: dict[str, int] = {}
     keys = sorted(positions, key=numbers.__getitem__)
+    if any(positions[k].assistant for k in keys):
+        said = np.array([positions[k].assistant for k in keys], dtype=bool)
+    else:
+        said = np.zeros(0, dtype=bool)
     if any(not -SEQ_LIMIT <= positions[k].seq < SEQ_LIMIT for k in keys):
         raise ValueError("a place's seq is a 32-bit integer")
     places = Places(
@@ -295,13 +396,17 @@ def fuse(
         np.array([positions[k].seq for k in keys], dtype=np.int64),
         np.array([-1 if not (p := positions[k].speaker) else speakers.setdefault(
             p, len(speakers)) for k in keys], dtype=np.int64),
-        list(speakers))
+        list(speakers),
+        np.array([-1 if (c := positions[k].source) is None else sources.setdefault(
+            c, len(sources)) for k in keys], dtype=np.int64),
+        said)
 
     def arrays(scores: Mapping[str, float]) -> tuple[Ids, Floats]:
         return (np.array([numbers[k] for k in scores], dtype=np.int64),
                 np.array(list(scores.values()), dtype=np.float64))
 
     ids, out = fuse_arrays(arrays(lexical), arrays(dense) if dense is not None else None,
-                           places, query=query, weights=weights, limit=limit)
+                           places, query=query, weights=weights, limit=limit,
+                           top_score=top_score)
     names = list(numbers)
     return dict(zip([names[i] for i in ids.tolist()], out.tolist(), strict=True))

@@ -302,3 +302,18 @@ def bm25_arrays(
                                     minlength=len(uniq)), dtype=np.float64)
     order = np.argsort(first_at, kind="stable")
     return uniq[order], scores[order]
+
+
+def idf(n_docs: int, df: int) -> float:
+    """BM25's non-negative idf of a term in ``df`` of ``n_docs`` documents (``df`` 0: a
+    term no document holds, the rarest possible)."""
+    n = max(n_docs, 1)
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def matched_share(held: Sequence[bool]) -> float:
+    """The share of a query's (distinct) words a document holds, ``held`` telling for each
+    whether it does: 1.0 when it holds every one, 0.0 when none (or the query has no
+    words). Not weighed by idf: in a small scope (an agent's few lessons) idf says
+    little, and a word the scope lacks would weigh the most."""
+    return sum(1 for h in held if h) / len(held) if held else 0.0

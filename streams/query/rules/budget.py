@@ -2,8 +2,9 @@
 
 :func:`filter_and_trim` drops weak results (score < 0.3), cuts each memory to
 1,000 characters and sorts by score. :func:`pack_budget` then fills a token
-budget (default 4,000): the ``user_profile`` cube takes at most 60 % of it,
-the agent cube the rest plus whatever ``user_profile`` left unused. Memories
+budget (default 4,000): the ``user_profile`` cube takes at most 60 % of it
+and the agent cube the rest while both have enough to fill their shares; a
+cube that cannot fill its share leaves the rest to the other. Memories
 are chosen best score first; one that does not fit is skipped (a smaller one
 may still fit), so each block is cut at whole lines, never inside a memory.
 
@@ -147,15 +148,25 @@ def pack_budget(
     user_share: float = 0.6,
     count: CountTokens,
 ) -> Packed:
-    """Fill ``budget_tokens``: ``user_profile`` first (at most ``user_share``), then the agent cube.
+    """Fill ``budget_tokens`` with both cubes: ``user_profile`` takes at most
+    ``user_share`` of it and the agent cube the rest, as long as both have enough to
+    fill their shares; a cube that cannot fill its share leaves what it does not use
+    to the other (in both directions).
 
+    The agent cube is chosen once within its own share first: when all of it fits,
+    ``user_profile`` may take everything but what it used, else its own share; the
+    agent cube is then chosen again within what ``user_profile`` left.
     ``memories`` may be in any order; selection is by score. ``count`` is the
     token counter of the model the text is for.
     """
     ranked = sorted(memories, key=by_score, reverse=True)
     user = [m for m in ranked if m.cube == USER_CUBE]
     agent = [m for m in ranked if m.cube != USER_CUBE]
-    user_lines, user_in, user_tokens = _pack_block(user, int(budget_tokens * user_share), count)
+    user_limit = int(budget_tokens * user_share)
+    _, agent_fit, agent_need = _pack_block(agent, budget_tokens - user_limit, count)
+    if len(agent_fit) == len(agent):  # the agent cube cannot fill its share: the rest is free
+        user_limit = budget_tokens - agent_need
+    user_lines, user_in, user_tokens = _pack_block(user, user_limit, count)
     agent_lines, agent_in, agent_tokens = _pack_block(agent, budget_tokens - user_tokens, count)
     included = sorted(user_in + agent_in, key=by_score, reverse=True)
     return Packed("\n".join(user_lines), "\n".join(agent_lines), user_tokens + agent_tokens,

@@ -121,6 +121,9 @@ consolidation_candidate = Table(
     Column("written_at", Timestamp),
     Column("expired_at", Timestamp),
     Column("user_id", BinaryKey(255)),
+    Column("role", String(16)),
+    Column("span_start", Integer),
+    Column("span_end", Integer),
 )
 
 pending_expiry = Table(

@@ -20,6 +20,8 @@ On MySQL the identity columns compare byte for byte (``utf8mb4_bin``): tenant
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -34,6 +36,7 @@ from sqlalchemy import (
 )
 
 from streams.adapters.db.schema.conversation import BigId, BinaryKey, LongText, Timestamp, metadata
+from streams.memory.model import MemoryCandidate
 
 TERM_MAX_CHARS = 64
 
@@ -78,6 +81,9 @@ memory = Table(
     Column("superseded_by", String(64)),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    Column("role", String(16)),  # an episode's message role
+    Column("span_start", Integer),  # a passage's offsets in its message's content
+    Column("span_end", Integer),
     UniqueConstraint("scope_id", "content_hash"),
     Index(None, "scope_id", "session_key", "seq"),
     mysql_charset="utf8mb4",
@@ -105,3 +111,17 @@ memory_embedding = Table(
     Column("vector", LargeBinary, nullable=False),
     mysql_charset="utf8mb4",
 )
+
+
+def role_and_span(c: MemoryCandidate) -> dict[str, Any]:
+    """The ``role``, ``span_start`` and ``span_end`` columns of a memory's or a candidate's
+    row (``memory`` and ``consolidation_candidate`` both have them)."""
+    return {"role": c.role, "span_start": c.span[0] if c.span else None,
+            "span_end": c.span[1] if c.span else None}
+
+
+def span_of(r: Any) -> tuple[int, int] | None:
+    """A row's passage span (None: a whole message, or a row from before spans)."""
+    if r.span_start is None or r.span_end is None:
+        return None
+    return int(r.span_start), int(r.span_end)

@@ -10,9 +10,9 @@ scope's memories mostly are: at most ``ROW_TABLE_SPAN`` times as many ids as
 memories, the table four bytes per id), built at the first lookup after a
 change; else by a binary search of the ids. A search looks up a few thousand
 ids per scope, and at 100,000 memories half of a binary search's steps miss the
-processor's caches. Sessions and speakers are numbered per scope; an expiry leaves a
-name no memory held has any more until such names are half of them, and
-then they are numbered anew. The word sets lie end to end in one array; an
+processor's caches. Sessions, speakers and the messages passages come from are numbered per
+scope; an expiry leaves a name no memory held has any more until such names
+are half of them, and then they are numbered anew. The word sets lie end to end in one array; an
 expiry leaves its words there until they are half of it.
 
 Memories come in ascending id order (a scope state only ever adds ids above the
@@ -29,6 +29,7 @@ import numpy.typing as npt
 from streams.memory.rules.fusion import Places, rows_of
 
 Ids = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
 _NONE: Ids = np.zeros(0, dtype=np.int64)
 _NO_TABLE = np.zeros(0, dtype=np.int32)
@@ -43,6 +44,13 @@ class HeldPlaces:
         self.seq: Ids = _NONE
         self.speaker: Ids = _NONE  # -1: no speaker
         self.preference: Flags = np.zeros(0, dtype=bool)
+        self.source: Ids = _NONE  # the message a passage is part of (-1: none)
+        self.assistant: Flags = np.zeros(0, dtype=bool)  # made from an assistant's message
+        self.time: Floats = np.zeros(0, dtype=np.float64)  # event time, s (NaN: none)
+        self.changed: Flags = np.zeros(0, dtype=bool)  # announces a change (rules.recency)
+        self.values: Ids = _NONE  # the values it states (rules.recency.value_signature)
+        self.sources: dict[str, int] = {}
+        self.source_names: list[str] = []
         self.sessions: dict[str, int] = {}
         self.session_names: list[str] = []
         self.speakers: dict[str, int] = {}
@@ -57,9 +65,15 @@ class HeldPlaces:
         return len(self.ids)
 
     def add(self, ids: Sequence[int], places: Sequence[tuple[str | None, int, str | None]],
-            types: Sequence[str], words: Ids, counts: Ids) -> None:
-        """Memories above every held id, with their (session, seq, speaker), type and
-        word ids (``words``: each memory's in turn, ``counts`` of them)."""
+            types: Sequence[str], words: Ids, counts: Ids,
+            sources: Sequence[str | None] | None = None,
+            assistant: Sequence[bool] | None = None,
+            said: tuple[Sequence[float], Sequence[bool], Sequence[int]] | None = None) -> None:
+        """Memories above every held id, with their (session, seq, speaker), type, word
+        ids (``words``: each memory's in turn, ``counts`` of them), the message each
+        episode is part of (``sources``; None: none), whether it was an assistant's,
+        and what it says when (``said``: event times in s, NaN: none; whether it
+        announces a change; its value signature, :mod:`~streams.memory.rules.recency`)."""
         if not ids:
             return
         new = np.array(ids, dtype=np.int64)
@@ -76,6 +90,17 @@ class HeldPlaces:
             dtype=np.int64)])
         self.preference = np.concatenate([self.preference, np.array(
             [t == PREFERENCE for t in types], dtype=bool)])
+        self.source = np.concatenate([self.source, np.array(
+            [self._code(c, self.sources, self.source_names, None)
+             for c in (sources if sources is not None else [None] * len(ids))],
+            dtype=np.int64)])
+        self.assistant = np.concatenate([self.assistant, np.array(
+            assistant if assistant is not None else [False] * len(ids), dtype=bool)])
+        times, changed, values = said if said is not None else (
+            [np.nan] * len(ids), [False] * len(ids), [0] * len(ids))
+        self.time = np.concatenate([self.time, np.array(times, dtype=np.float64)])
+        self.changed = np.concatenate([self.changed, np.array(changed, dtype=bool)])
+        self.values = np.concatenate([self.values, np.array(values, dtype=np.int64)])
         assert len(counts) == len(ids) and int(counts.sum()) == len(words), "words per memory"
         starts = self._words_used + np.cumsum(counts) - counts
         self._put_words(words)
@@ -102,6 +127,10 @@ class HeldPlaces:
         self.ids, self.session, self.seq = self.ids[keep], self.session[keep], self.seq[keep]
         self._table = None
         self.speaker, self.preference = self.speaker[keep], self.preference[keep]
+        self.source = _renumbered(self.source[keep], self.source_names, self.sources)
+        self.assistant = self.assistant[keep]
+        self.time, self.changed, self.values = (self.time[keep], self.changed[keep],
+                                                 self.values[keep])
         self.word_at, self.word_count = self.word_at[keep], self.word_count[keep]
         self.session = _renumbered(self.session, self.session_names, self.sessions)
         self.speaker = _renumbered(self.speaker, self.speaker_names, self.speakers)
@@ -161,7 +190,8 @@ class HeldPlaces:
         """The places of ``ids`` (held, ascending, distinct) for the fusion."""
         at = self.rows(ids)
         assert (at >= 0).all(), "places of memories not held"
-        return Places(ids, self.session[at], self.seq[at], self.speaker[at], self.speaker_names)
+        return Places(ids, self.session[at], self.seq[at], self.speaker[at], self.speaker_names,
+                      self.source[at], self.assistant[at])
 
 
 def _renumbered(codes: Ids, names: list[str], numbers: dict[str, int]) -> Ids:

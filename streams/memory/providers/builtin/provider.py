@@ -62,7 +62,8 @@ from streams.memory.providers.builtin.rows import (
 from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.memory.providers.builtin.search import Search
 from streams.memory.providers.builtin.writes import Writes, prepare
-from streams.memory.rules.fusion import FusionWeights
+from streams.memory.rules.fusion import FusionWeights, Ramp
+from streams.memory.rules.recency import Recency
 from streams.metrics import PROVIDER_CALLS, PROVIDER_FAILURES, PROVIDER_LATENCY
 
 __all__ = ["BuiltinProvider", "as_provider_error", "content_hash"]
@@ -81,6 +82,8 @@ class BuiltinProvider:
         weights: FusionWeights = FusionWeights(),  # noqa: B008 - frozen
         candidates: int = 200,
         mmr_lambda: float = 0.7,
+        ramp: Ramp = Ramp(),  # noqa: B008 - frozen
+        recency: Recency = Recency(),  # noqa: B008 - frozen
         vector_cache_rows: int = 200_000,
         cache_postings: int = 4_000_000,
         row_cache_rows: int = 200_000,
@@ -101,7 +104,8 @@ class BuiltinProvider:
                                 rows_read=rows_read, ann_min_vectors=ann_min_vectors)
         self.held_reads = held_reads
         self._search = Search(engine, self.cache, self.memories, weights=weights,
-                              candidates=candidates, mmr_lambda=mmr_lambda,
+                              candidates=candidates, mmr_lambda=mmr_lambda, ramp=ramp,
+                              recency=recency,
                               held=self.held_reads)
         self._writes = Writes(engine, clock)
         self.eraser = Eraser(engine)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from itertools import takewhile
 from sys import intern
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from streams.memo import drop_oldest
 from streams.memory.model import StoredMemory
@@ -34,6 +34,8 @@ class Cached(NamedTuple):
     agent_id: str
     valid_from: str
     created_at: str
+    role: str | None = None
+    span: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, r: DbRow) -> Cached:
@@ -44,7 +46,9 @@ class Cached(NamedTuple):
                    m.importance, m.event_time, m.source_event_ids, intern(m.kind),
                    intern(session) if isinstance(session, str) else None, int(r.seq),
                    intern(str(d["user_id"])), intern(str(d["agent_id"])),
-                   intern(str(d["valid_from"])), intern(str(d["created_at"])))
+                   intern(str(d["valid_from"])), intern(str(d["created_at"])),
+                   intern(r.role) if isinstance(r.role, str) else None,
+                   cast(tuple[int, int] | None, d["span"]))
 
 
 class RowsRead(Protocol):
@@ -64,7 +68,7 @@ def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
     Built field by field from the tuple: ``dataclasses.replace`` would cost several
     times more."""
     (_, content, cube, type_, scope, importance, event_time, sources, kind, session, seq,
-     user_id, agent_id, valid_from, created_at) = row
+     user_id, agent_id, valid_from, created_at, role, span) = row
     out = object.__new__(StoredMemory)
     out.__dict__.update(
         id=key, content=content, cube=cube, type=type_, scope=scope,
@@ -72,7 +76,7 @@ def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
         event_time=event_time, source_event_ids=sources, kind=kind,
         metadata={"session": session, "seq": seq, "user_id": user_id, "agent_id": agent_id,
                   "valid_from": valid_from, "valid_to": None, "superseded_by": None,
-                  "created_at": created_at})
+                  "created_at": created_at, "role": role, "span": span})
     return out
 
 

@@ -48,6 +48,9 @@ def stored(r: DbRow, score: float) -> StoredMemory:
             "valid_to": aware_utc(r.valid_to).isoformat() if r.valid_to else None,
             "superseded_by": r.superseded_by,
             "created_at": aware_utc(r.created_at).isoformat(),
+            "role": r.role,
+            "span": (int(r.span_start), int(r.span_end)) if r.span_start is not None
+            and r.span_end is not None else None,
         },
     )
 

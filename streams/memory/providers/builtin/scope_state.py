@@ -13,6 +13,7 @@ not follow. :mod:`.scope_cache` keeps the states and brings them forward.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,12 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from streams.adapters.db.schema.memory import TERM_MAX_CHARS
+from streams.clock import aware_utc
 from streams.memory.providers.builtin.ann import VectorIndex
 from streams.memory.providers.builtin.held_places import HeldPlaces
 from streams.memory.providers.builtin.rows import DbRow, Vector
 from streams.memory.rules.fusion import speaker_of
 from streams.memory.rules.lexical import KeptParts, PostingArrays, term_counts, tokenize
 from streams.memory.rules.mmr import token_set, word_ids
+from streams.memory.rules.recency import announces_change, value_signature
 
 Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -86,6 +89,11 @@ class ScopeState:
         ids: list[int] = []
         places: list[tuple[str | None, int, str | None]] = []
         types: list[str] = []
+        sources: list[str | None] = []
+        assistant: list[bool] = []
+        times: list[float] = []
+        changed: list[bool] = []
+        values: list[int] = []
         words, counts = array("q"), array("q")  # int64, without an object per word
         for r in rows:
             k, i = str(r.id), int(r.id)
@@ -94,6 +102,12 @@ class ScopeState:
             ids.append(i)
             places.append(p)
             types.append(str(r.type))
+            # an episode's source events, as stored: the passages of one message share them
+            sources.append(r.source_event_ids if r.kind == "episode" else None)
+            assistant.append(r.role == "assistant")
+            times.append(aware_utc(r.event_time).timestamp() if r.event_time else math.nan)
+            changed.append(announces_change(r.content))
+            values.append(value_signature(r.content))
             if r.kind == "episode":
                 self.episodes.add(k)
             if p[0] is not None:
@@ -113,7 +127,8 @@ class ScopeState:
         for term, (held, tfs, dls) in grown.items():
             self._append(term, np.array(held, np.int64), np.array(tfs), np.array(dls))
         self.places.add(ids, places, types, np.frombuffer(words, np.int64).copy(),
-                        np.frombuffer(counts, np.int64).copy())
+                        np.frombuffer(counts, np.int64).copy(), sources, assistant,
+                        (times, changed, values))
 
     def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
         held = self.terms.get(term)

@@ -47,9 +47,10 @@ from streams.memory.providers.builtin.scope_state import (
     is_subject,
     postings_of,
 )
-from streams.memory.rules.fusion import FusionWeights, fuse_arrays
-from streams.memory.rules.lexical import bm25_arrays, query_terms
+from streams.memory.rules.fusion import FusionWeights, Ramp, confidence, fuse_arrays
+from streams.memory.rules.lexical import bm25_arrays, idf, matched_share, query_terms
 from streams.memory.rules.mmr import Similarities, cosine_matrix, jaccard_of_words, mmr_order
+from streams.memory.rules.recency import Recency, newer_first
 from streams.memory.rules.shown_score import shown_scores
 from streams.memory.rules.strength import strongest_first
 
@@ -135,6 +136,7 @@ class NearSignal(Signal):
 class Search:
     def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: MemoryCache, *,
                  weights: FusionWeights, candidates: int, mmr_lambda: float,
+                 ramp: Ramp | None = None, recency: Recency | None = None,
                  held: HeldReads | None = None) -> None:
         self.engine = engine
         self.held = held
@@ -143,6 +145,8 @@ class Search:
         self.weights = weights
         self.candidates = candidates
         self.mmr_lambda = mmr_lambda
+        self.ramp = ramp
+        self.recency = recency
 
     async def run(self, scope: Scope, request: SearchRequest, pairs: set[tuple[str, str]],
                   qvec: asyncio.Future[Vector] | None) -> list[StoredMemory]:
@@ -221,10 +225,54 @@ class Search:
         keep = around(st, best)
         if request.kinds is not None:
             keep = keep[np.fromiter((wanted(str(k)) for k in keep.tolist()), bool, len(keep))]
-        return fuse_arrays(lexical.restricted(keep),
-                           dense.restricted(keep) if dense else None,  # (empty: none)
-                           st.places.places(keep), query=request.query, weights=self.weights,
-                           limit=self.candidates)
+        ids, scores = fuse_arrays(
+            lexical.restricted(keep), dense.restricted(keep) if dense else None,  # (empty: none)
+            st.places.places(keep), query=request.query, weights=self.weights,
+            limit=self.candidates,
+            top_score=self._confidence(request, st, postings, terms, lexical, dense))
+        if self.recency is None or request.kinds is not None:
+            return ids, scores
+        return ids, self._newer_first(st, ids, scores, postings.get(st.scope_id, {}), terms,
+                                      self.recency)
+
+    @staticmethod
+    def _newer_first(st: ScopeState, ids: Ids, scores: Floats, postings: dict[str, Postings],
+                     terms: list[str], rule: Recency) -> Floats:
+        """:func:`~streams.memory.rules.recency.newer_first` over the ``rule.depth`` best,
+        with the query's words each of them holds (from the postings)."""
+        words = [t for t in terms if not is_subject(t)]
+        if rule.depth < 2 or not words or len(ids) < 2:
+            return scores
+        top = np.argsort(-scores, kind="stable")[:rule.depth]
+        at = st.places.rows(ids[top])
+        matched = np.zeros((len(top), len(words)), dtype=bool)
+        for k, t in enumerate(words):
+            if (p := postings.get(t)) is not None and len(p[0]):
+                matched[:, k] = member_of(ids[top], p[0], ascending=True)
+        weights = np.array([idf(st.doc_count, len(p[0]) if (p := postings.get(t)) is not None
+                                else 0) for t in words], dtype=np.float64)
+        places = st.places
+        out = scores.copy()
+        out[top] = newer_first(scores[top], places.time[at], places.changed[at],
+                               places.values[at], matched, weights, rule)
+        return out
+
+    def _confidence(self, request: SearchRequest, st: ScopeState,
+                    postings: dict[int, dict[str, Postings]], terms: list[str],
+                    lexical: Signal, dense: Signal | None) -> float:
+        """The scope's :func:`~streams.memory.rules.fusion.confidence` for the query (1.0 for
+        searches of some kinds only: a consolidation's lookups want whatever is related)."""
+        if self.ramp is None or request.kinds is not None:
+            return 1.0
+        share = 0.0
+        if len(lexical):
+            best = np.array([lexical.ids[int(np.argmax(lexical.values))]], dtype=np.int64)
+            held = postings.get(st.scope_id, {})
+            words = [held.get(t) for t in dict.fromkeys(terms) if not is_subject(t)]
+            share = matched_share([p is not None and bool(member_of(best, p[0], ascending=True)[0])
+                                   for p in words])
+        dense_best = float(dense.values.max()) if dense is not None and len(dense) else None
+        return confidence(dense_best, share, self.ramp)
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,

@@ -32,6 +32,7 @@ from streams.adapters.db.schema.memory import (
     memory_embedding,
     memory_scope_stats,
     memory_term,
+    role_and_span,
 )
 from streams.clock import naive_utc
 from streams.memory.model import MemoryCandidate
@@ -161,6 +162,7 @@ class Writes:
             "content_hash": p.hash, "event_time": naive_utc(p.candidate.event_time),
             "valid_from": naive_utc(p.candidate.event_time) or now, "valid_to": None,
             "superseded_by": None, "created_at": now, "updated_at": now,
+            **role_and_span(p.candidate),
         } for p in new]
         await conn.execute(memory.insert(), rows)
         ids = await self.ids_by_hash(conn, scope_id, [p.hash for p in new])

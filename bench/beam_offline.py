@@ -1,0 +1,456 @@
+"""BEAM in one process: the worker's consolidation and query engine, no broker.
+
+The chats are stored and consolidated session by session by the composition
+root's own processors (``Wiring`` over a ``Runtime``) on SQLite, with the
+local embedder behind a vector cache on disk (``.bench/beam-vectors.sqlite``,
+keyed by the text), then every question is answered by the worker's
+``QueryEngine``. What the broker adds (transport, batching) does not change a
+ranking, so this is how the ranking and the consolidation are tuned and
+rotated; ``make bench-beam`` measures the same through Kafka.
+
+    python bench/beam_offline.py [--data DIR] [--chats 1,2] [--rebuild] [--json]
+
+The consolidated database is kept under ``.bench/beam-offline/`` keyed by the
+data and the code of the consolidation (``streams/consolidation``,
+``streams/memory``), so asking again after a ranking change reuses it.
+``MEMSTREAM_*`` settings in the environment apply as they would to a worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sqlite3
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pydantic import SecretStr  # noqa: E402
+
+from streams.adapters.db.messages import MessageStore, message_row  # noqa: E402
+from streams.adapters.embeddings.embedders import LocalEmbedder  # noqa: E402
+from streams.adapters.kafka.publish import SourceRecord  # noqa: E402
+from streams.devtools.beam.dataset import Chat, Question, load_chats  # noqa: E402
+from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
+from streams.settings import DatabaseSettings, RedisSettings, Settings  # noqa: E402
+from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions  # noqa: E402
+from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
+from streams.worker.runtime import Runtime  # noqa: E402
+from streams.worker.wiring import Wiring  # noqa: E402
+from tests.agents.fakes import FakePublisher  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "beam-100k"
+TENANT, AGENT = "beam", "beam-agent"
+CODE_DIRS = ("streams/consolidation", "streams/memory", "streams/adapters/db",
+             "streams/tokens.py")
+
+
+def user_of(chat_id: str) -> str:
+    return f"beam-{chat_id}"
+
+
+def event_of(chat_id: str, turn: int) -> str:
+    return f"beam-{chat_id}:{turn}"
+
+
+class CachedEmbedder(LocalEmbedder):
+    """The local embedder with its vectors kept on disk, by the text's hash."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path)
+        self.db.execute("CREATE TABLE IF NOT EXISTS v (h TEXT PRIMARY KEY, vec BLOB)")
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        found: dict[str, list[float]] = {}
+        for k in set(keys):
+            row = self.db.execute("SELECT vec FROM v WHERE h = ?", (k,)).fetchone()
+            if row is not None:
+                found[k] = np.frombuffer(row[0], dtype=np.float32).tolist()
+        missing = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in found]
+        if missing:
+            wanted = list(dict((k, t) for k, t in missing).items())
+            vecs = await super().embed([t for _, t in wanted])
+            for (k, _), v in zip(wanted, vecs, strict=True):
+                found[k] = v
+                self.db.execute("INSERT OR REPLACE INTO v VALUES (?, ?)",
+                                (k, np.asarray(v, dtype=np.float32).tobytes()))
+            self.db.commit()
+        return [found[k] for k in keys]
+
+
+def code_digest(data: Path, chats: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(data.rglob("*.json")):
+        h.update(p.name.encode())
+        h.update(str(p.stat().st_size).encode())
+    h.update(",".join(chats).encode())
+    for name in CODE_DIRS:
+        base = ROOT / name
+        for f in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def settings_for(db: Path) -> Settings:
+    return Settings(database=DatabaseSettings(url=SecretStr(f"sqlite+aiosqlite:///{db}")),
+                    redis=RedisSettings(url=None))
+
+
+async def open_runtime(db: Path) -> tuple[Runtime, Wiring]:
+    settings = settings_for(db)
+    runtime = Runtime(settings, migrate=True)
+    runtime.__dict__["embedder"] = CachedEmbedder(ROOT / ".bench" / "beam-vectors.sqlite")
+    await runtime.start()
+    wiring = Wiring(settings, runtime, publisher=FakePublisher(),
+                    agent_configs=StaticAgentConfigs())
+    return runtime, wiring
+
+
+async def consolidate(chats: Sequence[Chat], db: Path) -> None:
+    runtime, wiring = await open_runtime(db)
+    try:
+        consolidation = wiring.consolidation()
+        store = MessageStore(runtime.engine)
+        n = 0
+        t0 = time.perf_counter()
+        for chat in chats:
+            user = user_of(chat.chat_id)
+            conv = f"beam-{chat.chat_id}"
+            for session in chat.sessions:
+                if not session.turns:
+                    continue
+                start = session.start.replace(tzinfo=UTC)
+                msgs = [ChatMessage(
+                    event_id=event_of(chat.chat_id, t.id), type="message", tenant_id=TENANT,
+                    user_id=user, agent_id=AGENT, conversation_id=conv, role=t.role,
+                    content=t.content or "(no text)", created_at=start + timedelta(seconds=i))
+                    for i, t in enumerate(session.turns)]
+                await store.store([message_row(m, datetime.now(UTC), session_seq=session.number)
+                                   for m in msgs])
+                closed = SessionClosed(
+                    closed_id=f"{TENANT}/{conv}#{session.number}", tenant_id=TENANT,
+                    user_id=user, agent_id=AGENT, conversation_id=conv, trigger="explicit",
+                    session_seq=session.number, closed_at=datetime.now(UTC) + timedelta(seconds=60),
+                    last_activity=msgs[-1].created_at, message_count=len(msgs),
+                    last_event_id=msgs[-1].event_id)
+                n += 1
+                [_handled] = await consolidation.processor.process([SourceRecord(
+                    "closed", 0, n, conv.encode(), closed.model_dump_json().encode())])
+                if n % 100 == 0:
+                    print(f"  consolidated {n} sessions ({time.perf_counter() - t0:.0f} s)",
+                          file=sys.stderr, flush=True)
+        print(f"  consolidated {n} sessions in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)
+    finally:
+        await runtime.stop()
+
+
+# ------------------------------------------------------------------ scoring
+@dataclass
+class Asked:
+    question: Question
+    reply: MemoryReply
+    latency_ms: float
+
+
+@dataclass
+class Figures:
+    n: int = 0
+    b4k: list[float] = field(default_factory=list)
+    all_in: list[float] = field(default_factory=list)
+    r10: list[float] = field(default_factory=list)
+
+
+def share(evidence: Sequence[str], found: set[str]) -> float:
+    return sum(1 for e in evidence if e in found) / len(evidence) if evidence else 0.0
+
+
+def first_rank(reply: MemoryReply, events: set[str]) -> int | None:
+    for i, m in enumerate(reply.memories):
+        if events & set(m.source_event_ids):
+            return i
+    return None
+
+
+def score(asked: Sequence[Asked]) -> dict[str, Any]:
+    by_type: dict[str, Figures] = defaultdict(Figures)
+    overall = Figures()
+    ku_total = ku_ok = ku_both = ku_both_ok = 0
+    tokens = []
+    owners: dict[str, set[str]] = {}
+    shown_in: dict[str, list[str]] = defaultdict(list)
+    contents: dict[str, str] = {}
+    for a in asked:
+        q, r = a.question, a.reply
+        budget = set(r.budget.source_event_ids) if r.budget else set()
+        tokens.append(r.budget.tokens_used if r.budget else 0)
+        in_reply = {m.id for m in r.memories[:10]} | set(r.budget.memory_ids if r.budget else [])
+        for m in r.memories:
+            owners.setdefault(m.id, {s.split(":")[0] for s in m.source_event_ids})
+            contents[m.id] = f"{m.cube}: {m.content[:80]}"
+        for mid in in_reply:
+            shown_in[mid].append(q.chat_id)
+        if not q.evidence:
+            continue
+        ev = [event_of(q.chat_id, i) for i in q.evidence]
+        listed = [s for m in r.memories[:10] for s in m.source_event_ids]
+        for f in (by_type[q.type], overall):
+            f.n += 1
+            f.b4k.append(share(ev, budget))
+            f.all_in.append(float(all(e in budget for e in ev)))
+            f.r10.append(share(ev, set(listed)))
+        if q.type == "knowledge_update" and q.original and q.updated \
+                and not set(q.original) & set(q.updated):
+            ku_total += 1
+            orig = {event_of(q.chat_id, i) for i in q.original}
+            upd = {event_of(q.chat_id, i) for i in q.updated}
+            ro, ru = first_rank(r, orig), first_rank(r, upd)
+            above = ru is not None and (ro is None or ru < ro)
+            ku_ok += int(above and bool(upd & budget))
+            if ro is not None and ru is not None:
+                ku_both += 1
+                ku_both_ok += int(ru < ro)
+    replies_by_chat: dict[str, int] = defaultdict(int)
+    for a in asked:
+        replies_by_chat[a.question.chat_id] += 1
+    worst: list[tuple[float, str]] = []
+    for mid, chats in shown_in.items():
+        own = {o.removeprefix("beam-") for o in owners.get(mid, set())}
+        others = sum(n for c, n in replies_by_chat.items() if c not in own)
+        if others:
+            worst.append((sum(1 for c in chats if c not in own) / others, mid))
+    worst.sort(reverse=True)
+    lat = [a.latency_ms for a in asked]
+
+    def mean(xs: list[float]) -> float:
+        return round(100 * sum(xs) / len(xs), 1) if xs else 0.0
+
+    return {
+        "by_type": {t: {"n": f.n, "b4k": mean(f.b4k), "all": mean(f.all_in), "r10": mean(f.r10)}
+                    for t, f in sorted(by_type.items())},
+        "overall": {"n": overall.n, "b4k": mean(overall.b4k), "all": mean(overall.all_in),
+                    "r10": mean(overall.r10)},
+        "ku": {"scored": ku_total, "above": ku_ok, "both_listed": ku_both,
+               "above_when_both": ku_both_ok},
+        "tokens": {"mean": round(statistics.mean(tokens)), "median": statistics.median(tokens),
+                   "max": max(tokens)},
+        "cross_user": {"max_share": round(worst[0][0], 3) if worst else 0.0,
+                       "over_5pct": sum(1 for s, _ in worst if s > 0.05),
+                       "worst": [(round(s, 3), contents.get(m, m)) for s, m in worst[:3]]},
+        "latency_ms": {"p50": round(statistics.median(lat), 1),
+                       "p99": round(float(np.percentile(lat, 99)), 1)},
+    }
+
+
+def render(s: dict[str, Any]) -> str:
+    rows = [f"{'type':<26} {'n':>3} {'in 4k':>7} {'all':>7} {'R@10':>7}"]
+    for t, f in [*s["by_type"].items(), ("overall", s["overall"])]:
+        rows.append(f"{t:<26} {f['n']:>3} {f['b4k']:>6.1f}% {f['all']:>6.1f}% {f['r10']:>6.1f}%")
+    k = s["ku"]
+    rows.append(f"updates above originals: {k['above']}/{k['scored']}; when both listed "
+                f"{k['above_when_both']}/{k['both_listed']}")
+    rows.append(f"tokens used: {s['tokens']}")
+    rows.append(f"cross-user: {s['cross_user']}")
+    rows.append(f"latency (in process): {s['latency_ms']}")
+    return "\n".join(rows)
+
+
+async def ask(chats: Sequence[Chat], db: Path, top_k: int, budget: int) -> list[Asked]:
+    runtime, wiring = await open_runtime(db)
+    try:
+        engine = wiring.query_processor().engine
+        out = []
+        for chat in chats:
+            for n, q in enumerate(chat.questions):
+                t0 = time.perf_counter()
+                reply = await engine.answer(MemoryQuery(
+                    tenant_id=TENANT, user_id=user_of(chat.chat_id), agent_id=AGENT,
+                    conversation_id=f"beam-{chat.chat_id}-q{n}", message=q.question,
+                    options=QueryOptions(include_short_term=False, top_k=top_k,
+                                         long_memory_token_budget=budget, timeout_ms=60_000)))
+                out.append(Asked(q, reply, (time.perf_counter() - t0) * 1000))
+        return out
+    finally:
+        await runtime.stop()
+
+
+# ------------------------------------------------------------------ grid and rotation
+GRID: dict[str, list[Any]] = {
+    "dense": [0.5],
+    "neighbour": [0.4],
+    "session": [0.4],
+    "assistant": [0.3, 0.5, 0.7],
+    "passage_decay": [0.3, 0.5, 0.8],
+    "relativity": [0.3, 0.45],
+    "ramp": ["0.2-0.4/0.2-0.5"],
+    "recency": [0, 10],
+}
+
+
+def read_json(path: Path) -> dict[str, list[dict[str, Any]]]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_json(path: Path, doc: dict[str, list[dict[str, Any]]]) -> None:
+    path.write_text(json.dumps(doc))
+
+
+def ramp_of(name: str) -> Any:
+    from streams.memory.rules.fusion import Ramp
+    if name == "off":
+        return None
+    d, lx = name.split("/")
+    return Ramp(*map(float, d.split("-")), *map(float, lx.split("-")))
+
+
+def per_question(asked: Sequence[Asked]) -> list[dict[str, Any]]:
+    out = []
+    for a in asked:
+        q, r = a.question, a.reply
+        if not q.evidence:
+            continue
+        budget = set(r.budget.source_event_ids) if r.budget else set()
+        ev = [event_of(q.chat_id, i) for i in q.evidence]
+        listed = {s for m in r.memories[:10] for s in m.source_event_ids}
+        row = {"chat": q.chat_id, "type": q.type, "b4k": share(ev, budget),
+               "all": float(all(e in budget for e in ev)), "r10": share(ev, listed)}
+        if q.type == "knowledge_update" and q.original and q.updated \
+                and not set(q.original) & set(q.updated):
+            orig = {event_of(q.chat_id, i) for i in q.original}
+            upd = {event_of(q.chat_id, i) for i in q.updated}
+            ro, ru = first_rank(r, orig), first_rank(r, upd)
+            row["ku"] = float(ru is not None and (ro is None or ru < ro) and bool(upd & budget))
+        out.append(row)
+    return out
+
+
+async def grid(chats: Sequence[Chat], db: Path, cache: Path, top_k: int,
+               budget: int) -> dict[str, list[dict[str, Any]]]:
+    import itertools
+    from dataclasses import replace as dc_replace
+
+    from streams.memory.rules.fusion import FusionWeights
+    from streams.memory.rules.recency import Recency
+    done = read_json(cache)
+    runtime, wiring = await open_runtime(db)
+    try:
+        engine = wiring.query_processor().engine
+        search = runtime.providers.get("mysql").provider._search  # type: ignore[attr-defined]
+        base = engine.config
+        keys = list(GRID)
+        for values in itertools.product(*GRID.values()):
+            p = dict(zip(keys, values, strict=True))
+            name = json.dumps(p, sort_keys=True)
+            if name in done:
+                continue
+            search.weights = FusionWeights(p["dense"], round(1 - p["dense"], 6), p["neighbour"],
+                                           p["session"], 0.25, p["passage_decay"],
+                                           p["assistant"])
+            search.ramp = ramp_of(p["ramp"])
+            search.recency = Recency(depth=p["recency"])
+            engine.config = dc_replace(base, relativity=p["relativity"])
+            asked = []
+            for chat in chats:
+                for n, q in enumerate(chat.questions):
+                    if not q.evidence:
+                        continue
+                    reply = await engine.answer(MemoryQuery(
+                        tenant_id=TENANT, user_id=user_of(chat.chat_id), agent_id=AGENT,
+                        conversation_id=f"beam-{chat.chat_id}-q{n}", message=q.question,
+                        options=QueryOptions(include_short_term=False, top_k=top_k,
+                                             long_memory_token_budget=budget,
+                                             timeout_ms=60_000)))
+                    asked.append(Asked(q, reply, 0.0))
+            done[name] = per_question(asked)
+            if len(done) % 20 == 0:
+                write_json(cache, done)
+                print(f"  {len(done)} configurations", file=sys.stderr, flush=True)
+        write_json(cache, done)
+        return done
+    finally:
+        await runtime.stop()
+
+
+def objective(rows: Sequence[dict[str, Any]]) -> float:
+    return sum((r["b4k"] + r["all"] + r["r10"]) / 3 for r in rows) / max(len(rows), 1)
+
+
+def rotation(done: dict[str, list[dict[str, Any]]]) -> str:
+    chats = sorted({r["chat"] for rows in done.values() for r in rows}, key=int)
+    lines = [f"{'held out':<9} {'chosen on the others':<90} {'b4k':>6} {'all':>6} {'R@10':>6}"]
+    pooled: list[dict[str, Any]] = []
+    for held in chats:
+        best = max(done, key=lambda k: objective([r for r in done[k] if r["chat"] != held]))
+        mine = [r for r in done[best] if r["chat"] == held]
+        pooled += mine
+        m = {k: 100 * sum(r[k] for r in mine) / len(mine) for k in ("b4k", "all", "r10")}
+        lines.append(f"{held:<9} {best:<90} {m['b4k']:>5.1f}% {m['all']:>5.1f}% "
+                     f"{m['r10']:>5.1f}%")
+    m = {k: 100 * sum(r[k] for r in pooled) / len(pooled) for k in ("b4k", "all", "r10")}
+    ku = [r["ku"] for r in pooled if "ku" in r]
+    lines.append(f"{'pooled':<9} {'':<90} {m['b4k']:>5.1f}% {m['all']:>5.1f}% {m['r10']:>5.1f}%"
+                 f"   updates above originals {sum(ku):.0f}/{len(ku)}")
+    dev = max(done, key=lambda k: objective(done[k]))
+    d = {k: 100 * sum(r[k] for r in done[dev]) / len(done[dev]) for k in ("b4k", "all", "r10")}
+    lines.append(f"dev (tuned on all): {dev} {d}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--chats", default=None, help="comma-separated chat folders (default: all)")
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--top-k", type=int, default=50)
+    ap.add_argument("--budget", type=int, default=4000)
+    ap.add_argument("--dump", type=Path, default=None, help="write every reply as JSON lines")
+    ap.add_argument("--grid", action="store_true", help="every configuration of GRID, rotated")
+    args = ap.parse_args()
+    chats = load_chats(args.data)
+    if args.chats:
+        wanted = args.chats.split(",")
+        chats = [c for c in chats if c.chat_id in wanted]
+    digest = code_digest(args.data, [c.chat_id for c in chats])
+    db = ROOT / ".bench" / "beam-offline" / digest / "m.db"
+    if args.rebuild and db.exists():
+        db.unlink()
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        print(f"  consolidating into {db}", file=sys.stderr, flush=True)
+        asyncio.run(consolidate(chats, db))
+    if args.grid:
+        done = asyncio.run(grid(chats, db, db.parent / "grid.json", args.top_k, args.budget))
+        print(rotation(done))
+        return 0
+    asked = asyncio.run(ask(chats, db, args.top_k, args.budget))
+    if args.dump:
+        with args.dump.open("w") as f:
+            for a in asked:
+                f.write(json.dumps({"chat": a.question.chat_id, "type": a.question.type,
+                                    "question": a.question.question,
+                                    "evidence": list(a.question.evidence),
+                                    "reply": a.reply.model_dump(mode="json")}) + "\n")
+    s = score(asked)
+    print(json.dumps(s) if args.json else render(s))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

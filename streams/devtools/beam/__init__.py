@@ -1,0 +1,1 @@
+"""The BEAM benchmark: agent conversations (a person and an assistant) through Kafka."""

@@ -1,0 +1,115 @@
+"""Newer statements first: among memories about what the query asks, an update ranks above
+what it updates.
+
+A project moves: "the API answers in 400 ms" in March, "now averaging around 250
+ms" in April. Both match a question about the response time, and the older one
+often matches it better (its session talks of nothing else). :func:`newer_first`
+looks at a cube's ``depth`` best memories and lets a newer one take the place
+of an older one it updates, when
+
+* it is newer by at least ``min_gap_s`` (said another time, not in the same
+  breath),
+* it says so — it announces a change (:func:`announces_change`: "now",
+  "increased to", "moved the call to", "the new deadline of", "switched to") —
+  or it states a value (:func:`value_signature`: a number, a date, a version)
+  the older one states differently,
+* it matches nothing of the query the older one does not (by idf), and what
+  they share is at least ``share`` of the query,
+* and it scores at most ``band`` below the older one.
+
+The two exchange their scores (the newest of a chain ends first: updates are
+taken in time order), so nothing rises from far below and the set of scores,
+and with it every cut by score, stays the same. The judge's supersession
+retires an old fact when it recognises the update; this ordering holds whether
+or not it did, and for episodes, which are never superseded.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Floats = npt.NDArray[np.float64]
+Ids = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
+
+_CHANGE = re.compile(
+    r"\b(?:improved|increased|decreased|grown|grew|reached|risen|rose|dropped|fallen|fell"
+    r"|adjusted|changed|moved|rescheduled|updated|extended|shortened|raised|lowered|bumped"
+    r"|switched|expanded|shifted|pushed|postponed|upgraded|downgraded|reduced|boosted|revised"
+    r"|moving|rescheduling|changing|switching|shifting|pushing|extending|postponing|upgrading"
+    r"|now\s+(?:at|averag\w*|has|have|is|are|totals?|stands|using|use|\d))\b"
+    r"|\bnew\s+(?:[\w,-]+\s+){0,4}(?:of|is|at|to|on|by|for|deadline|date|time|target|goal"
+    r"|quota|limit|total)\b|\bhas\s+now\b|\bany\s*more\b|\bno\s+longer\b",
+    re.I,
+)
+_VALUE = re.compile(
+    r"\d+(?:[.,:]\d+)*\s*(?:%|ms|s|h|k|m|gb|mb|kb)?|\b(?:january|february|march|april|may|june"
+    r"|july|august|september|october|november|december)\s+\d{1,2}\b",
+    re.I,
+)
+
+
+def announces_change(text: str) -> bool:
+    """Whether ``text`` says that something changed or has a new value."""
+    return _CHANGE.search(text) is not None and _VALUE.search(text) is not None
+
+
+def value_signature(text: str) -> int:
+    """A number standing for the values ``text`` states (numbers, dates, versions, with
+    their units), 0 when it states none: two texts stating the same values have the
+    same one."""
+    found = sorted({v.casefold().replace(" ", "") for v in _VALUE.findall(text)})
+    if not found:
+        return 0
+    return zlib.crc32("\x1f".join(found).encode()) + 1
+
+
+@dataclass(frozen=True)
+class Recency:
+    """The parameters of :func:`newer_first` (``depth`` 0: off)."""
+
+    depth: int = 10
+    band: float = 0.5
+    share: float = 0.2
+    min_gap_s: float = 3600.0
+
+
+def newer_first(scores: Floats, times: Floats, changed: Flags, values: Ids, matched: Flags,
+                idf: Floats, rule: Recency = Recency()) -> Floats:
+    """``scores`` with the updates among the ``rule.depth`` best moved above what they update
+    (see the module doc). ``times``: event times in seconds (NaN: unknown, never
+    newer or older); ``changed``: :func:`announces_change` of each; ``values``: its
+    :func:`value_signature`; ``matched``: an (n, terms) table of the query's terms
+    each holds; ``idf``: each term's weight."""
+    n = len(scores)
+    if n < 2 or rule.depth < 2 or not len(idf):
+        return scores
+    top = np.argsort(-scores, kind="stable")[:rule.depth]
+    out = scores.copy()
+    total = float(idf.sum())
+    weight = matched[top].astype(np.float64) @ idf  # each one's matched mass
+    for jj in np.argsort(times[top], kind="stable").tolist():
+        j = int(top[jj])
+        if np.isnan(times[j]) or not (changed[j] or values[j]) or weight[jj] <= 0:
+            continue
+        best = -1
+        for i in top.tolist():
+            if not times[i] <= times[j] - rule.min_gap_s:  # NaN too
+                continue
+            if not out[j] < out[i] <= out[j] + rule.band:
+                continue
+            if not changed[j] and (values[i] == 0 or values[i] == values[j]):
+                continue
+            shared = float((matched[i] & matched[j]).astype(np.float64) @ idf)
+            if shared < weight[jj] - 1e-9 or shared < rule.share * total:
+                continue
+            if best < 0 or out[i] > out[best]:
+                best = i
+        if best >= 0:
+            out[j], out[best] = out[best], out[j]
+    return out
