@@ -93,8 +93,10 @@ bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
 bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
 	$(PY) bench/retrieval_offline.py
 
-bench-rotation: $(STAMP)  ## LoCoMo retrieval tuned by leave-one-conversation-out rotation (no services)
+bench-rotation: $(STAMP)  ## ranking tuned by rotation: LoCoMo (one conversation held out) and BEAM (one chat held out), no services
 	$(PY) bench/rotation.py --try date-lift
+	$(PY) bench/beam_offline.py --grid
+	$(PY) bench/rotation_joint.py
 
 bench-updates: $(STAMP)  ## corrections that replace the fact they correct, and nothing else (no services)
 	$(PY) bench/updates.py

@@ -26,7 +26,7 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -44,6 +44,7 @@ from streams.adapters.db.messages import MessageStore, message_row  # noqa: E402
 from streams.adapters.embeddings.embedders import LocalEmbedder  # noqa: E402
 from streams.adapters.kafka.publish import SourceRecord  # noqa: E402
 from streams.devtools.beam.dataset import Chat, Question, load_chats  # noqa: E402
+from streams.devtools.locomo.rotation import rotate  # noqa: E402
 from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import DatabaseSettings, RedisSettings, Settings  # noqa: E402
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions  # noqa: E402
@@ -292,15 +293,19 @@ async def ask(chats: Sequence[Chat], db: Path, top_k: int, budget: int) -> list[
 
 # ------------------------------------------------------------------ grid and rotation
 GRID: dict[str, list[Any]] = {
-    "dense": [0.5],
-    "neighbour": [0.4],
-    "session": [0.4],
-    "assistant": [0.3, 0.5, 0.7],
-    "passage_decay": [0.3, 0.5, 0.8],
-    "relativity": [0.3, 0.45],
-    "ramp": ["0.2-0.4/0.2-0.5"],
-    "recency": [0, 10],
+    "dense": [0.5, 0.6],
+    "neighbour": [0.3, 0.4, 0.5],
+    "session": [0.4, 0.5],
+    "assistant": [0.05, 0.1, 0.2, 0.3],
+    "passage_decay": [0.05, 0.1, 0.2, 0.3],
+    "relativity": [0.2, 0.3, 0.45],
+    "ramp": ["0.2-0.4/0.05-0.3"],
+    "recency": [10],
 }
+"""The weights shared with LoCoMo (dense, neighbour, session, relativity: the values
+``bench/rotation.py``'s ``SHARED_WITH_BEAM`` tries too, so that ``bench/rotation_joint.py``
+can choose them on both), and the weights only agent conversations have (an assistant's
+turns, the passages of one answer)."""
 
 
 def read_json(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -391,25 +396,53 @@ def objective(rows: Sequence[dict[str, Any]]) -> float:
     return sum((r["b4k"] + r["all"] + r["r10"]) / 3 for r in rows) / max(len(rows), 1)
 
 
+def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
+    vals = [r[key] for r in rows if key in r]
+    return 100 * sum(vals) / len(vals) if vals else 0.0
+
+
 def rotation(done: dict[str, list[dict[str, Any]]]) -> str:
-    chats = sorted({r["chat"] for rows in done.values() for r in rows}, key=int)
-    lines = [f"{'held out':<9} {'chosen on the others':<90} {'b4k':>6} {'all':>6} {'R@10':>6}"]
-    pooled: list[dict[str, Any]] = []
-    for held in chats:
-        best = max(done, key=lambda k: objective([r for r in done[k] if r["chat"] != held]))
-        mine = [r for r in done[best] if r["chat"] == held]
-        pooled += mine
-        m = {k: 100 * sum(r[k] for r in mine) / len(mine) for k in ("b4k", "all", "r10")}
-        lines.append(f"{held:<9} {best:<90} {m['b4k']:>5.1f}% {m['all']:>5.1f}% "
-                     f"{m['r10']:>5.1f}%")
-    m = {k: 100 * sum(r[k] for r in pooled) / len(pooled) for k in ("b4k", "all", "r10")}
+    """Leave one chat out (:func:`streams.devtools.locomo.rotation.rotate`): each fold's
+    choice on the other chats, its figures on the held-out one, pooled, by type."""
+    names = list(done)
+    rows = [done[n] for n in names]
+    groups = [r["chat"] for r in rows[0]]
+    rot = rotate(range(len(names)), groups,
+                 lambda c, idx: objective([rows[c][i] for i in idx]),
+                 lambda c, idx: [rows[c][i] for i in idx])
+    lines = [f"{'held out':<9} {'chosen on the others':<100} {'b4k':>6} {'all':>6} {'R@10':>6}"]
+    for f in rot.folds:
+        lines.append(f"{f.fold.held_out:<9} {names[f.chosen]:<100} "
+                     + " ".join(f"{_mean(f.rows, k):>5.1f}%" for k in ("b4k", "all", "r10")))
+    pooled = [r for _, r in rot.held_out_rows()]
     ku = [r["ku"] for r in pooled if "ku" in r]
-    lines.append(f"{'pooled':<9} {'':<90} {m['b4k']:>5.1f}% {m['all']:>5.1f}% {m['r10']:>5.1f}%"
-                 f"   updates above originals {sum(ku):.0f}/{len(ku)}")
-    dev = max(done, key=lambda k: objective(done[k]))
-    d = {k: 100 * sum(r[k] for r in done[dev]) / len(done[dev]) for k in ("b4k", "all", "r10")}
-    lines.append(f"dev (tuned on all): {dev} {d}")
+    lines.append(f"{'pooled':<9} {'':<100} "
+                 + " ".join(f"{_mean(pooled, k):>5.1f}%" for k in ("b4k", "all", "r10"))
+                 + f"   updates above originals {sum(ku):.0f}/{len(ku)}")
+    lines.append("pooled held-out, by type:")
+    for t in sorted({r["type"] for r in pooled}):
+        mine = [r for r in pooled if r["type"] == t]
+        lines.append(f"  {t:<26} {len(mine):>3} "
+                     + " ".join(f"{_mean(mine, k):>6.1f}%" for k in ("b4k", "all", "r10")))
+    for key in json.loads(names[0]):
+        chosen = Counter(str(json.loads(names[f.chosen])[key]) for f in rot.folds)
+        lines.append(f"  {key}: chosen {dict(sorted(chosen.items()))}")
+    dev = max(range(len(names)), key=lambda c: objective(rows[c]))
+    lines.append(f"dev (tuned on all ten): {names[dev]} "
+                 + " ".join(f"{k} {_mean(rows[dev], k):.1f}%" for k in ("b4k", "all", "r10")))
     return "\n".join(lines)
+
+
+def grid_cache(data: Path, chats: Sequence[Chat]) -> Path:
+    return ROOT / ".bench" / "beam-offline" / code_digest(data, [c.chat_id for c in chats])
+
+
+def beam_grid_rows(data: Path) -> tuple[list[str], list[list[dict[str, Any]]]]:
+    """Every configuration of the cached grid (of this build, all chats) and its rows."""
+    done = read_json(grid_cache(data, load_chats(data)) / "grid.json")
+    if not done:
+        raise SystemExit("no BEAM grid of this build: run bench/beam_offline.py --grid first")
+    return list(done), list(done.values())
 
 
 def main() -> int:
@@ -427,8 +460,7 @@ def main() -> int:
     if args.chats:
         wanted = args.chats.split(",")
         chats = [c for c in chats if c.chat_id in wanted]
-    digest = code_digest(args.data, [c.chat_id for c in chats])
-    db = ROOT / ".bench" / "beam-offline" / digest / "m.db"
+    db = grid_cache(args.data, chats) / "m.db"
     if args.rebuild and db.exists():
         db.unlink()
     if not db.exists():

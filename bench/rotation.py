@@ -82,9 +82,19 @@ FARTHEST: dict[str, tuple[Any, ...]] = {
 }
 """And where they went to the edge of FURTHER (dense 0.5, session 0.4, person 0.25)."""
 
+SHARED_WITH_BEAM: dict[str, tuple[Any, ...]] = {
+    "dense": (0.5, 0.6),
+    "neighbour": (0.3, 0.4, 0.5),
+    "session": (0.4, 0.5),
+    "person": (0.25, 0.4),
+    "mmr_lambda": (0.7,),
+}
+"""The weights BEAM's grid tries too (bench/beam_offline.py), for the rotation over both
+benchmarks (bench/rotation_joint.py)."""
+
 CHANGES: dict[str, dict[str, tuple[Any, ...]]] = {
     "date-lift": {"date_weight": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0), "date_slack": (0, 7)},
-    "relativity": {"relativity": (0.45, 0.3)},
+    "relativity": {"relativity": (0.45, 0.3, 0.2)},
 }
 """What each change adds to the grid (its off value first)."""
 

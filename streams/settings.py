@@ -472,7 +472,9 @@ class QuerySettings(BaseModel):
         ),
     )
     relativity: float = Field(
-        0.45, ge=0, le=1, description="Provider relevance floor (relative to the best hit)."
+        0.3, ge=0, le=1, description=(
+            "Provider relevance floor (relative to the best hit; chosen by rotation over "
+            "LoCoMo and BEAM, `make bench-rotation`)."),
     )
     provider_lexical_weight: float = Field(
         LEXICAL_WEIGHT, ge=0, le=1, description=(

@@ -31,7 +31,13 @@ from streams.cli._common import fail
 from streams.devtools.beam import harness as beam_harness
 from streams.devtools.beam import scoring as beam_scoring
 from streams.devtools.beam.dataset import load_chats
-from streams.devtools.harness_common import Arrivals, stderr_progress, wait_for_consolidation
+from streams.devtools.harness_common import (
+    Arrivals,
+    fact_quality,
+    render_facts,
+    stderr_progress,
+    wait_for_consolidation,
+)
 from streams.devtools.local_worker import LocalWorker
 from streams.devtools.locomo import harness as locomo_harness
 from streams.devtools.locomo import scoring as locomo_scoring
@@ -107,6 +113,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         top_k=args.top_k, budget_tokens=args.budget, in_flight=args.in_flight,
         consolidation_timeout_s=args.timeout)
 
+    facts: dict[str, Any] = {}
+
     async def body(worker: LocalWorker | None) -> list[locomo_scoring.QuestionScore]:
         turns = sum(s.turn_count for s in samples)
         stderr_progress(f"publishing {len(samples)} conversations, {turns} turns")
@@ -114,14 +122,16 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         await wait_for_consolidation(settings, opts.tenant, sessions,
                                      opts.consolidation_timeout_s, stderr_progress,
                                      alive=_alive(worker))
+        facts.update(await fact_quality(settings, opts.tenant))
         return await locomo_harness.ask_all(settings, samples, opts, stderr_progress)
 
     results = await _with_worker(args, settings, "locomo", body)
     summary = locomo_scoring.summarize(results)
     doc = summary.as_json()
-    doc.update(_labels(settings))
+    doc.update({**facts, **_labels(settings)})
     if not args.json:
         print(locomo_scoring.render_table(summary))
+        print(render_facts(doc))
     return doc
 
 
@@ -144,6 +154,8 @@ async def _run_beam(args: argparse.Namespace) -> dict[str, Any]:
     opts = beam_harness.HarnessOptions(top_k=args.top_k, budget_tokens=args.budget,
                                        arrivals=arrivals, consolidation_timeout_s=args.timeout)
 
+    facts: dict[str, Any] = {}
+
     async def body(worker: LocalWorker | None) -> tuple[int, float, list[beam_scoring.Asked]]:
         turns = sum(c.turn_count for c in chats)
         stderr_progress(f"publishing {len(chats)} chats, {turns} turns")
@@ -151,6 +163,7 @@ async def _run_beam(args: argparse.Namespace) -> dict[str, Any]:
         took = await wait_for_consolidation(settings, opts.tenant, sessions,
                                             opts.consolidation_timeout_s, stderr_progress,
                                             alive=_alive(worker))
+        facts.update(await fact_quality(settings, opts.tenant))
         questions = sum(len(c.questions) for c in chats)
         stderr_progress(f"asking {questions} questions ({arrivals.describe()})")
         return sessions, took, await beam_harness.ask_all(settings, chats, opts,
@@ -163,12 +176,13 @@ async def _run_beam(args: argparse.Namespace) -> dict[str, Any]:
                 "sessions_per_minute": round(sessions / took * 60, 1) if took > 0 else None,
                 "top_k": args.top_k, "budget": args.budget,
                 "in_flight": None if args.rate else args.in_flight, "rate": args.rate,
-                **_labels(settings)})
+                **facts, **_labels(settings)})
     if not args.json:
         print(beam_scoring.render_table(summary, budget=args.budget,
                                         arrivals=arrivals.describe()))
         print(f"consolidation: {doc['sessions']} sessions in {doc['consolidation_s']} s "
               f"({doc['sessions_per_minute']} sessions/minute)")
+        print(render_facts(doc))
     return doc
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -22,8 +23,11 @@ from sqlalchemy import func, select
 
 from streams.adapters.db.engine import create_engine
 from streams.adapters.db.schema.consolidation import consolidation_run
+from streams.adapters.db.schema.memory import memory
 from streams.adapters.kafka.clients import kafka_security, publish_events
 from streams.client import MemoryClient, QueryTimeoutError
+from streams.consolidation.rules.dedup import split_speaker
+from streams.consolidation.rules.fact_quality import defect
 from streams.settings import Settings
 from streams.wire.query import MemoryReply
 
@@ -72,6 +76,32 @@ async def consolidated_sessions(settings: Settings, tenant: str) -> int:
         return 0
     finally:
         await engine.dispose()
+
+
+async def fact_quality(settings: Settings, tenant: str) -> dict[str, Any]:
+    """The facts consolidation wrote for ``tenant`` (valid or retired since), and the
+    share a reader would keep: those :func:`~streams.consolidation.rules.fact_quality.
+    defect` finds nothing wanting in (the ``"Name: "`` of a named speaker left out),
+    with the count of each defect of the others."""
+    engine = create_engine(settings.database)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(select(memory.c.content).where(
+                memory.c.tenant_id == tenant, memory.c.kind == "fact"))).all()
+    finally:
+        await engine.dispose()
+    wanting = Counter(d for r in rows if (d := defect(split_speaker(r.content)[1])) is not None)
+    n = len(rows)
+    return {"facts": n, "facts_kept": round((n - sum(wanting.values())) / n, 4) if n else None,
+            "facts_wanting": dict(wanting.most_common())}
+
+
+def render_facts(doc: Mapping[str, Any]) -> str:
+    kept = doc.get("facts_kept")
+    share = f"{kept:.1%}" if kept is not None else "-"
+    why = ", ".join(f"{k} {v}" for k, v in doc.get("facts_wanting", {}).items())
+    return (f"facts: {doc.get('facts', 0)} written, {share} a reader would keep"
+            + (f" (the others: {why})" if why else ""))
 
 
 async def wait_for_consolidation(settings: Settings, tenant: str, expected: int,

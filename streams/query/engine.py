@@ -77,7 +77,7 @@ class SearchRecorder(Protocol):
 @dataclass(frozen=True)
 class QueryConfig:
     candidate_pool: int = 150
-    relativity: float = 0.45
+    relativity: float = 0.3
     min_score: float = 0.3
     max_memory_chars: int = 1000
     user_share: float = 0.6

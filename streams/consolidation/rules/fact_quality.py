@@ -10,8 +10,8 @@ defect        what                                                       example
 ``request``   asks for help or advice                                    "I need help with the
                                                                          login route"
 ``intent``    says what the speaker tries, wants understood or is        "I'm trying to
-              unsure of, rather than what is                             understand Bayes'
-                                                                         theorem"
+              unsure of, rather than what is (unless it also gives a     understand Bayes'
+              new value: "…, which has recently improved to 78%")        theorem"
 ``question``  a question, with or without its mark                       "can you check my code"
 ``dangling``  a clause cut from its context: it leads into something    "I've got a function
               not kept (ends with a colon), or leans on a sentence       that looks like this:",
@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+
+from streams.memory.rules.recency import announces_change
 
 Defect = Literal["request", "intent", "question", "dangling", "markup", "fragment", "long"]
 MAX_FACT_CHARS = 300
@@ -70,7 +72,10 @@ _LEANS = re.compile(
     r"^(?:and|but|or|so|plus|also|then|that\s+way|this\s+way|because|since|which|however|if"
     r"|what\s+if|suppose|say|unless|whether"
     r"|though|although|otherwise|anyway|besides|instead|yeah|yes|no|ok|okay|well|oh|hmm|sure"
-    r"|thanks|thank\s+you|that|this|it|these|those|they|there)\b[\s,]", re.I)
+    r"|thanks|thank\s+you|it|they|there"
+    r"|(?:that|this|these|those)(?!\s+(?:days?|weeks?|months?|years?|mornings?|evenings?"
+    r"|nights?|time|weekends?|spring|summer|autumn|fall|winter|semester|term|quarter)\b)"
+    r")\b[\s,]", re.I)
 _MARKUP = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]*)?>|[=≈×÷√∑∫≤≥≠±]|\\[(\[a-z]"
                      r"|\b\w+\([^)]*\)|[{};]\s*$|^\s*(?:[-*+]|\d+[.)])\s|\*\*|__|##", re.I)
 _WORD = re.compile(r"[\u4e00-\u9fff]|[^\W\d_]+(?:['’-][^\W\d_]+)*")  # a Han character counts
@@ -95,8 +100,8 @@ def defect(text: str) -> Defect | None:
         return "question"
     if _ASKS.search(s):
         return "request"
-    if _INTENT.search(s):
-        return "intent"
+    if _INTENT.search(s) and not announces_change(s):
+        return "intent"  # but "I'm trying to …, which has now improved to 78%" has news
     if _MARKUP.search(s):
         return "markup"
     if len(_WORD.findall(s)) < 2:

@@ -49,6 +49,7 @@ from streams.memory.model import (
     ScopeKind,
     SourceMessage,
 )
+from streams.memory.rules.recency import announces_change, states_value
 
 FindingKind = Literal["remember", "correction", "preference", "fact", "lesson", "event"]
 IMPORTANCE: dict[FindingKind, float] = {
@@ -206,18 +207,6 @@ _CLAUSE_BREAK = re.compile(
     re.I,
 )
 _FIRST_PERSON = _rx(r"\b(?:I|I'm|I've|I'd|I'll|my|we|we're|we've|our|me)\b")
-_VALUE = _rx(
-    r"\d|\b(?:january|february|march|april|june|july|august|september|october|november"
-    r"|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow"
-    r"|yesterday)\b|\bv\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve"
-    r"|twenty|thirty|forty|fifty|hundred|thousand|half|double|twice)\b")
-_UPDATE = _rx(
-    r"\b(?:improved|increased|decreased|grown|grew|reached|risen|rose|dropped|fallen|fell"
-    r"|adjusted|changed|moved|rescheduled|updated|extended|shortened|raised|lowered|bumped"
-    r"|switched|expanded|shifted|pushed|postponed|upgraded|downgraded|reduced|boosted|cut"
-    r"|revised|added|moving|rescheduling|changing|switching|shifting|pushing|extending"
-    r"|postponing|upgrading|now\s+(?:at|averag\w*|has|have|is|are|totals?|stands|using|use))\b"
-    r"|\bnew\s+(?:[\w-]+\s+){0,3}(?:of|is|at|to|on|by|for)\b|\bhas\s+now\b|\bnow\s+\d")
 _NEVER = _rx(r"\b(?:I|we)(?:'ve|\s+have)?\s+never\b|\b(?:I|we)\s+(?:haven't|have\s+not"
              r"|didn't|did\s+not)\s+(?:ever\s+|yet\s+|actually\s+)?(?!know|understand|get\b)\w+")
 _VALUE_VERB = _rx(
@@ -337,11 +326,11 @@ def _statement(s: str) -> Finding | None:
     April 5"), or of what the speaker never did: what a project's facts look like."""
     if not _FIRST_PERSON.search(s):
         return None
-    if _VALUE.search(s) and _UPDATE.search(s):
+    if announces_change(s):
         return Finding("correction", s)
     if _NEVER.search(s):
         return Finding("fact", s)
-    if _VALUE.search(s) and _VALUE_VERB.search(s):
+    if states_value(s) and _VALUE_VERB.search(s):
         return Finding("fact", s)
     return None
 
@@ -366,7 +355,7 @@ def _user_finding(s: str) -> Finding | None:
 
 def classify_sentence(sentence: str, role: str) -> Finding | None:
     """The memory one sentence (or clause) of a ``role`` message holds, if any: none that
-    :func:`~.fact_quality.defect` finds wanting, unless it states a changed value."""
+    :func:`~.fact_quality.defect` finds wanting."""
     s = sentence.strip().replace("’", "'")
     if role == "assistant":
         found = None if is_question(s) else _lesson(s)
@@ -376,11 +365,7 @@ def classify_sentence(sentence: str, role: str) -> Finding | None:
         return None
     if found is None or found.kind == "remember":
         return found
-    problem = defect(found.text)
-    if problem is None or (problem == "intent" and found.kind == "correction"
-                           and _VALUE.search(found.text) and _UPDATE.search(found.text)):
-        return found  # "I'm trying to …, which has recently improved to 78%": the new value
-    return None
+    return found if defect(found.text) is None else None
 
 
 def rule_judge(

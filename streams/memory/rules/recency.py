@@ -17,9 +17,10 @@ of an older one it updates, when
   they share is at least ``share`` of the query,
 * and it scores at most ``band`` below the older one.
 
-The two exchange their scores (the newest of a chain ends first: updates are
-taken in time order), so nothing rises from far below and the set of scores,
-and with it every cut by score, stays the same. The judge's supersession
+It and the older ones it updates share out their scores newest first (an
+update of an update ends above both: updates are taken in time order), so
+nothing rises from far below and the set of scores, and with it every cut by
+score, stays the same. The judge's supersession
 retires an old fact when it recognises the update; this ordering holds whether
 or not it did, and for episodes, which are never superseded.
 """
@@ -41,22 +42,32 @@ _CHANGE = re.compile(
     r"\b(?:improved|increased|decreased|grown|grew|reached|risen|rose|dropped|fallen|fell"
     r"|adjusted|changed|moved|rescheduled|updated|extended|shortened|raised|lowered|bumped"
     r"|switched|expanded|shifted|pushed|postponed|upgraded|downgraded|reduced|boosted|revised"
-    r"|moving|rescheduling|changing|switching|shifting|pushing|extending|postponing|upgrading"
+    r"|added|cut|moving|rescheduling|changing|switching|shifting|pushing|extending|postponing"
+    r"|upgrading"
     r"|now\s+(?:at|averag\w*|has|have|is|are|totals?|stands|using|use|\d))\b"
     r"|\bnew\s+(?:[\w,-]+\s+){0,4}(?:of|is|at|to|on|by|for|deadline|date|time|target|goal"
     r"|quota|limit|total)\b|\bhas\s+now\b|\bany\s*more\b|\bno\s+longer\b",
     re.I,
 )
 _VALUE = re.compile(
-    r"\d+(?:[.,:]\d+)*\s*(?:%|ms|s|h|k|m|gb|mb|kb)?|\b(?:january|february|march|april|may|june"
-    r"|july|august|september|october|november|december)\s+\d{1,2}\b",
+    r"\d+(?:[.,:]\d+)*\s*(?:%|ms|s|h|k|m|gb|mb|kb)?|\b(?:january|february|march|april|may"
+    r"|june|july|august|september|october|november|december)\s+\d{1,2}\b"
+    r"|\b(?:january|february|march|april|june|july|august|september|october|november"
+    r"|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|yesterday"
+    r"|one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty|forty|fifty"
+    r"|hundred|thousand|half|double|twice)\b",
     re.I,
 )
 
 
+def states_value(text: str) -> bool:
+    """Whether ``text`` states a value: a number, a date, a day, a version, a count."""
+    return _VALUE.search(text) is not None
+
+
 def announces_change(text: str) -> bool:
-    """Whether ``text`` says that something changed or has a new value."""
-    return _CHANGE.search(text) is not None and _VALUE.search(text) is not None
+    """Whether ``text`` says that something changed, and to what value."""
+    return _CHANGE.search(text) is not None and states_value(text)
 
 
 def value_signature(text: str) -> int:
@@ -97,7 +108,7 @@ def newer_first(scores: Floats, times: Floats, changed: Flags, values: Ids, matc
         j = int(top[jj])
         if np.isnan(times[j]) or not (changed[j] or values[j]) or weight[jj] <= 0:
             continue
-        best = -1
+        updated = []  # the older ones it updates that score above it
         for i in top.tolist():
             if not times[i] <= times[j] - rule.min_gap_s:  # NaN too
                 continue
@@ -108,8 +119,9 @@ def newer_first(scores: Floats, times: Floats, changed: Flags, values: Ids, matc
             shared = float((matched[i] & matched[j]).astype(np.float64) @ idf)
             if shared < weight[jj] - 1e-9 or shared < rule.share * total:
                 continue
-            if best < 0 or out[i] > out[best]:
-                best = i
-        if best >= 0:
-            out[j], out[best] = out[best], out[j]
+            updated.append(i)
+        if updated:  # their scores and its own, newest first
+            group = [j, *updated]
+            by_time = sorted(group, key=lambda k: (-times[k], -out[k]))
+            out[by_time] = np.sort(out[group])[::-1]
     return out

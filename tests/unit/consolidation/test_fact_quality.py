@@ -19,6 +19,8 @@ from streams.memory.model import SourceMessage
     ("I've never implemented any Bootstrap components in this project", None),
     ("I prefer simple, minimal dependencies", None),
     ("My goal is to achieve 100% test coverage.", None),
+    ("These days I work as a nurse.", None),  # a time, not a word leaning on another
+    ("This week I moved to Lisbon.", None),
     ("I'm Caroline.", None),
     ("我住在上海", None),
     # what the judge made before, that a reader would not keep
@@ -26,6 +28,7 @@ from streams.memory.model import SourceMessage
     ("And sticking to my schedule is key.", "dangling"),
     ("Plus, it gives me peace of mind knowing I have a seat reserved.", "dangling"),
     ("That way, I can change or cancel it if my visa is delayed.", "dangling"),
+    ("These are the ones I kept.", "dangling"),
     ("if I have 10 problems to solve", "dangling"),
     ("I need help completing the password hashing and verification logic", "request"),
     ("can you help me implement user session management with Flask-Login", "question"),
