@@ -13,8 +13,9 @@ of an older one it updates, when
   "increased to", "moved the call to", "the new deadline of", "switched to") —
   or it states a value (:func:`value_signature`: a number, a date, a version)
   the older one states differently,
-* it matches nothing of the query the older one does not (by idf), and what
-  they share is at least ``share`` of the query,
+* the two match the same part of the query: what they share is at least
+  ``overlap`` of what the one matching less holds (by idf), and at least
+  ``share`` of the query,
 * and it scores at most ``band`` below the older one.
 
 It and the older ones it updates share out their scores newest first (an
@@ -87,6 +88,7 @@ class Recency:
     depth: int = 10
     band: float = 0.5
     share: float = 0.2
+    overlap: float = 0.5
     min_gap_s: float = 3600.0
 
 
@@ -109,7 +111,7 @@ def newer_first(scores: Floats, times: Floats, changed: Flags, values: Ids, matc
         if np.isnan(times[j]) or not (changed[j] or values[j]) or weight[jj] <= 0:
             continue
         updated = []  # the older ones it updates that score above it
-        for i in top.tolist():
+        for ii, i in enumerate(top.tolist()):
             if not times[i] <= times[j] - rule.min_gap_s:  # NaN too
                 continue
             if not out[j] < out[i] <= out[j] + rule.band:
@@ -117,7 +119,8 @@ def newer_first(scores: Floats, times: Floats, changed: Flags, values: Ids, matc
             if not changed[j] and (values[i] == 0 or values[i] == values[j]):
                 continue
             shared = float((matched[i] & matched[j]).astype(np.float64) @ idf)
-            if shared < weight[jj] - 1e-9 or shared < rule.share * total:
+            if (shared < rule.overlap * min(weight[jj], weight[ii]) - 1e-9
+                    or shared < rule.share * total):
                 continue
             updated.append(i)
         if updated:  # their scores and its own, newest first

@@ -56,7 +56,8 @@ def rank(scores: list[float], times: list[float], changed: list[bool], values: l
 
 
 BOTH = [True, True, False]  # the query's words each memory holds
-ONLY_FIRST = [True, False, False]
+FIRST = [True, False, False]
+OTHERS = [False, True, True]
 
 
 @pytest.mark.parametrize(("case", "scores", "times", "changed", "values", "matched", "order"), [
@@ -72,8 +73,10 @@ ONLY_FIRST = [True, False, False]
      [1.0, 0.8], [20 * DAY, 0], [False, True], [1, 2], [BOTH, BOTH], [0, 1]),
     ("the same breath (under an hour) is no update",
      [1.0, 0.8], [0, 600], [False, True], [1, 2], [BOTH, BOTH], [0, 1]),
-    ("an update matching a word the original does not is about something else",
-     [1.0, 0.8], [0, 20 * DAY], [False, True], [1, 2], [ONLY_FIRST, BOTH], [0, 1]),
+    ("an update matching more of the query than the original still updates it",
+     [1.0, 0.8], [0, 20 * DAY], [False, True], [1, 2], [FIRST, BOTH], [1, 0]),
+    ("an update of another part of the query is about something else",
+     [1.0, 0.8], [0, 20 * DAY], [False, True], [1, 2], [FIRST, OTHERS], [0, 1]),
     ("too far below (over the band) stays below",
      [1.0, 0.4], [0, 20 * DAY], [False, True], [1, 2], [BOTH, BOTH], [0, 1]),
     ("a chain: the newest ends first",
