@@ -23,12 +23,10 @@ import asyncio
 import hashlib
 import json
 import sqlite3
-import statistics
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,11 +41,13 @@ from pydantic import SecretStr  # noqa: E402
 from streams.adapters.db.messages import MessageStore, message_row  # noqa: E402
 from streams.adapters.embeddings.embedders import LocalEmbedder  # noqa: E402
 from streams.adapters.kafka.publish import SourceRecord  # noqa: E402
-from streams.devtools.beam.dataset import Chat, Question, load_chats  # noqa: E402
+from streams.devtools.beam.dataset import Chat, load_chats  # noqa: E402
+from streams.devtools.beam.harness import as_reply  # noqa: E402
+from streams.devtools.beam.scoring import Asked, render_table, score, summarize  # noqa: E402
 from streams.devtools.locomo.rotation import rotate  # noqa: E402
 from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import DatabaseSettings, RedisSettings, Settings  # noqa: E402
-from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions  # noqa: E402
+from streams.wire.query import MemoryQuery, QueryOptions  # noqa: E402
 from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
 from streams.worker.runtime import Runtime  # noqa: E402
 from streams.worker.wiring import Wiring  # noqa: E402
@@ -163,116 +163,25 @@ async def consolidate(chats: Sequence[Chat], db: Path) -> None:
 
 
 # ------------------------------------------------------------------ scoring
-@dataclass
-class Asked:
-    question: Question
-    reply: MemoryReply
-    latency_ms: float
-
-
-@dataclass
-class Figures:
-    n: int = 0
-    b4k: list[float] = field(default_factory=list)
-    all_in: list[float] = field(default_factory=list)
-    r10: list[float] = field(default_factory=list)
-
-
-def share(evidence: Sequence[str], found: set[str]) -> float:
-    return sum(1 for e in evidence if e in found) / len(evidence) if evidence else 0.0
-
-
-def first_rank(reply: MemoryReply, events: set[str]) -> int | None:
-    for i, m in enumerate(reply.memories):
-        if events & set(m.source_event_ids):
-            return i
-    return None
-
-
-def score(asked: Sequence[Asked]) -> dict[str, Any]:
-    by_type: dict[str, Figures] = defaultdict(Figures)
-    overall = Figures()
-    ku_total = ku_ok = ku_both = ku_both_ok = 0
-    tokens = []
-    owners: dict[str, set[str]] = {}
-    shown_in: dict[str, list[str]] = defaultdict(list)
-    contents: dict[str, str] = {}
+def per_question(asked: Sequence[Asked]) -> list[dict[str, Any]]:
+    """Each scored question's figures (``streams.devtools.beam.scoring``), for the grid."""
+    out = []
     for a in asked:
-        q, r = a.question, a.reply
-        budget = set(r.budget.source_event_ids) if r.budget else set()
-        tokens.append(r.budget.tokens_used if r.budget else 0)
-        in_reply = {m.id for m in r.memories[:10]} | set(r.budget.memory_ids if r.budget else [])
-        for m in r.memories:
-            owners.setdefault(m.id, {s.split(":")[0] for s in m.source_event_ids})
-            contents[m.id] = f"{m.cube}: {m.content[:80]}"
-        for mid in in_reply:
-            shown_in[mid].append(q.chat_id)
-        if not q.evidence:
+        if a.reply is None:
             continue
-        ev = [event_of(q.chat_id, i) for i in q.evidence]
-        listed = [s for m in r.memories[:10] for s in m.source_event_ids]
-        for f in (by_type[q.type], overall):
-            f.n += 1
-            f.b4k.append(share(ev, budget))
-            f.all_in.append(float(all(e in budget for e in ev)))
-            f.r10.append(share(ev, set(listed)))
-        if q.type == "knowledge_update" and q.original and q.updated \
-                and not set(q.original) & set(q.updated):
-            ku_total += 1
-            orig = {event_of(q.chat_id, i) for i in q.original}
-            upd = {event_of(q.chat_id, i) for i in q.updated}
-            ro, ru = first_rank(r, orig), first_rank(r, upd)
-            above = ru is not None and (ro is None or ru < ro)
-            ku_ok += int(above and bool(upd & budget))
-            if ro is not None and ru is not None:
-                ku_both += 1
-                ku_both_ok += int(ru < ro)
-    replies_by_chat: dict[str, int] = defaultdict(int)
-    for a in asked:
-        replies_by_chat[a.question.chat_id] += 1
-    worst: list[tuple[float, str]] = []
-    for mid, chats in shown_in.items():
-        own = {o.removeprefix("beam-") for o in owners.get(mid, set())}
-        others = sum(n for c, n in replies_by_chat.items() if c not in own)
-        if others:
-            worst.append((sum(1 for c in chats if c not in own) / others, mid))
-    worst.sort(reverse=True)
-    lat = [a.latency_ms for a in asked]
-
-    def mean(xs: list[float]) -> float:
-        return round(100 * sum(xs) / len(xs), 1) if xs else 0.0
-
-    return {
-        "by_type": {t: {"n": f.n, "b4k": mean(f.b4k), "all": mean(f.all_in), "r10": mean(f.r10)}
-                    for t, f in sorted(by_type.items())},
-        "overall": {"n": overall.n, "b4k": mean(overall.b4k), "all": mean(overall.all_in),
-                    "r10": mean(overall.r10)},
-        "ku": {"scored": ku_total, "above": ku_ok, "both_listed": ku_both,
-               "above_when_both": ku_both_ok},
-        "tokens": {"mean": round(statistics.mean(tokens)), "median": statistics.median(tokens),
-                   "max": max(tokens)},
-        "cross_user": {"max_share": round(worst[0][0], 3) if worst else 0.0,
-                       "over_5pct": sum(1 for s, _ in worst if s > 0.05),
-                       "worst": [(round(s, 3), contents.get(m, m)) for s, m in worst[:3]]},
-        "latency_ms": {"p50": round(statistics.median(lat), 1),
-                       "p99": round(float(np.percentile(lat, 99)), 1)},
-    }
+        s = score(a.question, a.reply)
+        if not s.has_evidence:
+            continue
+        row = {"chat": s.chat_id, "type": s.type, "b4k": s.b4k, "all": s.all_in,
+               "r10": s.recall[10]}
+        if s.ku is not None and not s.ku.skipped:
+            row["ku"] = float(s.ku.above)
+        out.append(row)
+    return out
 
 
-def render(s: dict[str, Any]) -> str:
-    rows = [f"{'type':<26} {'n':>3} {'in 4k':>7} {'all':>7} {'R@10':>7}"]
-    for t, f in [*s["by_type"].items(), ("overall", s["overall"])]:
-        rows.append(f"{t:<26} {f['n']:>3} {f['b4k']:>6.1f}% {f['all']:>6.1f}% {f['r10']:>6.1f}%")
-    k = s["ku"]
-    rows.append(f"updates above originals: {k['above']}/{k['scored']}; when both listed "
-                f"{k['above_when_both']}/{k['both_listed']}")
-    rows.append(f"tokens used: {s['tokens']}")
-    rows.append(f"cross-user: {s['cross_user']}")
-    rows.append(f"latency (in process): {s['latency_ms']}")
-    return "\n".join(rows)
-
-
-async def ask(chats: Sequence[Chat], db: Path, top_k: int, budget: int) -> list[Asked]:
+async def ask(chats: Sequence[Chat], db: Path, top_k: int, budget: int,
+              dump: list[dict[str, Any]] | None = None) -> list[Asked]:
     runtime, wiring = await open_runtime(db)
     try:
         engine = wiring.query_processor().engine
@@ -285,7 +194,11 @@ async def ask(chats: Sequence[Chat], db: Path, top_k: int, budget: int) -> list[
                     conversation_id=f"beam-{chat.chat_id}-q{n}", message=q.question,
                     options=QueryOptions(include_short_term=False, top_k=top_k,
                                          long_memory_token_budget=budget, timeout_ms=60_000)))
-                out.append(Asked(q, reply, (time.perf_counter() - t0) * 1000))
+                out.append(Asked(q, as_reply(reply), (time.perf_counter() - t0) * 1000, n + 1))
+                if dump is not None:
+                    dump.append({"chat": q.chat_id, "type": q.type, "question": q.question,
+                                 "evidence": list(q.evidence),
+                                 "reply": reply.model_dump(mode="json")})
         return out
     finally:
         await runtime.stop()
@@ -324,27 +237,6 @@ def ramp_of(name: str) -> Any:
     return Ramp(*map(float, d.split("-")), *map(float, lx.split("-")))
 
 
-def per_question(asked: Sequence[Asked]) -> list[dict[str, Any]]:
-    out = []
-    for a in asked:
-        q, r = a.question, a.reply
-        if not q.evidence:
-            continue
-        budget = set(r.budget.source_event_ids) if r.budget else set()
-        ev = [event_of(q.chat_id, i) for i in q.evidence]
-        listed = {s for m in r.memories[:10] for s in m.source_event_ids}
-        row = {"chat": q.chat_id, "type": q.type, "b4k": share(ev, budget),
-               "all": float(all(e in budget for e in ev)), "r10": share(ev, listed)}
-        if q.type == "knowledge_update" and q.original and q.updated \
-                and not set(q.original) & set(q.updated):
-            orig = {event_of(q.chat_id, i) for i in q.original}
-            upd = {event_of(q.chat_id, i) for i in q.updated}
-            ro, ru = first_rank(r, orig), first_rank(r, upd)
-            row["ku"] = float(ru is not None and (ro is None or ru < ro) and bool(upd & budget))
-        out.append(row)
-    return out
-
-
 async def grid(chats: Sequence[Chat], db: Path, cache: Path, top_k: int,
                budget: int) -> dict[str, list[dict[str, Any]]]:
     import itertools
@@ -381,7 +273,7 @@ async def grid(chats: Sequence[Chat], db: Path, cache: Path, top_k: int,
                         options=QueryOptions(include_short_term=False, top_k=top_k,
                                              long_memory_token_budget=budget,
                                              timeout_ms=60_000)))
-                    asked.append(Asked(q, reply, 0.0))
+                    asked.append(Asked(q, as_reply(reply), 0.0, n + 1))
             done[name] = per_question(asked)
             if len(done) % 20 == 0:
                 write_json(cache, done)
@@ -471,16 +363,13 @@ def main() -> int:
         done = asyncio.run(grid(chats, db, db.parent / "grid.json", args.top_k, args.budget))
         print(rotation(done))
         return 0
-    asked = asyncio.run(ask(chats, db, args.top_k, args.budget))
+    dumped: list[dict[str, Any]] = []
+    asked = asyncio.run(ask(chats, db, args.top_k, args.budget, dumped))
     if args.dump:
-        with args.dump.open("w") as f:
-            for a in asked:
-                f.write(json.dumps({"chat": a.question.chat_id, "type": a.question.type,
-                                    "question": a.question.question,
-                                    "evidence": list(a.question.evidence),
-                                    "reply": a.reply.model_dump(mode="json")}) + "\n")
-    s = score(asked)
-    print(json.dumps(s) if args.json else render(s))
+        args.dump.write_text("".join(json.dumps(d) + "\n" for d in dumped))
+    summary = summarize(asked)
+    print(json.dumps(summary.as_json()) if args.json
+          else render_table(summary, budget=args.budget, arrivals="in process, one at a time"))
     return 0
 
 

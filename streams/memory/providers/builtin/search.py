@@ -251,10 +251,11 @@ class Search:
                 matched[:, k] = member_of(ids[top], p[0], ascending=True)
         weights = np.array([idf(st.doc_count, len(p[0]) if (p := postings.get(t)) is not None
                                 else 0) for t in words], dtype=np.float64)
-        places = st.places
+        places, held = st.places, at >= 0  # every fused memory is held; a guard all the same
         out = scores.copy()
-        out[top] = newer_first(scores[top], places.time[at], places.changed[at],
-                               places.values[at], matched, weights, rule)
+        out[top] = newer_first(scores[top], np.where(held, places.time[at], np.nan),
+                               places.changed[at] & held, np.where(held, places.values[at], 0),
+                               matched, weights, rule)
         return out
 
     def _confidence(self, request: SearchRequest, st: ScopeState,
