@@ -14,9 +14,10 @@ defect        what                                                       example
               new value: "…, which has recently improved to 78%")        theorem"
 ``question``  a question, with or without its mark                       "can you check my code"
 ``dangling``  a clause cut from its context: it leads into something    "I've got a function
-              not kept (ends with a colon), or leans on a sentence       that looks like this:",
-              before it ("And yeah, …", "That way, …", "Plus, …")        "Plus, it gives me peace
-                                                                         of mind"
+              not kept (ends with a colon), leans on a sentence          that looks like this:",
+              before it ("And yeah, …", "That way, …", "Plus, …"), or   "Plus, it gives me peace
+              points back to what it does not name ("them",             of mind", "I have them
+              "these", "those")                                          scheduled for May 3"
 ``markup``    code, markup or a formula, not words                       "<p>I'm Craig.</p>",
                                                                          "× 343/365 ≈ 0.493"
 ``fragment``  fewer than two words (a Han character counts as one)      "Done."
@@ -76,6 +77,9 @@ _LEANS = re.compile(
     r"|(?:that|this|these|those)(?!\s+(?:days?|weeks?|months?|years?|mornings?|evenings?"
     r"|nights?|time|weekends?|spring|summer|autumn|fall|winter|semester|term|quarter)\b)"
     r")\b[\s,]", re.I)
+_POINTS_BACK = re.compile(  # "I have them scheduled", "I found these 3 idioms": to what?
+    r"\b(?:them|these|those)\b(?!\s+(?:days?|weeks?|months?|years?|mornings?|evenings?"
+    r"|nights?|times?|weekends?))", re.I)
 _MARKUP = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]*)?>|[=≈×÷√∑∫≤≥≠±]|\\[(\[a-z]"
                      r"|\b\w+\([^)]*\)|[{};]\s*$|^\s*(?:[-*+]|\d+[.)])\s|\*\*|__|##", re.I)
 _WORD = re.compile(r"[\u4e00-\u9fff]|[^\W\d_]+(?:['’-][^\W\d_]+)*")  # a Han character counts
@@ -94,7 +98,7 @@ def defect(text: str) -> Defect | None:
     """What keeps ``text`` (a sentence or clause, without a ``"Name: "``) from being a fact
     worth keeping, or None when nothing does (see the module doc)."""
     s = text.strip().replace("’", "'")
-    if s.endswith(":") or _LEANS.match(s + " "):
+    if s.endswith(":") or _LEANS.match(s + " ") or _POINTS_BACK.search(s):
         return "dangling"
     if s.endswith("?") or _QUESTION_START.match(s):
         return "question"

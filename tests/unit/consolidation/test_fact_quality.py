@@ -21,6 +21,7 @@ from streams.memory.model import SourceMessage
     ("My goal is to achieve 100% test coverage.", None),
     ("These days I work as a nurse.", None),  # a time, not a word leaning on another
     ("This week I moved to Lisbon.", None),
+    ("I go running most mornings these days.", None),
     ("I'm Caroline.", None),
     ("我住在上海", None),
     # what the judge made before, that a reader would not keep
@@ -29,6 +30,9 @@ from streams.memory.model import SourceMessage
     ("Plus, it gives me peace of mind knowing I have a seat reserved.", "dangling"),
     ("That way, I can change or cancel it if my visa is delayed.", "dangling"),
     ("These are the ones I kept.", "dangling"),
+    ("I have them scheduled for November 21 and 23 at 4 PM AST", "dangling"),
+    ("I found these 3 idioms inspired by the Montserrat dialect", "dangling"),
+    ("I sold those at the market last spring", "dangling"),
     ("if I have 10 problems to solve", "dangling"),
     ("I need help completing the password hashing and verification logic", "request"),
     ("can you help me implement user session management with Flask-Login", "question"),
