@@ -39,7 +39,7 @@ def main() -> int:
     cmd = [sys.executable, "-m", "streams.cli", "bench", "beam", "--data", str(args.data)]
     if not args.table:
         cmd.append("--json")
-    if args.chats:
+    if args.chats is not None:
         cmd += ["--chats", str(args.chats)]
     if args.in_flight:
         cmd += ["--in-flight", str(args.in_flight)]

@@ -47,6 +47,7 @@ from streams.memory.rules.fusion import (  # noqa: E402
 )
 from streams.memory.rules.lexical import (  # noqa: E402
     bm25,
+    holds_specific,
     idf,
     matched_share,
     query_terms,
@@ -127,17 +128,18 @@ def cube_confidence(conv: Conversation, question: str, lexical: dict[str, float]
                     dense: dict[str, float] | None, ramp: Ramp = Ramp()) -> float:  # noqa: B008
     """The conversation's :func:`confidence` for the question, as the provider takes it."""
     words = list(dict.fromkeys(query_terms(question)))
-    share = 0.0
+    share, specific = 0.0, False
     if lexical:
         best = max(lexical, key=lexical.__getitem__)
-        share = matched_share([any(d == best for d, _ in conv.postings.get(t, ()))
-                               for t in words])
-    return confidence(max(dense.values()) if dense else None, share, ramp)
+        holds = [any(d == best for d, _ in conv.postings.get(t, ())) for t in words]
+        share, specific = matched_share(holds), holds_specific(words, holds)
+    return confidence(max(dense.values()) if dense else None, share, ramp, specific=specific)
 
 
 def updates_first(conv: Conversation, question: str, scores: dict[str, float],
-                  rule: Recency = Recency()) -> dict[str, float]:  # noqa: B008
-    """:func:`newer_first` over the conversation's best memories, as the provider does."""
+                  rule: Recency = Recency(), floor: float = 0.3) -> dict[str, float]:  # noqa: B008
+    """:func:`newer_first` over the conversation's best memories, as the provider does (its
+    floor: the query's 0.3, where the reply's memories are cut)."""
     if rule.depth < 2 or len(scores) < 2:
         return scores
     words = list(dict.fromkeys(query_terms(question)))
@@ -153,7 +155,7 @@ def updates_first(conv: Conversation, question: str, scores: dict[str, float],
         np.array([announces_change(by_id[k].content) for k in top]),
         np.array([value_signature(by_id[k].content) for k in top], dtype=np.int64),
         np.array([[k in holders[t] for t in words] for k in top]),
-        np.array([idf(len(conv.doc_len), len(holders[t])) for t in words]), rule)
+        np.array([idf(len(conv.doc_len), len(holders[t])) for t in words]), rule, floor=floor)
     return scores | dict(zip(top, new.tolist(), strict=True))
 
 

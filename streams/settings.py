@@ -412,6 +412,9 @@ class ConsolidationSettings(BaseModel):
     def _passage_sizes(self) -> ConsolidationSettings:
         if self.passage_target_chars > self.passage_max_chars:
             raise ValueError("passage_target_chars must not exceed passage_max_chars")
+        if self.passage_max_chars >= self.episode_max_chars:
+            raise ValueError("passage_max_chars must be under episode_max_chars (a passage is "
+                             "stored with its speaker's name before it, whole)")
         return self
     summary_threshold: int = Field(
         20, ge=1, description="Messages not covered by the summary that trigger a new one."

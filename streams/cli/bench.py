@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,6 +46,20 @@ from streams.devtools.locomo.dataset import load_samples
 from streams.settings import Settings, get_settings
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks: `bench locomo` and `bench beam` run the "
                                      "LoCoMo and BEAM harnesses")
@@ -53,10 +68,12 @@ def register(sub: Any) -> None:
     lo.add_argument("--data", required=True, type=Path, help="a file in the locomo10.json layout")
     lo.add_argument("--json", action="store_true", help="print one JSON line")
     lo.add_argument("--no-worker", action="store_true", help="use the running workers")
-    lo.add_argument("--samples", type=int, default=None, help="only the first N samples")
-    lo.add_argument("--top-k", type=int, default=20)
-    lo.add_argument("--budget", type=int, default=4000)
-    lo.add_argument("--in-flight", type=int, default=4, help="questions asked at once")
+    lo.add_argument("--samples", type=_positive_int, default=None,
+                    help="only the first N samples")
+    lo.add_argument("--top-k", type=_positive_int, default=20)
+    lo.add_argument("--budget", type=_positive_int, default=4000)
+    lo.add_argument("--in-flight", type=_positive_int, default=4,
+                    help="questions asked at once")
     lo.add_argument("--timeout", type=float, default=900.0, help="seconds for consolidation")
     lo.set_defaults(func=run)
     be = bench.add_parser("beam", help="evidence, update order and cross-user leaks on BEAM "
@@ -65,13 +82,13 @@ def register(sub: Any) -> None:
                     help="a folder of chat folders (chat.json, probing_questions.json), or one")
     be.add_argument("--json", action="store_true", help="print one JSON line")
     be.add_argument("--no-worker", action="store_true", help="use the running workers")
-    be.add_argument("--chats", type=int, default=None, help="only the first N chats")
-    be.add_argument("--top-k", type=int, default=50)
-    be.add_argument("--budget", type=int, default=4000)
+    be.add_argument("--chats", type=_positive_int, default=None, help="only the first N chats")
+    be.add_argument("--top-k", type=_positive_int, default=50)
+    be.add_argument("--budget", type=_positive_int, default=4000)
     arrivals = be.add_mutually_exclusive_group()
-    arrivals.add_argument("--in-flight", type=int, default=4,
+    arrivals.add_argument("--in-flight", type=_positive_int, default=4,
                           help="questions asked at once (closed loop)")
-    arrivals.add_argument("--rate", type=float, default=None,
+    arrivals.add_argument("--rate", type=_rate, default=None,
                           help="questions sent per second whatever the replies (open loop)")
     be.add_argument("--timeout", type=float, default=3600.0, help="seconds for consolidation")
     be.set_defaults(func=run_beam)

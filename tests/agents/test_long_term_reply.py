@@ -93,3 +93,17 @@ async def test_a_fact_and_its_episode_never_both_take_a_place(stack: BuiltinStac
     kept = [m for m in reply.memories if m.covers]
     assert all(by_id[m.id].kind == "fact" for m in kept if m.content == "I'm vegetarian.")
     assert not any(i in reply.budget.memory_ids for i in covered)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("question", [
+    "Plan a seven day dinner menu for the family reunion in Lisbon next month, mindful of my "
+    "vegetarian diet",
+    "Am I vegetarian?",
+])
+async def test_a_long_request_naming_one_remembered_thing_finds_it_without_an_embedder(
+        stack: BuiltinStack, question: str) -> None:
+    """Lexical only (the default deployment): the cube's best match holds one word of many
+    in the request, but a word that says what is asked, so the cube is not judged far
+    from the request (its confidence stays 1)."""
+    reply = await stack.ask(question)
+    assert "vegetarian" in reply.user_profile, reply.memories

@@ -62,11 +62,14 @@ def test_user_profile_stops_at_60_percent_on_a_whole_line_when_the_agent_has_eno
     (1, 5, 1, 4),  # user_profile needs 19 of its 60: the agent may take 81
     (5, 5, 3, 2),  # both have enough: 60 / 40
     (0, 5, 0, 5),  # nothing for user_profile: the agent takes the whole budget
+    (5, -1, 5, 0),  # one agent memory too large for its share: user_profile takes the rest
 ])
 def test_a_cube_that_cannot_fill_its_share_leaves_the_rest_to_the_other(
         user_lines: int, agent_lines: int, user_in: int, agent_in: int) -> None:
     user = [sized(f"u{i}", 0.9 - i / 100, 18) for i in range(user_lines)]
     agent = [sized(f"a{i}", 0.5 - i / 100, 18, cube=AGENT) for i in range(agent_lines)]
+    if agent_lines < 0:
+        agent = [sized("giant", 0.95, 60, cube=AGENT)]
     packed = pack_budget(user + agent, budget_tokens=100, count=words)
     got = [m.id for m in packed.included]
     assert (sum(i.startswith("u") for i in got), sum(i.startswith("a") for i in got)) == (

@@ -398,6 +398,7 @@ PROJECT_FACTS = [
     stored("goal", "My goal is to improve expense classification and make it easier to track "
                    "spending habits."),
     stored("deadline", "My deadline is April 1."),
+    stored("title", "My job title is junior data analyst in the finance team."),
 ]
 
 
@@ -410,6 +411,7 @@ PROJECT_FACTS = [
         # a slot's new value replaces the old
         ("My deadline is April 5.", "deadline"),
         ("My deadline is now April 5.", "deadline"),
+        ("My job title is senior data engineer in the platform team.", "title"),
     ],
 )
 def test_a_different_aim_is_no_update_and_a_new_value_is(said: str, replaced: str | None) -> None:

@@ -314,6 +314,9 @@ def test_a_seq_beyond_32_bits_is_refused() -> None:
     ("How did you recommend structuring my writing process?", True),
     ("What was your recommendation for the cache?", True),
     ("You suggested a library last week, which one?", True),
+    ("What did the assistant suggest for dinner?", True),
+    ("what'd you suggest for dinner?", True),
+    ("What was recommended for dinner?", True),
     ("How would you suggest breaking up my work sessions?", False),  # asks anew
     ("Can you give me a summary of my project?", False),
     ("What did I say about the deadline?", False),

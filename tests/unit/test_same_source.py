@@ -10,10 +10,10 @@ from streams.memory.model import StoredMemory
 from streams.query.rules.same_source import fold_same_source
 
 
-def mem(mid: str, score: float, kind: str, *sources: str, cube: str = "user_profile"
-        ) -> StoredMemory:
+def mem(mid: str, score: float, kind: str, *sources: str, cube: str = "user_profile",
+        span: tuple[int, int] | None = None) -> StoredMemory:
     return StoredMemory(id=mid, content=mid, cube=cube, score=score, kind=kind,  # type: ignore[arg-type]
-                        source_event_ids=sources)
+                        source_event_ids=sources, metadata={"span": span} if span else {})
 
 
 @pytest.mark.parametrize(
@@ -40,6 +40,10 @@ def mem(mid: str, score: float, kind: str, *sources: str, cube: str = "user_prof
         pytest.param([mem("lesson", 1.0, "fact", "e3", cube="agent_a"),
                       mem("ep", 0.7, "episode", "e3")],
                      [("lesson", ["ep"])], id="across-cubes"),
+        pytest.param([mem("lesson", 1.0, "fact", "e3", cube="agent_a"),
+                      mem("p1", 0.7, "episode", "e3", span=(0, 600)),
+                      mem("p2", 0.6, "episode", "e3", span=(600, 1100))],
+                     [("lesson", []), ("p1", []), ("p2", [])], id="passages-are-not-folded"),
     ],
 )
 def test_fold_same_source(memories: list[StoredMemory], kept: list[tuple[str, list[str]]]

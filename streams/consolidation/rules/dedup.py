@@ -236,19 +236,24 @@ def _first_duplicate(
 def drop_covered_by_episodes(
     cands: Sequence[MemoryCandidate], episodes: Sequence[MemoryCandidate]
 ) -> DedupResult:
-    """Drop episodic candidates that restate part of a message already kept whole.
+    """Drop episodic candidates that restate part of a message already kept as episodes.
 
-    When a provider stores every chat message as an episode, a judged episode
-    candidate (an event sentence) of the same single message whose text, speaker
-    aside, occurs in that message would only be the same turn twice (rule
-    ``containment``). Facts stay: they are typed, and conflicts are checked on them.
+    When a provider stores every chat message as an episode (or as passages, each an
+    episode), a judged episode candidate (an event sentence) of the same single
+    message whose text, speaker aside, occurs in that message's episode, or in one of
+    its passages, would only be the same turn twice (rule ``containment``). Facts
+    stay: they are typed, and conflicts are checked on them.
     """
-    whole = {e.source_event_ids: e for e in episodes}
+    parts: dict[tuple[str, ...], list[MemoryCandidate]] = {}  # a message's episodes
+    for e in episodes:
+        parts.setdefault(e.source_event_ids, []).append(e)
     out = DedupResult()
     for cand in cands:
-        turn = whole.get(cand.source_event_ids) if cand.kind == "episode" else None
-        if turn is not None and contains(normalize(split_speaker(turn.content)[1]),
-                                         normalize(split_speaker(cand.content)[1])):
+        said = normalize(split_speaker(cand.content)[1])
+        turn = next((e for e in parts.get(cand.source_event_ids, ()) if contains(
+            normalize(split_speaker(e.content)[1]), said)), None) if cand.kind == "episode" \
+            else None
+        if turn is not None:
             out.dropped.append(Dropped(candidate=cand, rule="containment", duplicate_of=turn))
         else:
             out.kept.append(cand)

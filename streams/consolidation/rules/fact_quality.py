@@ -15,7 +15,8 @@ defect        what                                                       example
 ``question``  a question, with or without its mark                       "can you check my code"
 ``dangling``  a clause cut from its context: it leads into something    "I've got a function
               not kept (ends with a colon), leans on a sentence          that looks like this:",
-              before it ("And yeah, …", "That way, …", "Plus, …"), or   "Plus, it gives me peace
+              before it ("That way, …", "Plus, …"; an opening "So",     "Plus, it gives me peace
+              "And", "Well", "Oh", "Yeah" is read past), or
               points back to what it does not name ("them",             of mind", "I have them
               "these", "those")                                          scheduled for May 3"
 ``markup``    code, markup or a formula, not words                       "<p>I'm Craig.</p>",
@@ -45,7 +46,7 @@ MAX_FACT_CHARS = 300
 
 _FENCED = re.compile(r"^\s{0,3}(```|~~~)[^\n]*\n.*?(?:^\s{0,3}\1[^\n]*$|\Z)", re.S | re.M)
 _QUOTE_LINE = re.compile(r"^\s{0,3}>.*$", re.M)
-_TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$", re.M)
+_TABLE_LINE = re.compile(r"^[ \t]*\|[^\n]*\|[ \t]*$", re.M)  # [ \t]: linear on blank lines
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 
 _ASKS = re.compile(
@@ -69,11 +70,13 @@ _AUX = r"(?:can|could|would|will|should|shall|do|does|did|is|are|am|was|were|hav
 _QUESTION_START = re.compile(
     rf"^(?:(?:so|and|but|or|also|then)\s+)?(?:{_AUX}\s+(?:you|i|we|it|there|this|that|they"
     rf"|he|she|my|your)\b|(?:what|where|when|who|whose|why|how|which)\s+{_AUX}\b)", re.I)
+_MARKER = re.compile(  # what opens a statement without leaning on what came before
+    r"^(?:(?:so|and|but|also|well|oh|yeah|yes|ok|okay|hmm|sure|anyway|btw|by\s+the\s+way"
+    r"|actually|honestly|now)\b[\s,:;!.-]*)+", re.I)
 _LEANS = re.compile(
-    r"^(?:and|but|or|so|plus|also|then|that\s+way|this\s+way|because|since|which|however|if"
+    r"^(?:or|plus|then|that\s+way|this\s+way|because|since|which|however|if"
     r"|what\s+if|suppose|say|unless|whether"
-    r"|though|although|otherwise|anyway|besides|instead|yeah|yes|no|ok|okay|well|oh|hmm|sure"
-    r"|thanks|thank\s+you|it|they|there"
+    r"|though|although|otherwise|besides|instead|no|thanks|thank\s+you|it|they|there"
     r"|(?:that|this|these|those)(?!\s+(?:days?|weeks?|months?|years?|mornings?|evenings?"
     r"|nights?|time|weekends?|spring|summer|autumn|fall|winter|semester|term|quarter)\b)"
     r")\b[\s,]", re.I)
@@ -81,7 +84,7 @@ _POINTS_BACK = re.compile(  # "I have them scheduled", "I found these 3 idioms":
     r"\b(?:them|these|those)\b(?!\s+(?:days?|weeks?|months?|years?|mornings?|evenings?"
     r"|nights?|times?|weekends?))", re.I)
 _MARKUP = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]*)?>|[=≈×÷√∑∫≤≥≠±]|\\[(\[a-z]"
-                     r"|\b\w+\([^)]*\)|[{};]\s*$|^\s*(?:[-*+]|\d+[.)])\s|\*\*|__|##", re.I)
+                     r"|\b\w+\([^()\n]{0,80}\)|[{};]\s*$|^\s*(?:[-*+]|\d+[.)])\s|\*\*|__|##", re.I)
 _WORD = re.compile(r"[\u4e00-\u9fff]|[^\W\d_]+(?:['’-][^\W\d_]+)*")  # a Han character counts
 
 
@@ -97,7 +100,7 @@ def prose(text: str) -> str:
 def defect(text: str) -> Defect | None:
     """What keeps ``text`` (a sentence or clause, without a ``"Name: "``) from being a fact
     worth keeping, or None when nothing does (see the module doc)."""
-    s = text.strip().replace("’", "'")
+    s = _MARKER.sub("", text.strip().replace("’", "'"))  # "So I moved …": the statement
     if s.endswith(":") or _LEANS.match(s + " ") or _POINTS_BACK.search(s):
         return "dangling"
     if s.endswith("?") or _QUESTION_START.match(s):

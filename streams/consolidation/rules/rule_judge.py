@@ -201,6 +201,7 @@ _TOOL_WORDS = _rx(
 _CLAUSE_BREAK = re.compile(
     r",\s+(?:but|so|especially|because|since|though|although)\s+"
     r"|,\s+and\s+(?=(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our|it's|can|could)\b)"
+    r"|,\s+(?=(?:i'm|i've|i\s+am|i\s+have|my)\b)"
     r"|;\s+|\s+[-–—]+\s+"
     r"|,\s+(?=(?:(?:and|so)\s+)?(?:can|could|would|will)\s+you\b|please\b|any\s+(?:ideas|tips"
     r"|advice|suggestions)\b|how\s+(?:can|do|should|would)\s+I\b|what\s+(?:do|should|would)\b)",
@@ -231,9 +232,16 @@ def clauses(sentence: str) -> list[str]:
     return [p for p in parts if p]
 
 
+_SPACES = re.compile(r"[^\S\n]{2,}")
+MAX_SENTENCE_CHARS = 4000  # no fact is longer than 300 characters (fact_quality)
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences: split after ``. ! ?`` and a space, after 。！？；; and at newlines."""
-    return [s.strip() for s in _SPLIT.split(text) if s and s.strip()]
+    """Sentences: split after ``. ! ?`` and a space, after 。！？；; and at newlines; runs
+    of spaces made one, and each cut to ``MAX_SENTENCE_CHARS`` (the patterns read each
+    sentence several times: its length bounds their work)."""
+    return [s.strip()[:MAX_SENTENCE_CHARS] for s in _SPLIT.split(_SPACES.sub(" ", text))
+            if s and s.strip()]
 
 
 def is_question(sentence: str) -> bool:

@@ -167,10 +167,10 @@ def parse_chat(chat_id: str, chat: Any, questions: Any) -> Chat:
         for raw, start in zip(sessions, times, strict=True):
             session = Session(len(out.sessions) + 1, start)
             for t in raw:
-                if not isinstance(t, dict) or "id" not in t:
+                if not isinstance(t, dict) or len(ids := _ids(t.get("id"))) != 1:
                     continue
                 role = "assistant" if t.get("role") == "assistant" else "user"
-                session.turns.append(Turn(int(t["id"]), role,
+                session.turns.append(Turn(ids[0], role,
                                           clean_content(str(t.get("content") or ""))))
             out.sessions.append(session)
     if isinstance(questions, dict):
@@ -181,10 +181,18 @@ def parse_chat(chat_id: str, chat: Any, questions: Any) -> Chat:
     return out
 
 
+def _read_json(path: Path) -> Any:
+    """A file's JSON; a file that cannot be read or parsed is a ValueError naming it."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+
+
 def load_chat(folder: Path) -> Chat:
-    chat = json.loads((folder / "chat.json").read_text())
+    chat = _read_json(folder / "chat.json")
     qfile = folder / "probing_questions.json"
-    questions = json.loads(qfile.read_text()) if qfile.exists() else {}
+    questions = _read_json(qfile) if qfile.is_file() else {}
     return parse_chat(folder.name, chat, questions)
 
 

@@ -86,11 +86,19 @@ class Period:
         return False
 
 
+MAX_PHRASES = 32  # a question names a few dates; a text of thousands is read no further
+
+
 def _dates(text: str) -> list[tuple[int, int, Period]]:
-    """Each date phrase of ``text``: its span and period, the most specific reading first."""
+    """Each date phrase of ``text`` (at most ``MAX_PHRASES`` per pattern): its span and
+    period, the most specific reading first."""
     out: list[tuple[int, int, Period]] = []
     for pattern in _PATTERNS:
+        found = 0
         for m in pattern.finditer(text):
+            if found >= MAX_PHRASES:
+                break
+            found += 1
             parts = m.groupdict()
             alone = parts.get("day") is None and (parts.get("month") is None
                                                   or parts.get("year") is None)

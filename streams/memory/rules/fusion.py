@@ -150,8 +150,12 @@ def _member(keys: Ids, wanted: Ids) -> Flags:
 
 
 _ABOUT_ASSISTANT = re.compile(
-    r"\b(?:did|have|had)\s+you\s+(?:\w+\s+)?(?:suggest|recommend|say|tell|mention|explain"
-    r"|show|give|propose|advise|write|share|provide|outline|list)\b"
+    r"\b(?:did|have|had|'d)\s+(?:you|the\s+assistant)\s+(?:\w+\s+)?(?:suggest|recommend|say"
+    r"|tell|mention|explain|show|give|propose|advise|write|share|provide|outline|list)\b"
+    r"|\bwhat'd\s+you\b"
+    r"|\b(?:was|were)\s+(?:\w+\s+)?(?:recommended|suggested|proposed|advised)\b"
+    r"|\bthe\s+assistant\s+(?:suggested|recommended|said|told|mentioned|explained|showed"
+    r"|gave|proposed|advised|wrote|shared|provided|outlined|listed)\b"
     r"|\byou\s+(?:suggested|recommended|said|told|mentioned|explained|showed|gave|proposed"
     r"|advised|wrote|shared|provided|outlined|listed)\b"
     r"|\byour\s+(?:suggestion|recommendation|advice|answer|explanation|example|code|plan"
@@ -258,19 +262,23 @@ def _passage_decay(values: Floats, sources: Ids, decay: float) -> Floats:
     return out
 
 
-def confidence(dense_best: float | None, lexical_share: float, ramp: Ramp) -> float:
+def confidence(dense_best: float | None, lexical_share: float, ramp: Ramp, *,
+               specific: bool = False) -> float:
     """How surely a cube holds anything the query asks about, 0..1, from absolute
     evidence (:class:`Ramp`): the best raw cosine between the query and a memory, and
     the share of the query's words the best lexical match holds. Either signal at its
-    ``hi`` gives 1; both at or under their ``lo``, 0; linear between."""
+    ``hi`` gives 1; both at or under their ``lo``, 0; linear between. Without a dense
+    signal (no embedder), a lexical match holding a word that says what is asked
+    (``specific``: "vegetarian", not "time") gives 1 whatever the share: a long
+    request names many things besides."""
 
     def up(x: float, lo: float, hi: float) -> float:
         return 1.0 if x >= hi else 0.0 if x <= lo else (x - lo) / (hi - lo)
 
-    lexical = up(lexical_share, ramp.lexical_lo, ramp.lexical_hi)
     if dense_best is None:
-        return lexical
-    return max(lexical, up(dense_best, ramp.dense_lo, ramp.dense_hi))
+        return 1.0 if specific else up(lexical_share, ramp.lexical_lo, ramp.lexical_hi)
+    return max(up(lexical_share, ramp.lexical_lo, ramp.lexical_hi),
+               up(dense_best, ramp.dense_lo, ramp.dense_hi))
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,26 @@ QUESTION_WORDS = _words(
     kind sort type ever much many"""
 )
 
+EVERYDAY_WORDS = _words(
+    """time day week month year today tomorrow yesterday morning night thing things way lot
+    people person place part point fact case work make take get go come know think see look
+    want need use find give tell say ask try call feel seem leave put mean keep let begin
+    help talk turn start show hear play run move live believe bring happen write provide sit
+    stand lose pay meet include continue set learn change lead understand watch follow stop
+    create speak read allow add spend grow open walk win offer remember love like consider
+    appear buy wait serve send expect build stay fall cut reach remain suggest raise pass
+    require report decide pull good new first last long great little old right big high
+    different small large next early young important few bad same able best better sure
+    free real full whole hard true clear certain easy simple quick nice fine well lot
+    something anything everything nothing someone anyone everyone question answer idea
+    problem issue information example plan project thing stuff kind sort number way end
+    back side home world life hand area group company system program government family
+    story fact month order level line name moment reason result team word business course
+    job point house night water room mother area money""")
+"""Words of everyday talk: a memory sharing only these with a query is weak evidence
+that it holds what the query asks (:func:`specific_terms`)."""
+
+
 def _is_vowel(s: str, i: int) -> bool:
     """Porter's vowel: a, e, i, o, u, and y after a consonant."""
     c = s[i]
@@ -304,6 +324,23 @@ def bm25_arrays(
     return uniq[order], scores[order]
 
 
+_COMMON_HAN = frozenset("我你他她它们的是了在有不这那个一也就都和要会说")
+
+
+def specific_terms(terms: Iterable[str]) -> frozenset[str]:
+    """Of some query terms, those that say what is asked: not everyday words
+    (:data:`EVERYDAY_WORDS`, stemmed as the terms are), not a single Han, Kana or
+    Hangul character, not a pair of the most common Han characters."""
+    out = set()
+    for t in terms:
+        if _CJK_ONLY.fullmatch(t):
+            if len(t) > 1 and not set(t) <= _COMMON_HAN:
+                out.add(t)
+        elif t not in _EVERYDAY_STEMS:
+            out.add(t)
+    return frozenset(out)
+
+
 def idf(n_docs: int, df: int) -> float:
     """BM25's non-negative idf of a term in ``df`` of ``n_docs`` documents (``df`` 0: a
     term no document holds, the rarest possible)."""
@@ -317,3 +354,14 @@ def matched_share(held: Sequence[bool]) -> float:
     words). Not weighed by idf: in a small scope (an agent's few lessons) idf says
     little, and a word the scope lacks would weigh the most."""
     return sum(1 for h in held if h) / len(held) if held else 0.0
+
+
+def holds_specific(terms: Sequence[str], held: Sequence[bool]) -> bool:
+    """Whether a document holds one of the query's words ``terms`` that says what is
+    asked (:func:`specific_terms`: "vegetarian", not "time")."""
+    wanted = specific_terms(terms)
+    return any(h and t in wanted for t, h in zip(terms, held, strict=True))
+
+
+_CJK_ONLY = re.compile(rf"[{_CJK}]+")
+_EVERYDAY_STEMS = frozenset(stem(w) for w in EVERYDAY_WORDS) | EVERYDAY_WORDS

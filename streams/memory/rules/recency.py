@@ -21,7 +21,8 @@ of an older one it updates, when
 It and the older ones it updates share out their scores newest first (an
 update of an update ends above both: updates are taken in time order), so
 nothing rises from far below and the set of scores, and with it every cut by
-score, stays the same. The judge's supersession
+score, stays the same; only memories over the search's relativity floor take part,
+so the ones a reply keeps are the same, in another order. The judge's supersession
 retires an old fact when it recognises the update; this ordering holds whether
 or not it did, and for episodes, which are never superseded.
 """
@@ -93,16 +94,18 @@ class Recency:
 
 
 def newer_first(scores: Floats, times: Floats, changed: Flags, values: Ids, matched: Flags,
-                idf: Floats, rule: Recency = Recency()) -> Floats:
+                idf: Floats, rule: Recency = Recency(), *, floor: float = 0.0) -> Floats:
     """``scores`` with the updates among the ``rule.depth`` best moved above what they update
     (see the module doc). ``times``: event times in seconds (NaN: unknown, never
     newer or older); ``changed``: :func:`announces_change` of each; ``values``: its
     :func:`value_signature`; ``matched``: an (n, terms) table of the query's terms
-    each holds; ``idf``: each term's weight."""
+    each holds; ``idf``: each term's weight. Only memories scoring at least ``floor``
+    take part, so a cut at ``floor`` keeps the same members."""
     n = len(scores)
     if n < 2 or rule.depth < 2 or not len(idf):
         return scores
     top = np.argsort(-scores, kind="stable")[:rule.depth]
+    top = top[scores[top] >= floor]
     out = scores.copy()
     total = float(idf.sum())
     weight = matched[top].astype(np.float64) @ idf  # each one's matched mass

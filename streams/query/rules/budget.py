@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from functools import lru_cache
 
+from streams.clock import aware_utc
 from streams.memory.model import USER_CUBE, StoredMemory, by_score
 from streams.tokens import CountTokens
 
 NEWLINE_TOKENS = 1
+LEFT_OUT_LOOKED_AT = 5
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,17 @@ def _seq(m: StoredMemory) -> int:
     return s if isinstance(s, int) else 0
 
 
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+
+
+def _time(m: StoredMemory) -> datetime:
+    """The memory's event time, aware (a provider may give naive UTC); the earliest when
+    it has none."""
+    return aware_utc(m.event_time) if m.event_time is not None else _NO_TIME
+
+
 def _first_time(ms: Sequence[StoredMemory]) -> datetime | None:
-    times = [m.event_time for m in ms if m.event_time is not None]
+    times = [_time(m) for m in ms if m.event_time is not None]
     return min(times) if times else None
 
 
@@ -127,18 +138,28 @@ def _pack_block(
     lines = [line for _, line, _ in facts]
     costs = [cost for _, _, cost in facts]
     blocks = [(_first_time([m for m, _, _ in b]), b) for b in sessions.values()]
-    blocks.sort(key=lambda fb: (fb[0] or datetime.min, _session_key(fb[1][0][0])))
+    blocks.sort(key=lambda fb: (fb[0] or _NO_TIME, _session_key(fb[1][0][0])))
     for first, block in blocks:
         header = f"[{_date(first)}]"
         lines.append(header)
         costs.append(count(header + "\n"))
-        for _, text, cost in sorted(block, key=lambda t: (_seq(t[0]),
-                                                          t[0].event_time or datetime.min)):
+        for _, text, cost in sorted(block, key=lambda t: (_seq(t[0]), _time(t[0]))):
             lines.append(text)
             costs.append(cost)
     tokens = sum(costs[:-1]) + count(lines[-1]) if lines else 0
     chosen = {id(m) for m, _, _ in facts} | {id(m) for b in sessions.values() for m, _, _ in b}
     return lines, [m for m in memories if id(m) in chosen], tokens
+
+
+def _short_of_room(memories: Sequence[StoredMemory], chosen: Sequence[StoredMemory],
+                   share: int, count: CountTokens) -> bool:
+    """Whether a cube had more than its share could hold: among the best of the memories
+    left out (``LEFT_OUT_LOOKED_AT``), one that would fit the share alone. A cube whose
+    every memory fits, or whose left-out memories are each larger than the whole share,
+    cannot fill it."""
+    taken = {id(m) for m in chosen}
+    left = [m for m in memories if id(m) not in taken][:LEFT_OUT_LOOKED_AT]
+    return any(count(memory_line(m.kind, m.content, m.event_time)) <= share for m in left)
 
 
 def pack_budget(
@@ -153,7 +174,8 @@ def pack_budget(
     fill their shares; a cube that cannot fill its share leaves what it does not use
     to the other (in both directions).
 
-    The agent cube is chosen once within its own share first: when all of it fits,
+    The agent cube is chosen once within its own share first: when it is not short of
+    room (all of it fits, or what is left out is each too large for the whole share),
     ``user_profile`` may take everything but what it used, else its own share; the
     agent cube is then chosen again within what ``user_profile`` left.
     ``memories`` may be in any order; selection is by score. ``count`` is the
@@ -163,9 +185,10 @@ def pack_budget(
     user = [m for m in ranked if m.cube == USER_CUBE]
     agent = [m for m in ranked if m.cube != USER_CUBE]
     user_limit = int(budget_tokens * user_share)
-    _, agent_fit, agent_need = _pack_block(agent, budget_tokens - user_limit, count)
-    if len(agent_fit) == len(agent):  # the agent cube cannot fill its share: the rest is free
-        user_limit = budget_tokens - agent_need
+    agent_share = budget_tokens - user_limit
+    _, agent_fit, agent_need = _pack_block(agent, agent_share, count)
+    if not _short_of_room(agent, agent_fit, agent_share, count):
+        user_limit = budget_tokens - agent_need  # the agent cube cannot fill its share
     user_lines, user_in, user_tokens = _pack_block(user, user_limit, count)
     agent_lines, agent_in, agent_tokens = _pack_block(agent, budget_tokens - user_tokens, count)
     included = sorted(user_in + agent_in, key=by_score, reverse=True)

@@ -10,7 +10,9 @@ event, the one that scored higher — the ranking's word on which serves the
 query better — and the fact on a tie (it is the judged, typed, shorter form).
 The kept memory lists what it stands for in ``metadata["covers"]`` (the
 reply's ``covers``). Two facts, or two episodes, are never folded: they say
-different things.
+different things. A passage of a long message (``metadata["span"]``) is never
+folded, nor folds a fact: a fact judged from one sentence of the message does
+not stand for its other parts.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def fold_same_source(memories: Sequence[StoredMemory]) -> list[StoredMemory]:
     facts: dict[str, int] = {}  # source event -> index in kept of the first fact of it
     episodes: dict[str, int] = {}  # the same for episodes
     for m in ranked:
+        if m.metadata.get("span") is not None:  # a passage: neither folds nor is folded
+            kept.append(m)
+            continue
         mine, theirs = (episodes, facts) if m.kind == "episode" else (facts, episodes)
         by = None
         for e in m.source_event_ids:  # the first source event the other kind holds

@@ -26,7 +26,11 @@ from streams.memory.model import SourceMessage
     ("我住在上海", None),
     # what the judge made before, that a reader would not keep
     ("I've got a function that looks something like this:", "dangling"),
-    ("And sticking to my schedule is key.", "dangling"),
+    ("And sticking to my schedule is key.", None),  # "And" opens it, leaning on nothing
+    ("So I moved to Lisbon last month.", None),
+    ("Yeah, I'm vegan now.", None),
+    ("Well, I live in Berlin now.", None),
+    ("So can you check my code", "question"),
     ("Plus, it gives me peace of mind knowing I have a seat reserved.", "dangling"),
     ("That way, I can change or cancel it if my visa is delayed.", "dangling"),
     ("These are the ones I kept.", "dangling"),
@@ -103,6 +107,11 @@ def judged(text: str, role: str = "user") -> list[tuple[str, float]]:
     ("I've never written any Flask routes or handled HTTP requests in this project before.",
      [("I've never written any Flask routes or handled HTTP requests in this project before.",
        0.6)]),
+    # a statement opened by "So", "Well", "Yeah": the statement, corrections included
+    ("So I moved to Lisbon last month.", [("So I moved to Lisbon last month.", 0.8)]),
+    ("Yeah, I'm vegan now.", [("I'm vegan now.", 0.8)]),
+    ("I'm trying to lose weight, I'm vegetarian and I live in Porto.",
+     [("I'm vegetarian and I live in Porto.", 0.6)]),
     # a quoted example inside an answer is no lesson of the agent
     ("Here's a sample journal entry:\n\n```\nNext time, I should take a short break to "
      "maintain energy levels.\n```", []),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams.memory.rules.fusion import FusionWeights, Position, Ramp, confidence, fuse
-from streams.memory.rules.lexical import matched_share
+from streams.memory.rules.lexical import holds_specific, matched_share
 
 RAMP = Ramp(dense_lo=0.2, dense_hi=0.4, lexical_lo=0.05, lexical_hi=0.3)
 
@@ -31,6 +31,29 @@ def test_confidence_is_the_better_of_two_absolute_ramps(dense: float | None, lex
 def test_matched_share_is_the_share_of_the_querys_words_held(held: list[bool],
                                                              share: float) -> None:
     assert matched_share(held) == share
+
+
+@pytest.mark.parametrize(("terms", "held", "specific"), [
+    ([], [], False),
+    (["vegetarian"], [True], True),
+    (["time", "need", "make", "way"], [True, False, False, True], False),  # everyday words
+    (["plan", "day", "vegetarian", "diet"], [False, False, True, False], True),
+    (["我", "的", "我的"], [True, True, True], False),  # the most common Han characters
+    (["我", "吃", "吃素"], [False, False, True], True),
+])
+def test_a_word_that_says_what_is_asked(terms: list[str], held: list[bool],
+                                        specific: bool) -> None:
+    assert holds_specific(terms, held) is specific
+
+
+@pytest.mark.parametrize(("dense", "share", "specific", "expected"), [
+    (None, 0.1, True, 1.0),  # no embedder: "… mindful of my vegetarian diet" finds the fact
+    (None, 0.1, False, 0.2),
+    (0.06, 0.1, True, 0.2),  # an embedder says far: one word is not enough
+])
+def test_without_an_embedder_a_specific_word_is_enough(dense: float | None, share: float,
+                                                       specific: bool, expected: float) -> None:
+    assert confidence(dense, share, RAMP, specific=specific) == pytest.approx(expected)
 
 
 def test_a_cubes_only_hit_scores_its_confidence_not_one() -> None:

@@ -109,3 +109,9 @@ def test_only_the_order_of_the_best_changes_never_the_scores(
     best = set(np.argsort(-scores, kind="stable")[:10].tolist())
     moved = {i for i in range(len(rows)) if out[i] != scores[i]}
     assert moved <= best  # only among the ten best
+    floor = 0.5
+    cut = newer_first(scores, np.array([r[1] for r in rows]), np.array([r[2] for r in rows]),
+                      np.array([r[3] for r in rows], dtype=np.int64),
+                      np.array([r[4] for r in rows]), np.ones(3), Recency(depth=10), floor=floor)
+    assert {i for i in range(len(rows)) if cut[i] >= floor} == {
+        i for i in range(len(rows)) if scores[i] >= floor}  # a cut at the floor keeps its members

@@ -48,7 +48,13 @@ from streams.memory.providers.builtin.scope_state import (
     postings_of,
 )
 from streams.memory.rules.fusion import FusionWeights, Ramp, confidence, fuse_arrays
-from streams.memory.rules.lexical import bm25_arrays, idf, matched_share, query_terms
+from streams.memory.rules.lexical import (
+    bm25_arrays,
+    holds_specific,
+    idf,
+    matched_share,
+    query_terms,
+)
 from streams.memory.rules.mmr import Similarities, cosine_matrix, jaccard_of_words, mmr_order
 from streams.memory.rules.recency import Recency, newer_first
 from streams.memory.rules.shown_score import shown_scores
@@ -233,13 +239,14 @@ class Search:
         if self.recency is None or request.kinds is not None:
             return ids, scores
         return ids, self._newer_first(st, ids, scores, postings.get(st.scope_id, {}), terms,
-                                      self.recency)
+                                      self.recency, request.relativity)
 
     @staticmethod
     def _newer_first(st: ScopeState, ids: Ids, scores: Floats, postings: dict[str, Postings],
-                     terms: list[str], rule: Recency) -> Floats:
-        """:func:`~streams.memory.rules.recency.newer_first` over the ``rule.depth`` best,
-        with the query's words each of them holds (from the postings)."""
+                     terms: list[str], rule: Recency, floor: float) -> Floats:
+        """:func:`~streams.memory.rules.recency.newer_first` over the ``rule.depth`` best
+        over ``floor`` (the search's relativity: the pool keeps its members), with the
+        query's words each of them holds (from the postings)."""
         words = [t for t in terms if not is_subject(t)]
         if rule.depth < 2 or not words or len(ids) < 2:
             return scores
@@ -255,7 +262,7 @@ class Search:
         out = scores.copy()
         out[top] = newer_first(scores[top], np.where(held, places.time[at], np.nan),
                                places.changed[at] & held, np.where(held, places.values[at], 0),
-                               matched, weights, rule)
+                               matched, weights, rule, floor=floor)
         return out
 
     def _confidence(self, request: SearchRequest, st: ScopeState,
@@ -265,15 +272,16 @@ class Search:
         searches of some kinds only: a consolidation's lookups want whatever is related)."""
         if self.ramp is None or request.kinds is not None:
             return 1.0
-        share = 0.0
+        share, specific = 0.0, False
         if len(lexical):
             best = np.array([lexical.ids[int(np.argmax(lexical.values))]], dtype=np.int64)
             held = postings.get(st.scope_id, {})
-            words = [held.get(t) for t in dict.fromkeys(terms) if not is_subject(t)]
-            share = matched_share([p is not None and bool(member_of(best, p[0], ascending=True)[0])
-                                   for p in words])
+            words = [t for t in dict.fromkeys(terms) if not is_subject(t)]
+            holds = [(p := held.get(t)) is not None
+                     and bool(member_of(best, p[0], ascending=True)[0]) for t in words]
+            share, specific = matched_share(holds), holds_specific(words, holds)
         dense_best = float(dense.values.max()) if dense is not None and len(dense) else None
-        return confidence(dense_best, share, self.ramp)
+        return confidence(dense_best, share, self.ramp, specific=specific)
 
     @staticmethod
     async def _stats(conn: AsyncConnection, scope: Scope,
