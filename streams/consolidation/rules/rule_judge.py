@@ -1,15 +1,22 @@
 """The rule judge: memories from new messages with no model, in English and Chinese.
 
-Only messages marked new are read, one sentence at a time. A sentence yields at
-most one memory, of the first kind that matches:
+Only messages marked new are read — their prose (:func:`.fact_quality.prose`:
+no fenced code, quotes or tables, where examples are not what the speaker
+says) — one sentence at a time, a user's run-on sentence one clause at a time
+(:func:`clauses`). A sentence or clause yields at most one memory, of the first
+kind that matches, and none that :func:`.fact_quality.defect` finds wanting (a
+request, a dangling clause, markup …):
 
 ============  =============================================  ============  ==========
 kind          example                                        type          importance
 ============  =============================================  ============  ==========
 remember      "Please remember that my flat is number 12"    by content    0.9
-correction    "Actually, I live in Berlin now." / "其实…"     by content    0.8
+correction    "Actually, I live in Berlin now." / "其实…" /    by content    0.8
+              "the response time has now improved to 250ms"
 preference    "I love hiking." / "我不喜欢香菜"                preference    0.7
-fact          "I work as a nurse." / "我住在上海"              text          0.6
+fact          "I work as a nurse." / "我住在上海" /              text          0.6
+              "I'm using Flask 2.3.1" / "I've never
+              deployed it to the cloud"
 lesson        assistant: "Lesson learned: …"                 skill | tool  0.6
 event         "Last week I went to a support group."         text          0.5
 ============  =============================================  ============  ==========
