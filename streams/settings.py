@@ -400,7 +400,9 @@ class ConsolidationSettings(BaseModel):
             "this many characters (cut at its code blocks, lists, headings and paragraphs)."),
     )
     passage_max_chars: int = Field(
-        1000, ge=50, description="No passage is longer than this.",
+        1000, ge=50, description=(
+            "No passage is longer than this, nor than `episode_max_chars` (to which every "
+            "episodic memory, its speaker's name included, is cut)."),
     )
     passages_per_message: int = Field(
         64, ge=1, le=10_000, description=(
@@ -412,9 +414,6 @@ class ConsolidationSettings(BaseModel):
     def _passage_sizes(self) -> ConsolidationSettings:
         if self.passage_target_chars > self.passage_max_chars:
             raise ValueError("passage_target_chars must not exceed passage_max_chars")
-        if self.passage_max_chars >= self.episode_max_chars:
-            raise ValueError("passage_max_chars must be under episode_max_chars (a passage is "
-                             "stored with its speaker's name before it, whole)")
         return self
     summary_threshold: int = Field(
         20, ge=1, description="Messages not covered by the summary that trigger a new one."

@@ -211,6 +211,7 @@ class Wiring:
                                 max_messages=c.summary_max_messages, clock=self.clock)
         judge = MemoryJudge(count_tokens=p.tokens, max_items=llm.judge_max_items,
                             max_input_tokens=llm.judge_max_input_tokens)
+        limit = min(c.passage_max_chars, c.episode_max_chars)
         return ConsolidationPipeline(
             engine, ledger, runs, judge, writer, summarizer, p.providers, p.models,
             self.agent_configs, PipelineConfig(
@@ -218,7 +219,7 @@ class Wiring:
                 close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
                 dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
                 dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,
-                passages=PassageCut(c.passage_target_chars, c.passage_max_chars,
+                passages=PassageCut(min(c.passage_target_chars, limit), limit,
                                     c.passages_per_message),
                 late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,

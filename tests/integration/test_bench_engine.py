@@ -47,9 +47,10 @@ def test_a_different_ranking_gives_other_replies(tmp_path: Path) -> None:
     other = tmp_path / "other"
     shutil.copytree(exported("HEAD"), other)
     fusion = other / "streams" / "memory" / "rules" / "fusion.py"
-    last = "    scaled = scores / top\n"
+    last = "    return ids, np.where(scaled > 0.0, scaled, 0.0)"
     assert last in fusion.read_text()
-    fusion.write_text(fusion.read_text().replace(last, "    scaled = (scores / top) ** 2\n"))
+    squared = "    return ids, np.where(scaled > 0.0, scaled ** 2, 0.0)"
+    fusion.write_text(fusion.read_text().replace(last, squared))
     try:
         url = asyncio.run(seeded(SIZE, fresh=True))
         assert child(ROOT, url, 15, 9)["replies"] != child(other, url, 15, 9)["replies"]
@@ -81,3 +82,20 @@ def test_two_versions_of_a_function_take_turns_in_one_process() -> None:
         assert out["replies_differing"] == "0 of 12"
     finally:
         drop_database(f"bench_engine_{SIZE}")
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "bench" / "beam-100k" / "1" / "chat.json")
+                    .exists(), reason="the BEAM chats of ../shared are not here")
+def test_beam_shaped_cubes_against_a_directory(tmp_path: Path) -> None:
+    """``--shape beam`` seeds BEAM episodes (and the agent's lessons), and ``--against`` a
+    directory compares with the build whose ``streams/`` it holds: a copy of this one
+    gives the same replies."""
+    shutil.copytree(ROOT / "streams", tmp_path / "streams",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    try:
+        out = run_bench("--shape", "beam", "--fresh", "--against", str(tmp_path),
+                        "--rounds", "1")
+        assert out["shape"] == "beam" and set(out["runs"]) == {str(tmp_path), "this build"}
+        assert out["replies_identical"] is True
+    finally:
+        drop_database(f"bench_engine_beam_{SIZE}")
