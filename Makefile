@@ -4,9 +4,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
+# Debian installs daemons (mariadbd) in /usr/sbin, off an ordinary user's PATH
+export PATH := $(PATH):/usr/sbin:/sbin
 
 .DEFAULT_GOAL := help
-.PHONY: help venv services services-down services-status test test-unit test-agents \
+.PHONY: help setup venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
         bench-query bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
         bench-rotation bench-updates docs schemas clean
@@ -25,6 +27,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)  ## create the virtual environment with every dependency
 
+setup:  ## install what the tests need where it is missing (scripts/setup.sh); seconds when all is there
+	PYTHON=$(PYTHON) bash scripts/setup.sh
+
 services:  ## start Kafka (KRaft), Redis and MariaDB on loopback
 	$(PYTHON) scripts/services.py up
 
@@ -34,7 +39,7 @@ services-down:  ## stop the services started by `make services`
 services-status:  ## show which services are running
 	$(PYTHON) scripts/services.py status
 
-test: $(STAMP) services  ## the whole suite against the real services, the chaos test last
+test: setup services  ## the whole suite against the real services, the chaos test last
 	$(PY) -m pytest
 
 test-unit: $(STAMP)  ## pure logic only (no services)
@@ -43,10 +48,10 @@ test-unit: $(STAMP)  ## pure logic only (no services)
 test-agents: $(STAMP)  ## processors against in-memory fakes (no services)
 	$(PY) -m pytest tests/agents
 
-test-integration: $(STAMP) services  ## against real Kafka, Redis and MariaDB
+test-integration: setup services  ## against real Kafka, Redis and MariaDB
 	$(PY) -m pytest tests/integration
 
-test-chaos: $(STAMP) services  ## faults under load vs an undisturbed run (CHAOS_* settings)
+test-chaos: setup services  ## faults under load vs an undisturbed run (CHAOS_* settings)
 	$(PY) -m pytest tests/chaos
 
 lint: $(STAMP)  ## ruff, and the import contracts of the layout (pyproject.toml)

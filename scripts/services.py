@@ -4,6 +4,8 @@
     python3 scripts/services.py up [kafka redis mariadb prometheus postgres fake-openai memos mem0]
     python3 scripts/services.py down [...]
     python3 scripts/services.py status
+    python3 scripts/services.py jars     # the Kafka jars into the cache, once
+    python3 scripts/services.py venvs    # the MemOS and Mem0 environments, once
 
 Every service runs on loopback, keeps its data, log and pid file under
 ``.services/<name>/`` and is stopped by that pid only. ``up`` is idempotent: a
@@ -12,11 +14,22 @@ KRaft mode from the ``org.apache.kafka:kafka_2.13`` jars on Maven Central; the
 jars are cached in ``$MEMSTREAM_CACHE`` (default ``~/.cache/memstream``) so a
 second start does not download again. Only the standard library is used, so
 this runs before any virtual environment exists.
+
+Before ``up``, ``jars`` or ``venvs`` does anything, every program the named
+services (and the services they start first) would execute is looked for; if
+one is missing, nothing is started or stopped: the missing programs, the Debian
+package of each and the command that installs them (``make setup``, which is
+``scripts/setup.sh``) are printed to stderr and the exit status is 1. Daemons
+are looked for on ``PATH`` and then in ``/usr/sbin`` and ``/sbin``, where
+Debian puts them off an ordinary user's ``PATH``, and started by the path found.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import pwd
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,8 +63,99 @@ PORTS = {
 ALL = ["kafka", "redis", "mariadb"]
 OPTIONAL = ["prometheus", "postgres", "fake-openai", "memos", "mem0"]
 
+# ------------------------------------------------------- what each one runs
+# the programs each service executes (Kafka's java is run from PATH by the code
+# shared with `memstream demo`; the others by the path `program` finds)
+PROGRAMS = {
+    "kafka": ["java"],
+    "redis": ["redis-server"],
+    "mariadb": ["mariadb-install-db", "mariadbd", "mariadb"],
+    "prometheus": ["prometheus"],
+}
+FROM_PATH_ONLY = {"java", "mvn"}
+# the services each one starts first
+STARTS_FIRST = {"memos": ["fake-openai", "postgres"], "mem0": ["fake-openai", "postgres"]}
+# where each program comes from on Debian
+PACKAGES = {
+    "java": "openjdk-17-jdk-headless", "mvn": "maven", "redis-server": "redis-server",
+    "mariadb-install-db": "mariadb-server", "mariadbd": "mariadb-server",
+    "mariadb": "mariadb-client", "prometheus": "prometheus", "setpriv": "util-linux",
+    "useradd": "passwd",
+}
+SBIN = ("/usr/sbin", "/sbin")
+SETUP = "make setup (or: bash scripts/setup.sh)"
+
+
 def log(msg: str) -> None:
     print(f"[services] {msg}", flush=True)
+
+
+def program(name: str) -> str | None:
+    """The path of the program ``name``: on PATH, else (a daemon) in /usr/sbin or /sbin."""
+    found = shutil.which(name)
+    if found is None and name not in FROM_PATH_ONLY:
+        found = shutil.which(name, path=os.pathsep.join(SBIN))
+    return found
+
+
+def run_path(name: str) -> str:
+    """What to execute for ``name``: the path found, else the bare name (checked before)."""
+    return program(name) or name
+
+
+def with_first(names: list[str]) -> list[str]:
+    """``names`` and the services they start first, each once."""
+    out: list[str] = []
+    for n in names:
+        out += [*STARTS_FIRST.get(n, []), n]
+    return list(dict.fromkeys(out))
+
+
+def jars_cached() -> bool:
+    return (CACHE / f"kafka-{KAFKA_VERSION}" / "lib" / ".complete").exists()
+
+
+def pg_user_exists() -> bool:
+    try:
+        pwd.getpwnam(ps.PG_USER)
+    except KeyError:
+        return False
+    return True
+
+
+def missing(cmd: str, names: list[str]) -> list[tuple[str, str | None]]:
+    """What ``cmd`` on the services ``names`` needs and this machine lacks: one
+    ``(what, Debian package or None)`` each; empty when all is there. Looks only."""
+    wanted = with_first(names) if cmd == "up" else []
+    programs = [p for n in wanted for p in PROGRAMS.get(n, [])]
+    if (cmd == "jars" or "kafka" in wanted) and not jars_cached():
+        programs.append("mvn")  # once, to fetch the Kafka jars
+    if "postgres" in wanted and os.geteuid() == 0:  # PostgreSQL runs as a user of its own
+        programs += ["setpriv"] if pg_user_exists() else ["setpriv", "useradd"]
+    lacking: list[tuple[str, str | None]] = [
+        (f"{p} is not installed (Debian package {PACKAGES[p]})", PACKAGES[p])
+        for p in dict.fromkeys(programs) if program(p) is None]
+    if "fake-openai" in wanted and not (ROOT / ".venv" / "bin" / "python").exists():
+        lacking.append(("the project's virtual environment .venv does not exist", None))
+    if (cmd == "venvs" or "postgres" in wanted) and importlib.util.find_spec("ensurepip") is None:
+        lacking.append((f"{sys.executable} cannot create virtual environments "
+                        "(Debian package python3-venv)", "python3-venv"))
+    return lacking
+
+
+ACTION = {"up": "start", "jars": "fetch the Kafka jars", "venvs": "build the provider venvs"}
+
+
+def report_missing(cmd: str, names: list[str], lacking: list[tuple[str, str | None]]) -> None:
+    """The one message for what is missing: what, from which package, how to get it."""
+    packages = sorted({pkg for _, pkg in lacking if pkg})
+    out = [f"[services] cannot {ACTION[cmd]} {' '.join(names)}".rstrip()
+           + ": this machine lacks what it needs; nothing was started or stopped."]
+    out += [f"[services]   {what}" for what, _ in lacking]
+    out.append(f"[services] {SETUP} installs what is missing"
+               + (f"; the packages alone: sudo apt-get install {' '.join(packages)}"
+                  if packages else ""))
+    print("\n".join(out), file=sys.stderr, flush=True)
 
 
 def port_open(port: int) -> bool:
@@ -145,7 +249,7 @@ def redis_up() -> None:
     spawn(
         "redis",
         [
-            "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+            run_path("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
             "--dir", str(d), "--save", "", "--appendonly", "no",
             "--daemonize", "no", "--protected-mode", "no",
         ],
@@ -171,7 +275,7 @@ def mariadb_up() -> None:
     if fresh:
         subprocess.run(
             [
-                "mariadb-install-db", f"--datadir={data}", f"--user={user}",
+                run_path("mariadb-install-db"), f"--datadir={data}", f"--user={user}",
                 "--auth-root-authentication-method=normal", "--skip-test-db",
                 "--no-defaults",
             ],
@@ -181,7 +285,7 @@ def mariadb_up() -> None:
     spawn(
         "mariadb",
         [
-            "mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}",
+            run_path("mariadbd"), "--no-defaults", f"--datadir={data}", f"--socket={sock}",
             f"--port={port}", "--bind-address=127.0.0.1", f"--user={user}",
             f"--pid-file={d / 'mariadbd.pid'}", f"--log-error={d / 'error.log'}",
             "--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=2",
@@ -194,7 +298,7 @@ def mariadb_up() -> None:
         if not port_open(port):
             return False
         r = subprocess.run(
-            ["mariadb", f"--socket={sock}", "-uroot", "-e", "SELECT 1"],
+            [run_path("mariadb"), f"--socket={sock}", "-uroot", "-e", "SELECT 1"],
             capture_output=True,
         )
         return r.returncode == 0
@@ -208,7 +312,7 @@ def mariadb_up() -> None:
         "GRANT ALL PRIVILEGES ON *.* TO 'memstream'@'localhost';"
         "FLUSH PRIVILEGES;"
     )
-    subprocess.run(["mariadb", f"--socket={sock}", "-uroot", "-e", sql], check=True)
+    subprocess.run([run_path("mariadb"), f"--socket={sock}", "-uroot", "-e", sql], check=True)
     log(f"mariadb up on 127.0.0.1:{port} (user memstream, database memstream)")
 
 
@@ -226,7 +330,7 @@ def prometheus_up() -> None:
     spawn(
         "prometheus",
         [
-            "prometheus", f"--config.file={config}", f"--storage.tsdb.path={d / 'data'}",
+            run_path("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={d / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
         ],
     )
@@ -284,7 +388,7 @@ UP = {"kafka": kafka_up, "redis": redis_up, "mariadb": mariadb_up, "prometheus":
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"up", "down", "status", "jars"}:
+    if not argv or argv[0] not in {"up", "down", "status", "jars", "venvs"}:
         print(__doc__)
         return 2
     cmd, names = argv[0], argv[1:] or ALL
@@ -292,8 +396,16 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown service(s): {', '.join(unknown)}; known: {', '.join(UP)}")
         return 2
+    if cmd in ACTION:
+        lacking = missing(cmd, names)
+        if lacking:
+            report_missing(cmd, names if cmd == "up" else [], lacking)
+            return 1
     if cmd == "jars":
         print(broker.kafka_jars(quiet=False))
+    elif cmd == "venvs":
+        print(ps.memos_venv(providers()))
+        print(ps.mem0_venv(providers()))
     elif cmd == "up":
         for n in names:
             UP[n]()
