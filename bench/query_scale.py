@@ -17,8 +17,16 @@ memory is read again after the measurement: the difference per 100,000
 memories held is what a scope costs a worker. A reply with a warning (the
 long-term part missed its deadline) counts as degraded.
 
+``--shape beam``: the user's cube holds N BEAM episodes (``bench/beam_shape.py``:
+user messages and an assistant's passages of ~600 characters, one session per
+BEAM session, the ten chats in turn and then copies of them), the agent's cube
+its twenty lessons, and the questions are BEAM's probing questions. Their
+vectors are MiniLM's for every BEAM episode embedded (``beam_shape.py
+--embed``), a later copy's its episode's plus noise. *MB/100k* is then per
+100,000 memories of the N + 20 held.
+
     python bench/query.py --scale [--sizes 1000,10000,100000] [--rate 20]
-                          [--embedders none,local]
+                          [--embedders none,local] [--shape short|beam]
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from pydantic import SecretStr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import beam_shape  # noqa: E402
 from scale_data import scale_text, scale_vectors  # noqa: E402
 
 from streams.adapters.db.engine import create_engine  # noqa: E402
@@ -72,17 +81,32 @@ class Precomputed:
 
 
 class Seeder:
-    """The scale database, grown to each size in turn through the built-in provider."""
+    """The scale database, grown to each size in turn through the built-in provider.
+    ``shape``: ``short`` (``scale_data``: the same N texts in both cubes) or ``beam``
+    (``beam_shape``: the user's cube N BEAM episodes, one ``add`` per session as
+    consolidation stores them; the agent's cube its twenty lessons)."""
 
-    def __init__(self, url: str, largest: int, *, dense: bool) -> None:
+    def __init__(self, url: str, largest: int, *, dense: bool, shape: str = "short",
+                 embedded_at_least: int | None = None) -> None:
+        """``embedded_at_least``: BEAM episodes embedded first (when not cached; every one
+        unless given)."""
         self.engine = create_engine(DatabaseSettings(url=SecretStr(url)))
+        self.shape = shape
         self.vectors, self.embedded = None, 0
-        if dense:
+        if dense and shape == "beam":
+            at_least = len(beam_shape.base()) if embedded_at_least is None else embedded_at_least
+            self.embedded = beam_shape.vectors([0], at_least)[1]
+            self.vectors = Precomputed(np.zeros((0, 384), dtype=np.float32))
+        elif dense:
             matrix, self.embedded = scale_vectors(largest)
             self.vectors = Precomputed(matrix)
         self.provider = BuiltinProvider(self.engine, embedder=self.vectors)
         self.held = 0
         self.migrated = False
+
+    def memories(self, n: int) -> int:
+        """The memories both cubes hold at size ``n``."""
+        return n + len(beam_shape.LESSONS) if self.shape == "beam" else 2 * n
 
     async def grow(self, n: int) -> float:
         """Memories ``held`` .. ``n`` of both cubes added; seconds taken."""
@@ -90,6 +114,10 @@ class Seeder:
             await upgrade(self.engine)
             self.migrated = True
         start = time.perf_counter()
+        if self.shape == "beam":
+            await self._grow_beam(n, start)
+            self.held = n
+            return time.perf_counter() - start
         t0 = datetime(2025, 1, 1, tzinfo=UTC)
         for cube, kind, scope in ((agent_cube("agent-1"), "skill", "agent"),
                                   ("user_profile", "text", "user")):
@@ -107,8 +135,46 @@ class Seeder:
         self.held = n
         return time.perf_counter() - start
 
+    async def _grow_beam(self, n: int, start: float) -> None:
+        if not self.held:
+            lessons = [beam_shape.lesson(i) for i in range(len(beam_shape.LESSONS))]
+            await add_beam(self.provider, self.vectors, SCOPE, agent_cube("agent-1"), lessons)
+        for lo in range(self.held, n, BATCH):
+            await add_episodes(self.provider, self.vectors, SCOPE,
+                               beam_shape.episodes(0, lo, min(n, lo + BATCH)), lo)
+        print(f"  seeded user_profile: {n:,} BEAM memories ({time.perf_counter() - start:.0f} s)",
+              file=sys.stderr, flush=True)
+
     async def close(self) -> None:
         await self.engine.dispose()
+
+
+async def add_beam(provider: BuiltinProvider, vectors: Precomputed | None, scope: Scope,
+                   cube: str, memories: list[MemoryCandidate], places: list[int] | None = None,
+                   session_key: str | None = None) -> None:
+    """``memories`` added in one call, with their vectors (``places``: theirs in the BEAM
+    streams, :func:`beam_shape.vectors`; none: each text's own, embedded now)."""
+    if vectors is not None:
+        if places is None:
+            from streams.adapters.embeddings.embedders import LocalEmbedder
+
+            vectors.vectors = LocalEmbedder().encode([m.content for m in memories])
+        else:
+            vectors.vectors = beam_shape.vectors(places)[0]
+        vectors.table = {m.content: j for j, m in enumerate(memories)}
+    await provider.add(scope, cube, memories, session_key=session_key)
+
+
+async def add_episodes(provider: BuiltinProvider, vectors: Precomputed | None, scope: Scope,
+                       episodes: list[beam_shape.Episode], first: int, offset: int = 0) -> None:
+    """BEAM episodes ``first`` .. of the stream at ``offset`` into the scope's
+    ``user_profile``, one ``add`` per session (the session's key given: a session split
+    between two calls stays one)."""
+    at = offset + first
+    for key, run in beam_shape.by_session(episodes):
+        await add_beam(provider, vectors, scope, "user_profile", [e.candidate for e in run],
+                       list(range(at, at + len(run))), session_key=key)
+        at += len(run)
 
 
 def cpu_s(pid: int) -> float:
@@ -133,14 +199,14 @@ async def gauges(port: int) -> dict[str, float]:
     return out
 
 
-async def warm(ask: Ask, port: int, n: int, limit_s: float) -> float:
-    """Ask at 2/s until both scopes are held and no graph is being built, then 20 more;
-    seconds taken."""
+async def warm(ask: Ask, port: int, held: int, limit_s: float) -> float:
+    """Ask at 2/s until both scopes are held (``held`` memories in all) and no graph is
+    being built, then 20 more; seconds taken."""
     start = time.perf_counter()
     while time.perf_counter() - start < limit_s:
         await ask(SCOPE.user_id)
         g = await gauges(port)
-        if (g["memstream_scope_cache_memories"] >= 2 * n
+        if (g["memstream_scope_cache_memories"] >= held
                 and g["memstream_vector_graphs_building"] == 0):
             break
         await asyncio.sleep(0.5)

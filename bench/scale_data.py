@@ -14,6 +14,7 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -65,10 +66,12 @@ def cached_vectors(cube: str, n: int) -> npt.NDArray[np.float32] | None:
 
 
 def embed(cube: str, n: int, batch: int = 2000, keep_every: int = 10_000,
-          ) -> npt.NDArray[np.float32]:
+          text: Callable[[int], str] | None = None) -> npt.NDArray[np.float32]:
     """The vectors of the first ``n`` memories of ``cube``: from the cache, or embedded
     now (MiniLM on the CPU, ~150 texts/s on a quiet machine here) and cached, the
-    part done kept every ``keep_every`` (a stopped run resumes from it)."""
+    part done kept every ``keep_every`` (a stopped run resumes from it). ``text``:
+    memory ``i``'s text (:func:`scale_text` of ``cube`` unless given; ``cube`` then only
+    names the cache, as ``bench/beam_shape.py`` does)."""
     held = cached_vectors(cube, n)
     if held is not None:
         return np.asarray(held, dtype=np.float32)
@@ -84,7 +87,8 @@ def embed(cube: str, n: int, batch: int = 2000, keep_every: int = 10_000,
     start = time.perf_counter()
     for lo in range(done, n, batch):
         hi = min(n, lo + batch)
-        out[lo:hi] = model.encode([scale_text(cube, i) for i in range(lo, hi)])
+        out[lo:hi] = model.encode([text(i) if text is not None else scale_text(cube, i)
+                                   for i in range(lo, hi)])
         print(f"  embedded {hi}/{n} {cube} memories ({time.perf_counter() - start:.0f} s)",
               file=sys.stderr, flush=True)
         if hi % keep_every == 0 or hi == n:

@@ -49,6 +49,8 @@ from streams.metrics import SCOPE_MEMORIES, VECTOR_GRAPHS_BUILDING
 
 _CHUNK = 1000  # ids per IN (...) list
 BUILD_OFF_LOOP = 2_000  # memories indexed in a worker thread, not on the event loop
+SHORT_MEMORY_CHARS = 80  # ... or as many characters as that many short memories hold
+LOADS_AT_ONCE = 2  # whole loads of scopes not held, each on a pooled connection, at a time
 
 
 @dataclass
@@ -88,6 +90,7 @@ class ScopeCache:
         self._rows = 0
         self._postings = 0
         self._inflight: dict[int, asyncio.Future[ScopeState]] = {}
+        self._loads = asyncio.Semaphore(LOADS_AT_ONCE)
         self._snapshot: bool | None = None
         self.full_loads = 0
         self.refreshes = 0
@@ -170,9 +173,19 @@ class ScopeCache:
         return done
 
     async def _refresh(self, sid: int) -> ScopeState:
-        since = self.generation
-        async with self.engine.connect() as conn:
-            return await self._refresh_on(conn, sid, since)
+        """A held scope brought forward at once; a scope not held loaded in its turn,
+        ``LOADS_AT_ONCE`` at a time, its connection taken when its turn comes: a load
+        holds one for as long as it indexes (in a thread when large), and a worker's
+        first questions of many users would otherwise take them all, and the searches
+        and writes waiting for one would time out."""
+        if sid in self._states:
+            since = self.generation
+            async with self.engine.connect() as conn:
+                return await self._refresh_on(conn, sid, since)
+        async with self._loads:
+            since = self.generation
+            async with self.engine.connect() as conn:
+                return await self._refresh_on(conn, sid, since)
 
     async def _refresh_on(self, conn: AsyncConnection, sid: int, since: int,
                           read: DbRow | None = None) -> ScopeState:
@@ -226,7 +239,7 @@ class ScopeCache:
         rows = (await conn.execute(select(memory).where(
             m.scope_id == sid, m.valid_to.is_(None)).order_by(m.id))).all()
         st = ScopeState(sid, int(stats.version), int(stats.doc_count), int(stats.total_len), 0)
-        if len(rows) >= BUILD_OFF_LOOP:
+        if off_loop(rows):
             cached, prepared = await asyncio.to_thread(self._build, st, rows)
         else:
             cached, prepared = self._build(st, rows)
@@ -375,6 +388,24 @@ class ScopeCache:
             return
         st.keep(loaded)
         self._account(st)
+
+
+def off_loop(rows: Sequence[DbRow]) -> bool:
+    """Whether indexing ``rows`` is work for a thread rather than the event loop:
+    ``BUILD_OFF_LOOP`` memories, or memories whose text is as long as that many short
+    ones' (``SHORT_MEMORY_CHARS`` each). Indexing costs per character (a memory's words,
+    word set and budget line are read from its text): a user's 1,000 memories of an
+    agent conversation (passages of ~500 characters) take as long as ~4,000 short chat
+    turns, and indexed on the loop they held up every other request of the worker for a
+    third of a second."""
+    if len(rows) >= BUILD_OFF_LOOP:
+        return True
+    budget, chars = BUILD_OFF_LOOP * SHORT_MEMORY_CHARS, 0
+    for r in rows:
+        chars += len(r.content)
+        if chars >= budget:
+            return True
+    return False
 
 
 def _nothing() -> None:
