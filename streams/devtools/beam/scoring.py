@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from streams.devtools.beam.dataset import QUESTION_TYPES, Question
+from streams.devtools.evidence import share_found
 from streams.devtools.locomo.scoring import percentile
 
 KS = (5, 10, 20)
@@ -49,13 +50,6 @@ def chat_of(source_event_id: str) -> str | None:
     """The chat a BEAM turn's event id belongs to; None for any other id."""
     m = _EVENT.fullmatch(source_event_id)
     return m.group(1) if m else None
-
-
-def share_found(evidence: Sequence[str], sources: Iterable[str]) -> float:
-    if not evidence:
-        return 0.0
-    found = set(sources)
-    return sum(1 for e in evidence if e in found) / len(evidence)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ but has no recall to measure: it is counted apart (``unscored``), not as 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from streams.devtools.evidence import share_found
 from streams.devtools.locomo.dataset import CATEGORIES, Question
 
 KS = (5, 10, 20)
@@ -29,13 +30,6 @@ def event_id(sample_id: str, dia_id: str) -> str:
 
 def evidence_ids(q: Question) -> list[str]:
     return [event_id(q.sample_id, e) for e in q.evidence]
-
-
-def share_found(evidence: Sequence[str], sources: Iterable[str]) -> float:
-    if not evidence:
-        return 0.0
-    found = set(sources)
-    return sum(1 for e in evidence if e in found) / len(evidence)
 
 
 @dataclass(frozen=True)
