@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)  ## create the virtual environment with every dependency
 
-setup:  ## install what the tests need where it is missing (scripts/setup.sh); seconds when all is there
+setup:  ## install what the tests need where it is missing (scripts/setup.sh); 0.5 s when all is there
 	PYTHON=$(PYTHON) bash scripts/setup.sh
 
 services:  ## start Kafka (KRaft), Redis and MariaDB on loopback
@@ -39,7 +39,11 @@ services-down:  ## stop the services started by `make services`
 services-status:  ## show which services are running
 	$(PYTHON) scripts/services.py status
 
-test: setup services  ## the whole suite against the real services, the chaos test last
+# test, test-integration and test-chaos run setup, then the services, one
+# after the other in their recipe: under -j or -k as well, nothing is started
+# when setup fails
+test:  ## the whole suite against the real services, the chaos test last
+	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest
 
 test-unit: $(STAMP)  ## pure logic only (no services)
@@ -48,10 +52,12 @@ test-unit: $(STAMP)  ## pure logic only (no services)
 test-agents: $(STAMP)  ## processors against in-memory fakes (no services)
 	$(PY) -m pytest tests/agents
 
-test-integration: setup services  ## against real Kafka, Redis and MariaDB
+test-integration:  ## against real Kafka, Redis and MariaDB
+	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest tests/integration
 
-test-chaos: setup services  ## faults under load vs an undisturbed run (CHAOS_* settings)
+test-chaos:  ## faults under load vs an undisturbed run (CHAOS_* settings)
+	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest tests/chaos
 
 lint: $(STAMP)  ## ruff, and the import contracts of the layout (pyproject.toml)

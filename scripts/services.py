@@ -17,24 +17,32 @@ this runs before any virtual environment exists.
 
 Before ``up``, ``jars`` or ``venvs`` does anything, every program the named
 services (and the services they start first) would execute is looked for; if
-one is missing, nothing is started or stopped: the missing programs, the Debian
-package of each and the command that installs them (``make setup``, which is
-``scripts/setup.sh``) are printed to stderr and the exit status is 1. Daemons
-are looked for on ``PATH`` and then in ``/usr/sbin`` and ``/sbin``, where
-Debian puts them off an ordinary user's ``PATH``, and started by the path found.
+one is missing, nothing is started, stopped or fetched: the missing programs,
+the Debian package of each and the command that installs them (``make setup``,
+which is ``scripts/setup.sh``) are printed to stderr and the exit status is 1.
+Daemons are looked for on ``PATH`` and then in ``/usr/sbin`` and ``/sbin``,
+where Debian puts them off an ordinary user's ``PATH``, and started by the path
+found. A later failure -- a program that exits non-zero (Maven offline, pip), a
+directory that cannot be made or written (the cache) -- is one ``[services]``
+message on stderr too, with the failing command and the tail of its output,
+and the exit status 1; no traceback. Usage errors go to stderr (status 2).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,19 +151,70 @@ def missing(cmd: str, names: list[str]) -> list[tuple[str, str | None]]:
     return lacking
 
 
-ACTION = {"up": "start", "jars": "fetch the Kafka jars", "venvs": "build the provider venvs"}
+ACTION = {"up": "start", "jars": "fetch the Kafka jars", "venvs": "build the provider venvs",
+          "down": "stop", "status": "read the status of"}
+UNDONE = {"up": "nothing was started or stopped", "jars": "nothing was downloaded",
+          "venvs": "nothing was installed"}
 
 
 def report_missing(cmd: str, names: list[str], lacking: list[tuple[str, str | None]]) -> None:
     """The one message for what is missing: what, from which package, how to get it."""
     packages = sorted({pkg for _, pkg in lacking if pkg})
     out = [f"[services] cannot {ACTION[cmd]} {' '.join(names)}".rstrip()
-           + ": this machine lacks what it needs; nothing was started or stopped."]
+           + f": this machine lacks what it needs; {UNDONE[cmd]}."]
     out += [f"[services]   {what}" for what, _ in lacking]
     out.append(f"[services] {SETUP} installs what is missing"
                + (f"; the packages alone: sudo apt-get install {' '.join(packages)}"
                   if packages else ""))
     print("\n".join(out), file=sys.stderr, flush=True)
+
+
+TAIL_LINES = 20
+
+
+def failure(exc: BaseException) -> str:
+    """What went wrong, for one message: the failing command, its exit status and the
+    tail of its output (when it was kept), or the error of a file operation."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        cmd = exc.cmd if isinstance(exc.cmd, str) else shlex.join(map(str, exc.cmd))
+        out = b"".join(o if isinstance(o, bytes) else str(o).encode()
+                       for o in (exc.output, exc.stderr) if o)
+        tail = [line for line in out.decode(errors="replace").splitlines() if line.strip()]
+        said = "".join(f"\n[services]     {line}" for line in tail[-TAIL_LINES:])
+        return f"`{cmd}` exited with status {exc.returncode}" + (
+            f"; the end of its output:{said}" if said else " (its errors, if any, are above)")
+    if isinstance(exc, OSError) and exc.filename is not None:
+        path = Path(os.fsdecode(exc.filename))
+        if path == CACHE or path in CACHE.parents or CACHE in path.parents:
+            return f"{exc} (the cache directory is {CACHE}: MEMSTREAM_CACHE sets it)"
+    return str(exc)
+
+
+@contextlib.contextmanager
+def stdout_kept() -> Iterator[None]:
+    """What is written to stdout inside (by this process and the programs it runs) is
+    held in a file and, when a program fails, put in its error as its output:
+    ``mvn -q`` writes its errors to stdout, which the setup does not show."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 1)
+        try:
+            yield
+        except subprocess.CalledProcessError as exc:
+            sys.stdout.flush()
+            held.seek(0)
+            exc.output = held.read()
+            raise
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def fetch_jars() -> Path:
+    """The Kafka jars, fetched once with Maven (Maven's errors kept for the message)."""
+    with stdout_kept():
+        return broker.kafka_jars(quiet=False)
 
 
 def port_open(port: int) -> bool:
@@ -190,7 +249,7 @@ def spawn(name: str, argv: list[str], env: dict[str, str] | None = None,
           cwd: Path | None = None) -> int:
     d = STATE / name
     d.mkdir(parents=True, exist_ok=True)
-    out = open(d / "stdout.log", "ab")
+    out = open(d / "stdout.log", "ab")  # noqa: SIM115 (the child's, kept open by it)
     proc = subprocess.Popen(
         argv,
         stdout=out,
@@ -229,6 +288,7 @@ def kafka_up() -> None:
     d = STATE / "kafka"
     if not (CACHE / f"kafka-{KAFKA_VERSION}" / "lib" / ".complete").exists():
         log(f"fetching Kafka {KAFKA_VERSION} jars from Maven Central into {CACHE}")
+        fetch_jars()
     argv = broker.kafka_command(d, port, cport)
     # the log is appended to across restarts: start from an empty one
     (d / "server.log").unlink(missing_ok=True)
@@ -388,21 +448,38 @@ UP = {"kafka": kafka_up, "redis": redis_up, "mariadb": mariadb_up, "prometheus":
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"up", "down", "status", "jars", "venvs"}:
+    if argv[:1] in (["-h"], ["--help"]):
         print(__doc__)
+        return 0
+    if not argv or argv[0] not in ACTION:
+        print(__doc__, file=sys.stderr)
         return 2
     cmd, names = argv[0], argv[1:] or ALL
+    if cmd in {"jars", "venvs", "status"} and argv[1:]:
+        print(f"services.py {cmd} takes no service names (given: {' '.join(argv[1:])})",
+              file=sys.stderr)
+        return 2
     unknown = [n for n in names if n not in UP]
     if unknown:
-        print(f"unknown service(s): {', '.join(unknown)}; known: {', '.join(UP)}")
+        print(f"unknown service(s): {', '.join(unknown)}; known: {', '.join(UP)}",
+              file=sys.stderr)
         return 2
-    if cmd in ACTION:
+    if cmd in UNDONE:
         lacking = missing(cmd, names)
         if lacking:
             report_missing(cmd, names if cmd == "up" else [], lacking)
             return 1
+    try:
+        return run(cmd, names, argv[1:])
+    except (OSError, subprocess.CalledProcessError, broker.BrokerUnavailableError) as exc:
+        what = f"{ACTION[cmd]} {' '.join(names)}" if cmd in {"up", "down"} else ACTION[cmd]
+        print(f"[services] cannot {what}: {failure(exc)}", file=sys.stderr, flush=True)
+        return 1
+
+
+def run(cmd: str, names: list[str], given: list[str]) -> int:
     if cmd == "jars":
-        print(broker.kafka_jars(quiet=False))
+        print(fetch_jars())
     elif cmd == "venvs":
         print(ps.memos_venv(providers()))
         print(ps.mem0_venv(providers()))
@@ -410,13 +487,14 @@ def main(argv: list[str]) -> int:
         for n in names:
             UP[n]()
     elif cmd == "down":
-        for n in reversed(names if argv[1:] else ALL + OPTIONAL):
+        for n in reversed(names if given else ALL + OPTIONAL):
             down(n)
     else:
         for n in ALL + OPTIONAL:
             pid = pid_of(n)
             state = f"pid {pid}" if pid else "stopped"
-            print(f"{n:<11} {state:<12} port {PORTS[n]} {'open' if port_open(PORTS[n]) else 'closed'}")
+            is_open = "open" if port_open(PORTS[n]) else "closed"
+            print(f"{n:<11} {state:<12} port {PORTS[n]} {is_open}")
     return 0
 
 
