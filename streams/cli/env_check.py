@@ -31,6 +31,8 @@ NOT_SETTINGS: Mapping[str, str] = {
     "MEMSTREAM_KAFKA_VERSION": "`streams/devtools/embedded_broker.py`: the Apache Kafka version of "
     "the local broker",
     "MEMSTREAM_SERVICES_DIR": "`scripts/services.py`: state folder of `make services`",
+    "MEMSTREAM_SETUP_NO_ROOT": "`scripts/setup.sh`: act as a user who is neither root nor "
+    "allowed `sudo` (1, true or yes): name what is missing, install nothing",
     "MEMSTREAM_PROMETHEUS_CONFIG": "`scripts/services.py`: configuration of the test Prometheus",
     "MEMSTREAM_TEST_KAFKA_PORT": "`scripts/services.py`, `tests/`: port of the test Kafka",
     "MEMSTREAM_TEST_KAFKA_CONTROLLER_PORT": "`scripts/services.py`: controller port of the "
