@@ -244,15 +244,17 @@ def drop_covered_by_episodes(
     its passages, would only be the same turn twice (rule ``containment``). Facts
     stay: they are typed, and conflicts are checked on them.
     """
-    parts: dict[tuple[str, ...], list[MemoryCandidate]] = {}  # a message's episodes
-    for e in episodes:
-        parts.setdefault(e.source_event_ids, []).append(e)
+    parts: dict[tuple[str, ...], list[tuple[MemoryCandidate, str]]] = {}  # a message's
+    for e in episodes:  # episodes, each with its text as compared
+        parts.setdefault(e.source_event_ids, []).append(
+            (e, normalize(split_speaker(e.content)[1])))
     out = DedupResult()
     for cand in cands:
-        said = normalize(split_speaker(cand.content)[1])
-        turn = next((e for e in parts.get(cand.source_event_ids, ()) if contains(
-            normalize(split_speaker(e.content)[1]), said)), None) if cand.kind == "episode" \
-            else None
+        turn = None
+        if cand.kind == "episode" and cand.source_event_ids in parts:
+            said = normalize(split_speaker(cand.content)[1])
+            turn = next((e for e, text in parts[cand.source_event_ids]
+                         if contains(text, said)), None)
         if turn is not None:
             out.dropped.append(Dropped(candidate=cand, rule="containment", duplicate_of=turn))
         else:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,11 +179,7 @@ class ScopeCache:
         holds one for as long as it indexes (in a thread when large), and a worker's
         first questions of many users would otherwise take them all, and the searches
         and writes waiting for one would time out."""
-        if sid in self._states:
-            since = self.generation
-            async with self.engine.connect() as conn:
-                return await self._refresh_on(conn, sid, since)
-        async with self._loads:
+        async with nullcontext() if sid in self._states else self._loads:
             since = self.generation
             async with self.engine.connect() as conn:
                 return await self._refresh_on(conn, sid, since)
