@@ -40,13 +40,13 @@ from pydantic import SecretStr  # noqa: E402
 
 from streams.adapters.db.messages import MessageStore, message_row  # noqa: E402
 from streams.adapters.embeddings.embedders import LocalEmbedder  # noqa: E402
-from streams.adapters.kafka.publish import SourceRecord  # noqa: E402
 from streams.devtools.beam.dataset import Chat, load_chats  # noqa: E402
 from streams.devtools.beam.harness import as_reply  # noqa: E402
 from streams.devtools.beam.scoring import Asked, render_table, score, summarize  # noqa: E402
 from streams.devtools.locomo.rotation import rotate  # noqa: E402
 from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import DatabaseSettings, RedisSettings, Settings  # noqa: E402
+from streams.wire.envelope import SourceRecord  # noqa: E402
 from streams.wire.query import MemoryQuery, QueryOptions  # noqa: E402
 from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
 from streams.worker.runtime import Runtime  # noqa: E402

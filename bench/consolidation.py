@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from streams.adapters.db.messages import MessageStore, message_row  # noqa: E402
-from streams.adapters.kafka.publish import Outgoing, SourceRecord  # noqa: E402
 from streams.memory.agent_configs import StaticAgentConfigs  # noqa: E402
 from streams.settings import DatabaseSettings, LLMSettings, RedisSettings, Settings  # noqa: E402
+from streams.wire.envelope import Outgoing, SourceRecord  # noqa: E402
 from streams.wire.records import ChatMessage, SessionClosed  # noqa: E402
 from streams.worker.runtime import Runtime  # noqa: E402
 from streams.worker.wiring import Wiring  # noqa: E402

@@ -29,7 +29,6 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streams.adapters.db.migrate import SchemaNotCurrentError, require_current
 from streams.adapters.kafka.agent_config_topic import read_all
-from streams.adapters.kafka.publish import Outgoing
 from streams.cli._common import fail, parse_since, print_json, progress_bar
 from streams.consolidation.reprocess import (
     JobConflict,
@@ -41,6 +40,7 @@ from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.provider import ProviderError
 from streams.memory.rules.routing import split_agent_config_key
 from streams.settings import Settings, get_settings
+from streams.wire.envelope import Outgoing
 from streams.wire.records import MAX_ID_LEN, TENANT_PATTERN
 from streams.worker.runtime import Runtime
 from streams.worker.wiring import Wiring

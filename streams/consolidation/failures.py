@@ -41,23 +41,26 @@ from typing import Literal
 
 from streams.adapters.db.cube_lock import CubeLockError, CubeLockTimeout
 from streams.adapters.db.errors import DbErrorKind, classify_db_error
-from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from streams.backoff import Backoff
 from streams.clock import aware_utc
 from streams.memory.provider import PermanentProviderError, RetryableProviderError
 from streams.memory.registry import ProviderNotConfigured
 from streams.redaction import redacted
-from streams.wire.headers import Headers, header
+from streams.wire.dead_letter import dead_letter
+from streams.wire.envelope import Outgoing, SourceRecord
+from streams.wire.headers import (
+    ATTEMPT,
+    NEXT_ATTEMPT_AT,
+    ORIGIN_OFFSET,
+    ORIGIN_PARTITION,
+    ORIGIN_TOPIC,
+    RETRY_OWN,
+    RETRY_REASON,
+    Headers,
+    header,
+)
 
-ATTEMPT = "memstream.attempt"
-NEXT_ATTEMPT_AT = "memstream.next_attempt_at"
-RETRY_REASON = "memstream.retry.reason"
-ORIGIN_PARTITION = "memstream.origin.partition"
-ORIGIN_OFFSET = "memstream.origin.offset"
-# set only when the origin is not on the session-closed topic: a record of the
-# retry topic that names no origin, copied back to it by a rebalance, names itself
-ORIGIN_TOPIC = "memstream.origin.topic"
-_OWN = {ATTEMPT, NEXT_ATTEMPT_AT, RETRY_REASON, ORIGIN_PARTITION, ORIGIN_OFFSET, ORIGIN_TOPIC}
+_OWN = RETRY_OWN
 
 
 def keep_origin(record: SourceRecord) -> Headers:

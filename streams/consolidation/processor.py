@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from streams.adapters.db.cube_lock import KeyedLocks
-from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
 from streams.backoff import forever, retry_forever
 from streams.consolidation.failures import FailureRouter, attempt_of, classify
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
@@ -37,6 +36,7 @@ from streams.metrics import (
     DEAD_LETTERS,
 )
 from streams.wire.decode import Rejected, decode_record
+from streams.wire.envelope import Outgoing, Publisher, SourceRecord
 from streams.wire.records import SessionClosed
 
 log = logging.getLogger(__name__)

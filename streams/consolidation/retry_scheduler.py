@@ -35,10 +35,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
 from streams.backoff import retry_forever
 from streams.consolidation.failures import due_at, keep_origin
 from streams.consolidation.processor import ConsolidationProcessor
+from streams.wire.envelope import Outgoing, Publisher, SourceRecord
 
 log = logging.getLogger(__name__)
 Ack = Callable[[], Awaitable[object]]

@@ -48,7 +48,6 @@ from streams.adapters.db.cube_lock import CubeLockLost, CubeLocks, CubeLockTimeo
 from streams.adapters.db.erasure_deletes import TableDeletes, TableStep, erasure_steps
 from streams.adapters.db.erasure_log import ErasureLog, ErasureRecord
 from streams.adapters.db.erasure_origins import LocatedMemory, OriginRows
-from streams.adapters.kafka.publish import Outgoing, Publisher
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
@@ -67,6 +66,7 @@ from streams.memory.provider import RetryableProviderError
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import ERASED
+from streams.wire.envelope import Outgoing, Publisher
 from streams.wire.erasure import ErasureError, ErasureFence, ErasureReceipt, ErasureRequest
 
 log = logging.getLogger(__name__)

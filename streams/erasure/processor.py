@@ -24,13 +24,14 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from streams.backoff import retry_forever
 from streams.erasure.executor import ErasureExecutor, ErasureRefused, refusal, transient
 from streams.memory.provider import PermanentProviderError
 from streams.metrics import DEAD_LETTERS, ERASURE_SECONDS, ERASURES
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.redaction import error_text
+from streams.wire.dead_letter import dead_letter
+from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.erasure import ErasureError, ErasureReceipt, ErasureRequest
 from streams.wire.json_doc import load_object
 from streams.wire.rejections import SCHEMA, Rejected

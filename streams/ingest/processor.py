@@ -43,8 +43,6 @@ from typing import Any
 
 from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
 from streams.adapters.db.messages import MessageStore, message_row, row_to_doc
-from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord, dead_letter
-from streams.adapters.kafka.replay import FIRST_READ
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
@@ -67,6 +65,7 @@ from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent,
 from streams.session.stale import StaleHistories
 from streams.session.state_buffer import SessionStateBuffer
 from streams.session.table import SessionTable
+from streams.wire.dead_letter import dead_letter
 from streams.wire.decode import (
     OUT_OF_RANGE,
     SCHEMA,
@@ -75,14 +74,13 @@ from streams.wire.decode import (
     decode_chat_event,
     decode_idle_record,
 )
+from streams.wire.envelope import Outgoing, Publisher, SourceRecord
 from streams.wire.erasure import ErasureFence
-from streams.wire.headers import header
+from streams.wire.headers import FIRST_READ, ORIGIN_OFFSET, ORIGIN_PARTITION, header
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
 log = logging.getLogger(__name__)
 
-ORIGIN_PARTITION = "memstream.origin.partition"  # on what ingest re-keys: where it was read
-ORIGIN_OFFSET = "memstream.origin.offset"
 # an erasure's fence passed by one partition: the fence, the tombstones it wrote
 FencePassed = Callable[[ErasureFence, int], Coroutine[Any, Any, None]]
 # the conversations a user or conversation erasure takes whole, as stored now

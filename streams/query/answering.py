@@ -32,11 +32,11 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 
-from streams.adapters.kafka.publish import Outgoing, Publisher, SourceRecord
 from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES
 from streams.query.answered import AnsweredRequests
 from streams.query.processor import QueryProcessor
+from streams.wire.envelope import Outgoing, Publisher, SourceRecord
 from streams.wire.headers import header
 from streams.wire.spring_reply import CORRELATION_ID, ReplyAddress
 

@@ -43,11 +43,11 @@ from streams.adapters.kafka.progress import (
     publish_progress,
     publish_started,
 )
-from streams.adapters.kafka.publish import SourceRecord, TPKey
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
 from streams.query.consumer_config import QueryConsumerConfig, from_consumer_record, kafka_consumer
 from streams.query.fetch_turns import POLL_MS, TurnFetch
 from streams.query.positions import CommitPositions
+from streams.wire.envelope import SourceRecord, TPKey
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The query consumer's configuration, the aiokafka consumer it describes, and
-that consumer's records as :class:`~streams.adapters.kafka.publish.SourceRecord`."""
+that consumer's records as :class:`~streams.wire.envelope.SourceRecord`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
-from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
+from streams.wire.envelope import SourceRecord
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from streams.adapters.kafka.publish import TPKey
+from streams.wire.envelope import TPKey
 
 
 class CommitPositions:

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
 from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
 from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.rules.reply_targets import ReplyTargets
+from streams.wire.dead_letter import dead_letter
+from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected

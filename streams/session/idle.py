@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.adapters.kafka.publish import Outgoing
 from streams.session.model import SessionState
+from streams.wire.envelope import Outgoing
 from streams.wire.records import IdleCheck
 
 _Sent = tuple[int, float, float]  # session_seq, last_seen_at, sent at

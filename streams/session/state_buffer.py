@@ -18,8 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.session.table import SessionTable
+from streams.wire.envelope import SourceRecord
 
 
 class SessionStateBuffer:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from streams.adapters.kafka.publish import SourceRecord
+from streams.wire.envelope import SourceRecord
 
 
 class SessionTable(Protocol):

@@ -25,10 +25,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from streams.wire.headers import Headers, header
+from streams.wire.headers import SIGNATURE, Headers, header
+from streams.wire.headers import SIGNED_AT as TIMESTAMP
 
-TIMESTAMP = "memstream-timestamp"
-SIGNATURE = "memstream-signature"
 VERSION = "v1="
 
 

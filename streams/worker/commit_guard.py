@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from streams.adapters.kafka.publish import TPKey
+from streams.wire.envelope import TPKey
 
 
 @dataclass(frozen=True)

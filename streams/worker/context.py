@@ -22,7 +22,7 @@ from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.adapters.kafka.clients import end_offsets, kafka_security, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
-from streams.adapters.kafka.publish import Outgoing, ProducerPublisher
+from streams.adapters.kafka.publish import ProducerPublisher
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.backoff import retry_forever
@@ -37,6 +37,7 @@ from streams.query.consumer import QueryConsumer
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
+from streams.wire.envelope import Outgoing
 from streams.worker.app import app, settings
 from streams.worker.commit_guard import CommitGuard
 from streams.worker.faust_glue import (

@@ -54,10 +54,10 @@ from faust.transport.consumer import Consumer
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
 from streams.redaction import redact_logs
 from streams.session.table import SessionTable
+from streams.wire.envelope import SourceRecord
 from streams.wire.headers import Headers
 from streams.worker.commit_guard import CommitGuard
 

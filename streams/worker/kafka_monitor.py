@@ -48,13 +48,13 @@ from streams.adapters.kafka.progress import (
     publish_progress,
     publish_started,
 )
-from streams.adapters.kafka.publish import TPKey
 from streams.metrics import (
     COMMIT_LATENCY,
     CONSUMER_LAG,
     REBALANCES,
     STAGE_LAG,
 )
+from streams.wire.envelope import TPKey
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,6 @@ from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
-from streams.adapters.kafka.publish import Publisher, SourceRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
@@ -66,6 +65,7 @@ from streams.session.stale import StaleHistories
 from streams.session.table import SessionTable
 from streams.settings import Settings
 from streams.tokens import TokenCounter
+from streams.wire.envelope import Publisher, SourceRecord
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
 

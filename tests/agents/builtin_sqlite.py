@@ -13,9 +13,9 @@ from pydantic import SecretStr
 from sqlalchemy import text
 
 from streams.adapters.db.messages import MessageStore, message_row
-from streams.adapters.kafka.publish import SourceRecord
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.settings import DatabaseSettings, RankingSettings, RedisSettings, Settings
+from streams.wire.envelope import SourceRecord
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.worker.runtime import Runtime

@@ -19,9 +19,9 @@ from streams.adapters.db.schema.conversation import (
     conversation_summary,
     metadata,
 )
-from streams.adapters.kafka.publish import SourceRecord
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.wire.envelope import SourceRecord
 from streams.wire.records import ChatMessage, SessionClosed
 from tests.agents.fakes import FakeCache, FakeChatModel, FakeMemoryProvider, FakePublisher
 from tests.support.wiring import FakeParts, settings_for_tests, wiring

@@ -15,10 +15,10 @@ from streams.adapters.http.client import (
     ProviderUnavailable,
 )
 from streams.adapters.http.openai_compat import ChatResult
-from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.adapters.redis.conversation_cache import CacheUnavailableError
 from streams.memory.model import StoredMemory
 from streams.memory.provider import WriteResult
+from streams.wire.envelope import Outgoing, SourceRecord
 from tests.fakes.server import overlap_score
 
 

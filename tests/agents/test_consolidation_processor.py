@@ -12,18 +12,17 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.kafka.dead_letters import source_of
-from streams.adapters.kafka.publish import SourceRecord
-from streams.consolidation.failures import (
+from streams.consolidation.failures import attempt_of, due_at
+from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.wire.envelope import SourceRecord
+from streams.wire.headers import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
     ORIGIN_OFFSET,
     ORIGIN_PARTITION,
     ORIGIN_TOPIC,
-    attempt_of,
-    due_at,
+    header,
 )
-from streams.consolidation.retry_scheduler import RetryScheduler
-from streams.wire.headers import header
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 
 

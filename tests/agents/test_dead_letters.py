@@ -8,7 +8,8 @@ import pytest
 
 from streams.adapters.db.dead_letter_ledger import LedgerEntry, SourceKey
 from streams.adapters.kafka.dead_letters import ExactlyOnceDeadLetters, source_of
-from streams.adapters.kafka.publish import Outgoing, SourceRecord, dead_letter
+from streams.wire.dead_letter import dead_letter
+from streams.wire.envelope import Outgoing, SourceRecord
 from tests.agents.fakes import FakePublisher
 
 

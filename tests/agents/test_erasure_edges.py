@@ -16,11 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.http.openai_compat import ChatResult
-from streams.adapters.kafka.publish import SourceRecord
 from streams.consolidation.summarizer import Summarizer
 from streams.memory.model import USER_CUBE, MemoryCandidate
 from streams.memory.provider import Scope
 from streams.tokens import TokenCounter
+from streams.wire.envelope import SourceRecord
 from streams.wire.erasure import ErasureReceipt
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.wire.spring_reply import request_headers

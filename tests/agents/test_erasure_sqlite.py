@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from streams.adapters.db.erasure_log import ErasureLog
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema.all_tables import metadata
-from streams.adapters.kafka.publish import Outgoing
 from streams.erasure.registry import ErasureRegistry
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.model import USER_CUBE, MemoryCandidate
@@ -28,6 +27,7 @@ from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.settings import DatabaseSettings, Settings
+from streams.wire.envelope import Outgoing
 from streams.wire.erasure import ErasureFence, ErasureRequest
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.worker.runtime import Runtime

@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.erasure.rules.coverage import ErasureIndex
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.wire.envelope import SourceRecord
 from streams.wire.erasure import ErasureFence
 from tests.agents.fakes import (
     FakeCache,

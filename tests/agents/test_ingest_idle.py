@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.ingest.processor import IngestProcessor
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.session.stale import StaleHistories
+from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.records import IdleCheck
 from tests.agents.fakes import (

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from tests.agents.fakes import (
     FakeCache,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from streams.adapters.kafka.publish import Outgoing
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.wire.envelope import Outgoing
 from streams.wire.headers import header
 from tests.agents.fakes import (
     FakeCache,

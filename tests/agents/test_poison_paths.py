@@ -15,13 +15,12 @@ from sqlalchemy import exc as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.kafka.partitioning import java_partition
-from streams.adapters.kafka.publish import SourceRecord
-from streams.consolidation.failures import NEXT_ATTEMPT_AT
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.ingest.processor import IngestProcessor
 from streams.query.processor import QueryProcessor
 from streams.session.stale import StaleHistories
-from streams.wire.headers import header
+from streams.wire.envelope import SourceRecord
+from streams.wire.headers import NEXT_ATTEMPT_AT, header
 from streams.wire.spring_reply import request_headers
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 from tests.agents.fakes import (

@@ -12,12 +12,12 @@ from typing import Any
 from prometheus_client import REGISTRY
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.query import answering as answering_module
 from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering, ReplySent
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
+from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers

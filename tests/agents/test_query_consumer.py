@@ -11,9 +11,9 @@ from typing import Any
 from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.query.consumer import QueryConsumer
 from streams.query.consumer_config import QueryConsumerConfig
+from streams.wire.envelope import SourceRecord
 from tests.support.worker import eventually
 
 TOPIC = "q"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.query.processor import QueryProcessor
+from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers

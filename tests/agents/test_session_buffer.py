@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.adapters.kafka.publish import SourceRecord
 from streams.session.state_buffer import SessionStateBuffer
+from streams.wire.envelope import SourceRecord
 from tests.agents.fakes import FakeTable
 
 

@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.stale_marks import StaleMarkStore
-from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.wire.envelope import SourceRecord
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.wiring import ingest_processor, settings_for_tests

@@ -14,8 +14,10 @@ from pydantic import SecretStr
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.adapters.db.engine import create_engine
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters, source_of
-from streams.adapters.kafka.publish import Outgoing, ProducerPublisher, SourceRecord, dead_letter
+from streams.adapters.kafka.publish import ProducerPublisher
 from streams.settings import DatabaseSettings, KafkaSettings
+from streams.wire.dead_letter import dead_letter
+from streams.wire.envelope import Outgoing, SourceRecord
 from tests.integration.conftest import Stack, create_topic
 from tests.support.services import KAFKA_BOOTSTRAP, KAFKA_BROKER, drop_database, migrated_database
 

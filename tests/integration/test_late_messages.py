@@ -11,9 +11,9 @@ from pydantic import SecretStr
 from streams.adapters.db.engine import create_engine
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.stale_marks import StaleMarkStore
-from streams.adapters.kafka.publish import SourceRecord
 from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
+from streams.wire.envelope import SourceRecord
 from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import run_status

@@ -22,11 +22,11 @@ from streams.adapters.db.engine import create_engine
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.stale_marks import StaleMarkStore
-from streams.adapters.kafka.publish import SourceRecord
 from streams.ingest.rules.subagent import Disposition, disposition
 from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
 from streams.wire.decode import Rejected, decode_chat_event
+from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.records import ChatMessage, SessionEnd
 from tests.agents.fakes import FakeCache, FakePublisher, FakeTable

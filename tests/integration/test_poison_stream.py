@@ -15,8 +15,7 @@ import pytest
 import pytest_asyncio
 
 from streams.client import MemoryClient
-from streams.consolidation.failures import ATTEMPT, NEXT_ATTEMPT_AT
-from streams.wire.headers import header
+from streams.wire.headers import ATTEMPT, NEXT_ATTEMPT_AT, header
 from tests.integration.conftest import Stack, chat_event
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually

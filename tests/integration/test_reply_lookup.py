@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
-from streams.adapters.kafka.publish import Outgoing, SourceRecord
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.settings import KafkaSettings
+from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher

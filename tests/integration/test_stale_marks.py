@@ -20,9 +20,9 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.schema.conversation import stale_history_mark
 from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
-from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
 from streams.session.stale import StaleHistories
+from streams.wire.envelope import SourceRecord
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.services import free_port

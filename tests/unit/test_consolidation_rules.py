@@ -16,16 +16,8 @@ from streams.adapters.http.client import (
     ProviderRequestRejected,
     ProviderTimeout,
 )
-from streams.adapters.kafka.publish import SourceRecord
 from streams.adapters.kafka.replay import ReplayFilter, redrive_headers, replay_group, skip_reason
-from streams.consolidation.failures import (
-    ATTEMPT,
-    NEXT_ATTEMPT_AT,
-    FailureRouter,
-    attempt_of,
-    classify,
-    due_at,
-)
+from streams.consolidation.failures import FailureRouter, attempt_of, classify, due_at
 from streams.consolidation.judge import MemoryJudge
 from streams.consolidation.pipeline import episodes_of
 from streams.consolidation.summarizer import clip_lines
@@ -33,7 +25,8 @@ from streams.consolidation.writer import same_memory
 from streams.memory.agent_configs import StaticAgentConfigs, TableAgentConfigs
 from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
 from streams.memory.registry import ModelFactory, ProviderNotConfigured, ProviderRegistry
-from streams.wire.headers import header
+from streams.wire.envelope import SourceRecord
+from streams.wire.headers import ATTEMPT, NEXT_ATTEMPT_AT, header
 
 T = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

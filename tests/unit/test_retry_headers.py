@@ -9,16 +9,9 @@ import pymysql.err as my
 import pytest
 from sqlalchemy import exc as sa
 
-from streams.adapters.kafka.publish import SourceRecord
-from streams.consolidation.failures import (
-    ATTEMPT,
-    NEXT_ATTEMPT_AT,
-    FailureRouter,
-    attempt_of,
-    classify,
-    due_at,
-)
-from streams.wire.headers import header
+from streams.consolidation.failures import FailureRouter, attempt_of, classify, due_at
+from streams.wire.envelope import SourceRecord
+from streams.wire.headers import ATTEMPT, NEXT_ATTEMPT_AT, header
 
 
 def rec(*headers: tuple[str, bytes]) -> SourceRecord:

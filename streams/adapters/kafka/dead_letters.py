@@ -29,19 +29,17 @@ from datetime import UTC, datetime, timedelta
 
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger, SourceKey
 from streams.adapters.kafka.clients import partitions, records_since
-from streams.adapters.kafka.publish import Outgoing, Publisher
 from streams.metrics import DEAD_LETTERS_DEDUPLICATED
 from streams.settings import KafkaSettings
-from streams.wire.headers import header
+from streams.wire.envelope import Outgoing, Publisher
+from streams.wire.headers import SOURCE_PLACE, header
 
 log = logging.getLogger(__name__)
 LOOK_BACK = timedelta(seconds=10)
 
 
 def source_of(record: Outgoing) -> SourceKey | None:
-    topic = header(record.headers, "memstream.source.topic")
-    partition = header(record.headers, "memstream.source.partition")
-    offset = header(record.headers, "memstream.source.offset")
+    topic, partition, offset = (header(record.headers, name) for name in SOURCE_PLACE)
     if topic is None or partition is None or offset is None:
         return None
     try:
@@ -75,7 +73,7 @@ class DeadLetterFinder:
 
 
 class ExactlyOnceDeadLetters:
-    """A :class:`~streams.adapters.kafka.publish.Publisher` (see the module docstring)."""
+    """A :class:`~streams.wire.envelope.Publisher` (see the module docstring)."""
 
     def __init__(self, inner: Publisher, *, dlq_topic: str,
                  ledger: Callable[[], DeadLetterLedger], finder: DeadLetterFinder,

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from streams.adapters.kafka.publish import TPKey
 from streams.metrics import CONSUMER_PROGRESS, STAGE_PROGRESS
+from streams.wire.envelope import TPKey
 
 
 def partition_lag(end: int | None, committed: int | None, earliest: int | None) -> int | None:

@@ -34,14 +34,16 @@ from aiokafka.structs import OffsetAndMetadata
 
 from streams.adapters.kafka.clients import consumer, partitions, producer
 from streams.settings import KafkaSettings
-from streams.wire.headers import Headers, header
-
-SOURCE_TOPIC = "memstream.source.topic"
-FAILED_AT = "memstream.failed_at"
-REPLAYED_FROM = "memstream.replayed_from"
-SOURCE_PLACE = (SOURCE_TOPIC, "memstream.source.partition", "memstream.source.offset")
-# where a re-driven record was first read: topic, partition, offset
-FIRST_READ = ("memstream.first.topic", "memstream.first.partition", "memstream.first.offset")
+from streams.wire.headers import (
+    FAILED_AT,
+    FIRST_READ,
+    PREFIX,
+    REPLAYED_FROM,
+    SOURCE_PLACE,
+    SOURCE_TOPIC,
+    Headers,
+    header,
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def redrive_headers(headers: Headers, origin: str) -> Headers:
         place = [header(headers, source) for source in SOURCE_PLACE]
         first = ([(name, v) for name, v in zip(FIRST_READ, place, strict=True) if v]
                  if all(place) else [])
-    return [*((k, v) for k, v in headers if not k.startswith("memstream.")), *first,
+    return [*((k, v) for k, v in headers if not k.startswith(PREFIX)), *first,
             (REPLAYED_FROM, origin.encode())]
 
 

@@ -13,9 +13,9 @@ import logging
 from aiokafka import AIOKafkaProducer
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
-from streams.adapters.kafka.publish import Outgoing
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.backoff import Backoff
+from streams.wire.envelope import Outgoing
 
 log = logging.getLogger(__name__)
 
