@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from streams.adapters.db.cube_lock import CubeLockError, CubeLockTimeout
 from streams.adapters.db.errors import DbErrorKind, classify_db_error
 from streams.backoff import Backoff
 from streams.clock import aware_utc
+from streams.memory.cube_locks import CubeLockError, CubeLockTimeout
 from streams.memory.provider import PermanentProviderError, RetryableProviderError
 from streams.memory.registry import ProviderNotConfigured
 from streams.redaction import redacted

@@ -24,10 +24,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from streams.adapters.db.cube_lock import KeyedLocks
 from streams.backoff import forever, retry_forever
 from streams.consolidation.failures import FailureRouter, attempt_of, classify
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
+from streams.memory.cube_locks import KeyedLocks
 from streams.memory.rules.routing import route
 from streams.metrics import (
     CONSOLIDATION_LATENCY,

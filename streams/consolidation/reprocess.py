@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from streams.adapters.db.cube_lock import CubeLocks, CubeLockTimeout
 from streams.adapters.db.reprocess_store import (
     Job,
     JobConflict,
@@ -44,6 +43,7 @@ from streams.adapters.db.reprocess_store import (
 from streams.adapters.db.runs import PlannedCandidate, Run
 from streams.consolidation.pipeline import ConsolidationPipeline
 from streams.consolidation.rules.reprocess_plan import PlannedSession, plan_sessions
+from streams.memory.cube_locks import CubeLocks, CubeLockTimeout
 from streams.memory.model import CubeKey
 from streams.memory.provider import Scope
 from streams.memory.registry import ProviderNotConfigured

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.engine import upsert
 from streams.adapters.db.ledger import SessionMessage
 from streams.adapters.db.schema.conversation import conversation_message, conversation_summary
-from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import aware_utc, naive_utc
 from streams.consolidation.judge import ChatCompleter
 from streams.consolidation.rules.summary import (
@@ -37,6 +37,7 @@ from streams.consolidation.rules.summary import (
 )
 from streams.memory.provider import ProviderError
 from streams.metrics import SUMMARIES
+from streams.stores import CacheUnavailable
 from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class Summarizer:
             await self.cache.set_summary(tenant_id, conversation_id,
                                          {"text": text, "covered_until_id": until})
             await self._uncache_if_erased(tenant_id, conversation_id)
-        except CacheUnavailableError as exc:
+        except CacheUnavailable as exc:
             log.warning("summary of %s/%s not cached: %s", tenant_id, conversation_id, exc)
 
     async def _uncache_if_erased(self, tenant_id: str, conversation_id: str) -> None:

@@ -52,12 +52,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from streams.adapters.db.cube_lock import CubeLocks, HeldCube
 from streams.adapters.db.runs import CandidateRow, Origin, Retired, Run, RunStore
 from streams.consolidation.expiry import ExpiryStore
 from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
 from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
 from streams.consolidation.rules.subjects import subject_keys
+from streams.memory.cube_locks import CubeLocks, HeldCube
 from streams.memory.model import CubeKey, MemoryCandidate, StoredMemory, cube_key
 from streams.memory.provider import PermanentProviderError, ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderHandle

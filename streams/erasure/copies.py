@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, and_, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from streams.adapters.db.cube_lock import CubeLocks
 from streams.adapters.db.erasure_deletes import TableDeletes
 from streams.adapters.db.erasure_origins import BUILTIN, OriginRow, OriginRows
 from streams.adapters.db.schema.memory import memory
 from streams.erasure.model import Counts, Selection
+from streams.memory.cube_locks import CubeLocks
 from streams.memory.model import USER_CUBE, CubeKey, agent_cube, cube_key, decimal_id
 from streams.memory.provider import Scope
 from streams.memory.providers.builtin.provider import BuiltinProvider

@@ -44,11 +44,10 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from streams.adapters.db.cube_lock import CubeLockLost, CubeLocks, CubeLockTimeout
 from streams.adapters.db.erasure_deletes import TableDeletes, TableStep, erasure_steps
 from streams.adapters.db.erasure_log import ErasureLog, ErasureRecord
 from streams.adapters.db.erasure_origins import LocatedMemory, OriginRows
-from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
 from streams.erasure.copies import MemoryCopies
@@ -62,10 +61,12 @@ from streams.erasure.model import (
     Selection,
 )
 from streams.erasure.registry import ErasureRegistry
+from streams.memory.cube_locks import CubeLockLost, CubeLocks, CubeLockTimeout
 from streams.memory.provider import RetryableProviderError
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import ERASED
+from streams.stores import CacheUnavailable
 from streams.wire.envelope import Outgoing, Publisher
 from streams.wire.erasure import ErasureError, ErasureFence, ErasureReceipt, ErasureRequest
 
@@ -76,7 +77,7 @@ EXTERNAL_NOTES = {
             "(history_db_path); purge it there (docs/providers.md)",
 }
 RefusalCode = Literal["bad_request", "not_found", "conflict", "unauthorized"]
-TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, RedisError, CacheUnavailableError,
+TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, RedisError, CacheUnavailable,
              KafkaError, RetryableProviderError, CubeLockTimeout, CubeLockLost)
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from streams.adapters.db.isolation import IsolatedWrite, IsolatingWriter
 from streams.adapters.db.messages import MessageStore, message_row, row_to_doc
-from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
 from streams.erasure.model import ErasureMark
@@ -65,6 +65,7 @@ from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent,
 from streams.session.stale import StaleHistories
 from streams.session.state_buffer import SessionStateBuffer
 from streams.session.table import SessionTable
+from streams.stores import CacheUnavailable
 from streams.wire.dead_letter import dead_letter
 from streams.wire.decode import (
     OUT_OF_RANGE,
@@ -602,6 +603,6 @@ class IngestProcessor:
             return
         try:  # returns (or raises) only once a failure is marked durably
             await self.stale.write(appended, fresh, invalidate)
-        except CacheUnavailableError as exc:
+        except CacheUnavailable as exc:
             result.cache_ok = False
             SINK_FAILURES.labels("redis", type(exc.__cause__ or exc).__name__).inc()

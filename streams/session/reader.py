@@ -18,10 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from streams.adapters.db.messages import MessageStore
-from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.metrics import CACHE_READS
 from streams.session.rules.window import Window, build_window
 from streams.session.stale import Lookup, StaleHistories
+from streams.stores import CacheUnavailable
 from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ class SessionReader:
         """(whether Redis answered, the cached messages or None on a miss)"""
         try:
             return True, await self.cache.read(tenant_id, conversation_id, n)
-        except CacheUnavailableError:
+        except CacheUnavailable:
             return False, None
 
     async def _rebuild(
@@ -119,11 +120,11 @@ class SessionReader:
             return await self.store.recent(tenant_id, conversation_id, last_n)
         try:
             version = await self.cache.version(tenant_id, conversation_id)
-        except CacheUnavailableError:
+        except CacheUnavailable:
             return await self.store.recent(tenant_id, conversation_id, last_n)
         docs = await self.store.recent(tenant_id, conversation_id, self.cache.history_max)
         if docs:
-            with contextlib.suppress(CacheUnavailableError):
+            with contextlib.suppress(CacheUnavailable):
                 rebuilt = await self.cache.backfill(tenant_id, conversation_id, docs, version)
                 if rebuilt and stale is not None:
                     await self.stale.rebuilt(stale)
@@ -135,13 +136,13 @@ class SessionReader:
                 cached = await self.cache.get_summary(tenant_id, conversation_id)
                 if cached is not None:
                     return str(cached["text"]) if cached.get("text") else None
-            except CacheUnavailableError:
+            except CacheUnavailable:
                 pass
         row = await self.store.summary(tenant_id, conversation_id)
         if row is None:
             return None
         if self.cache.enabled:
-            with contextlib.suppress(CacheUnavailableError):
+            with contextlib.suppress(CacheUnavailable):
                 await self.cache.set_summary(
                     tenant_id, conversation_id,
                     {"text": row.text, "covered_until_id": row.covered_until_id},

@@ -48,11 +48,12 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import SQLAlchemyError
 
 from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
-from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.backoff import retry_forever
 from streams.metrics import CACHE_STALE, CACHE_STALE_MARKS, SINK_LATENCY
 from streams.session.model import ConversationKey, MessageDoc
 from streams.session.rules.stale import UNKNOWN_MARK, Entry, StaleSet
+from streams.stores import CacheUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class StaleHistories:
         try:
             with SINK_LATENCY.labels("redis").time():
                 await self.cache.append(appended, fresh=fresh, invalidate=drop | set(taken))
-        except CacheUnavailableError:
+        except CacheUnavailable:
             await self.record(touched)
             raise
         if taken:

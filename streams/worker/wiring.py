@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.answered_store import AnsweredStore
-from streams.adapters.db.cube_lock import CubeLocks
+from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.erasure_deletes import TableDeletes
 from streams.adapters.db.erasure_origins import OriginRows
@@ -51,6 +51,7 @@ from streams.erasure.registry import ErasureRegistry
 from streams.erasure.retention import RetentionConfig, RetentionRunner
 from streams.ingest.processor import IngestConfig, IngestProcessor
 from streams.memory.agent_configs import AgentConfigs
+from streams.memory.cube_locks import CubeLocks
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
@@ -190,7 +191,7 @@ class Wiring:
         erasures hold them (on MySQL, named locks shared by every worker)."""
         if self._cube_locks is None:
             engine = self.parts.engine
-            self._cube_locks = CubeLocks(
+            self._cube_locks = NamedCubeLocks(
                 timeout_s=self.settings.consolidation.cube_lock_timeout_s,
                 engine=None if is_sqlite(engine) else engine)
         return self._cube_locks
@@ -253,7 +254,7 @@ class Wiring:
         pipeline = self._pipeline(ReprocessClaims(engine), RunStore(engine), summarize=False,
                                   hidden=lambda run, cube, user: store.hidden(
                                       run.closed_id, cube, user))
-        job_locks = CubeLocks(timeout_s=2.0, engine=None if is_sqlite(engine) else engine)
+        job_locks = NamedCubeLocks(timeout_s=2.0, engine=None if is_sqlite(engine) else engine)
         return Reprocessor(store, pipeline, job_locks,
                            gap_s=self.settings.consolidation.idle_timeout_s, clock=self.clock)
 

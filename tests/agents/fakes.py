@@ -15,9 +15,9 @@ from streams.adapters.http.client import (
     ProviderUnavailable,
 )
 from streams.adapters.http.openai_compat import ChatResult
-from streams.adapters.redis.conversation_cache import CacheUnavailableError
 from streams.memory.model import StoredMemory
 from streams.memory.provider import WriteResult
+from streams.stores import CacheUnavailable
 from streams.wire.envelope import Outgoing, SourceRecord
 from tests.fakes.server import overlap_score
 
@@ -85,7 +85,7 @@ class FakeCache:
                      fresh: Iterable[tuple[str, str]] = (),
                      invalidate: Iterable[tuple[str, str]] = ()) -> None:
         if self.failing:
-            raise CacheUnavailableError("redis down")
+            raise CacheUnavailable("redis down")
         fresh = set(fresh)
         self.fresh_seen |= fresh
         drop = set(invalidate)
@@ -118,7 +118,7 @@ class FakeCache:
     async def set_summary(self, tenant_id: str, conversation_id: str,
                           summary: dict[str, Any]) -> None:
         if self.failing:
-            raise CacheUnavailableError("redis down")
+            raise CacheUnavailable("redis down")
         self.summaries[(tenant_id, conversation_id)] = summary
 
 

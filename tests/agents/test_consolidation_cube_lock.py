@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.cube_lock import CubeLocks, HeldCube
+from streams.adapters.db.cube_lock import NamedCubeLocks
+from streams.memory.cube_locks import HeldCube
 from streams.memory.model import USER_CUBE, CubeKey
 from tests.agents.consolidation_harness import Harness, sqlite_engine
 from tests.agents.fakes import FakeMemoryProvider
@@ -44,7 +45,7 @@ def hold_fact_writes(provider: FakeMemoryProvider) -> tuple[asyncio.Event, async
     return entered, opened
 
 
-class CountedLocks(CubeLocks):
+class CountedLocks(NamedCubeLocks):
     """Cube locks that count the runs asking for one and the runs holding one."""
 
     def __init__(self) -> None:
@@ -85,7 +86,7 @@ async def test_a_lock_wait_that_times_out_is_retried_in_place_never_written_with
     engine: AsyncEngine, caplog: pytest.LogCaptureFixture,
 ) -> None:
     h = Harness(engine)
-    h.pipeline.writer.locks = CubeLocks(timeout_s=0.05)
+    h.pipeline.writer.locks = NamedCubeLocks(timeout_s=0.05)
     entered, opened = hold_fact_writes(h.provider)
     await h.say("c1", [("user", BERLIN)])
     await h.say("c2", [("user", BERLIN)])

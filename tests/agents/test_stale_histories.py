@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from streams.adapters.redis.conversation_cache import CacheUnavailableError
 from streams.session.rules.stale import UNKNOWN_MARK
 from streams.session.stale import HEAL_PER_WRITE, StaleHistories
+from streams.stores import CacheUnavailable
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,
@@ -165,7 +165,7 @@ async def test_rebuilt_clears_the_mark_it_read_only(p: Parts) -> None:
 
 async def test_a_redis_failure_still_raises_after_marking(p: Parts) -> None:
     p.cache.failing = True
-    with pytest.raises(CacheUnavailableError):
+    with pytest.raises(CacheUnavailable):
         await p.stale.write({C1: [{"event_id": "e"}]}, (), ())
     assert set(p.marks.marks) == {C1}
 

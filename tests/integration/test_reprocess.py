@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from streams.adapters.db.cube_lock import CubeLocks
+from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.consolidation.reprocess import JOB_LOCK
 from streams.memory.model import CubeKey
 from tests.integration.conftest import Stack, chat_event, new_stack, session_end_event
@@ -149,7 +149,7 @@ async def test_reprocess_rebuilds_from_the_history_and_resumes_after_sigkill(
         # while another process runs the tenant's job, a second one stops at once
         engine = s.engine()
         try:
-            async with CubeLocks(timeout_s=5, engine=engine).hold(CubeKey("t1", JOB_LOCK, "")):
+            async with NamedCubeLocks(timeout_s=5, engine=engine).hold(CubeKey("t1", JOB_LOCK, "")):
                 busy = memstream(s, "reprocess", "--tenant", "t1", "--quiet", check=False)
         finally:
             await engine.dispose()

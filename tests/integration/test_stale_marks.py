@@ -20,8 +20,9 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.schema.conversation import stale_history_mark
 from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
-from streams.adapters.redis.conversation_cache import CacheUnavailableError, ConversationCache
+from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.session.stale import StaleHistories
+from streams.stores import CacheUnavailable
 from streams.wire.envelope import SourceRecord
 from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
@@ -164,7 +165,7 @@ async def test_a_redis_failure_with_the_database_down_too_is_retried_until_marke
         assert not task.done()  # the batch is not acknowledged while the mark is not stored
         assert ("t1", "c") in stale.held  # the writer already keeps away from the list
         stack.sql("RENAME TABLE stale_history_mark_away TO stale_history_mark")
-        with pytest.raises(CacheUnavailableError):
+        with pytest.raises(CacheUnavailable):
             await asyncio.wait_for(task, 10)
         assert [r[0] for r in stack.sql("SELECT conversation_id FROM stale_history_mark")] == ["c"]
     finally:

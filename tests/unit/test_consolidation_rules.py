@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from streams.adapters.db.cube_lock import CubeLockLost, CubeLockTimeout
 from streams.adapters.db.ledger import SessionMessage, message_hash
 from streams.adapters.db.runs import CandidateRow, candidate_hash
 from streams.adapters.http.client import (
@@ -23,6 +22,7 @@ from streams.consolidation.pipeline import episodes_of
 from streams.consolidation.summarizer import clip_lines
 from streams.consolidation.writer import same_memory
 from streams.memory.agent_configs import StaticAgentConfigs, TableAgentConfigs
+from streams.memory.cube_locks import CubeLockLost, CubeLockTimeout
 from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
 from streams.memory.registry import ModelFactory, ProviderNotConfigured, ProviderRegistry
 from streams.wire.envelope import SourceRecord

@@ -1,4 +1,4 @@
-"""CubeLocks: one lock per memory cube, across workers and processes.
+"""Cube locks over the database: one lock per memory cube, across workers and processes.
 
 The conflict decision of a cube's candidates (the provider's search, then
 store / skip / supersede) and their write happen under the cube's lock
@@ -39,6 +39,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from streams.memory.cube_locks import CubeLockLost, CubeLockTimeout, KeyedLocks
 from streams.memory.model import CubeKey
 
 log = logging.getLogger(__name__)
@@ -48,44 +49,6 @@ _MINE = text("SELECT IS_USED_LOCK(:name) = CONNECTION_ID()")
 _RELEASE = text("SELECT RELEASE_LOCK(:name)")
 
 
-class CubeLockError(Exception):
-    """The cube's lock could not be taken or kept; nothing was written without it."""
-
-
-class CubeLockTimeout(CubeLockError):
-    """Another run held the cube's lock for longer than the wait allows."""
-
-
-class CubeLockLost(CubeLockError):
-    """The connection holding the cube's lock ended; another run may hold it now."""
-
-
-class KeyedLocks:
-    """One in-process lock per key, forgotten when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, key: str, timeout_s: float | None = None) -> AsyncIterator[None]:
-        """Hold ``key``'s lock; ``TimeoutError`` when not got within ``timeout_s``."""
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await lock.acquire()
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-
 def lock_name(namespace: str, key: CubeKey) -> str:
     """The server-wide name of ``key``'s lock in the database ``namespace`` (MySQL
     allows 64 characters, so the identity is hashed)."""
@@ -93,8 +56,8 @@ def lock_name(namespace: str, key: CubeKey) -> str:
     return NAME_PREFIX + hashlib.sha256(ident.encode("utf-8")).hexdigest()[:40]
 
 
-class HeldCube:
-    """A held cube lock; :meth:`confirm` before writing."""
+class HeldNamedLock:
+    """A held cube lock (``streams.memory.cube_locks.HeldCube``); :meth:`confirm` before writing."""
 
     def __init__(self, key: CubeKey, name: str | None = None,
                  conn: AsyncConnection | None = None) -> None:
@@ -116,8 +79,9 @@ class HeldCube:
             raise CubeLockLost(f"the lock of {self.key} is no longer held by this worker")
 
 
-class CubeLocks:
-    """Cube locks of one worker; ``engine`` given: the database's named locks too."""
+class NamedCubeLocks:
+    """``streams.memory.cube_locks.CubeLocks`` of one worker: an in-process lock per cube,
+    and with ``engine`` given the database's named lock too."""
 
     def __init__(self, *, timeout_s: float, engine: AsyncEngine | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -128,7 +92,7 @@ class CubeLocks:
         self._local = KeyedLocks()
 
     @asynccontextmanager
-    async def hold(self, key: CubeKey) -> AsyncIterator[HeldCube]:
+    async def hold(self, key: CubeKey) -> AsyncIterator[HeldNamedLock]:
         """Hold ``key``'s lock for the block; :class:`CubeLockTimeout` after waiting
         ``timeout_s`` in all."""
         deadline = self.clock() + self.timeout_s
@@ -139,13 +103,13 @@ class CubeLocks:
                 raise CubeLockTimeout(f"waited {self.timeout_s:g}s for the lock of {key} "
                                       "in this worker") from None
             if self.engine is None:
-                yield HeldCube(key)
+                yield HeldNamedLock(key)
                 return
             name = lock_name(self.namespace, key)
             conn = await stack.enter_async_context(self.engine.connect())
             await self._acquire(conn, key, name, max(0.0, deadline - self.clock()))
             try:
-                yield HeldCube(key, name, conn)
+                yield HeldNamedLock(key, name, conn)
             finally:
                 await self._release(conn, key, name)
 

@@ -35,6 +35,7 @@ from streams.adapters.redis.cache_scripts import APPEND_SCRIPT, APPEND_SCRIPT_SH
 from streams.backoff import FailureBackoff
 from streams.metrics import CACHE_BACKFILLS, CACHE_UNINDEXED_DROPS
 from streams.session.model import ConversationKey, MessageDoc
+from streams.stores import CacheUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,6 @@ def _unique(docs: Iterable[MessageDoc]) -> list[MessageDoc]:
             seen.add(d["event_id"])
             out.append(d)
     return out
-
-
-class CacheUnavailableError(Exception):
-    """Redis failed or is being skipped after a recent failure."""
 
 
 class ConversationCache:
@@ -109,9 +106,9 @@ class ConversationCache:
     # --------------------------------------------------------------- health
     def _check(self) -> Redis:
         if self.redis is None:
-            raise CacheUnavailableError("cache disabled")
+            raise CacheUnavailable("cache disabled")
         if not self._backoff.ready():
-            raise CacheUnavailableError("redis skipped after a recent failure")
+            raise CacheUnavailable("redis skipped after a recent failure")
         return self.redis
 
     def _failed(self, exc: BaseException, what: str) -> None:
@@ -131,7 +128,7 @@ class ConversationCache:
         ``fresh`` conversations are known to have no earlier history, so their
         list may be created. ``invalidate`` lists are deleted instead (the
         next read rebuilds them). An event already in a list is not pushed
-        again. Raises :class:`CacheUnavailableError` on failure or while Redis
+        again. Raises :class:`CacheUnavailable` on failure or while Redis
         is skipped; the caller decides what the failure means.
         """
         drop = set(invalidate)
@@ -148,7 +145,7 @@ class ConversationCache:
                 pushed = await self._append_pipeline(redis, new_messages, fresh_set, drop)
         except (RedisError, OSError) as exc:
             self._failed(exc, "append")
-            raise CacheUnavailableError(str(exc)) from exc
+            raise CacheUnavailable(str(exc)) from exc
         unindexed = sum(1 for n in pushed if n == -1)
         if unindexed:
             CACHE_UNINDEXED_DROPS.inc(unindexed)
@@ -188,7 +185,7 @@ class ConversationCache:
                 length, indexed, raw = await pipe.execute()
         except (RedisError, OSError) as exc:
             self._failed(exc, "read")
-            raise CacheUnavailableError(str(exc)) from exc
+            raise CacheUnavailable(str(exc)) from exc
         if not length or indexed != length:
             return None
         return [json.loads(r) for r in reversed(raw)]
@@ -200,7 +197,7 @@ class ConversationCache:
             return v.encode() if isinstance(v, str) else v
         except (RedisError, OSError) as exc:
             self._failed(exc, "version")
-            raise CacheUnavailableError(str(exc)) from exc
+            raise CacheUnavailable(str(exc)) from exc
 
     async def backfill(
         self,
@@ -248,7 +245,7 @@ class ConversationCache:
             raw = await redis.get(self.summary_key(tenant_id, conversation_id))
         except (RedisError, OSError) as exc:
             self._failed(exc, "summary read")
-            raise CacheUnavailableError(str(exc)) from exc
+            raise CacheUnavailable(str(exc)) from exc
         return None if raw is None else dict(json.loads(raw))
 
     async def set_summary(
@@ -263,7 +260,7 @@ class ConversationCache:
             )
         except (RedisError, OSError) as exc:
             self._failed(exc, "summary write")
-            raise CacheUnavailableError(str(exc)) from exc
+            raise CacheUnavailable(str(exc)) from exc
 
     # ------------------------------------------------------------- erasure
     def conversation_keys(self, key: ConversationKey) -> list[str]:
@@ -274,7 +271,7 @@ class ConversationCache:
         """Delete every key of ``conversations``; how many there were. One DEL per
         conversation (its keys share a hash tag, so this works on Redis Cluster too).
         Never skipped after a recent failure, as reads and writes are: an erasure must
-        reach Redis. Raises :class:`CacheUnavailableError` when Redis fails."""
+        reach Redis. Raises :class:`CacheUnavailable` when Redis fails."""
         redis = self.redis
         keys = list(conversations)
         if redis is None or not keys:
@@ -288,7 +285,7 @@ class ConversationCache:
                     n += sum(int(x) for x in await pipe.execute())
             return n
         except (RedisError, OSError) as exc:
-            raise CacheUnavailableError(f"redis erase failed: {exc}") from exc
+            raise CacheUnavailable(f"redis erase failed: {exc}") from exc
 
     async def count(self, conversations: Iterable[ConversationKey]) -> int:
         """How many keys of ``conversations`` exist (what :meth:`forget` would delete)."""
@@ -302,7 +299,7 @@ class ConversationCache:
                     pipe.exists(*self.conversation_keys(key))
                 return sum(int(x) for x in await pipe.execute())
         except (RedisError, OSError) as exc:
-            raise CacheUnavailableError(f"redis count failed: {exc}") from exc
+            raise CacheUnavailable(f"redis count failed: {exc}") from exc
 
     def tenant_pattern(self, tenant_id: str) -> str:
         """The SCAN pattern of every conversation key of ``tenant_id`` (tenant ids hold
@@ -326,7 +323,7 @@ class ConversationCache:
                 n += len(batch) if dry_run else await self._delete_each(redis, batch)
             return n
         except (RedisError, OSError) as exc:
-            raise CacheUnavailableError(f"redis erase failed: {exc}") from exc
+            raise CacheUnavailable(f"redis erase failed: {exc}") from exc
 
     @staticmethod
     async def _delete_each(redis: Redis, keys: list[str | bytes]) -> int:
