@@ -5,20 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema import consolidation as cs
-from streams.adapters.db.schema import reprocess as rp
-from streams.adapters.db.schema.conversation import (
-    conversation_message,
-    conversation_summary,
-    metadata,
-)
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.wire.envelope import SourceRecord
@@ -26,18 +19,7 @@ from streams.wire.records import ChatMessage, SessionClosed
 from tests.agents.fakes import FakeCache, FakeChatModel, FakeMemoryProvider, FakePublisher
 from tests.support.wiring import FakeParts, settings_for_tests, wiring
 
-TABLES = [conversation_message, conversation_summary, cs.consolidation_ledger,
-          cs.consolidation_progress, cs.consolidation_run, cs.consolidation_candidate,
-          cs.pending_expiry, cs.memory_origin, rp.reprocess_job, rp.reprocess_session,
-          rp.reprocess_message, rp.reprocess_retire]
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
-
-
-async def sqlite_engine(tmp: Path) -> AsyncEngine:
-    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp / 'ms.db'}")
-    async with engine.begin() as conn:
-        await conn.run_sync(lambda c: metadata.create_all(c, tables=TABLES))
-    return engine
 
 
 class Clock:

@@ -3,9 +3,8 @@ former formulas gave, written out by hand."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import OperationalError
@@ -19,7 +18,7 @@ from streams.consolidation.processor import ConsolidationProcessor
 from streams.memory.provider import RetryableProviderError
 from streams.memory.provider import Scope as ProviderScope
 from streams.memory.registry import ProviderRegistry
-from tests.agents.consolidation_harness import Harness, sqlite_engine
+from tests.agents.consolidation_harness import Harness
 from tests.agents.test_isolation import FakeTable, odd
 
 
@@ -60,13 +59,6 @@ async def test_retry_forever_waits(initial_s: float, max_s: float, rand: float,
     assert await retry_forever(op, what="test", initial_s=initial_s, max_s=max_s,
                                sleep=sleep, rand=lambda: rand) == "ok"
     assert sleep.waits == pytest.approx(expected, rel=1e-12)
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = await sqlite_engine(tmp_path)
-    yield e
-    await e.dispose()
 
 
 @pytest.mark.parametrize(("rand", "expected"), [

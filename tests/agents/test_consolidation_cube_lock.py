@@ -6,7 +6,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,18 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.memory.cube_locks import HeldCube
 from streams.memory.model import USER_CUBE, CubeKey
-from tests.agents.consolidation_harness import Harness, sqlite_engine
+from tests.agents.consolidation_harness import Harness
 from tests.agents.fakes import FakeMemoryProvider
 from tests.support.worker import eventually
 
 BERLIN = "I live in Berlin."
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = await sqlite_engine(tmp_path)
-    yield e
-    await e.dispose()
 
 
 def hold_fact_writes(provider: FakeMemoryProvider) -> tuple[asyncio.Event, asyncio.Event]:

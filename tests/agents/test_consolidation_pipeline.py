@@ -4,8 +4,6 @@ judge fallbacks, conflicts, write-then-expire, episodes, summaries, routing."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -16,19 +14,12 @@ from streams.adapters.db.schema.conversation import conversation_summary
 from streams.adapters.http.client import ProviderTimeout, ProviderUnavailable
 from streams.memory.registry import ProviderNotConfigured
 from streams.metrics import JUDGE_FALLBACKS
-from tests.agents.consolidation_harness import T0, Harness, sqlite_engine
+from tests.agents.consolidation_harness import T0, Harness
 from tests.agents.fakes import FakeChatModel, FakeMemoryProvider
 
 FIRST = [("user", "Hi! I live in Berlin. I love hiking."),
          ("assistant",
           "Berlin is lovely. Lesson learned: ask for the city before suggesting trails.")]
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = await sqlite_engine(tmp_path)
-    yield e
-    await e.dispose()
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ acknowledgement, and letting held retries go on a rebalance."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import OperationalError
@@ -23,14 +21,7 @@ from streams.wire.headers import (
     ORIGIN_TOPIC,
     header,
 )
-from tests.agents.consolidation_harness import Harness, sqlite_engine
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = await sqlite_engine(tmp_path)
-    yield e
-    await e.dispose()
+from tests.agents.consolidation_harness import Harness
 
 
 async def test_a_retryable_failure_goes_to_the_retry_topic_then_the_dlq(

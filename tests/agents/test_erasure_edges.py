@@ -25,9 +25,7 @@ from streams.wire.erasure import ErasureReceipt
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakeCache, FakeChatModel
-from tests.agents.test_erasure_sqlite import T0, Setup, engine, request
-
-__all__ = ["engine"]
+from tests.agents.test_erasure_sqlite import T0, Setup, request
 
 
 async def said(s: Setup, conv: str, lines: list[tuple[str, str]], start: int = 0) -> None:

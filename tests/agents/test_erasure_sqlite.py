@@ -7,15 +7,14 @@ retention run deletes old messages with their ledger rows and cached lists."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from pydantic import SecretStr
 from sqlalchemy import func, or_, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.erasure_log import ErasureLog
 from streams.adapters.db.messages import MessageStore, message_row
@@ -51,15 +50,6 @@ class FencePassingPublisher:
             f = ErasureFence.model_validate_json(r.value or b"")
             self.fences.append(f)
             await self.log.pass_fence(f.seq, f.partition, 0, T0)
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'ms.db'}")
-    async with e.begin() as conn:
-        await conn.run_sync(metadata.create_all)
-    yield e
-    await e.dispose()
 
 
 class Setup:

@@ -4,9 +4,8 @@ dead-letter topic with the reason, and the records around them are processed."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pymysql.err as my
@@ -22,7 +21,7 @@ from streams.session.stale import StaleHistories
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import NEXT_ATTEMPT_AT, header
 from streams.wire.spring_reply import request_headers
-from tests.agents.consolidation_harness import Harness, sqlite_engine
+from tests.agents.consolidation_harness import Harness
 from tests.agents.fakes import (
     FakeCache,
     FakeMessageStore,
@@ -124,13 +123,6 @@ async def test_unusable_idle_checks_are_dead_lettered(ingest: Any, value: bytes 
     (dead,) = pub.on("dlq")
     assert reason(dead) == why and dead.value == value
     assert res.stored == 2
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = await sqlite_engine(tmp_path)
-    yield e
-    await e.dispose()
 
 
 @pytest.mark.parametrize(("value", "why"), [

@@ -5,10 +5,8 @@ own, new memories written before the old ones are retired, resumable, dry run.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
@@ -18,17 +16,10 @@ from streams.adapters.db.schema import consolidation as cs
 from streams.adapters.db.schema import reprocess as rp
 from streams.consolidation.reprocess import JobConflict, ReprocessRequest
 from streams.memory.registry import ProviderNotConfigured
-from tests.agents.consolidation_harness import T0, Harness, sqlite_engine
+from tests.agents.consolidation_harness import T0, Harness
 
 S1 = [("user", "I live in Berlin. I love hiking."), ("assistant", "Berlin has good trails.")]
 S2 = [("user", "My sister lives in Porto."), ("assistant", "Porto is lovely.")]
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    e = await sqlite_engine(tmp_path)
-    yield e
-    await e.dispose()
 
 
 async def live(h: Harness, conv: str = "c1", user: str = "u1") -> None:
