@@ -11,6 +11,14 @@ Spring Kafka's ReplyingKafkaTemplate (``kafka_replyTopic``,
 partition of its reply topic (``memory.replies`` unless given) and matches
 replies by correlation id, so many clients may share the topic.
 
+Hedged queries: a query not answered within ``hedge_after_s`` (default 0.25 s,
+above the undisturbed p99) is sent once more, with the same correlation id and
+timestamp, to a partition held by another member of the query group (its
+current assignment is read from the broker, ``query_group``). The first reply
+wins; a second reply is dropped and counted. A worker that dies therefore holds
+a query up by ``hedge_after_s``, not by the query group's session timeout.
+``stats`` counts what the client saw; ``on_outcome`` is called once per query.
+
 A secured cluster: pass ``security=KafkaSecurity(protocol="SASL_SSL",
 sasl_mechanism="SCRAM-SHA-512", username=..., password=..., cafile=...)``
 (:mod:`streams.adapters.kafka.security`). With ``signing_key`` (the tenant's
@@ -24,7 +32,9 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -34,8 +44,9 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
+from streams.client_routes import GroupOwners, hedge_partition
 from streams.wire.erasure import ErasureReceipt, ErasureRequest, ErasureTarget
-from streams.wire.headers import header
+from streams.wire.headers import ANSWERED_PARTITION, header
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.signing import signed_headers
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
@@ -46,6 +57,33 @@ class QueryTimeoutError(TimeoutError):
 
 
 ERASE_TIMEOUT_S = 300.0  # an erasure waits for every ingest partition and every provider
+HEDGE_AFTER_S = 0.25
+REMEMBERED_REPLIES = 4096  # correlation ids answered lately: a second reply to one is a duplicate
+
+
+@dataclass
+class ClientStats:
+    """What one client saw, since it started."""
+
+    queries: int = 0
+    answered: int = 0
+    """Replies received within the caller's timeout."""
+    timed_out: int = 0
+    hedges_sent: int = 0
+    hedges_won: int = 0
+    """Replies that came from the hedge's partition."""
+    duplicates_dropped: int = 0
+    """Second replies to a query already answered (the other copy's), not passed on."""
+
+
+@dataclass(frozen=True)
+class QueryOutcome:
+    """One query, as its caller saw it."""
+
+    latency_s: float
+    answered: bool
+    hedged: bool
+    hedge_won: bool
 
 
 class MemoryClient:
@@ -61,6 +99,9 @@ class MemoryClient:
         timeout_s: float = 5.0,
         security: KafkaSecurity = PLAINTEXT,
         signing_key: str | None = None,
+        hedge_after_s: float | None = HEDGE_AFTER_S,
+        query_group: str | None = "memstream-query",
+        on_outcome: Callable[[QueryOutcome], None] | None = None,
     ) -> None:
         self.servers = bootstrap_servers(bootstrap)
         self._options = security.client_options()
@@ -74,7 +115,14 @@ class MemoryClient:
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._waiting: dict[bytes, asyncio.Future[bytes]] = {}
+        self.hedge_after_s = hedge_after_s
+        self.query_group = query_group
+        self.on_outcome = on_outcome
+        self.stats = ClientStats()
+        self._owners: GroupOwners | None = None
+        self._query_partitions = 0
+        self._waiting: dict[bytes, asyncio.Future[tuple[bytes, bytes | None]]] = {}
+        self._answered: OrderedDict[bytes, None] = OrderedDict()
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -124,6 +172,13 @@ class MemoryClient:
         await self._consumer.seek_to_end(tp)
         await self._consumer.position(tp)  # resolve now: no reply sent later is skipped
         self._reader = asyncio.get_running_loop().create_task(self._read_replies())
+        if self.hedge_after_s is not None:
+            self._query_partitions = len(
+                await self._producer.partitions_for(self.request_topic) or ())
+            if self.query_group is not None:
+                self._owners = GroupOwners(self.servers, self._options, self.query_group,
+                                           self.request_topic)
+                await self._owners.start()
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -133,6 +188,8 @@ class MemoryClient:
         for fut in self._waiting.values():
             if not fut.done():
                 fut.cancel()
+        if self._owners is not None:
+            await self._owners.close()
         if self._consumer is not None:
             await self._consumer.stop()
         if self._producer is not None:
@@ -145,34 +202,75 @@ class MemoryClient:
             for records in batches.values():
                 for r in records:
                     cid = header(r.headers, CORRELATION_ID)
-                    fut = self._waiting.pop(cid, None) if cid is not None else None
+                    if cid is None:
+                        continue
+                    fut = self._waiting.pop(cid, None)
                     if fut is not None and not fut.done():
-                        fut.set_result(r.value or b"")
+                        fut.set_result((r.value or b"", header(r.headers, ANSWERED_PARTITION)))
+                        self._answered[cid] = None
+                        if len(self._answered) > REMEMBERED_REPLIES:
+                            self._answered.popitem(last=False)
+                    elif cid in self._answered:
+                        self.stats.duplicates_dropped += 1
 
     async def send_raw(self, value: bytes, *, key: bytes | None = None,
                        headers: list[tuple[str, bytes]] | None = None,
                        timeout_s: float | None = None) -> MemoryReply:
-        """Send any request bytes (the reply headers are added) and await the reply."""
+        """Send any request bytes (the reply headers are added) and await the reply,
+        hedged as the client is configured."""
         answer = await self._ask(self.request_topic, value, key=key, headers=headers,
-                                 timeout_s=timeout_s or self.timeout_s)
+                                 timeout_s=timeout_s or self.timeout_s, hedged=True)
         return MemoryReply.model_validate_json(answer)
 
     async def _ask(self, topic: str, value: bytes, *, key: bytes | None,
-                   headers: list[tuple[str, bytes]] | None, timeout_s: float) -> bytes:
-        """Send a request to ``topic`` with the reply headers; the reply's bytes."""
+                   headers: list[tuple[str, bytes]] | None, timeout_s: float,
+                   hedged: bool = False) -> bytes:
+        """Send a request to ``topic`` with the reply headers; the reply's bytes.
+        ``hedged``: a copy goes to another member's partition after ``hedge_after_s``."""
         if self._producer is None or self.reply_partition is None:
             raise RuntimeError("client not started")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         cid = uuid.uuid4().bytes
-        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[bytes, bytes | None]] = loop.create_future()
         self._waiting[cid] = fut
         all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
+        sent_ms = int(time.time() * 1000)  # both copies: the worker's deadline is the caller's
+        copy_to: int | None = None
+        if hedged:
+            self.stats.queries += 1
         try:
-            await self._producer.send_and_wait(topic, value, key=key, headers=all_headers)
-            return await asyncio.wait_for(fut, timeout_s)
+            first = await self._producer.send_and_wait(topic, value, key=key, headers=all_headers,
+                                                       timestamp_ms=sent_ms)
+            if hedged and self.hedge_after_s is not None and self.hedge_after_s < timeout_s:
+                done, _ = await asyncio.wait({fut}, timeout=self.hedge_after_s)
+                if not done:
+                    copy_to = hedge_partition(
+                        first.partition, self._owners.owners if self._owners else None,
+                        self._query_partitions, random.choice)
+                if copy_to is not None:
+                    await self._producer.send_and_wait(topic, value, key=key, partition=copy_to,
+                                                       headers=all_headers, timestamp_ms=sent_ms)
+                    self.stats.hedges_sent += 1
+            left = timeout_s - (loop.time() - started)
+            answer, answered_on = await asyncio.wait_for(fut, max(left, 0.0))
         except TimeoutError as exc:
+            if hedged:
+                self.stats.timed_out += 1
+                self._tell(QueryOutcome(loop.time() - started, False, copy_to is not None, False))
             raise QueryTimeoutError(f"no reply within {timeout_s:.1f}s") from exc
         finally:
             self._waiting.pop(cid, None)
+        if hedged:
+            won = copy_to is not None and answered_on == str(copy_to).encode()
+            self.stats.answered += 1
+            self.stats.hedges_won += won
+            self._tell(QueryOutcome(loop.time() - started, True, copy_to is not None, won))
+        return answer
+
+    def _tell(self, outcome: QueryOutcome) -> None:
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
 
     async def query(
         self,

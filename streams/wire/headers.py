@@ -48,6 +48,11 @@ RETRY_REASON: Final = "memstream.retry.reason"
 RETRY_OWN: Final = frozenset({ATTEMPT, NEXT_ATTEMPT_AT, RETRY_REASON, ORIGIN_PARTITION,
                               ORIGIN_OFFSET, ORIGIN_TOPIC})
 
+# ── a query's reply ────────────────────────────────────────────────────────
+ANSWERED_PARTITION: Final = "memstream.answered.partition"
+"""The partition of the query topic the answered copy was read from (a hedged query
+has two copies; the client tells which one won)."""
+
 # ── a signed request (HMAC over the request, see streams.wire.signing) ──────
 SIGNED_AT: Final = "memstream-timestamp"
 SIGNATURE: Final = "memstream-signature"
