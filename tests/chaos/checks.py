@@ -188,6 +188,18 @@ def queries_answered_once(s: Snapshot) -> Finding:
        f"{len(twice)} more than once; reply errors: {dict(errors) or 'none'}")
 
 
+def deadline_queries_in_time(s: Snapshot) -> Finding:
+    """Callers with a real deadline got every reply within it, once (the client passes
+    one reply on and drops a second)."""
+    late = [f"{d.name}: {d.late} of {d.asked}, asked at {d.late_at} s"
+            for d in s.deadline if d.late]
+    return _finding("every deadline caller answered within its deadline, once", {
+        "late": late,
+    }, "; ".join(f"{d.name}: {d.asked} asked, {d.late} late, slowest {d.slowest_s * 1000:.0f} ms, "
+                 f"{d.hedges_sent} hedged, {d.hedges_won} won by the hedge, "
+                 f"{d.duplicates_dropped} second replies dropped" for d in s.deadline))
+
+
 def redis_lists(s: Snapshot) -> Finding:
     """A list is a cache of the database: when it exists it holds the conversation's
     newest stored messages, newest first, each once (lost messages are another check)."""
@@ -226,5 +238,7 @@ def check_phase(w: Workload, s: Snapshot, reference: Snapshot | None = None) -> 
     out += [poison_dead_lettered_once(w, s), no_other_dead_letters(w, s)]
     if s.queries_sent:
         out.append(queries_answered_once(s))
+    if s.deadline:
+        out.append(deadline_queries_in_time(s))
     out += [redis_lists(s), lag_zero(s)]
     return out

@@ -39,6 +39,7 @@ class ChaosConfig:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     rate: float = 130.0  # chat events per second in the disturbed phase
     query_rate: float = 5.0  # memory queries per second in the disturbed phase
+    deadline_rate: float = 2.0  # per second, each class of deadline callers (1 s, 300 ms)
     workers: int = 2  # workers the disturbed phase starts with
     kills: int = 3  # SIGKILLs in the disturbed phase, one of them mid-consolidation
     redis_down_s: float = 2.0

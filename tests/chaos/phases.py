@@ -27,8 +27,15 @@ from tests.chaos.config import ChaosConfig
 from tests.chaos.faults import Cluster, FaultDriver
 from tests.chaos.observe import Observer, Progress
 from tests.chaos.schedule import fault_schedule
-from tests.chaos.snapshot import Snapshot
-from tests.chaos.traffic import QuerySender, Timeline, create_topic, publish
+from tests.chaos.snapshot import DeadlineTally, Snapshot
+from tests.chaos.traffic import (
+    DeadlineCallers,
+    DeadlineClass,
+    QuerySender,
+    Timeline,
+    create_topic,
+    publish,
+)
 from tests.chaos.workload import Workload
 from tests.integration.conftest import Stack
 from tests.support.services import (
@@ -141,6 +148,14 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
 
 
+def tally(c: DeadlineClass, started: float) -> DeadlineTally:
+    answered = [o.latency_s for _, o in c.outcomes if o.answered]
+    late = c.late()
+    return DeadlineTally(c.name, c.deadline_s, len(c.outcomes), len(late),
+                         [round(at - started, 1) for at in late], max(answered, default=0.0),
+                         c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped)
+
+
 async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     started = time.monotonic()
     name = unique("chaosb")
@@ -166,8 +181,13 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                           + "; ".join(f.describe() for f in schedule))
             queries = QuerySender(w, stack.topics["queries"], observer.reply_topic,
                                   cfg.query_rate)
+            callers = DeadlineCallers(
+                w, stack.topics["queries"], f"{stack.name}.deadline-replies",
+                f"{stack.name}-query", [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3)],
+                cfg.deadline_rate)
             driver = FaultDriver(cluster, schedule, observer)
-            tasks = [asyncio.create_task(queries.run(timeline.note))]
+            tasks = [asyncio.create_task(queries.run(timeline.note)),
+                     asyncio.create_task(callers.run())]
             try:
                 sending = asyncio.create_task(publish(w, _topics(stack), timeline, cfg.rate))
                 tasks.append(sending)
@@ -179,8 +199,12 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                 timeline.note(f"faults done: {driver.kills} SIGKILLs, "
                               f"{len(cluster.live())} workers live")
                 queries.stop()
+                callers.stop()
                 await tasks[0]
-                timeline.note(f"{len(queries.sent)} queries sent")
+                await tasks[1]
+                timeline.note(f"{len(queries.sent)} queries sent; deadline callers asked "
+                              + ", ".join(f"{len(c.outcomes)} ({c.name})"
+                                          for c in callers.classes))
             finally:
                 for t in tasks:
                     t.cancel()
@@ -190,6 +214,7 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                 await driver.cancel()
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent))
             snap = await observer.snapshot(queries.sent)
+            snap.deadline = [tally(c, timeline.started) for c in callers.classes]
         finally:
             cluster.kill_all()
             await observer.close()

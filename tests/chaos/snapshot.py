@@ -46,6 +46,21 @@ class Lag:
     end: int
 
 
+@dataclass(frozen=True)
+class DeadlineTally:
+    """What one class of deadline callers got (``tests.chaos.traffic.DeadlineCallers``)."""
+
+    name: str
+    deadline_s: float
+    asked: int
+    late: int  # no reply within the deadline
+    late_at: list[float]  # when each of those was asked, seconds into the phase
+    slowest_s: float  # of those answered
+    hedges_sent: int
+    hedges_won: int
+    duplicates_dropped: int  # second replies the client did not pass on
+
+
 @dataclass
 class Snapshot:
     messages: list[StoredMessage] = field(default_factory=list)
@@ -56,6 +71,7 @@ class Snapshot:
     queries_sent: list[bytes] = field(default_factory=list)  # correlation ids
     replies: list[bytes] = field(default_factory=list)  # correlation id of each reply
     reply_errors: list[str] = field(default_factory=list)  # error codes of replies
+    deadline: list[DeadlineTally] = field(default_factory=list)
     redis_lists: dict[str, list[str]] = field(default_factory=dict)  # "tenant:conv" -> ids
     lag: list[Lag] = field(default_factory=list)
     uncovered: list[tuple[str, int, int]] = field(default_factory=list)  # topic, partition, end

@@ -1,6 +1,7 @@
-"""Load for a chaos phase: the workload published at a steady rate, and memory
+"""Load for a chaos phase: the workload published at a steady rate, memory
 queries over the public request/reply contract (Spring Kafka's headers), with
-their replies left on a reply topic for the checks to count."""
+their replies left on a reply topic for the checks to count, and callers with
+real deadlines (``MemoryClient``, 1 s and 300 ms) counting what they got in time."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ import json
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from streams.client import (
+    HEDGE_AFTER_S,
+    ClientStats,
+    MemoryClient,
+    QueryOutcome,
+    QueryTimeoutError,
+)
 from streams.wire.query import MAX_TIMEOUT_MS
 from streams.wire.spring_reply import request_headers
 from tests.chaos import vocabulary as V
@@ -145,3 +154,74 @@ class QuerySender:
                         await asyncio.wait_for(self._stop.wait(), wait)
         finally:
             await producer.stop()
+
+
+@dataclass
+class DeadlineClass:
+    """Callers that wait ``deadline_s`` for each reply, as a chat service before a model turn."""
+
+    name: str
+    deadline_s: float
+    outcomes: list[tuple[float, QueryOutcome]] = field(default_factory=list)
+    """(when it was asked, monotonic; what came of it)"""
+    stats: ClientStats = field(default_factory=ClientStats)
+
+    def record(self, outcome: QueryOutcome) -> None:
+        self.outcomes.append((time.monotonic() - outcome.latency_s, outcome))
+
+    def late(self) -> list[float]:
+        """When each query not answered in time was asked (monotonic)."""
+        return [at for at, o in self.outcomes if not o.answered]
+
+
+class DeadlineCallers:
+    """``MemoryClient`` callers of each class asking at ``rate``/s until stopped, hedged as
+    the client is by default (after a quarter of a second, or a third of a shorter
+    deadline); the replies go to their own topic."""
+
+    def __init__(self, workload: Workload, queries_topic: str, reply_topic: str, group: str,
+                 classes: list[DeadlineClass], rate: float) -> None:
+        self.workload = workload
+        self.queries_topic = queries_topic
+        self.reply_topic = reply_topic
+        self.group = group
+        self.classes = classes
+        self.rate = rate
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._run(c, i) for i, c in enumerate(self.classes)))
+
+    async def _run(self, c: DeadlineClass, index: int) -> None:
+        client = MemoryClient(
+            KAFKA_BOOTSTRAP, request_topic=self.queries_topic, reply_topic=self.reply_topic,
+            reply_partitions=1, timeout_s=c.deadline_s, query_group=self.group,
+            hedge_after_s=min(HEDGE_AFTER_S, c.deadline_s / 3), on_outcome=c.record)
+        client.stats = c.stats
+        asking: set[asyncio.Task[None]] = set()
+        async with client:
+            began = time.monotonic()
+            n = 0
+            while not self._stop.is_set():
+                key, value = query_request(self.workload, 1_000_000 * (index + 1) + n)
+                doc = json.loads(value)
+                doc["options"]["timeout_ms"] = int(c.deadline_s * 1000)
+                task = asyncio.create_task(self._ask(client, key, json.dumps(doc).encode(),
+                                                     c.deadline_s))
+                asking.add(task)
+                task.add_done_callback(asking.discard)
+                n += 1
+                due = began + n / self.rate
+                if (wait := due - time.monotonic()) > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), wait)
+            if asking:
+                await asyncio.gather(*asking)
+
+    @staticmethod
+    async def _ask(client: MemoryClient, key: bytes, value: bytes, deadline_s: float) -> None:
+        with contextlib.suppress(QueryTimeoutError):  # the outcome is counted by the client
+            await client.send_raw(value, key=key, timeout_s=deadline_s)

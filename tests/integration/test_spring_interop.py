@@ -6,33 +6,15 @@ by a ``replyErrorChecker`` (``tests/interop/spring``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-
-import pytest
 
 from tests.integration.conftest import Stack
 from tests.integration.consolidation_support import run_status
+from tests.integration.spring_support import JAVA, client_classpath
 from tests.support.services import KAFKA_BOOTSTRAP
-from tests.support.worker import ROOT, eventually
+from tests.support.worker import eventually
 
-PROJECT = ROOT / "tests" / "interop" / "spring"
-MVN = shutil.which("mvn")
-JAVA = shutil.which("java")
-
-
-@pytest.fixture(scope="module")
-def client_classpath() -> str:
-    if MVN is None or JAVA is None:
-        pytest.fail("the Spring interop test needs Maven and Java 17 (`make venv` installs them "
-                    "in CI: see .ci/run)")
-    build = subprocess.run([MVN, "-q", "-B", "-DskipTests", "package",
-                            "dependency:copy-dependencies"],
-                           cwd=PROJECT, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
-    return os.pathsep.join([str(PROJECT / "target" / "classes"),
-                            str(PROJECT / "target" / "dependency" / "*")])
+__all__ = ["client_classpath"]
 
 
 async def test_a_spring_client_publishes_ends_and_asks(stack: Stack, client_classpath: str) -> None:

@@ -64,7 +64,7 @@ public final class SpringClient {
         }
     }
 
-    private static final ObjectMapper JSON = new ObjectMapper()
+    static final ObjectMapper JSON = new ObjectMapper()
             .registerModule(new JavaTimeModule())
             .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
             .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
@@ -83,16 +83,52 @@ public final class SpringClient {
         return h == null ? null : new String(h.value(), StandardCharsets.UTF_8);
     }
 
-    public static void main(String[] args) throws Exception {
-        String servers = args[0], chat = args[1], queries = args[2], replies = args[3];
-        String tenant = args[4];
-        try (AdminClient admin = AdminClient.create(Map.of("bootstrap.servers", servers))) {
-            admin.createTopics(List.of(new NewTopic(replies, 1, (short) 1))).all().get();
-        }
-        var pf = new DefaultKafkaProducerFactory<String, String>(Map.of(
+    static DefaultKafkaProducerFactory<String, String> producers(String servers) {
+        return new DefaultKafkaProducerFactory<>(Map.of(
                 ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, servers,
                 ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class,
                 ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class));
+    }
+
+    /**
+     * The reply container, in a group of its own, as the Spring reference shows;
+     * replies carry no type headers: JsonDeserializer with the reply type and a
+     * snake_case ObjectMapper (docs/events.md). Started.
+     */
+    static ReplyingKafkaTemplate<String, String, MemoryReply> replyingTemplate(
+            DefaultKafkaProducerFactory<String, String> pf, String servers, String replies,
+            String groupId) {
+        var replyReader = new JsonDeserializer<>(MemoryReply.class, JSON, false);
+        var cf = new DefaultKafkaConsumerFactory<String, MemoryReply>(Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, servers,
+                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest"),
+                new StringDeserializer(), replyReader);
+        var props = new ContainerProperties(replies);
+        props.setGroupId(groupId);
+        var container = new KafkaMessageListenerContainer<>(cf, props);
+        ReplyingKafkaTemplate<String, String, MemoryReply> template =
+                new ReplyingKafkaTemplate<>(pf, container);
+        template.setDefaultReplyTimeout(Duration.ofSeconds(30));
+        template.setSharedReplyTopic(true);
+        template.setReplyErrorChecker(record -> {
+            ReplyError error = ((MemoryReply) record.value()).error();
+            return error == null ? null : new MemoryQueryException(error.code(), error.message());
+        });
+        template.start();
+        return template;
+    }
+
+    static void createTopic(String servers, String topic) throws Exception {
+        try (AdminClient admin = AdminClient.create(Map.of("bootstrap.servers", servers))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String servers = args[0], chat = args[1], queries = args[2], replies = args[3];
+        String tenant = args[4];
+        createTopic(servers, replies);
+        var pf = producers(servers);
 
         // a conversation, and its end
         var events = new KafkaTemplate<>(pf);
@@ -111,26 +147,8 @@ public final class SpringClient {
         events.send(chat, conv, JSON.writeValueAsString(end)).get(30, TimeUnit.SECONDS);
         System.out.println("sent   " + JSON.writeValueAsString(end));
 
-        // the reply container, in a group of its own, as the Spring reference shows;
-        // replies carry no type headers: JsonDeserializer with the reply type and a
-        // snake_case ObjectMapper (docs/events.md)
-        var replyReader = new JsonDeserializer<>(MemoryReply.class, JSON, false);
-        var cf = new DefaultKafkaConsumerFactory<String, MemoryReply>(Map.of(
-                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, servers,
-                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest"),
-                new StringDeserializer(), replyReader);
-        var props = new ContainerProperties(replies);
-        props.setGroupId("spring-replies-" + tenant);
-        var container = new KafkaMessageListenerContainer<>(cf, props);
         ReplyingKafkaTemplate<String, String, MemoryReply> template =
-                new ReplyingKafkaTemplate<>(pf, container);
-        template.setDefaultReplyTimeout(Duration.ofSeconds(30));
-        template.setSharedReplyTopic(true);
-        template.setReplyErrorChecker(record -> {
-            ReplyError error = ((MemoryReply) record.value()).error();
-            return error == null ? null : new MemoryQueryException(error.code(), error.message());
-        });
-        template.start();
+                replyingTemplate(pf, servers, replies, "spring-replies-" + tenant);
         check(template.waitForAssignment(Duration.ofSeconds(30)), "reply container assigned");
 
         // the Session window of the conversation, all stored
