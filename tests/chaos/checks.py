@@ -195,7 +195,8 @@ def deadline_queries_in_time(s: Snapshot) -> Finding:
             for d in s.deadline if d.late]
     return _finding("every deadline caller answered within its deadline, once", {
         "late": late,
-    }, "; ".join(f"{d.name}: {d.asked} asked, {d.late} late, slowest {d.slowest_s * 1000:.0f} ms, "
+    }, "; ".join(f"{d.name}: {d.asked} asked, {d.late} late, {d.outage_asked} asked while no "
+                 f"worker was live ({d.outage_late} late), slowest {d.slowest_s * 1000:.0f} ms, "
                  f"{d.hedges_sent} hedged, {d.hedges_won} won by the hedge, "
                  f"{d.duplicates_dropped} second replies dropped" for d in s.deadline))
 

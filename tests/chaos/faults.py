@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ class Cluster:
         self.redis = redis
         self.mariadb = mariadb
         self.slots: list[Slot] = []
+        self.outages: list[tuple[float, float]] = []
 
     async def start(self, slot: Slot | None = None, *, must: bool = False) -> Slot:
         """Start ``slot`` again, or a new one; returns when the worker is ready, or
@@ -99,6 +101,37 @@ class Cluster:
 
     def live(self) -> list[Slot]:
         return [s for s in self.slots if s.alive]
+
+    async def answering(self, client: httpx.AsyncClient, slot: Slot) -> bool:
+        """The slot's worker holds query partitions (its readiness says which)."""
+        if slot.retired or slot.process is None or not slot.process.alive:
+            return False
+        try:
+            r = await client.get(f"http://127.0.0.1:{slot.port}/health/ready")
+            return r.status_code == 200 and bool(r.json()["query"]["partitions"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return False
+
+    async def watch_outages(self, every_s: float = 0.1) -> None:
+        """Note in ``outages`` each span (monotonic start, end) from the moment no worker
+        is live to the moment one holds query partitions again — nobody could answer —
+        until cancelled (an open span ends then). A rebalance while a worker is live is
+        no outage."""
+        began: float | None = None
+        try:
+            async with httpx.AsyncClient(timeout=0.5) as client:
+                while True:
+                    held = await asyncio.gather(*(self.answering(client, s)
+                                                  for s in list(self.slots)))
+                    if began is None and not self.live():
+                        began = time.monotonic()
+                    elif any(held) and began is not None:
+                        self.outages.append((began, time.monotonic()))
+                        began = None
+                    await asyncio.sleep(every_s)
+        finally:
+            if began is not None:
+                self.outages.append((began, time.monotonic()))
 
     async def in_flight(self, client: httpx.AsyncClient, slot: Slot) -> float:
         try:

@@ -57,6 +57,8 @@ WORKER_ENV = {
     # a consolidation sent to the retry topic comes back within the run
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",
+    "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": "6",
+    "MEMSTREAM_QUERY__HEARTBEAT_INTERVAL_S": "0.5",
 }
 PARTITIONS = 8
 
@@ -148,12 +150,19 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
 
 
-def tally(c: DeadlineClass, started: float) -> DeadlineTally:
+def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]]) -> DeadlineTally:
+    """``c``'s outcomes; a query asked while no worker was live, or within its deadline
+    before that, is counted apart: no mechanism can answer it."""
+    def in_outage(at: float) -> bool:
+        return any(begin - c.deadline_s <= at <= end for begin, end in outages)
+
     answered = [o.latency_s for _, o in c.outcomes if o.answered]
-    late = c.late()
-    return DeadlineTally(c.name, c.deadline_s, len(c.outcomes), len(late),
-                         [round(at - started, 1) for at in late], max(answered, default=0.0),
-                         c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped)
+    late = [at for at in c.late() if not in_outage(at)]
+    return DeadlineTally(
+        c.name, c.deadline_s, len(c.outcomes), len(late), [round(at - started, 1) for at in late],
+        sum(1 for at, _ in c.outcomes if in_outage(at)),
+        sum(1 for at in c.late() if in_outage(at)), max(answered, default=0.0),
+        c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped)
 
 
 async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
@@ -187,7 +196,8 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                 cfg.deadline_rate)
             driver = FaultDriver(cluster, schedule, observer)
             tasks = [asyncio.create_task(queries.run(timeline.note)),
-                     asyncio.create_task(callers.run())]
+                     asyncio.create_task(callers.run()),
+                     asyncio.create_task(cluster.watch_outages())]
             try:
                 sending = asyncio.create_task(publish(w, _topics(stack), timeline, cfg.rate))
                 tasks.append(sending)
@@ -214,7 +224,8 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                 await driver.cancel()
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent))
             snap = await observer.snapshot(queries.sent)
-            snap.deadline = [tally(c, timeline.started) for c in callers.classes]
+            snap.deadline = [tally(c, timeline.started, cluster.outages)
+                             for c in callers.classes]
         finally:
             cluster.kill_all()
             await observer.close()

@@ -53,8 +53,10 @@ class DeadlineTally:
     name: str
     deadline_s: float
     asked: int
-    late: int  # no reply within the deadline
+    late: int  # no reply within the deadline, asked while a worker was live
     late_at: list[float]  # when each of those was asked, seconds into the phase
+    outage_asked: int  # asked while no worker was live (or within the deadline before)
+    outage_late: int  # ... of which not answered in time: nothing could answer them
     slowest_s: float  # of those answered
     hedges_sent: int
     hedges_won: int
