@@ -30,7 +30,7 @@ async def live(h: Harness, conv: str = "c1", user: str = "u1") -> None:
 
 
 def valid_ids(h: Harness) -> dict[str, str]:
-    return {mid: r["memory"].content for mid, r in h.provider.memories.items() if r["valid"]}
+    return {mid: r.memory.content for mid, r in h.provider.memories.items() if r.valid}
 
 
 async def test_sessions_are_rebuilt_and_the_old_memories_retired_without_a_gap(
@@ -66,17 +66,17 @@ async def test_a_second_job_replaces_the_first_jobs_memories_and_nothing_else(
     h = Harness(engine)
     await live(h, "c1", "u1")
     await live(h, "c2", "u2")
-    other = {mid for mid, r in h.provider.memories.items() if r["scope"].user_id == "u2"}
+    other = {mid for mid, r in h.provider.memories.items() if r.scope.user_id == "u2"}
     reprocessor = h.wiring.reprocessor()
     for _ in range(2):
         job, resumed, _ = await reprocessor.start(ReprocessRequest("t1", user_id="u1"))
         assert not resumed and job.sessions == 2
         await reprocessor.run(job)
-    mine = [r["memory"].content for r in h.provider.memories.values()
-            if r["valid"] and r["scope"].user_id == "u1"]
+    mine = [r.memory.content for r in h.provider.memories.values()
+            if r.valid and r.scope.user_id == "u1"]
     assert len(mine) == 6 and len(set(mine)) == 6  # no doubles after two jobs
-    assert all(h.provider.memories[m]["valid"] for m in other)  # u2 untouched
-    theirs = [r for r in h.provider.memories.values() if r["scope"].user_id == "u2"]
+    assert all(h.provider.memories[m].valid for m in other)  # u2 untouched
+    theirs = [r for r in h.provider.memories.values() if r.scope.user_id == "u2"]
     assert len(theirs) == len(other)
 
 
@@ -103,13 +103,13 @@ async def test_since_rebuilds_only_the_later_sessions(engine: AsyncEngine) -> No
     h = Harness(engine)
     await live(h)
     first = {mid for mid, r in h.provider.memories.items()
-             if "Berlin" in r["memory"].content or "hiking" in r["memory"].content}
+             if "Berlin" in r.memory.content or "hiking" in r.memory.content}
     reprocessor = h.wiring.reprocessor()
     job, _, _ = await reprocessor.start(ReprocessRequest("t1", since=T0 + timedelta(hours=2)))
     assert job.sessions == 1
     report = await reprocessor.run(job)
     assert report.retired == 2
-    assert all(h.provider.memories[m]["valid"] for m in first)
+    assert all(h.provider.memories[m].valid for m in first)
 
 
 async def test_a_dry_run_says_what_would_change_and_writes_nothing(
@@ -147,14 +147,14 @@ async def test_a_fact_the_old_judge_worded_otherwise_is_written_not_skipped(
     await live(h)
     # as an earlier judge would have put it: the same fact, other words and sources
     for row in h.provider.memories.values():
-        if row["memory"].content == "I live in Berlin.":
-            row["memory"] = replace(row["memory"], content="I live in Berlin, Germany.",
-                                    source_event_ids=())
+        if row.memory.content == "I live in Berlin.":
+            row.memory = replace(row.memory, content="I live in Berlin, Germany.",
+                                 source_event_ids=())
     reprocessor = h.wiring.reprocessor()
     job, _, _ = await reprocessor.start(ReprocessRequest("t1"))
     await reprocessor.run(job)
-    facts = sorted(r["memory"].content for r in h.provider.memories.values()
-                   if r["valid"] and r["memory"].kind == "fact")
+    facts = sorted(r.memory.content for r in h.provider.memories.values()
+                   if r.valid and r.memory.kind == "fact")
     # the rebuilt fact is not taken for a duplicate of the one it replaces
     assert facts == ["I live in Berlin.", "I love hiking."]
 
@@ -248,7 +248,7 @@ async def test_a_superseded_memory_is_retired_in_its_origin_and_not_replaced_aga
                 at=T0 + timedelta(hours=3))
     await h.pipeline.run(h.closed("c1", 2))
     porto = next(m for m, r in h.provider.memories.items()
-                 if r["memory"].content == "I live in Porto.")
+                 if r.memory.content == "I live in Porto.")
     async with engine.connect() as conn:
         retired = (await conn.execute(select(cs.memory_origin.c.retired_at).where(
             cs.memory_origin.c.memory_id == porto))).scalar_one()
