@@ -15,11 +15,13 @@ from streams.adapters.http.client import RetryPolicy, with_retries
 from streams.backoff import retry_forever
 from streams.consolidation.expiry import ExpirySweeper
 from streams.consolidation.model import PendingExpiry
+from streams.consolidation.pipeline import Outcome
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.memory.provider import RetryableProviderError
 from streams.memory.provider import Scope as ProviderScope
 from streams.memory.registry import ProviderRegistry
 from streams.testing.consolidation import InMemoryExpiries
+from streams.wire.records import SessionClosed
 from tests.agents.consolidation_harness import Harness
 from tests.agents.test_isolation import FakeTable, odd
 
@@ -68,7 +70,7 @@ async def test_retry_forever_waits(initial_s: float, max_s: float, rand: float,
     (0.5, [0.375, 0.75, 1.5, 1.5, 1.5]),
 ])
 async def test_a_database_outage_is_waited_out_like_retry_forever(
-    engine: AsyncEngine, rand: float, expected: list[float],
+    engine: AsyncEngine, rand: float, expected: list[float], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     h = Harness(engine)
     sleep = Sleeps()
@@ -78,12 +80,12 @@ async def test_a_database_outage_is_waited_out_like_retry_forever(
     real = h.pipeline.run
     failures = [OperationalError("SELECT 1", {}, Exception("gone away"))] * len(expected)
 
-    async def flaky(closed: object) -> object:
+    async def flaky(closed: SessionClosed) -> Outcome:
         if failures:
             raise failures.pop()
-        return await real(closed)  # type: ignore[arg-type]
+        return await real(closed)
 
-    h.pipeline.run = flaky  # type: ignore[method-assign]
+    monkeypatch.setattr(h.pipeline, "run", flaky)
     (res,) = await processor.process([h.record(h.closed("c1"))])
     assert res.outcome == "done"
     assert sleep.waits == expected
