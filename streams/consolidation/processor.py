@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Handled:
+    """What one closing event came to: ``outcome`` and ``provider`` label
+    ``memstream_consolidations_total``; ``forward`` is the retry or dead-letter record
+    to send (none when the run went through); ``detail`` what the run did."""
+
     outcome: str  # done, duplicate, nothing_new, skipped, retried, dead_lettered
     provider: str
     forward: Outgoing | None = None
