@@ -54,7 +54,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import scale_data  # noqa: E402
 
-from streams.adapters.db.ledger import SessionMessage  # noqa: E402
+from streams.consolidation.model import SessionMessage  # noqa: E402
 from streams.consolidation.pipeline import PassageCut, episodes_of  # noqa: E402
 from streams.devtools.beam.dataset import load_chats  # noqa: E402
 from streams.memory.model import MemoryCandidate  # noqa: E402

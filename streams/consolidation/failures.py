@@ -3,9 +3,11 @@
 :func:`classify` sorts a failure into one of three kinds:
 
 ``infrastructure``
-    the database (or the network to it) is down — a *transient* database error
-    (:mod:`streams.adapters.db.errors`) — or a cube's lock was not got in time or was lost
-    with its connection (:mod:`streams.adapters.db.cube_lock`). Nothing can progress, and the retry
+    the database (or the network to it) is down — a *transient* database error, as
+    the ``is_transient`` the router is built with says (the composition root gives
+    it the database adapter's classification) — or a cube's lock was not got in time
+    or was lost with its connection (:class:`~streams.memory.cube_locks.CubeLockError`).
+    Nothing can progress, and the retry
     topic would not help: the processor retries in place, with backoff, and does
     not acknowledge the event meanwhile (as the ingest agent does);
 ``retry``
@@ -39,7 +41,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from streams.adapters.db.errors import DbErrorKind, classify_db_error
 from streams.backoff import Backoff
 from streams.clock import aware_utc
 from streams.memory.cube_locks import CubeLockError, CubeLockTimeout
@@ -73,6 +74,8 @@ def keep_origin(record: SourceRecord) -> Headers:
             (ORIGIN_OFFSET, str(record.offset).encode())]
 
 FailureKind = Literal["infrastructure", "retry", "dead"]
+IsTransient = Callable[[BaseException], bool]
+"""Whether an error is a database outage (every write fails now), not this event's."""
 
 
 @dataclass(frozen=True)
@@ -87,15 +90,15 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
-def classify(exc: BaseException) -> Failure:
-    """A database error is ``infrastructure`` only when it is transient
-    (:mod:`streams.adapters.db.errors`): an error the data will always get goes through the
-    retry topic, whose attempts are bounded, instead of being waited out for ever."""
+def classify(exc: BaseException, is_transient: IsTransient) -> Failure:
+    """A database error is ``infrastructure`` only when ``is_transient`` says so: an
+    error the data will always get goes through the retry topic, whose attempts are
+    bounded, instead of being waited out for ever."""
     name, text = type(exc).__name__, redacted(str(exc))
     if isinstance(exc, CubeLockError):
         reason = "cube_lock_timeout" if isinstance(exc, CubeLockTimeout) else "cube_lock_lost"
         return Failure("infrastructure", reason, name, text)
-    if classify_db_error(exc).kind is DbErrorKind.TRANSIENT:
+    if is_transient(exc):
         return Failure("infrastructure", "database_unavailable", name, text)
     if isinstance(exc, ProviderNotConfigured):
         return Failure("dead", "provider_not_configured", name, text)
@@ -136,12 +139,14 @@ def due_at(record: SourceRecord) -> float:
 
 
 class FailureRouter:
-    """Builds the retry or dead-letter record for a failed closing event."""
+    """Classifies a failed closing event (:meth:`classify`) and builds its retry or
+    dead-letter record."""
 
     def __init__(self, *, source_topic: str, retry_topic: str, dlq_topic: str,
-                 max_attempts: int, initial_s: float, max_s: float,
+                 max_attempts: int, initial_s: float, max_s: float, is_transient: IsTransient,
                  clock: Callable[[], float] = time.time,
                  rng: Callable[[], float] = random.random) -> None:
+        self.is_transient = is_transient
         self.source_topic = source_topic
         self.retry_topic = retry_topic
         self.dlq_topic = dlq_topic
@@ -149,6 +154,10 @@ class FailureRouter:
         self.backoff = Backoff(initial_s, max_s, jitter="half")
         self.clock = clock
         self.rng = rng
+
+    def classify(self, exc: BaseException) -> Failure:
+        """:func:`classify` with the router's ``is_transient``."""
+        return classify(exc, self.is_transient)
 
     def delay(self, attempt: int) -> float:
         """Wait before attempt ``attempt + 1``: ``initial_s`` doubling up to ``max_s``,

@@ -17,10 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
-from streams.adapters.http.client import ProviderTimeout
-from streams.adapters.http.openai_compat import ChatResult, EmptyModelAnswer
 from streams.consolidation.rules.conflicts import (
     ConflictOutputError,
     Decision,
@@ -35,20 +33,17 @@ from streams.consolidation.rules.llm_judge import (
 )
 from streams.consolidation.rules.rule_judge import rule_judge
 from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
-from streams.memory.provider import ProviderError
+from streams.memory.provider import (
+    ChatCompleter,
+    EmptyModelAnswer,
+    ProviderError,
+    ProviderTimeout,
+)
 from streams.metrics import CANDIDATES, CONFLICT_DECISIONS, JUDGE_FALLBACKS
 from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
 JudgeKind = Literal["model", "rules"]
-
-
-class ChatCompleter(Protocol):
-    model: str
-
-    async def complete(self, messages: list[dict[str, str]], *, purpose: str,
-                       temperature: float = 0.0, max_tokens: int | None = None,
-                       json_mode: bool = False) -> ChatResult: ...
 
 
 def fallback_reason(exc: Exception) -> str:

@@ -6,7 +6,7 @@ failure, a SIGKILL included:
 
 ========== ================================================================
 no run     route the agent, then claim messages and create the run (one
-           transaction)
+           transaction: :meth:`.ports.Ledger.claim_run`)
 claimed    judge the claimed messages, dedup, add episodes; persist them
 judged     decide, write and expire per cube (:class:`.writer.MemoryWriter`)
            then the summary, then ``done``
@@ -25,12 +25,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from streams.adapters.db.ledger import LedgerStore, SessionMessage
-from streams.adapters.db.runs import PlannedCandidate, Run, RunStore
 from streams.clock import naive_utc
-from streams.consolidation.judge import ChatCompleter, MemoryJudge
+from streams.consolidation.judge import MemoryJudge
+from streams.consolidation.model import PlannedCandidate, Run, SessionMessage
+from streams.consolidation.ports import ChatCompleter, Ledger, Runs
 from streams.consolidation.rules.attribution import Author, attributed_user
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
@@ -117,13 +115,12 @@ def episodes_of(messages: Sequence[SessionMessage], max_chars: int,
 
 
 class ConsolidationPipeline:
-    def __init__(self, engine: AsyncEngine, ledger: LedgerStore, runs: RunStore,
-                 judge: MemoryJudge, writer: MemoryWriter, summarizer: Summarizer,
-                 registry: ProviderRegistry, models: ModelFactory, configs: AgentConfigs,
+    def __init__(self, ledger: Ledger, runs: Runs, judge: MemoryJudge, writer: MemoryWriter,
+                 summarizer: Summarizer, registry: ProviderRegistry, models: ModelFactory,
+                 configs: AgentConfigs,
                  config: PipelineConfig, clock: Callable[[], float] = time.time, *,
                  erasures: ErasureIndex | None = None,
                  refresh_erasures: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.engine = engine
         self.ledger = ledger
         self.runs = runs
         self.judge = judge
@@ -196,17 +193,13 @@ class ConsolidationPipeline:
     async def _claim(self, closed: SessionClosed, provider: str, long_memory: bool) -> Run:
         now = self.now()
         bound = naive_utc(closed.closed_at) + timedelta(seconds=self.config.close_slack_s)
-        async with self.engine.begin() as conn:
-            claimed = await self.ledger.claim(
-                conn, tenant_id=closed.tenant_id, conversation_id=closed.conversation_id,
-                closed_id=closed.closed_id, session_seq=closed.session_seq, bound=bound,
-                limit=self.config.max_messages,
-                late_since=(naive_utc(now) - timedelta(days=self.config.late_window_days)
-                            if closed.trigger == "late" else None),
-                now=naive_utc(now), until_event_id=closed.last_event_id)
-            await self.runs.create(conn, Run(
-                closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,
-                closed.agent_id, provider, long_memory, message_count=claimed), now)
+        await self.ledger.claim_run(
+            Run(closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,
+                closed.agent_id, provider, long_memory),
+            session_seq=closed.session_seq, bound=bound, limit=self.config.max_messages,
+            late_since=(naive_utc(now) - timedelta(days=self.config.late_window_days)
+                        if closed.trigger == "late" else None),
+            now=now, until_event_id=closed.last_event_id)
         run = await self.runs.get(closed.closed_id)
         assert run is not None
         return run

@@ -8,7 +8,7 @@ lock per conversation also keeps a retried event and a fresh one of the same
 conversation from running at the same time.
 
 Neither method raises (except on cancellation): a failure is classified
-(:func:`.failures.classify`); a database outage (or a cube lock not got in
+(:meth:`.failures.FailureRouter.classify`); a database outage (or a cube lock not got in
 time) is retried in place with backoff, anything else becomes a record for ``memory.retry`` or
 ``memory.dlq``, delivered before the method returns, so the caller may then
 acknowledge the event.
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from streams.backoff import forever, retry_forever
-from streams.consolidation.failures import FailureRouter, attempt_of, classify
+from streams.consolidation.failures import FailureRouter, attempt_of
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
 from streams.memory.cube_locks import KeyedLocks
 from streams.memory.rules.routing import route
@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Handled:
+    """What one closing event came to: ``outcome`` and ``provider`` label
+    ``memstream_consolidations_total``; ``forward`` is the retry or dead-letter record
+    to send (none when the run went through); ``detail`` what the run did."""
+
     outcome: str  # done, duplicate, nothing_new, skipped, retried, dead_lettered
     provider: str
     forward: Outgoing | None = None
@@ -112,7 +116,7 @@ class ConsolidationProcessor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # classified below; nothing escapes the agent
-                failure = classify(exc)
+                failure = self.router.classify(exc)
                 if failure.kind == "infrastructure":
                     log.warning("consolidation of %s waits (%s): %s: %s", closed.closed_id,
                                 failure.reason, failure.error_class, failure.message)

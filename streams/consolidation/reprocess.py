@@ -32,16 +32,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from streams.adapters.db.reprocess_store import (
+from streams.consolidation.model import (
     Job,
     JobConflict,
     JobSession,
-    ReprocessStore,
+    PlannedCandidate,
     Retiring,
+    Run,
     session_closed_id,
 )
-from streams.adapters.db.runs import PlannedCandidate, Run
 from streams.consolidation.pipeline import ConsolidationPipeline
+from streams.consolidation.ports import ReprocessJobs
 from streams.consolidation.rules.reprocess_plan import PlannedSession, plan_sessions
 from streams.memory.cube_locks import CubeLocks, CubeLockTimeout
 from streams.memory.model import CubeKey
@@ -105,7 +106,7 @@ def new_job_id() -> str:
 
 
 class Reprocessor:
-    def __init__(self, store: ReprocessStore, pipeline: ConsolidationPipeline,
+    def __init__(self, store: ReprocessJobs, pipeline: ConsolidationPipeline,
                  locks: CubeLocks, *, gap_s: float, clock: Callable[[], float] = time.time,
                  job_ids: Callable[[], str] = new_job_id) -> None:
         self.store = store

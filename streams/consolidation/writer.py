@@ -1,8 +1,8 @@
 """MemoryWriter: conflicts, then write new, then expire old, resumable at every step.
 
-For one run with persisted candidates (see :mod:`streams.adapters.db.runs`), per cube, steps 1
-and 2 under the cube's lock (:mod:`streams.adapters.db.cube_lock`, one per tenant, cube and — for
-``user_profile`` — user, across workers), on the cube's candidates as read
+For one run with persisted candidates (:class:`~.ports.Runs`), per cube, steps 1
+and 2 under the cube's lock (:class:`~streams.memory.cube_locks.CubeLocks`, one per tenant,
+cube and — for ``user_profile`` — user, across workers), on the cube's candidates as read
 again inside it:
 
 1. **decide** the candidates not decided yet: the provider's own search for each
@@ -52,9 +52,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from streams.adapters.db.runs import CandidateRow, Origin, Retired, Run, RunStore
-from streams.consolidation.expiry import ExpiryStore
-from streams.consolidation.judge import ChatCompleter, ConflictDecider, decider_of
+from streams.consolidation.judge import ConflictDecider, decider_of
+from streams.consolidation.model import CandidateRow, Origin, Retired, Run
+from streams.consolidation.ports import ChatCompleter, Expiries, Runs
 from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
 from streams.consolidation.rules.subjects import subject_keys
 from streams.memory.cube_locks import CubeLocks, HeldCube
@@ -112,7 +112,7 @@ def _unwritten(row: CandidateRow) -> bool:
 
 
 class MemoryWriter:
-    def __init__(self, runs: RunStore, expiries: ExpiryStore, decider: ConflictDecider,
+    def __init__(self, runs: Runs, expiries: Expiries, decider: ConflictDecider,
                  locks: CubeLocks, *, top_k: int = 5, relativity: float = 0.0,
                  expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time,
                  hidden: HiddenMemories | None = None) -> None:

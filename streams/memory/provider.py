@@ -1,11 +1,21 @@
-"""The long-term memory provider contract and its error tree.
+"""The long-term memory provider contract, the chat-model contract and their error tree.
 
-Every provider (built-in MySQL, MemOS, Mem0) implements :class:`MemoryProvider`.
-Errors are mapped to a small tree so callers decide by class, not by library:
+Every provider (built-in MySQL, MemOS, Mem0) implements :class:`MemoryProvider`;
+a chat model (the OpenAI-compatible client) implements :class:`ChatCompleter`.
+Errors are mapped to one tree so callers decide by class, not by library:
 
     ProviderError
     ├── RetryableProviderError      timeouts, connection errors, HTTP 429 / 5xx
+    │   ├── ProviderTimeout             the call did not complete in time
+    │   ├── ProviderUnavailable         connection failure, 5xx, server overloaded
+    │   └── ProviderRateLimited         429 (or a body code meaning the same)
     └── PermanentProviderError      bad request, auth, unexpected answers
+        ├── ProviderRequestRejected     4xx other than 429, or a body code saying so
+        ├── ProviderBadAnswer           2xx that is not the documented shape
+        └── EmptyModelAnswer            a chat model answered without content
+
+The leaves but :class:`EmptyModelAnswer` carry the HTTP ``status`` and a
+server-requested ``retry_after_s`` when known.
 """
 
 from __future__ import annotations
@@ -32,6 +42,64 @@ class RetryableProviderError(ProviderError):
 
 class PermanentProviderError(ProviderError):
     """Trying again will not help: the request or the answer is wrong."""
+
+
+class _WithStatus(ProviderError):
+    """Carries the HTTP status and a server-requested retry delay when known."""
+
+    def __init__(self, message: str, *, provider: str = "", operation: str = "",
+                 status: int | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message, provider=provider, operation=operation)
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+class ProviderTimeout(_WithStatus, RetryableProviderError):
+    """The call did not complete within its timeout."""
+
+
+class ProviderUnavailable(_WithStatus, RetryableProviderError):
+    """Connection failure, HTTP 5xx, or a body code meaning server failure/overload."""
+
+
+class ProviderRateLimited(_WithStatus, RetryableProviderError):
+    """HTTP 429 (or a body code meaning the same)."""
+
+
+class ProviderRequestRejected(_WithStatus, PermanentProviderError):
+    """HTTP 4xx other than 429, or a body code meaning the request is wrong."""
+
+
+class ProviderBadAnswer(_WithStatus, PermanentProviderError):
+    """The server answered 2xx with something that is not the documented shape."""
+
+
+class EmptyModelAnswer(PermanentProviderError):
+    """The model answered without any content (no choices, or empty content)."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A chat model's answer: its text and the tokens it took."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ChatCompleter(Protocol):
+    """A chat model (judge, conflict decisions, summaries)."""
+
+    model: str
+
+    async def complete(self, messages: list[dict[str, str]], *, purpose: str,
+                       temperature: float = 0.0, max_tokens: int | None = None,
+                       json_mode: bool = False) -> ChatResult:
+        """One completion of ``messages``; ``purpose`` (judge, conflict, summary) labels
+        the token counts. Raises :class:`EmptyModelAnswer` when the answer has no
+        content, and any other :class:`ProviderError` when the call failed after the
+        client's own retries."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streams.adapters.http.openai_compat import ChatModel
-from streams.memory.provider import MemoryProvider, PermanentProviderError
+from streams.memory.provider import ChatCompleter, MemoryProvider, PermanentProviderError
 
 
 class ProviderNotConfigured(PermanentProviderError):
@@ -55,21 +54,25 @@ class ProviderRegistry:
         return sorted(self._handles)
 
 
-class ModelFactory:
-    """Chat models by name over one endpoint, created once each."""
+ModelBuilder = Callable[[str], ChatCompleter]
+"""Builds the chat model of a name (the composition root supplies the adapter's)."""
 
-    def __init__(self, build: Callable[[str], ChatModel] | None, default_model: str | None,
+
+class ModelFactory:
+    """Chat models by name over one endpoint, created once each by ``build``."""
+
+    def __init__(self, build: ModelBuilder | None, default_model: str | None,
                  *, use_agent_model: bool = False) -> None:
         self._build = build
         self.default_model = default_model
         self.use_agent_model = use_agent_model
-        self._models: dict[str, ChatModel] = {}
+        self._models: dict[str, ChatCompleter] = {}
 
     @property
     def configured(self) -> bool:
         return self._build is not None and self.default_model is not None
 
-    def for_agent(self, bound_model: str | None) -> ChatModel | None:
+    def for_agent(self, bound_model: str | None) -> ChatCompleter | None:
         """The model to consolidate with: none without an endpoint; the agent's
         bound model when ``use_agent_model`` and it has one; else the default."""
         if self._build is None:

@@ -27,19 +27,23 @@ from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.erasure_deletes import TableDeletes
 from streams.adapters.db.erasure_origins import OriginRows
+from streams.adapters.db.errors import is_transient
+from streams.adapters.db.expiries import ExpiryStore
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.reprocess_claims import ReprocessClaims
 from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
+from streams.adapters.db.summaries import SummaryRows
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
-from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
+from streams.consolidation.expiry import ExpirySweeper
 from streams.consolidation.failures import FailureRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
 from streams.consolidation.pipeline import ConsolidationPipeline, PassageCut, PipelineConfig
+from streams.consolidation.ports import Ledger, Runs
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
@@ -111,8 +115,8 @@ class Consolidation:
     pipeline: ConsolidationPipeline
     processor: ConsolidationProcessor
     sweeper: ExpirySweeper
-    ledger: LedgerStore
-    runs: RunStore
+    ledger: Ledger
+    runs: Runs
     clock: Callable[[], float] = time.time
 
     async def purge(self, retention_days: float) -> tuple[int, int]:
@@ -196,25 +200,26 @@ class Wiring:
                 engine=None if is_sqlite(engine) else engine)
         return self._cube_locks
 
-    def _pipeline(self, ledger: LedgerStore, runs: RunStore, *, summarize: bool = True,
+    def _pipeline(self, ledger: Ledger, runs: Runs, *, summarize: bool = True,
                   hidden: HiddenMemories | None = None) -> ConsolidationPipeline:
         s, p = self.settings, self.parts
         c, llm = s.consolidation, s.llm
         engine = p.engine
-        expiries = ExpiryStore(engine, runs)
+        expiries = ExpiryStore(engine)
         writer = MemoryWriter(
             runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
             self.cube_locks(),
             top_k=c.conflict_top_k, relativity=c.conflict_relativity,
             expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden)
-        summarizer = Summarizer(engine, p.cache, p.tokens, threshold=c.summary_threshold,
+        summarizer = Summarizer(SummaryRows(engine), p.cache, p.tokens,
+                                threshold=c.summary_threshold,
                                 budget_tokens=c.summary_token_budget,
                                 max_messages=c.summary_max_messages, clock=self.clock)
         judge = MemoryJudge(count_tokens=p.tokens, max_items=llm.judge_max_items,
                             max_input_tokens=llm.judge_max_input_tokens)
         limit = min(c.passage_max_chars, c.episode_max_chars)
         return ConsolidationPipeline(
-            engine, ledger, runs, judge, writer, summarizer, p.providers, p.models,
+            ledger, runs, judge, writer, summarizer, p.providers, p.models,
             self.agent_configs, PipelineConfig(
                 default_long_memory=c.default_long_memory, max_messages=c.max_messages,
                 close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
@@ -236,7 +241,7 @@ class Wiring:
             source_topic=k.session_closed_topic, retry_topic=k.retry_topic,
             dlq_topic=k.dlq_topic, max_attempts=c.retry_attempts,
             initial_s=c.retry_backoff_initial_s, max_s=c.retry_backoff_max_s,
-            clock=self.clock, rng=self.rng)
+            is_transient=is_transient, clock=self.clock, rng=self.rng)
         processor = ConsolidationProcessor(
             pipeline, router, self.publisher, concurrency=c.concurrency,
             infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s,

@@ -13,13 +13,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema import consolidation as cs
 from streams.memory.agent_configs import StaticAgentConfigs
-from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
+from streams.memory.registry import ModelBuilder, ModelFactory, ProviderHandle, ProviderRegistry
+from streams.testing.memory import FakeChatModel, FakeMemoryProvider
 from streams.wire.envelope import SourceRecord
 from streams.wire.records import ChatMessage, SessionClosed
-from tests.agents.fakes import FakeCache, FakeChatModel, FakeMemoryProvider, FakePublisher
+from tests.agents.fakes import FakeCache, FakePublisher
 from tests.support.wiring import FakeParts, settings_for_tests, wiring
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+def answering(model: FakeChatModel) -> ModelBuilder:
+    """A model factory's builder handing out ``model`` whatever the name."""
+    return lambda name: model
 
 
 class Clock:
@@ -51,7 +57,7 @@ class Harness:
         for name, p in (extra_providers or {}).items():
             handles[name] = ProviderHandle(name, p)
         self.registry = ProviderRegistry(handles)
-        models = ModelFactory((lambda name: model) if model else None,  # type: ignore[arg-type,return-value]
+        models = ModelFactory(None if model is None else answering(model),
                               "fake-model" if model else None)
         settings = settings_for_tests(
             ingest={"retry_initial_s": 0.001, "retry_max_s": 0.002},
@@ -81,9 +87,10 @@ class Harness:
         for i, (role, text) in enumerate(lines):
             self._n += 1
             eid = f"{conv}-{self._n}"
-            msg = ChatMessage(event_id=eid, type="message", tenant_id=tenant, user_id=user,
-                              agent_id=agent, conversation_id=conv, role=role,  # type: ignore[arg-type]
-                              content=text, name=name, created_at=start + timedelta(minutes=i))
+            msg = ChatMessage.model_validate({
+                "event_id": eid, "type": "message", "tenant_id": tenant, "user_id": user,
+                "agent_id": agent, "conversation_id": conv, "role": role, "content": text,
+                "name": name, "created_at": start + timedelta(minutes=i)})
             rows.append(message_row(msg, datetime.fromtimestamp(self.clock(), UTC),
                                     session_seq=seq))
             ids.append(eid)
@@ -94,9 +101,10 @@ class Harness:
     def closed(self, conv: str, seq: int = 1, *, tenant: str = "t1", user: str = "u1",
                agent: str = "a1", trigger: str = "explicit") -> SessionClosed:
         now = datetime.fromtimestamp(self.clock(), UTC)
-        return SessionClosed(closed_id=f"{tenant}/{conv}#{seq}", tenant_id=tenant, user_id=user,
-                             agent_id=agent, conversation_id=conv, trigger=trigger,  # type: ignore[arg-type]
-                             session_seq=seq, closed_at=now, last_activity=now, message_count=1)
+        return SessionClosed.model_validate({
+            "closed_id": f"{tenant}/{conv}#{seq}", "tenant_id": tenant, "user_id": user,
+            "agent_id": agent, "conversation_id": conv, "trigger": trigger, "session_seq": seq,
+            "closed_at": now, "last_activity": now, "message_count": 1})
 
     def record(self, closed: SessionClosed, *, topic: str = "closed", offset: int = 0,
                headers: list[tuple[str, bytes]] | None = None) -> SourceRecord:

@@ -13,11 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.isolation import IsolatingWriter
 from streams.adapters.http.client import RetryPolicy, with_retries
 from streams.backoff import retry_forever
-from streams.consolidation.expiry import ExpirySweeper, PendingExpiry
+from streams.consolidation.expiry import ExpirySweeper
+from streams.consolidation.model import PendingExpiry
+from streams.consolidation.pipeline import Outcome
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.memory.provider import RetryableProviderError
 from streams.memory.provider import Scope as ProviderScope
 from streams.memory.registry import ProviderRegistry
+from streams.testing.consolidation import InMemoryExpiries
+from streams.wire.records import SessionClosed
 from tests.agents.consolidation_harness import Harness
 from tests.agents.test_isolation import FakeTable, odd
 
@@ -66,7 +70,7 @@ async def test_retry_forever_waits(initial_s: float, max_s: float, rand: float,
     (0.5, [0.375, 0.75, 1.5, 1.5, 1.5]),
 ])
 async def test_a_database_outage_is_waited_out_like_retry_forever(
-    engine: AsyncEngine, rand: float, expected: list[float],
+    engine: AsyncEngine, rand: float, expected: list[float], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     h = Harness(engine)
     sleep = Sleeps()
@@ -76,12 +80,12 @@ async def test_a_database_outage_is_waited_out_like_retry_forever(
     real = h.pipeline.run
     failures = [OperationalError("SELECT 1", {}, Exception("gone away"))] * len(expected)
 
-    async def flaky(closed: object) -> object:
+    async def flaky(closed: SessionClosed) -> Outcome:
         if failures:
             raise failures.pop()
-        return await real(closed)  # type: ignore[arg-type]
+        return await real(closed)
 
-    h.pipeline.run = flaky  # type: ignore[method-assign]
+    monkeypatch.setattr(h.pipeline, "run", flaky)
     (res,) = await processor.process([h.record(h.closed("c1"))])
     assert res.outcome == "done"
     assert sleep.waits == expected
@@ -107,20 +111,13 @@ async def test_a_row_failing_with_an_unknown_error_waits_doubling(
     assert sleep.waits == pytest.approx(expected, rel=1e-12)
 
 
-class FailingExpiries:
+def failing_expiries(attempts: Sequence[int], now: datetime) -> InMemoryExpiries:
     """Due expiries whose provider is not configured: each sweep fails them all."""
-
-    def __init__(self, attempts: Sequence[int]) -> None:
-        scope = ProviderScope("t", "u", "a")
-        self.items = [PendingExpiry("c", i, scope, "gone", "fact", ["m"], "", a)
-                      for i, a in enumerate(attempts)]
-        self.next_at: list[datetime] = []
-
-    async def due(self, now: datetime) -> list[PendingExpiry]:
-        return self.items
-
-    async def failed(self, item: PendingExpiry, error: str, next_at: datetime) -> None:
-        self.next_at.append(next_at)
+    store = InMemoryExpiries()
+    scope = ProviderScope("t", "u", "a")
+    for i, a in enumerate(attempts):
+        store.add(PendingExpiry("c", i, scope, "gone", "fact", ["m"], "", a), now)
+    return store
 
 
 @pytest.mark.parametrize(("initial_s", "max_s", "expected"), [
@@ -131,12 +128,12 @@ class FailingExpiries:
 async def test_failed_expiries_are_tried_again_doubling(
     initial_s: float, max_s: float, expected: list[float],
 ) -> None:
-    store = FailingExpiries(range(1, 8))
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    sweeper = ExpirySweeper(store, ProviderRegistry({}),  # type: ignore[arg-type]
+    store = failing_expiries(range(1, 8), now)
+    sweeper = ExpirySweeper(store, ProviderRegistry({}),
                             initial_s=initial_s, max_s=max_s, clock=now.timestamp)
     assert await sweeper.sweep() == (0, 7)
-    assert store.next_at == [now + timedelta(seconds=s) for s in expected]
+    assert [a.next_at for a in store.attempts] == [now + timedelta(seconds=s) for s in expected]
 
 
 @pytest.mark.parametrize(("policy", "bases"), [

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.schema import consolidation as cs
 from streams.adapters.db.schema.conversation import conversation_summary
-from streams.adapters.http.client import ProviderTimeout, ProviderUnavailable
+from streams.memory.provider import ProviderTimeout, ProviderUnavailable
 from streams.memory.registry import ProviderNotConfigured
 from streams.metrics import JUDGE_FALLBACKS
 from tests.agents.consolidation_harness import T0, Harness
@@ -37,8 +37,8 @@ async def test_a_session_end_writes_facts_and_episodes_once(h: Harness) -> None:
     assert sorted(h.provider.contents("episode")) == [
         "Assistant: Berlin is lovely. Lesson learned: ask for the city before suggesting trails.",
         "User: Hi! I live in Berlin. I love hiking."]
-    agent_cube = [r["cube"] for r in h.provider.memories.values()
-                  if r["memory"].content.startswith("ask for")]
+    agent_cube = [r.cube for r in h.provider.memories.values()
+                  if r.memory.content.startswith("ask for")]
     assert agent_cube == ["agent_a1"]
     assert (await h.run_row("t1/c1#1")).status == "done"
 
@@ -72,7 +72,7 @@ async def test_a_session_end_takes_its_session_only_when_the_next_is_stored_alre
 async def test_episodes_keep_the_message_time_and_event_id(h: Harness) -> None:
     ids = await h.say("c1", [("user", "We met at the lake.")], name="Caroline")
     await h.pipeline.run(h.closed("c1"))
-    (ep,) = [r["memory"] for r in h.provider.memories.values() if r["memory"].kind == "episode"]
+    (ep,) = [r.memory for r in h.provider.memories.values() if r.memory.kind == "episode"]
     assert ep.content == "Caroline: We met at the lake."
     assert ep.source_event_ids == (ids[0],)
     assert ep.event_time is not None and ep.event_time.isoformat().startswith("2026-11-30T08:00")
@@ -116,10 +116,10 @@ async def test_a_newer_contradicting_fact_supersedes_and_history_stays(h: Harnes
     out = await h.pipeline.run(h.closed("c1", 2))
     assert out.stats is not None and out.stats.expired == 1
     old = next(r for r in h.provider.memories.values()
-               if r["memory"].content == "I live in Berlin.")
+               if r.memory.content == "I live in Berlin.")
     new_id = next(k for k, r in h.provider.memories.items()
-                  if r["memory"].content == "I live in Paris now.")
-    assert old["valid"] is False and old["superseded_by"] == new_id
+                  if r.memory.content == "I live in Paris now.")
+    assert old.valid is False and old.superseded_by == new_id
     assert "I live in Berlin." not in h.provider.valid("fact")
     rows = await h.runs.candidates("t1/c1#2")
     facts = [(r.action, r.expired) for r in rows if r.candidate.kind == "fact"]
@@ -189,7 +189,7 @@ async def test_one_conflict_call_per_cube_batch_and_only_with_stored_memories(h:
     await h2.say("c6", [("user", "I live in Berlin and I like tea.")])
     await h2.pipeline.run(h2.closed("c6"))
     assert model.purposes() == ["judge"]
-    old = {r["memory"].content: k for k, r in h2.provider.memories.items()}
+    old = {r.memory.content: k for k, r in h2.provider.memories.items()}
     model.answers = [
         json.dumps([{"content": "I live in Paris.", "source": 1},
                     {"content": "I like green tea.", "source": 1, "type": "preference"}]),
@@ -259,7 +259,7 @@ async def test_each_fact_goes_to_the_user_who_said_it_not_to_the_closer(h: Harne
     await h.say("g1", [("assistant", "Noted, both of you.")], user="bob")
     out = await h.pipeline.run(h.closed("g1", user="system-closer"))
     assert out.outcome == "done"
-    owners = {(r["memory"].content, r["cube"], r["scope"].user_id)
+    owners = {(r.memory.content, r.cube, r.scope.user_id)
               for r in h.provider.memories.values()}
     assert ("I live in Berlin.", "user_profile", "alice") in owners
     assert ("I love sailing.", "user_profile", "bob") in owners
@@ -276,9 +276,9 @@ async def test_a_correction_supersedes_only_within_the_speakers_profile(h: Harne
     await h.pipeline.run(h.closed("g2", user="alice"))
     await h.say("g2", [("user", "Actually I live in Lisbon now.")], user="bob")
     await h.pipeline.run(h.closed("g2", 2, user="alice"))
-    valid = {(r["memory"].content, r["scope"].user_id)
+    valid = {(r.memory.content, r.scope.user_id)
              for r in h.provider.memories.values()
-             if r["valid"] and r["memory"].kind == "fact"}
+             if r.valid and r.memory.kind == "fact"}
     assert ("I live in Porto.", "alice") in valid
     assert ("I live in Porto.", "bob") not in valid
     assert ("I live in Lisbon now.", "bob") in valid

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.kafka.dead_letters import source_of
 from streams.consolidation.failures import attempt_of, due_at
+from streams.consolidation.pipeline import Outcome
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import (
@@ -21,6 +22,7 @@ from streams.wire.headers import (
     ORIGIN_TOPIC,
     header,
 )
+from streams.wire.records import SessionClosed
 from tests.agents.consolidation_harness import Harness
 
 
@@ -80,39 +82,40 @@ async def test_undecodable_events_are_dead_lettered(engine: AsyncEngine) -> None
     assert header(h.publisher.on("dlq")[0].headers, "memstream.error.reason") == b"undecodable"
 
 
-async def test_a_database_outage_is_waited_out_in_place(engine: AsyncEngine) -> None:
+async def test_a_database_outage_is_waited_out_in_place(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness(engine)
     await h.say("c1", [("user", "I live in Rome.")])
     real = h.pipeline.run
     failures = [OperationalError("SELECT 1", {}, Exception("gone away"))] * 3
 
-    async def flaky(closed: object) -> object:
+    async def flaky(closed: SessionClosed) -> Outcome:
         if failures:
             raise failures.pop()
-        return await real(closed)  # type: ignore[arg-type]
+        return await real(closed)
 
-    h.pipeline.run = flaky  # type: ignore[method-assign]
+    monkeypatch.setattr(h.pipeline, "run", flaky)
     (res,) = await h.processor.process([h.record(h.closed("c1"))])
     assert res.outcome == "done" and h.publisher.sent == []
 
 
-async def test_one_conversation_in_order_others_concurrently(engine: AsyncEngine) -> None:
+async def test_one_conversation_in_order_others_concurrently(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness(engine)
     order: list[str] = []
     running = 0
     peak = 0
 
-    async def fake_run(closed: object) -> object:
+    async def fake_run(closed: SessionClosed) -> Outcome:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
         await asyncio.sleep(0.02)
-        order.append(closed.closed_id)  # type: ignore[attr-defined]
+        order.append(closed.closed_id)
         running -= 1
-        from streams.consolidation.pipeline import Outcome
         return Outcome("done", "mysql")
 
-    h.pipeline.run = fake_run  # type: ignore[method-assign,assignment]
+    monkeypatch.setattr(h.pipeline, "run", fake_run)
     recs = [h.record(h.closed(c, n)) for n in (1, 2, 3) for c in ("a", "b", "c")]
     await h.processor.process(recs)
     for c in "abc":
@@ -120,29 +123,29 @@ async def test_one_conversation_in_order_others_concurrently(engine: AsyncEngine
     assert peak == 3
 
 
-async def test_the_in_flight_gauge_counts_running_consolidations(engine: AsyncEngine) -> None:
-    from streams.consolidation.pipeline import Outcome
+async def test_the_in_flight_gauge_counts_running_consolidations(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     from streams.metrics import CONSOLIDATIONS_IN_FLIGHT
 
     h = Harness(engine)
     release, both = asyncio.Event(), asyncio.Event()
     started = 0
 
-    async def blocked_run(closed: object) -> object:
+    async def blocked_run(closed: SessionClosed) -> Outcome:
         nonlocal started
         started += 1
         if started == 2:
             both.set()
         await release.wait()
-        if closed.closed_id == "t1/b#1":  # type: ignore[attr-defined]
+        if closed.closed_id == "t1/b#1":
             raise RuntimeError("a failure still leaves the gauge")
         return Outcome("done", "mysql")
 
     def in_flight() -> float:
-        return CONSOLIDATIONS_IN_FLIGHT._value.get()
+        return float(CONSOLIDATIONS_IN_FLIGHT._value.get())
 
     before = in_flight()
-    h.pipeline.run = blocked_run  # type: ignore[method-assign,assignment]
+    monkeypatch.setattr(h.pipeline, "run", blocked_run)
     task = asyncio.create_task(h.processor.process([h.record(h.closed(c)) for c in "ab"]))
     await asyncio.wait_for(both.wait(), 5)
     assert in_flight() == before + 2

@@ -4,6 +4,7 @@ however much small talk the cube holds, and a related statement replaces nothing
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ SMALL_TALK = [("user", "That works for me."), ("assistant", "Does that work for 
 
 
 @pytest.fixture
-async def stack(tmp_path: Path):  # type: ignore[no-untyped-def]
+async def stack(tmp_path: Path) -> AsyncIterator[BuiltinStack]:
     async with builtin_stack(tmp_path) as s:
         yield s
 

@@ -15,10 +15,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.messages import MessageStore, message_row
-from streams.adapters.http.openai_compat import ChatResult
+from streams.adapters.db.summaries import SummaryRows
 from streams.consolidation.summarizer import Summarizer
 from streams.memory.model import USER_CUBE, MemoryCandidate
-from streams.memory.provider import Scope
+from streams.memory.provider import ChatResult, Scope
 from streams.tokens import TokenCounter
 from streams.wire.envelope import SourceRecord
 from streams.wire.erasure import ErasureReceipt
@@ -74,7 +74,7 @@ async def test_a_summary_made_while_its_messages_are_erased_is_not_kept(
         return "The user said things."
 
     cache = FakeCache()
-    summarizer = Summarizer(engine, cache, TokenCounter())  # type: ignore[arg-type]
+    summarizer = Summarizer(SummaryRows(engine), cache, TokenCounter())  # type: ignore[arg-type]
     model = FakeChatModel()
     model.complete = lambda messages, **kw: _answer(slow, messages)  # type: ignore[method-assign]
     task = asyncio.ensure_future(summarizer.maybe_summarize("t1", "c1", model))

@@ -24,11 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.cube_lock import lock_name
 from streams.adapters.db.messages import message_row
-from streams.adapters.http.client import ProviderUnavailable
 from streams.consolidation.pipeline import Outcome
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.model import USER_CUBE, agent_cube, cube_key
-from streams.memory.provider import Scope, SearchRequest
+from streams.memory.provider import ProviderUnavailable, Scope, SearchRequest
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.settings import DatabaseSettings, IngestSettings, Settings
 from streams.wire.envelope import SourceRecord

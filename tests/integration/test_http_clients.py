@@ -16,11 +16,13 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from streams.adapters.http.client import ProviderBadAnswer, RetryPolicy, send_json, with_retries
-from streams.adapters.http.openai_compat import ChatModel, EmptyModelAnswer, OpenAIEmbedder
+from streams.adapters.http.client import RetryPolicy, send_json, with_retries
+from streams.adapters.http.openai_compat import ChatModel, OpenAIEmbedder
 from streams.memory.model import MemoryCandidate, readable_cubes
 from streams.memory.provider import (
+    EmptyModelAnswer,
     PermanentProviderError,
+    ProviderBadAnswer,
     RetryableProviderError,
     Scope,
     SearchRequest,

@@ -10,6 +10,7 @@ from itertools import islice
 
 import pytest
 
+from streams.adapters.db.errors import is_transient
 from streams.adapters.http.client import DEFAULT_RETRY, RetryPolicy
 from streams.backoff import Backoff, forever
 from streams.consolidation.failures import FailureRouter
@@ -109,7 +110,8 @@ def test_provider_retry_waits(policy: RetryPolicy, rng: float, expected: list[fl
 
 def _router(initial_s: float, max_s: float, rng: float) -> FailureRouter:
     return FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
-                       max_attempts=5, initial_s=initial_s, max_s=max_s, rng=fixed(rng))
+                         max_attempts=5, initial_s=initial_s, max_s=max_s,
+                         is_transient=is_transient, rng=fixed(rng))
 
 
 @pytest.mark.parametrize(("initial_s", "max_s", "rng", "expected"), [

@@ -162,6 +162,12 @@ def classify_db_error(exc: BaseException) -> DbError:
     return DbError(_by_class(driver, exc, coded=True), name, code)
 
 
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``transient`` database error: the database fails every
+    write now (what consolidation waits out in place)."""
+    return classify_db_error(exc).kind is DbErrorKind.TRANSIENT
+
+
 def _by_class(*errors: BaseException, coded: bool) -> DbErrorKind:
     """By PEP 249 class, the driver's first. PyMySQL raises OperationalError for
     every error number it does not map, so next to an unlisted code that class

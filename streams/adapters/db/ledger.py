@@ -4,10 +4,11 @@ A message is identified by a content hash: tenant, conversation, role, speaker,
 ``created_at`` and text (:func:`message_hash`). The same message published
 twice under two event ids is one message; a user saying "yes" twice is two.
 
-:meth:`LedgerStore.claim` runs inside the caller's transaction, before the
-judge. It locks the conversation's progress row (``SELECT ... FOR UPDATE``, so
-two claims of one conversation never interleave, even across workers), reads
-the messages stamped with the closing session's number (every message is
+:meth:`LedgerStore.claim_run` claims a closing event's messages and creates its
+run (:mod:`streams.adapters.db.runs`) in one transaction, before the judge.
+:meth:`LedgerStore.claim`, inside it, locks the conversation's progress row
+(``SELECT ... FOR UPDATE``, so two claims of one conversation never interleave,
+even across workers), reads the messages stamped with the closing session's number (every message is
 stamped at ingest with the session it belongs to, so a session takes exactly
 its own messages, whenever they were stored), and records the hashes not yet
 in the ledger under the claiming ``closed_id``. Messages stored before
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +36,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.engine import insert_ignoring_duplicates
+from streams.adapters.db.runs import run_values
 from streams.adapters.db.schema.consolidation import (
     consolidation_ledger,
     consolidation_progress,
@@ -42,26 +44,9 @@ from streams.adapters.db.schema.consolidation import (
 )
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.clock import aware_utc, naive_utc
-from streams.memory.model import SourceMessage
+from streams.consolidation.model import Run, SessionMessage
 
 _IN_CHUNK = 500
-
-
-@dataclass(frozen=True)
-class SessionMessage:
-    """A stored chat message as consolidation reads it."""
-
-    id: int
-    event_id: str
-    role: str
-    content: str
-    created_at: datetime  # aware, UTC
-    name: str | None = None
-    user_id: str = ""
-
-    def source(self, *, new: bool) -> SourceMessage:
-        return SourceMessage(self.event_id, self.role, self.content, self.created_at,
-                             self.name, new)
 
 
 def message_hash(tenant_id: str, conversation_id: str, role: str, name: str | None,
@@ -82,12 +67,29 @@ MESSAGE_COLUMNS = (_m.id, _m.event_id, _m.role, _m.name, _m.content, _m.created_
 
 
 class LedgerStore:
+    """The live ledger (the ``Ledger`` port of :mod:`streams.consolidation.ports`)."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._progress_row = insert_ignoring_duplicates(
             engine, consolidation_progress, ["tenant_id", "conversation_id"])
         self._ledger_row = insert_ignoring_duplicates(
             engine, consolidation_ledger, ["tenant_id", "message_hash"])
+        self._run_row = insert_ignoring_duplicates(engine, consolidation_run, ["closed_id"])
+
+    async def claim_run(self, run: Run, *, session_seq: int, bound: datetime, limit: int,
+                        now: datetime, until_event_id: str | None = None,
+                        late_since: datetime | None = None) -> None:
+        """Claim the closing event's messages (:meth:`claim`; ``now`` aware, the
+        others naive UTC) and create ``run`` with the number claimed, in one
+        transaction; a run that exists already is kept as it is."""
+        async with self.engine.begin() as conn:
+            claimed = await self.claim(
+                conn, tenant_id=run.tenant_id, conversation_id=run.conversation_id,
+                closed_id=run.closed_id, session_seq=session_seq, bound=bound, limit=limit,
+                late_since=late_since, now=naive_utc(now), until_event_id=until_event_id)
+            await conn.execute(self._run_row, run_values(replace(run, message_count=claimed),
+                                                         now))
 
     async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
                     closed_id: str, session_seq: int, bound: datetime, limit: int,

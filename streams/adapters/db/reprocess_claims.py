@@ -17,12 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from streams.adapters.db.ledger import (
     MESSAGE_COLUMNS,
     LedgerStore,
-    SessionMessage,
     message_hash,
     session_message,
 )
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.schema.reprocess import reprocess_message
+from streams.consolidation.model import SessionMessage
 
 _m = conversation_message.c
 

@@ -3,7 +3,7 @@
 A job is planned once, in one transaction: its row, its sessions, the messages
 each holds and the memories it replaces (:mod:`streams.adapters.db.schema.reprocess`).
 A tenant has at most one unfinished job (a unique ``active`` column: creating
-a second raises :class:`JobConflict`). A session is done when its run
+a second raises :class:`~streams.consolidation.model.JobConflict`). A session is done when its run
 (``consolidation_run`` with the session's ``closed_id``) is done.
 
 What a job replaces is fixed when it is planned: the memories of
@@ -19,7 +19,6 @@ The runs of a job read their messages through
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +26,7 @@ from sqlalchemy import and_, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from streams.adapters.db.ledger import MESSAGE_COLUMNS, SessionMessage, session_message
+from streams.adapters.db.ledger import MESSAGE_COLUMNS, session_message
 from streams.adapters.db.reprocess_claims import distinct_messages
 from streams.adapters.db.schema.consolidation import (
     consolidation_progress,
@@ -42,6 +41,14 @@ from streams.adapters.db.schema.reprocess import (
     reprocess_session,
 )
 from streams.clock import aware_utc, naive_utc
+from streams.consolidation.model import (
+    Counts,
+    Job,
+    JobConflict,
+    JobSession,
+    Retiring,
+    SessionMessage,
+)
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
 from streams.memory.model import USER_CUBE
 
@@ -50,68 +57,9 @@ _j, _r, _x = reprocess_job.c, consolidation_run.c, reprocess_retire.c
 FINISHED = ("done", "abandoned")
 
 
-class JobConflict(Exception):
-    """The tenant has an unfinished job of another request."""
-
-    def __init__(self, job: Job) -> None:
-        super().__init__(f"job {job.job_id} ({job.describe()}) is unfinished for tenant "
-                         f"{job.tenant_id!r}")
-        self.job = job
-
-
-@dataclass(frozen=True)
-class Job:
-    job_id: str
-    tenant_id: str
-    user_id: str | None
-    since: datetime | None  # aware
-    status: str  # planned, retiring, done, abandoned
-    sessions: int
-    retired: int
-
-    def describe(self) -> str:
-        parts = [f"--tenant {self.tenant_id}"]
-        if self.user_id is not None:
-            parts.append(f"--user {self.user_id}")
-        if self.since is not None:
-            parts.append(f"--since {self.since.isoformat()}")
-        return " ".join(parts)
-
-
-@dataclass(frozen=True)
-class JobSession:
-    closed_id: str
-    conversation_id: str
-    user_id: str
-    agent_id: str
-    seq: int
-    last_at: datetime  # aware
-    message_count: int
-    done: bool
-
-
-@dataclass(frozen=True)
-class Retiring:
-    """A memory a job replaces."""
-
-    provider: str
-    memory_id: str
-    cube: str
-    user_id: str
-    agent_id: str
-
-
-@dataclass(frozen=True)
-class Counts:
-    written: int  # memories the job stored under new ids
-    kept: int  # memories it replaces that it wrote again under their own id
-
-
-def session_closed_id(job_id: str, tenant_id: str, conversation_id: str, label: str) -> str:
-    return f"{job_id}:{tenant_id}/{conversation_id}#{label}"
-
-
 class ReprocessStore:
+    """The jobs (the ``ReprocessJobs`` port of :mod:`streams.consolidation.ports`)."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 

@@ -24,14 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from sqlalchemy import and_, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from streams.adapters.db.engine import insert_ignoring_duplicates, upsert
+from streams.adapters.db.engine import upsert
 from streams.adapters.db.schema.consolidation import (
     consolidation_candidate,
     consolidation_run,
@@ -39,79 +38,34 @@ from streams.adapters.db.schema.consolidation import (
 )
 from streams.adapters.db.schema.memory import role_and_span, span_of
 from streams.clock import aware_utc, naive_utc
-from streams.consolidation.rules.conflicts import Action
+from streams.consolidation.model import (
+    EPISODE_DECIDER,
+    CandidateRow,
+    Origin,
+    PlannedCandidate,
+    Retired,
+    Run,
+)
 from streams.memory.model import MemoryCandidate, MemoryType, ScopeKind
 
-Status = Literal["claimed", "judged", "done"]
-EPISODE_DECIDER = "episode"
+
+def run_values(run: Run, now: datetime) -> dict[str, Any]:
+    """The ``consolidation_run`` row of a run just claimed."""
+    return {"closed_id": run.closed_id, "tenant_id": run.tenant_id,
+            "conversation_id": run.conversation_id, "user_id": run.user_id,
+            "agent_id": run.agent_id, "provider": run.provider, "long_memory": run.long_memory,
+            "status": "claimed", "judge": None, "message_count": run.message_count,
+            "candidate_count": 0, "created_at": naive_utc(now), "updated_at": naive_utc(now)}
 
 
-@dataclass(frozen=True)
-class Run:
-    closed_id: str
-    tenant_id: str
-    conversation_id: str
-    user_id: str
-    agent_id: str
-    provider: str
-    long_memory: bool
-    status: Status = "claimed"
-    judge: str | None = None
-    message_count: int = 0
-    candidate_count: int = 0
-
-
-@dataclass(frozen=True)
-class PlannedCandidate:
-    """A candidate bound for ``cube``; episodes come pre-decided (``store``)."""
-
-    cube: str
-    candidate: MemoryCandidate
-    episode: bool = False
-    user_id: str | None = None  # whose memory it is; None: the run's user
-
-
-@dataclass(frozen=True)
-class CandidateRow:
-    seq: int
-    cube: str
-    candidate: MemoryCandidate
-    action: Action | None = None
-    expire_ids: tuple[str, ...] = ()
-    decider: str | None = None
-    write_started: bool = False
-    memory_id: str | None = None
-    expired: bool = False
-    user_id: str | None = None  # None (rows of earlier versions): the run's user
-
-    def owner(self, run: Run) -> str:
-        return self.user_id or run.user_id
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a written memory came from (a ``memory_origin`` row)."""
-
-    run: Run
-    row: CandidateRow
-    memory_id: str
-
-    def values(self, now: datetime) -> dict[str, Any]:
-        r = self.run
-        return {"tenant_id": r.tenant_id, "provider": r.provider, "memory_id": self.memory_id,
-                "cube": self.row.cube, "user_id": self.row.owner(r), "agent_id": r.agent_id,
-                "conversation_id": r.conversation_id, "closed_id": r.closed_id,
-                "event_time": naive_utc(self.row.candidate.event_time),
-                "written_at": naive_utc(now), "retired_at": None}
-
-
-@dataclass(frozen=True)
-class Retired:
-    """Memories a provider no longer holds as valid (expired or superseded)."""
-
-    tenant_id: str
-    provider: str
-    memory_ids: tuple[str, ...]
+def origin_values(origin: Origin, now: datetime) -> dict[str, Any]:
+    """The ``memory_origin`` row of a written memory."""
+    r, row = origin.run, origin.row
+    return {"tenant_id": r.tenant_id, "provider": r.provider, "memory_id": origin.memory_id,
+            "cube": row.cube, "user_id": row.owner(r), "agent_id": r.agent_id,
+            "conversation_id": r.conversation_id, "closed_id": r.closed_id,
+            "event_time": naive_utc(row.candidate.event_time),
+            "written_at": naive_utc(now), "retired_at": None}
 
 
 def candidate_hash(cube: str, cand: MemoryCandidate) -> str:
@@ -136,9 +90,11 @@ def _row_to_candidate(r: Any) -> CandidateRow:
 
 
 class RunStore:
+    """The runs and their candidates (the ``Runs`` port of :mod:`streams.consolidation.ports`);
+    a run is created with its claim (:meth:`.ledger.LedgerStore.claim_run`)."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._insert_run = insert_ignoring_duplicates(engine, consolidation_run, ["closed_id"])
         # a memory written again (the built-in provider returns the row it holds
         # for the same text and sources) now comes from the run that wrote it last
         self._origin = upsert(engine, memory_origin, ["tenant_id", "provider", "memory_id"],
@@ -155,15 +111,6 @@ class RunStore:
         return Run(row.closed_id, row.tenant_id, row.conversation_id, row.user_id, row.agent_id,
                    row.provider, bool(row.long_memory), row.status, row.judge,
                    int(row.message_count), int(row.candidate_count))
-
-    async def create(self, conn: AsyncConnection, run: Run, now: datetime) -> None:
-        """Insert the run (in the claim's transaction); an existing run is kept."""
-        await conn.execute(self._insert_run, {
-            "closed_id": run.closed_id, "tenant_id": run.tenant_id,
-            "conversation_id": run.conversation_id, "user_id": run.user_id,
-            "agent_id": run.agent_id, "provider": run.provider, "long_memory": run.long_memory,
-            "status": "claimed", "judge": None, "message_count": run.message_count,
-            "candidate_count": 0, "created_at": naive_utc(now), "updated_at": naive_utc(now)})
 
     async def save_judgement(self, closed_id: str, judge: str,
                              planned: Sequence[PlannedCandidate], now: datetime) -> bool:
@@ -277,24 +224,25 @@ class RunStore:
         async with self.engine.begin() as conn:
             result = await conn.execute(stmt, params)
             if origins:
-                await conn.execute(self._origin, [o.values(now) for o in origins])
+                await conn.execute(self._origin, [origin_values(o, now) for o in origins])
         return int(result.rowcount or 0)
 
     async def mark_expired(self, closed_id: str, seq: int, now: datetime,
-                           conn: AsyncConnection | None = None,
                            retired: Retired | None = None) -> None:
-        """The row's superseded memories are expired (or handed to the sweeper);
-        ``retired``: they are gone from the provider, their origins say so."""
+        """The row's superseded memories are expired; ``retired``: they are gone from
+        the provider, their origins say so."""
+        async with self.engine.begin() as conn:
+            await self.mark_expired_in(conn, closed_id, seq, now, retired)
+
+    @staticmethod
+    async def mark_expired_in(conn: AsyncConnection, closed_id: str, seq: int, now: datetime,
+                              retired: Retired | None = None) -> None:
+        """:meth:`mark_expired` in ``conn``'s transaction (the expiry handed to the
+        sweeper is recorded in the same one)."""
         c = consolidation_candidate.c
-        stmt = update(consolidation_candidate).where(
-            c.closed_id == closed_id, c.seq == seq).values(expired_at=naive_utc(now))
-        if conn is None:
-            async with self.engine.begin() as own:
-                await own.execute(stmt)
-                await self.retire_origins(own, retired, now)
-            return
-        await conn.execute(stmt)
-        await self.retire_origins(conn, retired, now)
+        await conn.execute(update(consolidation_candidate).where(
+            c.closed_id == closed_id, c.seq == seq).values(expired_at=naive_utc(now)))
+        await RunStore.retire_origins(conn, retired, now)
 
     @staticmethod
     async def retire_origins(conn: AsyncConnection, retired: Retired | None,

@@ -40,41 +40,19 @@ import httpx
 
 from streams.backoff import Backoff
 from streams.clock import aware_utc
-from streams.memory.provider import PermanentProviderError, ProviderError, RetryableProviderError
+from streams.memory.provider import (
+    ProviderBadAnswer,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderRequestRejected,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RetryableProviderError,
+)
 from streams.metrics import PROVIDER_CALLS, PROVIDER_FAILURES, PROVIDER_LATENCY
 
 T = TypeVar("T")
 _BODY_EXCERPT = 300
-
-
-class _HTTPDetails(ProviderError):
-    """Carries the HTTP status and a server-requested retry delay when known."""
-
-    def __init__(self, message: str, *, provider: str = "", operation: str = "",
-                 status: int | None = None, retry_after_s: float | None = None) -> None:
-        super().__init__(message, provider=provider, operation=operation)
-        self.status = status
-        self.retry_after_s = retry_after_s
-
-
-class ProviderTimeout(_HTTPDetails, RetryableProviderError):
-    """The call did not complete within its timeout."""
-
-
-class ProviderUnavailable(_HTTPDetails, RetryableProviderError):
-    """Connection failure, HTTP 5xx, or a body code meaning server failure/overload."""
-
-
-class ProviderRateLimited(_HTTPDetails, RetryableProviderError):
-    """HTTP 429 (or a body code meaning the same)."""
-
-
-class ProviderRequestRejected(_HTTPDetails, PermanentProviderError):
-    """HTTP 4xx other than 429, or a body code meaning the request is wrong."""
-
-
-class ProviderBadAnswer(_HTTPDetails, PermanentProviderError):
-    """The server answered 2xx with something that is not the documented shape."""
 
 
 @dataclass(frozen=True)

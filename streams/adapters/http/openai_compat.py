@@ -22,36 +22,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from streams.adapters.http.client import (
     DEFAULT_RETRY,
-    ProviderRequestRejected,
     RetryPolicy,
     auth_headers,
     bad_answer,
     send_json,
     with_retries,
 )
-from streams.memory.provider import PermanentProviderError, ProviderError
+from streams.memory.provider import (
+    ChatResult,
+    EmptyModelAnswer,
+    ProviderError,
+    ProviderRequestRejected,
+)
 from streams.metrics import MODEL_TOKENS
 
 log = logging.getLogger(__name__)
 PROVIDER = "openai_compat"
-
-
-class EmptyModelAnswer(PermanentProviderError):
-    """The model answered without any content (no choices, or empty content)."""
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
 
 
 def _classify(operation: str, response: httpx.Response) -> ProviderError | None:
@@ -91,7 +83,8 @@ def _obj(value: Any) -> dict[str, Any]:
 
 
 class ChatModel:
-    """A chat-completions model; ``complete`` returns the first choice's text."""
+    """A chat-completions model (a :class:`~streams.memory.provider.ChatCompleter`);
+    ``complete`` returns the first choice's text."""
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, *,
                  api_key: str | None = None, timeout_s: float = 30.0,

@@ -51,8 +51,6 @@ import httpx
 
 from streams.adapters.http.client import (
     DEFAULT_RETRY,
-    ProviderRequestRejected,
-    ProviderUnavailable,
     RetryPolicy,
     bad_answer,
     keyword_match,
@@ -68,7 +66,14 @@ from streams.memory.model import (
     StoredMemory,
     by_score,
 )
-from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
+from streams.memory.provider import (
+    ProviderError,
+    ProviderRequestRejected,
+    ProviderUnavailable,
+    Scope,
+    SearchRequest,
+    WriteResult,
+)
 from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked_per_cube
 
 log = logging.getLogger(__name__)

@@ -83,9 +83,6 @@ import httpx
 
 from streams.adapters.http.client import (
     DEFAULT_RETRY,
-    ProviderRateLimited,
-    ProviderRequestRejected,
-    ProviderUnavailable,
     RetryPolicy,
     auth_headers,
     bad_answer,
@@ -101,7 +98,15 @@ from streams.memory.model import (
     MemoryType,
     StoredMemory,
 )
-from streams.memory.provider import ProviderError, Scope, SearchRequest, WriteResult
+from streams.memory.provider import (
+    ProviderError,
+    ProviderRateLimited,
+    ProviderRequestRejected,
+    ProviderUnavailable,
+    Scope,
+    SearchRequest,
+    WriteResult,
+)
 from streams.memory.rules.mmr import Scored, mmr
 from streams.memory.rules.relative import LEXICAL_WEIGHT, reranked_per_cube
 

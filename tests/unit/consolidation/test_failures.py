@@ -1,5 +1,6 @@
-"""Retry records carry their attempt and due time in headers: any bytes there are
-read without raising, and database errors are waited out only when transient."""
+"""How a failed closing event is classified and routed: retry records carry their
+attempt and due time in headers, any bytes there are read without raising, and
+database errors are waited out only when transient."""
 
 from __future__ import annotations
 
@@ -8,8 +9,13 @@ from datetime import UTC, datetime
 import pymysql.err as my
 import pytest
 from sqlalchemy import exc as sa
+from sqlalchemy.exc import IntegrityError, OperationalError
 
+from streams.adapters.db.errors import is_transient
 from streams.consolidation.failures import FailureRouter, attempt_of, classify, due_at
+from streams.memory.cube_locks import CubeLockLost, CubeLockTimeout
+from streams.memory.provider import ProviderRateLimited, ProviderRequestRejected, ProviderTimeout
+from streams.memory.registry import ProviderNotConfigured
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import ATTEMPT, NEXT_ATTEMPT_AT, header
 
@@ -75,12 +81,12 @@ def test_due_header(raw: bytes | None, due: float) -> None:
     ],
 )
 def test_only_transient_database_errors_are_waited_out(exc: Exception, kind: str) -> None:
-    assert classify(exc).kind == kind
+    assert classify(exc, is_transient).kind == kind
 
 
 def test_an_unusable_retry_record_is_dead_lettered_as_the_closing_event() -> None:
     router = FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
-                         max_attempts=3, initial_s=1.0, max_s=2.0)
+                         max_attempts=3, initial_s=1.0, max_s=2.0, is_transient=is_transient)
     r = SourceRecord("retry", 1, 9, b"k", b"\xff", [
         (ATTEMPT, b"2"), ("memstream.origin.partition", b"3"),
         ("memstream.origin.offset", b"41"), ("trace", b"t")])
@@ -94,9 +100,68 @@ def test_an_unusable_retry_record_is_dead_lettered_as_the_closing_event() -> Non
 
 def test_a_retry_record_naming_no_origin_is_dead_lettered_as_it_was_read() -> None:
     router = FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
-                         max_attempts=3, initial_s=1.0, max_s=2.0)
+                         max_attempts=3, initial_s=1.0, max_s=2.0, is_transient=is_transient)
     r = SourceRecord("retry", 2, 17, b"k", b"garbage", [(ATTEMPT, b"x")])
     out = router.reject(r, "undecodable", "JSONDecodeError", "value is not JSON")
     assert header(out.headers, "memstream.source.topic") == b"retry"
     assert header(out.headers, "memstream.source.partition") == b"2"
     assert header(out.headers, "memstream.source.offset") == b"17"
+
+
+@pytest.mark.parametrize(("exc", "kind", "reason"), [
+    (OperationalError("x", {}, Exception("gone")), "infrastructure", "database_unavailable"),
+    (ConnectionRefusedError(), "infrastructure", "database_unavailable"),
+    (ProviderTimeout("t"), "retry", "provider_timeout"),
+    (ProviderRateLimited("r"), "retry", "provider_rate_limited"),
+    (ProviderRequestRejected("bad"), "dead", "provider_rejected"),
+    (ProviderNotConfigured("memos"), "dead", "provider_not_configured"),
+    (IntegrityError("x", {}, Exception("dup")), "retry", "internal_error"),
+    (ValueError("bug"), "retry", "internal_error"),
+    (CubeLockTimeout("busy"), "infrastructure", "cube_lock_timeout"),
+    (CubeLockLost("gone"), "infrastructure", "cube_lock_lost"),
+])
+def test_failures_are_classified(exc: Exception, kind: str, reason: str) -> None:
+    f = classify(exc, is_transient)
+    assert (f.kind, f.reason) == (kind, reason)
+
+
+def _router(rng: float = 1.0) -> FailureRouter:
+    return FailureRouter(source_topic="closed", retry_topic="retry", dlq_topic="dlq",
+                         max_attempts=4, initial_s=10.0, max_s=30.0, is_transient=is_transient,
+                         clock=lambda: 1000.0, rng=lambda: rng)
+
+
+def test_backoff_doubles_is_capped_and_jittered_in_the_upper_half() -> None:
+    r = _router()
+    assert [r.delay(n) for n in (1, 2, 3, 4)] == [10.0, 20.0, 30.0, 30.0]
+    assert _router(0.0).delay(2) == 10.0
+
+
+def test_retry_records_keep_key_value_and_foreign_headers() -> None:
+    rec = SourceRecord("closed", 3, 17, b"c1", b"{}", [("traceparent", b"00-ab")])
+    out = _router().route(rec, _router().classify(ProviderTimeout("slow")))
+    assert (out.topic, out.key, out.value) == ("retry", b"c1", b"{}")
+    assert header(out.headers, "traceparent") == b"00-ab"
+    again = SourceRecord("retry", 0, 5, out.key, out.value, out.headers)
+    assert attempt_of(again) == 2 and due_at(again) == 1010.0
+    out2 = _router().route(again, _router().classify(ProviderTimeout("slow")))
+    assert [k for k, _ in out2.headers].count(ATTEMPT) == 1
+    assert header(out2.headers, ATTEMPT) == b"3"
+    assert header(out2.headers, "memstream.origin.offset") == b"17"
+
+
+def test_the_last_attempt_is_dead_lettered_as_from_the_source_topic() -> None:
+    rec = SourceRecord("retry", 1, 9, b"c1", b"{}", [
+        (ATTEMPT, b"4"), (NEXT_ATTEMPT_AT, b"x"), ("memstream.origin.partition", b"2"),
+        ("memstream.origin.offset", b"17")])
+    out = _router().route(rec, _router().classify(ProviderTimeout("slow")))
+    assert out.topic == "dlq"
+    assert header(out.headers, "memstream.source.topic") == b"closed"
+    assert header(out.headers, "memstream.source.partition") == b"2"
+    assert header(out.headers, "memstream.source.offset") == b"17"
+    assert header(out.headers, NEXT_ATTEMPT_AT) is None
+
+
+def test_missing_or_bad_retry_headers_mean_now_and_first_attempt() -> None:
+    rec = SourceRecord("retry", 0, 0, None, None, [(ATTEMPT, b"x"), (NEXT_ATTEMPT_AT, b"?")])
+    assert attempt_of(rec) == 1 and due_at(rec) == 0.0
