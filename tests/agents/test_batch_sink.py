@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 import pytest
@@ -18,11 +19,11 @@ class Recorder:
         self.delay = delay
         self.fail_on = fail_on
 
-    async def write(self, batch: list[int]) -> None:
+    async def write(self, batch: Sequence[int]) -> None:
         if self.fail_on is not None and self.fail_on in batch:
             raise RuntimeError("disk on fire")
         await asyncio.sleep(self.delay)
-        self.written.append(batch)
+        self.written.append(list(batch))
         self.events.append(f"write{batch[0]}")
 
     async def ack(self, handles: list[int]) -> None:

@@ -42,7 +42,7 @@ class FakeRegistry:
 def fence(offset: int, *, target: str = "user", subject: str = "u1",
           chat_end: int = 3) -> SourceRecord:
     doc = ErasureFence(type="erasure_fence", seq=1, erasure_id="e-1", tenant_id="t1",
-                       target=target, subject=subject, cutoff=CUTOFF,
+                       target=target, subject=subject, cutoff=CUTOFF,  # type: ignore[arg-type]
                        chat_offsets={0: chat_end}, partition=0, issued_at=CUTOFF)
     return SourceRecord("idle", 0, offset, b"erasure:e-1", doc.model_dump_json().encode())
 

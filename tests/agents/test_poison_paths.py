@@ -179,7 +179,7 @@ class NoEngine:
     None,
 ])
 async def test_an_unreadable_query_gets_an_error_reply(value: bytes | None) -> None:
-    proc = QueryProcessor(NoEngine(), "dlq")
+    proc = QueryProcessor(NoEngine(), "dlq")  # type: ignore[arg-type]
     answer = await proc.handle(SourceRecord("queries", 0, 0, b"k", value,
                                             request_headers("replies", b"corr-1")))
     assert answer.dead_letter is None and answer.reply is not None
@@ -190,7 +190,7 @@ async def test_an_unreadable_query_gets_an_error_reply(value: bytes | None) -> N
 
 @pytest.mark.parametrize("topic", [b"bad topic", b"x" * 250, b"..", b"caf\xc3\xa9", b"a/b"])
 async def test_a_query_naming_an_illegal_reply_topic_is_dead_lettered(topic: bytes) -> None:
-    proc = QueryProcessor(NoEngine(), "dlq")
+    proc = QueryProcessor(NoEngine(), "dlq")  # type: ignore[arg-type]
     answer = await proc.handle(SourceRecord("queries", 0, 0, b"k", b"{}", [
         ("kafka_replyTopic", topic), ("kafka_correlationId", b"c")]))
     assert answer.reply is None and answer.dead_letter is not None
