@@ -1,7 +1,14 @@
-"""Ingest: chat events -> MySQL, Redis and the sessions table, a batch at a time."""
+"""Ingest: chat events -> MySQL, Redis and the sessions table, a batch at a time.
+
+The processor is the batch sink's writer: stage one stores a batch in MySQL
+(retrying until it answers); stage two (Redis, session ends) overlaps the next
+batch's stage one; the sink acknowledges a batch once both are done, while this
+loop reads on.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from streams.worker.app import app, settings
@@ -13,20 +20,9 @@ from streams.worker.topics import chat_sources
 
 @app.agent(chat_sources, name="ingest")
 async def ingest(stream: Any) -> None:
-    processor = await worker.ingest_processor()
-
-    async def ack(events: list[Any]) -> None:
-        await worker.acknowledge(stream, events)
-
-    async def write(records: list[Any]) -> Any:
-        # stage one stores the batch in MySQL (retrying until it answers); stage
-        # two (Redis, session ends) overlaps the next batch's stage one; the sink
-        # acknowledges a batch once both are done, while this loop reads on.
-        _, cache_stage = await processor.store_batch(records)
-        return cache_stage
-
     merged = max(settings.ingest.batch_size, settings.ingest.max_merged_batch)
-    sink = BatchSink(write, ack, max_batch=merged, max_pending=2 * merged, name="ingest")
+    sink = BatchSink(await worker.ingest_processor(), partial(worker.acknowledge, stream),
+                     max_batch=merged, max_pending=2 * merged, name="ingest")
     try:
         async for taken in stream.noack_take(settings.ingest.batch_size,
                                              within=settings.ingest.batch_within_s):

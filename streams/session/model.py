@@ -36,9 +36,34 @@ from typing import Any, Literal
 from streams.wire.records import ChatMessage, SessionClosed, SessionEnd
 
 # A message as the Redis list, the message store and the Session window carry it
-# (the fields of :func:`streams.adapters.db.messages.row_to_doc`).
+# (the fields of :func:`streams.ingest.model.row_to_doc`).
 MessageDoc = dict[str, Any]
 ConversationKey = tuple[str, str]  # (tenant_id, conversation_id)
+
+
+@dataclass(frozen=True, slots=True)
+class StaleMark:
+    """The durable mark of a conversation whose cached list may miss stored messages;
+    every new mark of it gets a new ``mark_id`` (a clear compares on it)."""
+
+    tenant_id: str
+    conversation_id: str
+    mark_id: int
+
+    @property
+    def key(self) -> ConversationKey:
+        return (self.tenant_id, self.conversation_id)
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """A conversation's stored summary, and the messages it covers."""
+
+    text: str
+    covered_until_id: int
+    covered_count: int
+    token_count: int
+    updated_at: datetime
 
 TABLE_KEY_SEP = "/"
 BOUNDS_KEPT = 4  # session starts remembered per source topic

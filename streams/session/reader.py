@@ -17,9 +17,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from streams.adapters.db.messages import MessageStore
-from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.metrics import CACHE_READS
+from streams.session.ports import HotCopy, MessageLog
 from streams.session.rules.window import Window, build_window
 from streams.session.stale import Lookup, StaleHistories
 from streams.stores import CacheUnavailable
@@ -54,8 +53,8 @@ class SessionWindow:
 class SessionReader:
     def __init__(
         self,
-        store: MessageStore,
-        cache: ConversationCache,
+        store: MessageLog,
+        cache: HotCopy,
         count_tokens: CountTokens,
         *,
         stale: StaleHistories,

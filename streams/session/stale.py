@@ -2,7 +2,7 @@
 
 A list goes *stale* when the cache stage of a batch fails (or Redis is being
 skipped after a failure) once the batch is stored in the database. Stale lists
-are marked durably (:class:`~streams.adapters.db.stale_marks.StaleMarkStore`), held in
+are marked durably (:class:`~streams.session.ports.StaleMarks`), held in
 the process (:class:`~streams.session.rules.stale.StaleSet`) and healed.
 
 Marking, in this order (the writer, after a failed Redis write):
@@ -45,22 +45,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
-from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.backoff import retry_forever
 from streams.metrics import CACHE_STALE, CACHE_STALE_MARKS, SINK_LATENCY
-from streams.session.model import ConversationKey, MessageDoc
+from streams.session.model import ConversationKey, MessageDoc, StaleMark
+from streams.session.ports import HotCopy, StaleMarks
 from streams.session.rules.stale import UNKNOWN_MARK, Entry, StaleSet
-from streams.stores import CacheUnavailable
+from streams.stores import CacheUnavailable, StoreRefused, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 STALE_LIMIT = 100_000  # conversations held in one process (~25 MB at most)
 HEAL_PER_WRITE = 1_000  # held conversations a write heals besides the ones it touches
 PAGE = 1_000  # marks read per query
-DB_ERRORS = (SQLAlchemyError, OSError, TimeoutError)
+STORE_ERRORS = (StoreUnavailable, StoreRefused)  # a failed read or clear of the marks
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +73,8 @@ class Lookup:
 class StaleHistories:
     def __init__(
         self,
-        cache: ConversationCache,
-        store: StaleMarkStore,
+        cache: HotCopy,
+        store: StaleMarks,
         *,
         retry_initial_s: float = 0.2,
         retry_max_s: float = 10.0,
@@ -138,7 +135,7 @@ class StaleHistories:
         marks = [StaleMark(t, c, e.mark_id) for (t, c), e in taken.items() if e.mark_id is not None]
         try:
             left = await self.store.clear(marks)
-        except DB_ERRORS as exc:  # the marks stay; the next write drops and clears again
+        except STORE_ERRORS as exc:  # the marks stay; the next write drops and clears again
             log.warning("clearing %d stale-history marks failed: %s: %s",
                         len(marks), type(exc).__name__, exc)
             return
@@ -174,7 +171,7 @@ class StaleHistories:
         try:
             mark = await asyncio.wait_for(self.store.get(tenant_id, conversation_id),
                                           self.lookup_timeout_s)
-        except (TimeoutError, *DB_ERRORS):
+        except (TimeoutError, *STORE_ERRORS):
             return Lookup(stale=held is not None, held=held, checked=False)
         return Lookup(stale=held is not None or mark is not None, mark=mark, held=held)
 
@@ -185,7 +182,7 @@ class StaleHistories:
             return
         try:
             left = await self.store.clear([lookup.mark])
-        except DB_ERRORS as exc:  # the mark stays; the next read rebuilds again
+        except STORE_ERRORS as exc:  # the mark stays; the next read rebuilds again
             log.warning("clearing a stale-history mark failed: %s: %s", type(exc).__name__, exc)
             return
         if lookup.mark.key not in left:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from streams.session.table import SessionTable
+from streams.session.ports import SessionTable
 from streams.wire.envelope import SourceRecord
 
 

@@ -7,11 +7,11 @@ Batches that arrive while a write is in flight are merged (up to
 when it is busiest. ``add`` waits when ``max_pending`` records are queued:
 that back-pressure keeps memory bounded.
 
-Contract:
+Contract (the writer is a :class:`BatchWriter`, such as the ingest processor):
 
-* ``write(batch)`` is called with records in arrival order, one call at a
-  time, and must return only once the batch is durably stored (it retries
-  internally; see :func:`streams.ingest.processor.retry_forever`).
+* ``writer.write(batch)`` is called with records in arrival order, one call at
+  a time, and must return only once the batch is durably stored (it retries
+  internally; see :func:`streams.backoff.retry_forever`).
 * ``write`` may return an awaitable *tail* — a second stage (such as the
   cache write) that must follow the durable write. The next batch's
   ``write`` then runs while this tail runs; tails run one after another, in
@@ -32,29 +32,40 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 H = TypeVar("H")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 
 class SinkFailedError(RuntimeError):
     pass
 
 
+class BatchWriter(Protocol[T_contra]):
+    """What the sink writes batches with."""
+
+    async def write(self, batch: Sequence[T_contra]) -> object:
+        """Store ``batch`` durably, retrying until it is, then return; what it
+        returns, when awaitable, is the batch's tail (the second stage). A raise
+        stops the sink."""
+        ...
+
+
 class BatchSink(Generic[T, H]):
     def __init__(
         self,
-        write: Callable[[list[T]], Awaitable[object]],
+        writer: BatchWriter[T],
         ack: Callable[[list[H]], Awaitable[None]],
         *,
         max_batch: int = 2000,
         max_pending: int = 8000,
         name: str = "sink",
     ) -> None:
-        self._write = write
+        self._writer = writer
         self._ack = ack
         self.max_batch = max_batch
         self.max_pending = max_pending
@@ -141,7 +152,7 @@ class BatchSink(Generic[T, H]):
                 n = min(self.max_batch, len(self._queue))
                 taken = [self._queue.popleft() for _ in range(n)]
                 self._room.set()
-                result = await self._write([item for item, _ in taken])
+                result = await self._writer.write([item for item, _ in taken])
                 await self._wait_tail()  # the previous batch's tail comes first
                 tail = result if inspect.isawaitable(result) else None
                 self._tail = asyncio.get_running_loop().create_task(

@@ -56,7 +56,7 @@ from faust.types import TP
 
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
 from streams.redaction import redact_logs
-from streams.session.table import SessionTable
+from streams.session.ports import SessionTable
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import Headers
 from streams.worker.commit_guard import CommitGuard
@@ -274,7 +274,7 @@ def source_record(event: Any) -> SourceRecord:
 
 
 class FaustTable(SessionTable):
-    """A Faust table behind the :class:`~streams.session.table.SessionTable` protocol."""
+    """A Faust table behind the :class:`~streams.session.ports.SessionTable` port."""
 
     def __init__(self, table: Any) -> None:
         self._table = table

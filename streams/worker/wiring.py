@@ -27,8 +27,10 @@ from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.erasure_deletes import TableDeletes
 from streams.adapters.db.erasure_origins import OriginRows
+from streams.adapters.db.erasure_reads import ConversationReads
 from streams.adapters.db.errors import is_transient
 from streams.adapters.db.expiries import ExpiryStore
+from streams.adapters.db.isolation import IsolatedBatches
 from streams.adapters.db.ledger import LedgerStore
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.reprocess_claims import ReprocessClaims
@@ -53,7 +55,8 @@ from streams.erasure.executor import ErasureConfig, ErasureExecutor
 from streams.erasure.processor import ErasureProcessor
 from streams.erasure.registry import ErasureRegistry
 from streams.erasure.retention import RetentionConfig, RetentionRunner
-from streams.ingest.processor import IngestConfig, IngestProcessor
+from streams.ingest.model import IngestConfig
+from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.cube_locks import CubeLocks
 from streams.memory.providers.builtin.provider import BuiltinProvider
@@ -65,9 +68,9 @@ from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.session.idle import IdleScanner
+from streams.session.ports import SessionTable
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
-from streams.session.table import SessionTable
 from streams.settings import Settings
 from streams.tokens import TokenCounter
 from streams.wire.envelope import Publisher, SourceRecord
@@ -164,24 +167,20 @@ class Wiring:
     def ingest(self) -> IngestProcessor:
         if self.sessions is None:
             raise ValueError("the ingest processor needs the sessions table")
-        e = self.erasures
+        e, store = self.erasures, self.parts.store
         return IngestProcessor(
-            self.ingest_config(), self.parts.store, self.parts.cache, self.publisher,
-            self.sessions, self.clock, stale=self.parts.stale,
+            self.ingest_config(), store,
+            IsolatedBatches(store, backoff_s=self.settings.ingest.retry_initial_s),
+            self.parts.cache, self.publisher, self.sessions, self.clock, stale=self.parts.stale,
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
             erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
-            whole_conversations=self._whole_conversations)
+            whole=ConversationReads(self.parts.engine))
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None
         await self.erasures.log.pass_fence(fence.seq, fence.partition, tombstones,
                                            datetime.fromtimestamp(self.clock(), UTC))
-
-    async def _whole_conversations(self, fence: ErasureFence) -> list[str]:
-        found = await TableDeletes(self.parts.engine).conversations_of(fence.tenant_id,
-                                                                         fence.subject)
-        return [c.conversation_id for c in found if c.whole]
 
     def idle_scanner(self) -> IdleScanner:
         c = self.settings.consolidation

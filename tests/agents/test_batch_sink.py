@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,11 +19,11 @@ class Recorder:
         self.delay = delay
         self.fail_on = fail_on
 
-    async def write(self, batch: list[int]) -> None:
+    async def write(self, batch: Sequence[int]) -> None:
         if self.fail_on is not None and self.fail_on in batch:
             raise RuntimeError("disk on fire")
         await asyncio.sleep(self.delay)
-        self.written.append(batch)
+        self.written.append(list(batch))
         self.events.append(f"write{batch[0]}")
 
     async def ack(self, handles: list[int]) -> None:
@@ -32,7 +34,7 @@ class Recorder:
 
 async def test_writes_in_order_and_acks_only_after_storing() -> None:
     r = Recorder(delay=0.01)
-    sink = BatchSink(r.write, r.ack, max_batch=3)
+    sink = BatchSink(r, r.ack, max_batch=3)
     for i in range(0, 10, 2):
         await sink.add([i, i + 1], [i, i + 1])
     await sink.flush()
@@ -44,7 +46,7 @@ async def test_writes_in_order_and_acks_only_after_storing() -> None:
 
 async def test_batches_arriving_during_a_write_are_merged() -> None:
     r = Recorder(delay=0.05)
-    sink = BatchSink(r.write, r.ack, max_batch=100)
+    sink = BatchSink(r, r.ack, max_batch=100)
     await sink.add([0], [0])
     await asyncio.sleep(0.01)  # the first write is in flight
     for i in range(1, 6):
@@ -65,7 +67,7 @@ async def test_add_waits_when_the_queue_is_full() -> None:
     async def ack(_: list[int]) -> None:
         return None
 
-    sink = BatchSink(write, ack, max_batch=2, max_pending=4)
+    sink = BatchSink(SimpleNamespace(write=write), ack, max_batch=2, max_pending=4)
     await sink.add([0, 1], [0, 1])
     await asyncio.sleep(0.01)  # writer holds [0, 1]
     await sink.add([2, 3, 4, 5], [2, 3, 4, 5])  # queue is now full
@@ -81,7 +83,7 @@ async def test_add_waits_when_the_queue_is_full() -> None:
 
 async def test_a_failed_write_acks_nothing_and_surfaces() -> None:
     r = Recorder(fail_on=3)
-    sink = BatchSink(r.write, r.ack, max_batch=2)
+    sink = BatchSink(r, r.ack, max_batch=2)
     await sink.add([0, 1], [0, 1])
     await sink.flush()
     await sink.add([2, 3], [2, 3])
@@ -112,7 +114,7 @@ async def test_tails_overlap_the_next_write_but_keep_order() -> None:
     async def ack(handles: list[int]) -> None:
         log.append(f"ack{handles[0]}")
 
-    sink = BatchSink(write, ack, max_batch=1)
+    sink = BatchSink(SimpleNamespace(write=write), ack, max_batch=1)
     await sink.add([0, 1], [0, 1])
     await sink.flush()
     assert log.index("write1") < log.index("tail0-end")

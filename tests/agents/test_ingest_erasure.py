@@ -13,15 +13,11 @@ from datetime import UTC, datetime
 from streams.erasure.rules.coverage import ErasureIndex
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.testing.ingest import InMemoryMessageStore, StaticWholeConversations
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
 from streams.wire.envelope import SourceRecord
 from streams.wire.erasure import ErasureFence
-from tests.agents.fakes import (
-    FakeCache,
-    FakeMessageStore,
-    FakePublisher,
-    FakeStaleMarkStore,
-    FakeTable,
-)
 from tests.agents.test_ingest_processor import ev, recs
 from tests.support.wiring import FakeParts, settings_for_tests, wiring
 
@@ -52,24 +48,21 @@ def fence(offset: int, *, target: str = "user", subject: str = "u1",
 
 
 def build(whole: list[str] | None = None,
-          ) -> tuple[IngestProcessor, FakeMessageStore, FakeTable, FakeRegistry]:
+          ) -> tuple[IngestProcessor, InMemoryMessageStore, InMemorySessionTable, FakeRegistry]:
     """The processor; ``whole``: the conversations the database says the user alone
     spoke in, when a fence asks."""
-    store, cache, table, registry = FakeMessageStore(), FakeCache(), FakeTable(), FakeRegistry()
-    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
-    w = wiring(FakeParts(store=store, cache=cache, stale=stale), publisher=FakePublisher(),
+    store, cache = InMemoryMessageStore(), InMemoryHotCopy()
+    table, registry = InMemorySessionTable(), FakeRegistry()
+    stale = StaleHistories(cache, InMemoryStaleMarks())
+    w = wiring(FakeParts(store=store, cache=cache, stale=stale), publisher=RecordingPublisher(),
                settings=settings_for_tests(), sessions=table)
     w.erasures = registry  # type: ignore[assignment]
     proc = w.ingest()
-
-    async def lookup(f: ErasureFence) -> list[str]:
-        return list(whole or [])
-
-    proc.whole_conversations = lookup
+    proc.fences.whole = StaticWholeConversations(whole or [])
     return proc, store, table, registry
 
 
-def stored(store: FakeMessageStore) -> list[str]:
+def stored(store: InMemoryMessageStore) -> list[str]:
     return [r["event_id"] for r in store.rows]
 
 

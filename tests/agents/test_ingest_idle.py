@@ -11,16 +11,12 @@ import pytest
 from streams.ingest.processor import IngestProcessor
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.session.stale import StaleHistories
+from streams.testing.ingest import InMemoryMessageStore
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.records import IdleCheck
-from tests.agents.fakes import (
-    FakeCache,
-    FakeMessageStore,
-    FakePublisher,
-    FakeStaleMarkStore,
-    FakeTable,
-)
 from tests.agents.test_ingest_processor import ev, recs
 from tests.support.wiring import ingest_processor, settings_for_tests
 
@@ -36,12 +32,12 @@ class Clock:
 
 
 @pytest.fixture
-def parts() -> tuple[FakeTable, FakePublisher, Clock, IngestProcessor]:
-    table, pub, clock = FakeTable(), FakePublisher(), Clock()
-    cache = FakeCache()
-    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
-    proc = ingest_processor(FakeMessageStore(), cache, pub, table, stale=stale, settings=SETTINGS,
-                            clock=clock)
+def parts() -> tuple[InMemorySessionTable, RecordingPublisher, Clock, IngestProcessor]:
+    table, pub, clock = InMemorySessionTable(), RecordingPublisher(), Clock()
+    cache = InMemoryHotCopy()
+    stale = StaleHistories(cache, InMemoryStaleMarks())
+    proc = ingest_processor(InMemoryMessageStore(), cache, pub, table, stale=stale,
+                            settings=SETTINGS, clock=clock)
     return table, pub, clock, proc
 
 

@@ -9,15 +9,11 @@ import pytest
 
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.testing.ingest import InMemoryMessageStore
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
-from tests.agents.fakes import (
-    FakeCache,
-    FakeMessageStore,
-    FakePublisher,
-    FakeStaleMarkStore,
-    FakeTable,
-)
 from tests.support.wiring import ingest_processor, settings_for_tests
 
 SETTINGS = settings_for_tests()
@@ -43,9 +39,11 @@ def recs(
 
 
 @pytest.fixture
-def parts() -> tuple[FakeMessageStore, FakeCache, FakePublisher, FakeTable, IngestProcessor]:
-    store, cache, pub, table = FakeMessageStore(), FakeCache(), FakePublisher(), FakeTable()
-    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+def parts() -> tuple[InMemoryMessageStore, InMemoryHotCopy, RecordingPublisher,
+                     InMemorySessionTable, IngestProcessor]:
+    store, cache = InMemoryMessageStore(), InMemoryHotCopy()
+    pub, table = RecordingPublisher(), InMemorySessionTable()
+    stale = StaleHistories(cache, InMemoryStaleMarks())
     return store, cache, pub, table, ingest_processor(store, cache, pub, table, stale=stale,
                                                       settings=SETTINGS)
 

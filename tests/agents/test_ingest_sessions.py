@@ -11,15 +11,11 @@ import pytest
 
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.testing.ingest import InMemoryMessageStore
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
 from streams.wire.envelope import Outgoing
 from streams.wire.headers import header
-from tests.agents.fakes import (
-    FakeCache,
-    FakeMessageStore,
-    FakePublisher,
-    FakeStaleMarkStore,
-    FakeTable,
-)
 from tests.agents.test_ingest_idle import Clock, idle_rec
 from tests.agents.test_ingest_processor import ev, recs
 from tests.support.wiring import ingest_processor, settings_for_tests
@@ -34,16 +30,16 @@ def end(n: int, conv: str = "c1") -> dict[str, Any]:
             "created_at": "2026-11-30T09:00:00Z"}
 
 
-def processor(store: FakeMessageStore, table: FakeTable, pub: FakePublisher,
+def processor(store: InMemoryMessageStore, table: InMemorySessionTable, pub: RecordingPublisher,
               clock: Any = None) -> IngestProcessor:
-    cache = FakeCache()
-    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    cache = InMemoryHotCopy()
+    stale = StaleHistories(cache, InMemoryStaleMarks())
     if clock is None:
         return ingest_processor(store, cache, pub, table, stale=stale, settings=SETTINGS)
     return ingest_processor(store, cache, pub, table, stale=stale, settings=SETTINGS, clock=clock)
 
 
-class BrokenPublisher(FakePublisher):
+class BrokenPublisher(RecordingPublisher):
     """Session-closed events never get through (the pod is killed meanwhile)."""
 
     async def publish(self, records: Sequence[Outgoing]) -> None:
@@ -52,12 +48,12 @@ class BrokenPublisher(FakePublisher):
         await super().publish(records)
 
 
-def closed_ids(pub: FakePublisher) -> list[str]:
+def closed_ids(pub: RecordingPublisher) -> list[str]:
     return [json.loads(r.value or b"{}")["closed_id"] for r in pub.on("closed")]
 
 
 async def test_a_session_end_survives_a_crash_between_state_and_publish() -> None:
-    store, table = FakeMessageStore(), FakeTable()
+    store, table = InMemoryMessageStore(), InMemorySessionTable()
     batch = recs([ev(0), ev(1), end(0)])
     dying = processor(store, table, BrokenPublisher())
     _, tail = await dying.store_batch(batch)
@@ -71,7 +67,7 @@ async def test_a_session_end_survives_a_crash_between_state_and_publish() -> Non
     await asyncio.gather(task, return_exceptions=True)
 
     # the next worker: the table as its changelog left it, the batch delivered again
-    pub = FakePublisher()
+    pub = RecordingPublisher()
     after = processor(store, table, pub)
     await after.process(batch)
     assert closed_ids(pub) == ["t1/c1#1"]
@@ -82,7 +78,7 @@ async def test_a_session_end_survives_a_crash_between_state_and_publish() -> Non
 
 
 async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
-    store, table, clock = FakeMessageStore(), FakeTable(), Clock()
+    store, table, clock = InMemoryMessageStore(), InMemorySessionTable(), Clock()
     dying = processor(store, table, BrokenPublisher(), clock)
     _, tail = await dying.store_batch(recs([ev(0), end(0)]))
     task = asyncio.ensure_future(tail)
@@ -92,7 +88,7 @@ async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
             break
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    pub = FakePublisher()
+    pub = RecordingPublisher()
     after = processor(store, table, pub, clock)
     clock.t += 120
     await after.process([idle_rec(0)])
@@ -100,8 +96,8 @@ async def test_an_unpublished_end_goes_out_with_an_idle_check() -> None:
 
 
 async def test_messages_are_stored_with_their_session() -> None:
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     await proc.process(recs([ev(0), ev(1), end(0), ev(2), end(1), ev(3)]))
     assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [
         ("c1-0", 1), ("c1-1", 1), ("c1-2", 2), ("c1-3", 3)]
@@ -109,8 +105,10 @@ async def test_messages_are_stored_with_their_session() -> None:
 
 
 @pytest.fixture
-def clocked() -> tuple[FakeMessageStore, FakeTable, FakePublisher, Clock, IngestProcessor]:
-    store, table, pub, clock = FakeMessageStore(), FakeTable(), FakePublisher(), Clock()
+def clocked() -> tuple[InMemoryMessageStore, InMemorySessionTable, RecordingPublisher, Clock,
+                       IngestProcessor]:
+    store, table = InMemoryMessageStore(), InMemorySessionTable()
+    pub, clock = RecordingPublisher(), Clock()
     proc = processor(store, table, pub, clock)
     return store, table, pub, clock, proc
 
@@ -152,8 +150,8 @@ async def test_the_mark_is_written_before_the_state_is_dropped(clocked: Any) -> 
 
 
 async def test_a_redelivery_of_stored_messages_sends_no_late_end() -> None:
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     batch = recs([ev(0), ev(1), end(0), ev(2)])
     await proc.process(batch)
     await proc.process(batch)  # the state is ahead of the commit: all of it seen
@@ -161,8 +159,8 @@ async def test_a_redelivery_of_stored_messages_sends_no_late_end() -> None:
 
 
 async def test_a_message_passed_over_gets_a_late_end_for_its_own_session() -> None:
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     batch = recs([ev(0), ev(1), end(0), ev(2)])
     await proc.process([r for r in batch if r.offset != 1])
     await proc.process(batch[1:])
@@ -178,7 +176,7 @@ async def test_a_batch_planned_while_the_previous_one_publishes_its_end_sends_it
     """The ingest sink runs a batch's stage one while the previous batch's stage
     two publishes its closing events: the state it reads still holds them in its
     outbox, and publishing them again would hand the session on twice."""
-    store, table, pub = FakeMessageStore(), FakeTable(), FakePublisher()
+    store, table, pub = InMemoryMessageStore(), InMemorySessionTable(), RecordingPublisher()
     proc = processor(store, table, pub)
     _, tail_a = await proc.store_batch(recs([ev(0), end(0)]))
     task_a = asyncio.ensure_future(tail_a)  # stage two of A, as the sink starts it
@@ -193,10 +191,10 @@ async def test_a_batch_planned_while_the_previous_one_publishes_its_end_sends_it
 
 
 async def test_a_batch_of_other_conversations_does_not_wait_for_a_publish() -> None:
-    store, table = FakeMessageStore(), FakeTable()
+    store, table = InMemoryMessageStore(), InMemorySessionTable()
     gate = asyncio.Event()
 
-    class SlowPublisher(FakePublisher):
+    class SlowPublisher(RecordingPublisher):
         async def publish(self, records: Sequence[Outgoing]) -> None:
             if any(r.topic == "closed" for r in records):
                 await gate.wait()
@@ -216,7 +214,8 @@ async def test_a_batch_of_other_conversations_does_not_wait_for_a_publish() -> N
 async def test_an_event_dated_far_ahead_of_the_clock_is_dead_lettered() -> None:
     """Sessions are cut in event time: one message dated years ahead would keep
     its conversation in one session; it goes to the dead letters instead."""
-    store, table, pub, clock = FakeMessageStore(), FakeTable(), FakePublisher(), Clock()
+    store, table = InMemoryMessageStore(), InMemorySessionTable()
+    pub, clock = RecordingPublisher(), Clock()
     proc = processor(store, table, pub, clock)
     far = ev(1, created_at="2036-11-30T08:00:00Z")
     res = await proc.process(recs([ev(0), far, ev(2)]))
@@ -233,8 +232,8 @@ async def test_a_redelivered_copy_after_the_end_does_not_make_its_batch_mates_la
     earlier batch comes after the session's end, in the batch that stores the
     session's last message. The copy is a redelivery; the last message is in
     its session, which the end hands on whole: no late closing event."""
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     await proc.process(recs([ev(0), ev(1)]))
     the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
     await proc.process(recs([ev(2), the_end, ev(1), ev(2)], start=2))
@@ -246,8 +245,8 @@ async def test_a_redelivered_copy_after_the_end_does_not_make_its_batch_mates_la
 async def test_a_copy_after_the_end_of_a_message_stored_in_the_same_batch_is_not_late() -> None:
     """The batch stores a message, then the end closes its session, then a copy
     of that message comes: the copy is counted by its first copy, in the session."""
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     await proc.process(recs([ev(0)]))
     the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
     await proc.process(recs([ev(1), the_end, ev(1)], start=1))
@@ -256,8 +255,8 @@ async def test_a_copy_after_the_end_of_a_message_stored_in_the_same_batch_is_not
 
 
 async def test_a_message_after_the_end_and_never_stored_is_late_once_among_copies() -> None:
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
     await proc.process(recs([ev(0), the_end]))
     await proc.process(recs([ev(1), ev(1)], start=2))
@@ -270,8 +269,8 @@ async def test_an_older_message_after_the_end_in_the_same_batch_goes_with_that_e
     """The end and, after it, an older message of its session in one batch: the
     message is stored before the batch's closing event goes out, which takes it;
     a late closing event would hand the session on twice."""
-    store, pub = FakeMessageStore(), FakePublisher()
-    proc = processor(store, FakeTable(), pub)
+    store, pub = InMemoryMessageStore(), RecordingPublisher()
+    proc = processor(store, InMemorySessionTable(), pub)
     the_end = {**end(0), "created_at": "2026-11-30T08:00:03Z"}
     await proc.process(recs([ev(0), the_end, ev(1)]))
     assert [(r["event_id"], r["session_seq"]) for r in store.rows] == [("c1-0", 1), ("c1-1", 1)]

@@ -18,17 +18,13 @@ from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.ingest.processor import IngestProcessor
 from streams.query.processor import QueryProcessor
 from streams.session.stale import StaleHistories
+from streams.testing.ingest import InMemoryMessageStore
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import NEXT_ATTEMPT_AT, header
 from streams.wire.spring_reply import request_headers
 from tests.agents.consolidation_harness import Harness
-from tests.agents.fakes import (
-    FakeCache,
-    FakeMessageStore,
-    FakePublisher,
-    FakeStaleMarkStore,
-    FakeTable,
-)
 from tests.agents.test_ingest_processor import ev, recs
 from tests.support.wiring import ingest_processor, settings_for_tests
 
@@ -36,7 +32,7 @@ SETTINGS = settings_for_tests()
 DEEP = b'{"a": ' + b"[" * 1200 + b"]" * 1200 + b"}"
 
 
-class RefusingStore(FakeMessageStore):
+class RefusingStore(InMemoryMessageStore):
     """Refuses, like MySQL, any batch holding a row whose content is ``refuse me``."""
 
     async def store(self, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
@@ -47,9 +43,11 @@ class RefusingStore(FakeMessageStore):
 
 
 @pytest.fixture
-def ingest() -> tuple[RefusingStore, FakeCache, FakePublisher, FakeTable, IngestProcessor]:
-    store, cache, pub, table = RefusingStore(), FakeCache(), FakePublisher(), FakeTable()
-    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+def ingest() -> tuple[RefusingStore, InMemoryHotCopy, RecordingPublisher, InMemorySessionTable,
+                      IngestProcessor]:
+    store, cache = RefusingStore(), InMemoryHotCopy()
+    pub, table = RecordingPublisher(), InMemorySessionTable()
+    stale = StaleHistories(cache, InMemoryStaleMarks())
     return store, cache, pub, table, ingest_processor(store, cache, pub, table, stale=stale,
                                                       settings=SETTINGS)
 
@@ -85,8 +83,9 @@ async def test_a_row_the_database_refuses_is_dead_lettered_and_its_batch_mates_s
 async def test_the_rekey_topic_takes_only_what_ingest_would_send_there() -> None:
     """Sub-agent chat in its parent's home partition, and chat events ingest
     re-keyed there; not the rest (ordinary events written there straight)."""
-    store, cache, pub, table = RefusingStore(), FakeCache(), FakePublisher(), FakeTable()
-    stale = StaleHistories(cache, FakeStaleMarkStore())  # type: ignore[arg-type]
+    store, cache = RefusingStore(), InMemoryHotCopy()
+    pub, table = RecordingPublisher(), InMemorySessionTable()
+    stale = StaleHistories(cache, InMemoryStaleMarks())
     eight = SETTINGS.model_copy(update={"kafka": SETTINGS.kafka.model_copy(
         update={"partitions": 8})})
     proc = ingest_processor(store, cache, pub, table, stale=stale, settings=eight)

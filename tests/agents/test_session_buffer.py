@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from streams.session.state_buffer import SessionStateBuffer
+from streams.testing.session import InMemorySessionTable
 from streams.wire.envelope import SourceRecord
-from tests.agents.fakes import FakeTable
 
 
 class Clock:
@@ -31,7 +31,7 @@ def state(n: int) -> dict[str, Any]:
 
 
 async def test_reads_see_staged_states_before_they_are_written() -> None:
-    table = FakeTable()
+    table = InMemorySessionTable()
     buf = SessionStateBuffer(table, interval_s=1.0)
     assert buf.get("t/c") is None
     buf.stage("t/c", state(1), rec(0))
@@ -39,7 +39,7 @@ async def test_reads_see_staged_states_before_they_are_written() -> None:
 
 
 async def test_a_busy_conversation_is_written_once_per_interval() -> None:
-    table, clock = FakeTable(), Clock()
+    table, clock = InMemorySessionTable(), Clock()
     buf = SessionStateBuffer(table, interval_s=0.5, clock=clock, sleep=clock.sleep)
     for i in range(10):
         buf.stage("t/c", state(i), rec(i))
@@ -56,7 +56,7 @@ async def test_a_busy_conversation_is_written_once_per_interval() -> None:
 async def test_each_write_runs_in_the_context_of_its_last_record() -> None:
     seen: list[SourceRecord] = []
 
-    class Recording(FakeTable):
+    class Recording(InMemorySessionTable):
         def set(self, key: str, value: dict[str, Any]) -> None:
             assert self.in_context is not None
             seen.append(self.in_context)
@@ -71,7 +71,7 @@ async def test_each_write_runs_in_the_context_of_its_last_record() -> None:
 
 async def test_barrier_with_nothing_staged_returns_at_once() -> None:
     clock = Clock()
-    buf = SessionStateBuffer(FakeTable(), interval_s=5.0, clock=clock, sleep=clock.sleep)
+    buf = SessionStateBuffer(InMemorySessionTable(), interval_s=5.0, clock=clock, sleep=clock.sleep)
     buf.stage("t/c", state(1), rec(0))
     await buf.barrier()
     await buf.barrier()

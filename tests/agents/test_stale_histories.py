@@ -7,16 +7,13 @@ import asyncio
 
 import pytest
 
+from streams.session.ports import SessionTable
 from streams.session.rules.stale import UNKNOWN_MARK
 from streams.session.stale import HEAL_PER_WRITE, StaleHistories
 from streams.stores import CacheUnavailable
-from tests.agents.fakes import (
-    FakeCache,
-    FakeMessageStore,
-    FakePublisher,
-    FakeStaleMarkStore,
-    FakeTable,
-)
+from streams.testing.ingest import InMemoryMessageStore
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
 from tests.agents.test_ingest_processor import SETTINGS, ev, recs
 from tests.support.wiring import ingest_processor
 
@@ -24,15 +21,16 @@ C1, C2 = ("t1", "c1"), ("t1", "c2")
 
 
 class Parts:
-    def __init__(self, marks: FakeStaleMarkStore | None = None,
-                 table: FakeTable | None = None) -> None:
-        self.cache = FakeCache()
-        self.marks = marks or FakeStaleMarkStore()
-        self.stale = StaleHistories(self.cache, self.marks,  # type: ignore[arg-type]
+    def __init__(self, marks: InMemoryStaleMarks | None = None,
+                 table: SessionTable | None = None) -> None:
+        self.cache = InMemoryHotCopy()
+        self.marks = marks or InMemoryStaleMarks()
+        self.stale = StaleHistories(self.cache, self.marks,
                                     retry_initial_s=0.001, retry_max_s=0.002)
-        self.store = FakeMessageStore()
-        self.proc = ingest_processor(self.store, self.cache, FakePublisher(), table or FakeTable(),
-                                     stale=self.stale, settings=SETTINGS)
+        self.store = InMemoryMessageStore()
+        self.proc = ingest_processor(self.store, self.cache, RecordingPublisher(),
+                                     table or InMemorySessionTable(), stale=self.stale,
+                                     settings=SETTINGS)
 
     def ids(self, key: tuple[str, str]) -> list[str]:
         return [d["event_id"] for d in self.cache.lists.get(key, [])]
@@ -89,7 +87,7 @@ async def test_marks_left_by_a_previous_process_are_honoured_after_a_restart(p: 
     await p.proc.process(recs([ev(1)], start=2))
     assert set(p.marks.marks) == {C1}
     # the process dies; the next one starts on the same database and (recovered) Redis
-    again = Parts(p.marks, p.proc.table)  # type: ignore[arg-type]
+    again = Parts(p.marks, p.proc.table)
     again.cache.lists = p.cache.lists
     again.store.rows = p.store.rows
     assert await again.stale.sync() == 1
@@ -187,11 +185,11 @@ async def test_an_interrupted_mark_write_stays_held_until_a_clear_finds_out(p: P
 
 
 async def test_a_database_that_does_not_answer_does_not_hold_cached_reads_up() -> None:
-    class HangingMarks(FakeStaleMarkStore):
+    class HangingMarks(InMemoryStaleMarks):
         async def get(self, tenant_id: str, conversation_id: str) -> None:
             await asyncio.sleep(3600)
 
-    stale = StaleHistories(FakeCache(), HangingMarks(),  # type: ignore[arg-type]
+    stale = StaleHistories(InMemoryHotCopy(), HangingMarks(),
                            lookup_timeout_s=0.01)
     stale.held.begin([C1])
     held, other = await asyncio.wait_for(

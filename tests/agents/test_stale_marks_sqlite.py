@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.schema.conversation import stale_history_mark
-from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
+from streams.adapters.db.stale_marks import StaleMarkStore
+from streams.session.model import StaleMark
 
 NOW = datetime(2026, 12, 4, 9, tzinfo=UTC)
 

@@ -20,8 +20,9 @@ from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemorySessionTable
 from streams.wire.envelope import SourceRecord
-from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.wiring import ingest_processor, settings_for_tests
 
@@ -47,8 +48,8 @@ async def writers(stack: Stack) -> AsyncIterator[list[Writer]]:
         redis = stack.redis()
         cache = ConversationCache(redis, prefix=stack.name)
         stale = StaleHistories(cache, StaleMarkStore(engine))
-        proc = ingest_processor(MessageStore(engine), cache, FakePublisher(), FakeTable(),
-                                stale=stale, settings=SETTINGS)
+        proc = ingest_processor(MessageStore(engine), cache, RecordingPublisher(),
+                                InMemorySessionTable(), stale=stale, settings=SETTINGS)
         out.append(Writer(engine, redis, cache, proc))
     await upgrade(out[0].engine)
     yield out

@@ -13,8 +13,9 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable
 from streams.wire.envelope import SourceRecord
-from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import run_status
 from tests.support.wiring import ingest_processor, settings_for_tests
@@ -36,7 +37,7 @@ async def test_a_passed_over_message_is_consolidated_by_its_own_session(stack: S
     worker = stack.worker().start()  # consolidates; its schema is the database's
     settings = settings_for_tests(kafka={"session_closed_topic": stack.topics['closed']})
     engine = create_engine(DatabaseSettings(url=SecretStr(stack.db_url)))
-    pub, table, cache = FakePublisher(), FakeTable(), FakeCache()
+    pub, table, cache = RecordingPublisher(), InMemorySessionTable(), InMemoryHotCopy()
     proc = ingest_processor(MessageStore(engine), cache, pub, table,
                             stale=StaleHistories(cache, StaleMarkStore(engine)), settings=settings)
     s1 = [chat_event(i, "c1") for i in range(4)] + [session_end_event("c1", n=1)]

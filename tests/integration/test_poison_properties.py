@@ -25,11 +25,12 @@ from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.ingest.rules.subagent import Disposition, disposition
 from streams.session.stale import StaleHistories
 from streams.settings import DatabaseSettings
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemoryHotCopy, InMemorySessionTable
 from streams.wire.decode import Rejected, decode_chat_event
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.records import ChatMessage, SessionEnd
-from tests.agents.fakes import FakeCache, FakePublisher, FakeTable
 from tests.support.poison import ID, poison_records, valid_events
 from tests.support.services import drop_database, migrated_database, unique
 from tests.support.wiring import ingest_processor, settings_for_tests
@@ -69,10 +70,10 @@ async def stored_keys(engine: AsyncEngine) -> set[tuple[str, str]]:
 async def run_batch(engine: AsyncEngine, records: list[SourceRecord]) -> None:
     async with engine.begin() as conn:
         await conn.execute(delete(conversation_message))
-    pub = FakePublisher()
-    cache = FakeCache()
-    stale = StaleHistories(cache, StaleMarkStore(engine))  # type: ignore[arg-type]
-    proc = ingest_processor(MessageStore(engine), cache, pub, FakeTable(), stale=stale,
+    pub = RecordingPublisher()
+    cache = InMemoryHotCopy()
+    stale = StaleHistories(cache, StaleMarkStore(engine))
+    proc = ingest_processor(MessageStore(engine), cache, pub, InMemorySessionTable(), stale=stale,
                             settings=SETTINGS)
     await asyncio.wait_for(proc.process(records), 60)  # it must return: nothing waits for ever
     stored = await stored_keys(engine)

@@ -19,12 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.schema.conversation import stale_history_mark
-from streams.adapters.db.stale_marks import StaleMark, StaleMarkStore
+from streams.adapters.db.stale_marks import StaleMarkStore
 from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.session.model import StaleMark
 from streams.session.stale import StaleHistories
 from streams.stores import CacheUnavailable
+from streams.testing.outbox import RecordingPublisher
+from streams.testing.session import InMemorySessionTable
 from streams.wire.envelope import SourceRecord
-from tests.agents.fakes import FakePublisher, FakeTable
 from tests.integration.conftest import Stack, chat_event, session_reader
 from tests.support.services import free_port
 from tests.support.wiring import ingest_processor, settings_for_tests
@@ -88,9 +90,9 @@ async def test_a_later_process_drops_a_list_marked_by_an_earlier_one(
     rather than append message 10 to it."""
     redis, cache = cache_on(stack.redis_url or "", stack.name)
     dead, dead_cache = cache_on(f"redis://127.0.0.1:{free_port()}/0", stack.name)
-    table = FakeTable()
+    table = InMemorySessionTable()
     try:
-        one = ingest_processor(MessageStore(engine), cache, FakePublisher(), table,
+        one = ingest_processor(MessageStore(engine), cache, RecordingPublisher(), table,
                                stale=StaleHistories(cache, StaleMarkStore(engine)),
                                settings=SETTINGS)
         await one.process(records([chat_event(i, "c") for i in range(5)], 0))
@@ -103,8 +105,8 @@ async def test_a_later_process_drops_a_list_marked_by_an_earlier_one(
 
 
         stale = StaleHistories(cache, StaleMarkStore(engine))
-        two = ingest_processor(MessageStore(engine), cache, FakePublisher(), table, stale=stale,
-                               settings=SETTINGS)
+        two = ingest_processor(MessageStore(engine), cache, RecordingPublisher(), table,
+                               stale=stale, settings=SETTINGS)
         assert await stale.sync() == 1  # what the worker does before its first batch
         await two.process(records([chat_event(10, "c")], 10))
         assert not await redis.exists(cache.list_key("t1", "c"))  # dropped, not appended to
@@ -133,7 +135,8 @@ async def test_the_reader_rebuilds_a_marked_list_and_clears_the_mark(
 ) -> None:
     redis, cache = cache_on(stack.redis_url or "", stack.name)
     try:
-        proc = ingest_processor(MessageStore(engine), cache, FakePublisher(), FakeTable(),
+        proc = ingest_processor(MessageStore(engine), cache, RecordingPublisher(),
+                                InMemorySessionTable(),
                                 stale=StaleHistories(cache, StaleMarkStore(engine)),
                                 settings=SETTINGS)
         await proc.process(records([chat_event(i, "c") for i in range(10)], 0))

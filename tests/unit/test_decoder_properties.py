@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from sqlalchemy import Column
 from sqlalchemy.dialects import mysql
 
-from streams.adapters.db.messages import message_row, row_to_doc
 from streams.adapters.db.schema.conversation import conversation_message
+from streams.ingest.model import message_row, row_to_doc
 from streams.session.model import table_key
 from streams.wire.decode import REASONS, Rejected, decode_chat_event, decode_record
 from streams.wire.records import DATETIME_MAX, DATETIME_MIN, ChatMessage, IdleCheck, SessionClosed

@@ -24,6 +24,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, Table, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from streams.adapters.db import erasure_reads
 from streams.adapters.db.schema.consolidation import (
     consolidation_candidate,
     consolidation_ledger,
@@ -296,15 +297,7 @@ class TableDeletes:
 
     async def conversations_of(self, tenant_id: str, user_id: str) -> list[EraseConversation]:
         """The conversations ``user_id`` has messages in; ``whole`` when nobody else does."""
-        speakers = func.count(func.distinct(_m.user_id))
-        q = (select(_m.conversation_id, speakers.label("speakers"))
-             .where(_m.tenant_id == tenant_id, _m.conversation_id.in_(
-                 select(_m.conversation_id).where(_m.tenant_id == tenant_id,
-                                                  _m.user_id == user_id)))
-             .group_by(_m.conversation_id).order_by(_m.conversation_id))
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
-        return [EraseConversation(str(r.conversation_id), int(r.speakers) == 1) for r in rows]
+        return await erasure_reads.conversations_of(self.engine, tenant_id, user_id)
 
 
 def json_ids(raw: object) -> list[str]:

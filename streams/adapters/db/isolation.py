@@ -37,6 +37,8 @@ from typing import Any, Generic, TypeVar
 
 from streams.adapters.db.errors import DbError, DbErrorKind, classify_db_error
 from streams.backoff import Backoff
+from streams.ingest.model import EventKey, MessageRow, RefusedRow, StoredRows
+from streams.ingest.ports import MessageRows
 
 log = logging.getLogger(__name__)
 
@@ -125,3 +127,29 @@ class IsolatingWriter(Generic[R, K]):
         log.warning("the database refused row %d of a batch of %d: %s",
                     index, len(self._rows), error.describe())
         self.result.rejected.append(RowRejection(index, error))
+
+
+class IsolatedBatch:
+    """:class:`IsolatingWriter` over message rows, its outcome in the stage's terms."""
+
+    def __init__(self, writer: IsolatingWriter[MessageRow, EventKey]) -> None:
+        self.writer = writer
+
+    async def run(self) -> StoredRows:
+        written = await self.writer.run()
+        return StoredRows(set(written.stored), [
+            RefusedRow(r.index, r.error.error_class, r.error.describe())
+            for r in written.rejected])
+
+
+class IsolatedBatches:
+    """Batches of message rows written into ``rows``, each by an :class:`IsolatingWriter`
+    (``backoff_s``: its first wait before writing a row again)."""
+
+    def __init__(self, rows: MessageRows, *, backoff_s: float = 0.2) -> None:
+        self.rows = rows
+        self.backoff_s = backoff_s
+
+    def batch(self, rows: Sequence[MessageRow]) -> IsolatedBatch:
+        return IsolatedBatch(IsolatingWriter(self.rows.store, rows, probe=self.rows.probe,
+                                             backoff_s=self.backoff_s))

@@ -3,16 +3,19 @@
 Writes are idempotent on ``(tenant_id, event_id)``: storing an event that is
 already there adds no row and changes no row, so a topic can be replayed from
 offset 0. Reads always carry the tenant.
+
+Implements :class:`streams.ingest.ports.MessageRows` and
+:class:`streams.ingest.ports.ClosedSessions` (what ingest writes) and
+:class:`streams.session.ports.MessageLog` (what the Session read takes). The row a
+message is stored as is :func:`streams.ingest.model.message_row`.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,65 +27,10 @@ from streams.adapters.db.schema.conversation import (
     conversation_summary,
 )
 from streams.clock import naive_utc, naive_utc_now
-from streams.session.model import MessageDoc
-from streams.wire.records import ChatMessage
-
-
-def message_row(
-    msg: ChatMessage, now: datetime, origin_conversation_id: str | None = None,
-    session_seq: int | None = None,
-) -> dict[str, Any]:
-    return {
-        "tenant_id": msg.tenant_id,
-        "event_id": msg.event_id,
-        "conversation_id": msg.conversation_id,
-        "user_id": msg.user_id,
-        "agent_id": msg.agent_id,
-        "role": msg.role,
-        "name": msg.name,
-        "content": msg.content,
-        "tool_calls": msg.tool_calls_json(),
-        "tool_call_id": msg.tool_call_id,
-        "origin_conversation_id": origin_conversation_id,
-        "created_at": naive_utc(msg.created_at),
-        "ingested_at": naive_utc(now),
-        "session_seq": session_seq,
-    }
-
-
-def _utc_text(ts: datetime) -> str:
-    """RFC 3339 in UTC with ``Z``, for naive UTC (as stored) and aware times alike."""
-    return naive_utc(ts).isoformat() + "Z"
-
-
-def row_to_doc(row: Any) -> MessageDoc:
-    """The message as the cache and the Session window carry it."""
-    m = row._mapping if hasattr(row, "_mapping") else row
-    doc: MessageDoc = {
-        "event_id": m["event_id"],
-        "user_id": m["user_id"],
-        "role": m["role"],
-        "content": m["content"],
-        "created_at": _utc_text(m["created_at"]),
-    }
-    if m.get("name"):
-        doc["name"] = m["name"]
-    if m.get("tool_calls"):
-        doc["tool_calls"] = json.loads(m["tool_calls"])
-    if m.get("tool_call_id"):
-        doc["tool_call_id"] = m["tool_call_id"]
-    if m.get("origin_conversation_id"):
-        doc["origin_conversation_id"] = m["origin_conversation_id"]
-    return doc
-
-
-@dataclass(frozen=True)
-class Summary:
-    text: str
-    covered_until_id: int
-    covered_count: int
-    token_count: int
-    updated_at: datetime
+from streams.ingest.model import EventKey, MessageRow
+from streams.ingest.model import message_row as message_row
+from streams.ingest.model import row_to_doc as row_to_doc
+from streams.session.model import ConversationSummary, MessageDoc
 
 
 class MessageStore:
@@ -136,7 +84,7 @@ class MessageStore:
             rows = await conn.execute(select(t.tenant_id, t.event_id).where(cond))
             return {(r.tenant_id, r.event_id) for r in rows}
 
-    async def store(self, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+    async def store(self, rows: Sequence[MessageRow]) -> set[EventKey]:
         """Insert the rows not stored yet, in order, in one transaction.
 
         Returns the keys that were new. Raises the driver's error when the
@@ -185,7 +133,7 @@ class MessageStore:
         )
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [row_to_doc(r) for r in reversed(rows)]
+        return [row_to_doc(cast("Mapping[str, Any]", r._mapping)) for r in reversed(rows)]
 
     async def count(self, tenant_id: str, conversation_id: str) -> int:
         t = conversation_message.c
@@ -195,7 +143,7 @@ class MessageStore:
         async with self.engine.connect() as conn:
             return int((await conn.execute(q)).scalar_one())
 
-    async def summary(self, tenant_id: str, conversation_id: str) -> Summary | None:
+    async def summary(self, tenant_id: str, conversation_id: str) -> ConversationSummary | None:
         s = conversation_summary.c
         q = select(conversation_summary).where(
             s.tenant_id == tenant_id, s.conversation_id == conversation_id
@@ -204,6 +152,6 @@ class MessageStore:
             row = (await conn.execute(q)).first()
         if row is None:
             return None
-        return Summary(
+        return ConversationSummary(
             row.summary, row.covered_until_id, row.covered_count, row.token_count, row.updated_at
         )

@@ -4,33 +4,41 @@ A mark says "this conversation's Redis list may miss messages the database
 holds". Every write of a mark gives it a new random ``mark_id``; clearing is
 conditional on the id that was read, so a heal that saw an older mark never
 deletes a newer one (written by a failure the heal did not cover).
+
+Implements :class:`streams.session.ports.StaleMarks`: a failed read or clear
+raises :class:`~streams.stores.StoreUnavailable` (or, for an error no retry mends,
+:class:`~streams.stores.StoreRefused`), naming the driver's error; a failed mark
+or page raises the driver's error, which the caller retries as it is.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, tuple_
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import upsert
+from streams.adapters.db.errors import DbErrorKind, classify_db_error
 from streams.adapters.db.schema.conversation import stale_history_mark
 from streams.clock import naive_utc
-from streams.session.model import ConversationKey
+from streams.session.model import ConversationKey, StaleMark
+from streams.stores import StoreRefused, StoreUnavailable
 
 
-@dataclass(frozen=True, slots=True)
-class StaleMark:
-    tenant_id: str
-    conversation_id: str
-    mark_id: int
-
-    @property
-    def key(self) -> ConversationKey:
-        return (self.tenant_id, self.conversation_id)
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """The driver's errors as the port's: passing ones unavailable, the rest refused."""
+    try:
+        yield
+    except (SQLAlchemyError, OSError, TimeoutError) as exc:
+        error = StoreUnavailable if classify_db_error(exc).kind is DbErrorKind.TRANSIENT \
+            else StoreRefused
+        raise error(f"{type(exc).__name__}: {exc}") from exc
 
 
 class StaleMarkStore:
@@ -54,8 +62,9 @@ class StaleMarkStore:
     async def get(self, tenant_id: str, conversation_id: str) -> StaleMark | None:
         m = stale_history_mark.c
         q = select(m.mark_id).where(m.tenant_id == tenant_id, m.conversation_id == conversation_id)
-        async with self.engine.connect() as conn:
-            mark_id = (await conn.execute(q)).scalar_one_or_none()
+        with _store_errors():
+            async with self.engine.connect() as conn:
+                mark_id = (await conn.execute(q)).scalar_one_or_none()
         return None if mark_id is None else StaleMark(tenant_id, conversation_id, int(mark_id))
 
     async def page(self, after: ConversationKey | None, limit: int) -> list[StaleMark]:
@@ -76,14 +85,15 @@ class StaleMarkStore:
             return {}
         m = stale_history_mark.c
         keys = [mk.key for mk in marks]
-        async with self.engine.begin() as conn:
-            await conn.execute(delete(stale_history_mark).where(
-                tuple_(m.tenant_id, m.conversation_id, m.mark_id).in_(
-                    [(mk.tenant_id, mk.conversation_id, mk.mark_id) for mk in marks])))
-            left = await conn.execute(
-                select(m.tenant_id, m.conversation_id, m.mark_id)
-                .where(tuple_(m.tenant_id, m.conversation_id).in_(keys)))
-            return {(r.tenant_id, r.conversation_id): int(r.mark_id) for r in left}
+        with _store_errors():
+            async with self.engine.begin() as conn:
+                await conn.execute(delete(stale_history_mark).where(
+                    tuple_(m.tenant_id, m.conversation_id, m.mark_id).in_(
+                        [(mk.tenant_id, mk.conversation_id, mk.mark_id) for mk in marks])))
+                left = await conn.execute(
+                    select(m.tenant_id, m.conversation_id, m.mark_id)
+                    .where(tuple_(m.tenant_id, m.conversation_id).in_(keys)))
+                return {(r.tenant_id, r.conversation_id): int(r.mark_id) for r in left}
 
     async def count(self) -> int:
         async with self.engine.connect() as conn:

@@ -1,0 +1,43 @@
+"""What an erasure finds in the stored messages before it deletes anything: the
+conversations a user has messages in, and which of them nobody else spoke in (an
+erasure of the user takes those whole).
+
+:class:`ConversationReads` is the ingest stage's read of it
+(:class:`streams.ingest.ports.WholeConversations`), for an erasure fence;
+:meth:`streams.adapters.db.erasure_deletes.TableDeletes.conversations_of` reads the
+same for the erasure itself.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.erasure.model import EraseConversation
+
+_m = conversation_message.c
+
+
+async def conversations_of(engine: AsyncEngine, tenant_id: str,
+                           user_id: str) -> list[EraseConversation]:
+    """The conversations ``user_id`` has messages in; ``whole`` when nobody else does."""
+    speakers = func.count(func.distinct(_m.user_id))
+    q = (select(_m.conversation_id, speakers.label("speakers"))
+         .where(_m.tenant_id == tenant_id, _m.conversation_id.in_(
+             select(_m.conversation_id).where(_m.tenant_id == tenant_id,
+                                              _m.user_id == user_id)))
+         .group_by(_m.conversation_id).order_by(_m.conversation_id))
+    async with engine.connect() as conn:
+        rows = (await conn.execute(q)).all()
+    return [EraseConversation(str(r.conversation_id), int(r.speakers) == 1) for r in rows]
+
+
+class ConversationReads:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def whole_conversations(self, tenant_id: str, user_id: str) -> list[str]:
+        """The conversations only ``user_id`` has messages in. Raises the driver's error."""
+        found = await conversations_of(self.engine, tenant_id, user_id)
+        return [c.conversation_id for c in found if c.whole]

@@ -1,0 +1,95 @@
+"""Erasure fences: where an erasure meets the ingest stream of one partition.
+
+A fence (on the idle topic) is taken in before anything of its batch is
+classified, so the events its erasure covers are skipped from there on, also
+earlier in the same batch. Its tombstones (the deletes of the erased
+conversations' session states) are staged with the batch's states, and the
+fence is recorded as passed only once everything stored before it is written
+(the batch's second stage), its tombstones included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from streams.backoff import retry_forever
+from streams.clock import naive_utc
+from streams.erasure.model import ErasureMark
+from streams.erasure.rules.coverage import ErasureIndex
+from streams.ingest.model import IngestConfig
+from streams.ingest.ports import FencePassed, WholeConversations
+from streams.session.model import split_table_key, table_key
+from streams.session.state_buffer import SessionStateBuffer
+from streams.wire.decode import decode_idle_record
+from streams.wire.envelope import SourceRecord
+from streams.wire.erasure import ErasureFence
+
+Fence = tuple[SourceRecord, ErasureFence]
+
+
+class ErasureFences:
+    """``whole``: what a user erasure takes whole, as stored (None: nothing);
+    ``passed``: where a passed fence is recorded (None: nowhere)."""
+
+    def __init__(self, config: IngestConfig, erasures: ErasureIndex,
+                 states: SessionStateBuffer, *, home: Callable[[str], int] | None,
+                 whole: WholeConversations | None, passed: FencePassed | None) -> None:
+        self.config = config
+        self.erasures = erasures
+        self.states = states
+        self.home = home
+        self.whole = whole
+        self.passed = passed
+
+    def take_in(self, records: Sequence[SourceRecord]) -> list[Fence]:
+        """The batch's erasure fences, taken in before anything of the batch is
+        classified: from here on, the events they cover are skipped."""
+        idle = self.config.idle_topic
+        out = []
+        for rec in records:
+            if rec.topic == idle and (fence := decode_idle_record(rec.value)) is not None \
+                    and isinstance(fence, ErasureFence):
+                self.erasures.add(ErasureMark(
+                    fence.erasure_id, fence.tenant_id, fence.target, fence.subject,
+                    naive_utc(fence.cutoff), dict(fence.chat_offsets), seq=fence.seq))
+                out.append((rec, fence))
+        return out
+
+    async def tombstones(self, fences: Sequence[Fence]) -> list[tuple[ErasureFence, int]]:
+        """Stage the deletes of the sessions-table entries the fences erase that live
+        in the fence's partition: every conversation of an erased tenant; the erased
+        conversation; the conversations only an erased user spoke in, as the database
+        holds them now (everything this partition stored before the fence is in it).
+        Each fence with how many it deleted."""
+        out = []
+        for rec, fence in fences:
+            if fence.target == "tenant":
+                prefix = table_key(fence.tenant_id, "")
+                keys = [k for k in self.states.stored_keys() if k.startswith(prefix)]
+            elif fence.target == "conversation":
+                keys = [table_key(fence.tenant_id, fence.subject)]
+            elif self.whole is not None:
+                lookup = partial(self.whole.whole_conversations, fence.tenant_id, fence.subject)
+                keys = [table_key(fence.tenant_id, c) for c in await retry_forever(
+                    lookup, what="erasure-fence", initial_s=self.config.retry_initial_s,
+                    max_s=self.config.retry_max_s)]
+            else:
+                keys = []
+            mine = [k for k in keys if self.home is None
+                    or self.home(split_table_key(k)[1]) == rec.partition]
+            gone = [k for k in mine if self.states.get(k) is not None]
+            for k in gone:
+                self.states.stage(k, None, rec)
+            out.append((fence, len(gone)))
+        return out
+
+    async def pass_fences(self, passed: Sequence[tuple[ErasureFence, int]]) -> None:
+        """Record each fence as passed, with its tombstones."""
+        record = self.passed
+        if record is None:
+            return
+        for fence, tombstones in passed:
+            await retry_forever(partial(record, fence, tombstones), what="erasure-fence",
+                                initial_s=self.config.retry_initial_s,
+                                max_s=self.config.retry_max_s)
