@@ -23,6 +23,7 @@ from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.adapters.kafka.clients import end_offsets, kafka_security, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import ProducerPublisher
+from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.backoff import retry_forever
@@ -33,7 +34,6 @@ from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
 from streams.query.answering import QueryAnswering
-from streams.query.consumer import QueryConsumer
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter

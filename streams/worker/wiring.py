@@ -34,6 +34,7 @@ from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
+from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
@@ -56,7 +57,6 @@ from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import DeliverReply, QueryAnswering, ReplySent
-from streams.query.consumer_config import QueryConsumerConfig
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
