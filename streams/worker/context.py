@@ -20,12 +20,11 @@ from typing import Any, TypeVar
 
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
-from streams.adapters.kafka.clients import end_offsets, kafka_security, partitions
+from streams.adapters.kafka.clients import end_offsets, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import ProducerPublisher
 from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.replies import ReplyPublisher
-from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.erasure.processor import ErasureProcessor, Handled
@@ -170,13 +169,9 @@ class WorkerContext:
         return [idle_check_record(topic, c) for c in scanner.scan(FaustTable(sessions).items())]
 
     async def replies(self) -> ReplyPublisher:
-        """The producer of query replies and erasure receipts."""
+        """The producer of query replies and erasure receipts (the wiring's), started."""
         async def build() -> ReplyPublisher:
-            replies = ReplyPublisher(
-                self.settings.kafka.broker,
-                every_partition=self.settings.query.unaddressed_replies == "all_partitions",
-                send_timeout_s=self.settings.query.reply_send_timeout_s,
-                security=kafka_security(self.settings.kafka))
+            replies = (await self.wiring()).replies()
             await replies.start()
             self._replies = replies
             return replies
@@ -189,11 +184,8 @@ class WorkerContext:
             replies = await self.replies()
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
             await self._search_log.start()
-            return wiring.query_answering(replies.deliver, search_log=self._search_log,
-                                          maybe_seen=self.queries.maybe_seen,
-                                          reply_sent=ReplyLookup(
-                                              self.settings.kafka,
-                                              every_partition=replies.every_partition).sent)
+            return wiring.query_answering(self._search_log, maybe_seen=self.queries.maybe_seen,
+                                          replies=replies)
         return await self._once("query-answering", build)
 
     async def erasure_processor(self) -> ErasureProcessor:

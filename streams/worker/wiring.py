@@ -35,6 +35,9 @@ from streams.adapters.db.runs import RunStore
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
+from streams.adapters.kafka.replies import ReplyPublisher
+from streams.adapters.kafka.reply_lookup import ReplyLookup
+from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpiryStore, ExpirySweeper
@@ -56,8 +59,9 @@ from streams.memory.cube_locks import CubeLocks
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
-from streams.query.answering import DeliverReply, QueryAnswering, ReplySent
+from streams.query.answering import QueryAnswering
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
+from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.session.idle import IdleScanner
@@ -66,7 +70,7 @@ from streams.session.stale import StaleHistories
 from streams.session.table import SessionTable
 from streams.settings import Settings
 from streams.tokens import TokenCounter
-from streams.wire.envelope import Publisher, SourceRecord
+from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
 
@@ -145,6 +149,7 @@ class Wiring:
         self.rng = rng
         self.erasures = erasures
         self._cube_locks: CubeLocks | None = None
+        self._replies: ReplyPublisher | None = None
 
     # ① ingest (and ② the session state it keeps)
     def ingest_config(self) -> IngestConfig:
@@ -329,24 +334,37 @@ class Wiring:
         return Signing({t: k.get_secret_value() for t, k in q.tenant_keys.items()},
                        q.signature_max_age_s)
 
-    def query_answering(self, deliver_reply: DeliverReply,
-                        search_log: SearchRecorder | None = None, *,
-                        maybe_seen: Callable[[SourceRecord], bool] | None = None,
-                        reply_sent: ReplySent | None = None,
+    def replies(self) -> ReplyPublisher:
+        """The producer of query replies and erasure receipts, one per wiring: it
+        starts with its first send (or :meth:`ReplyPublisher.start`); its owner stops it."""
+        if self._replies is None:
+            s = self.settings
+            self._replies = ReplyPublisher(
+                s.kafka.broker, every_partition=s.query.unaddressed_replies == "all_partitions",
+                send_timeout_s=s.query.reply_send_timeout_s, security=kafka_security(s.kafka))
+        return self._replies
+
+    def query_answering(self, search_log: SearchRecorder | None = None, *,
+                        maybe_seen: MaybeSeen | None = None,
+                        replies: ReplySink | None = None,
+                        sent_replies: SentReplies | None = None,
                         ) -> QueryAnswering:
-        """One request to its reply; replies go out through ``deliver_reply``,
-        dead letters through the worker's publisher. ``maybe_seen``: the query
-        consumer's word on which requests may have been delivered before (all,
-        when not given); ``reply_sent``: looks a reply up in its reply topic."""
-        s = self.settings
-        answered = AnsweredRequests(self.parts.redis, prefix=s.redis.key_prefix,
-                                    retry_after_s=s.redis.retry_after_s,
-                                    durable=AnsweredStore(self.parts.engine),
-                                    wall_clock=self.clock)
+        """One request to its reply; replies go out through ``replies`` (by default
+        :meth:`replies`), dead letters through the worker's publisher. ``maybe_seen``:
+        the query consumer's word on which requests may have been delivered before
+        (all, when not given); ``sent_replies``: looks a reply up in its reply topic
+        (by default in Kafka)."""
+        s, p = self.settings, self.parts
+        quick = None if p.redis is None else RedisAnsweredRecord(p.redis,
+                                                                 prefix=s.redis.key_prefix)
+        answered = AnsweredRequests(quick, retry_after_s=s.redis.retry_after_s,
+                                    durable=AnsweredStore(p.engine), wall_clock=self.clock)
+        every_partition = s.query.unaddressed_replies == "all_partitions"
         return QueryAnswering(
-            self.query_processor(search_log), deliver_reply, self.publisher, answered,
-            retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s,
-            maybe_seen=maybe_seen or (lambda rec: True), reply_sent=reply_sent)
+            self.query_processor(search_log), replies or self.replies(), self.publisher,
+            answered, retry_initial_s=s.ingest.retry_initial_s,
+            retry_max_s=s.ingest.retry_max_s, maybe_seen=maybe_seen or (lambda rec: True),
+            sent_replies=sent_replies or ReplyLookup(s.kafka, every_partition=every_partition))
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:
