@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
-from streams.adapters.kafka.clients import end_offsets, partitions
+from streams.adapters.kafka.clients import end_offsets_or_unavailable, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import ProducerPublisher
 from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
-from streams.erasure.processor import ErasureProcessor, Handled
+from streams.erasure.processor import ErasureProcessor
 from streams.erasure.retention import RetentionRunner
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
@@ -36,7 +36,7 @@ from streams.query.answering import QueryAnswering
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
-from streams.wire.envelope import Outgoing
+from streams.wire.envelope import DeadLettered, Handled, Outgoing, ToSend
 from streams.worker.app import app, settings
 from streams.worker.commit_guard import CommitGuard
 from streams.worker.faust_glue import (
@@ -193,15 +193,16 @@ class WorkerContext:
             k = self.settings.kafka
             count = len(await partitions(k, k.idle_topic)) or k.partitions
             return (await self.wiring()).erasure_processor(
-                lambda: end_offsets(k, k.chat_topic), count)
+                lambda: end_offsets_or_unavailable(k, k.chat_topic), count)
         return await self._once("erasure", build)
 
     async def deliver_erasure(self, handled: Handled) -> None:
-        """The receipt to its caller, the dead letter to the dead-letter topic."""
-        if handled.dead_letter is not None:
+        """The dead letter to the dead-letter topic, then the receipt to its caller."""
+        receipts = handled.records if isinstance(handled, ToSend) else handled.replies
+        if isinstance(handled, DeadLettered):
             await self.publisher.publish([handled.dead_letter])
-        if handled.receipt is not None:
-            await (await self.replies()).deliver(handled.receipt)
+        for receipt in receipts:
+            await (await self.replies()).deliver(receipt)
 
     async def sync_erasures(self) -> None:
         await self.runtime.start()

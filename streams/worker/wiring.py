@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.answered_store import AnsweredStore
+from streams.adapters.db.builtin_erasure import BuiltinCopies
 from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.erasure_deletes import TableDeletes
@@ -32,6 +33,7 @@ from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.reprocess_claims import ReprocessClaims
 from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
+from streams.adapters.db.unavailable import UnavailableCubeLocks
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
 from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
@@ -289,8 +291,9 @@ class Wiring:
                           retry_initial_s=s.ingest.retry_initial_s,
                           retry_max_s=s.ingest.retry_max_s),
             self.erasures.log, TableDeletes(engine, chunk=s.erasure.chunk_rows),
-            OriginRows(engine), self._builtin(), p.providers, p.cache, self.publisher,
-            self.erasures, self.cube_locks(), chat_offsets=chat_offsets, clock=self.clock)
+            OriginRows(engine), BuiltinCopies(self._builtin()), p.providers, p.cache,
+            self.publisher, self.erasures, UnavailableCubeLocks(self.cube_locks()),
+            chat_offsets=chat_offsets, clock=self.clock)
         return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
                                 signing=self.signing(), clock=self.clock,
                                 retry_initial_s=s.ingest.retry_initial_s,

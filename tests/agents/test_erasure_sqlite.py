@@ -16,9 +16,10 @@ from pydantic import SecretStr
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.erasure_log import ErasureLog
+from streams.adapters.db.erasure_log import TableErasureLog
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema.all_tables import metadata
+from streams.erasure.ports import ErasureLog
 from streams.erasure.registry import ErasureRegistry
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.model import USER_CUBE, MemoryCandidate
@@ -57,7 +58,7 @@ class Setup:
         self.engine = engine
         self.builtin = BuiltinProvider(engine)
         self.cache = FakeCache()
-        self.registry = ErasureRegistry(ErasureLog(engine))
+        self.registry = ErasureRegistry(TableErasureLog(engine))
         self.publisher = FencePassingPublisher(self.registry.log)
         parts = FakeParts(engine=engine, store=MessageStore(engine), cache=self.cache,
                           providers=ProviderRegistry({"mysql": ProviderHandle(
