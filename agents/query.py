@@ -1,7 +1,7 @@
 """Query: memory lookups on memory.queries, one reply per request.
 
 Not a Faust agent: the requests are read by the worker's query consumer
-(``streams/query/consumer.py``), in a consumer group of its own, so Faust's
+(``streams/adapters/kafka/query_consumer.py``), in a consumer group of its own, so Faust's
 rebalances never hold them up. It starts with the app, after table recovery
 (the agent-config table routes the lookups), and "Worker ready" waits for its
 first partition assignment. The worker's shutdown (``streams/worker/context.py``) stops

@@ -22,21 +22,21 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, true
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from streams.adapters.db.erasure_deletes import TableDeletes
-from streams.adapters.db.erasure_origins import BUILTIN, OriginRow, OriginRows
-from streams.adapters.db.schema.memory import memory
-from streams.erasure.model import Counts, Selection
+from streams.erasure.model import (
+    BUILTIN,
+    MEMORY_TABLE,
+    BuiltinRows,
+    Counts,
+    OriginRow,
+    Selection,
+)
+from streams.erasure.ports import BuiltinMemories, Deletes, Origins, RecordCounts
 from streams.memory.cube_locks import CubeLocks
 from streams.memory.model import USER_CUBE, CubeKey, agent_cube, cube_key, decimal_id
 from streams.memory.provider import Scope
-from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ProviderRegistry
 
 log = logging.getLogger(__name__)
-Record = Callable[[AsyncConnection, dict[str, int]], Awaitable[None]]
 Retry = Callable[[str, Callable[[], Awaitable[object]]], Awaitable[None]]
 Count = Callable[[dict[str, int]], Awaitable[None]]
 
@@ -50,7 +50,7 @@ class CubeWork:
 
 
 class MemoryCopies:
-    def __init__(self, origins: OriginRows, tables: TableDeletes, builtin: BuiltinProvider,
+    def __init__(self, origins: Origins, tables: Deletes, builtin: BuiltinMemories,
                  providers: ProviderRegistry, locks: CubeLocks, retry: Retry) -> None:
         self.origins = origins
         self.tables = tables
@@ -59,7 +59,7 @@ class MemoryCopies:
         self.locks = locks
         self.retry = retry
 
-    async def erase(self, sel: Selection, record: Record, count: Count) -> None:
+    async def erase(self, sel: Selection, record: RecordCounts, count: Count) -> None:
         """Every copy of the subject's memories, cube by cube (``record``: counts inside
         a deleting transaction; ``count``: counts of copies deleted elsewhere)."""
         for work in await self._plan(sel):
@@ -69,13 +69,13 @@ class MemoryCopies:
             else:
                 await self._cube(sel, work, record, count)
         if sel.target == "user":  # any row of the user in a cube not planned
-            await self._builtin(sel.tenant_id, memory.c.user_id == sel.subject, record)
+            await self._builtin(sel.tenant_id, BuiltinRows(user_id=sel.subject), record)
         elif sel.target == "tenant":
-            await self._builtin(sel.tenant_id, true(), record)
+            await self._builtin(sel.tenant_id, BuiltinRows(), record)
         elif (sel.target == "memory" and (n := decimal_id(sel.subject)) is not None
               and not await self.origins.of(sel)):
             # a built-in memory no consolidation recorded (written before origins were)
-            await self._builtin(sel.tenant_id, memory.c.id == n, record)
+            await self._builtin(sel.tenant_id, BuiltinRows(ids=(n,)), record)
 
     async def _plan(self, sel: Selection) -> list[CubeWork]:
         rows = await self.origins.of(sel)
@@ -104,7 +104,8 @@ class MemoryCopies:
             return []
         return await self.origins.judged_from(sel.tenant_id, parents, events)
 
-    async def _cube(self, sel: Selection, work: CubeWork, record: Record, count: Count) -> None:
+    async def _cube(self, sel: Selection, work: CubeWork, record: RecordCounts,
+                    count: Count) -> None:
         by_provider: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         for r in work.origins:
             by_provider[(r.provider, r.user_id, r.agent_id)].append(r.memory_id)
@@ -113,9 +114,8 @@ class MemoryCopies:
             for i in range(0, len(ids), 100):
                 await self._by_id(provider, scope, work.key.cube, ids[i: i + 100], record)
         if sel.target == "user":
-            m = memory.c
-            await self._builtin(sel.tenant_id, and_(m.user_id == sel.subject,
-                                                    m.cube == work.key.cube), record)
+            await self._builtin(sel.tenant_id, BuiltinRows(user_id=sel.subject,
+                                                           cube=work.key.cube), record)
             if work.key.cube == USER_CUBE:
                 await self._sweep(Scope(sel.tenant_id, sel.subject, "-"), USER_CUBE, count)
         elif sel.target == "tenant":
@@ -123,20 +123,20 @@ class MemoryCopies:
             await self._sweep(scope, work.key.cube, count)
 
     async def _by_id(self, provider: str, scope: Scope, cube: str, ids: list[str],
-                     record: Record) -> None:
+                     record: RecordCounts) -> None:
         """One provider's copies by id, then their origin rows (counted with them)."""
         if provider == BUILTIN:
-            numbers = [n for i in ids if (n := decimal_id(i)) is not None]
-            await self._builtin(scope.tenant_id, memory.c.id.in_(numbers), record)
+            numbers = tuple(n for i in ids if (n := decimal_id(i)) is not None)
+            await self._builtin(scope.tenant_id, BuiltinRows(ids=numbers), record)
         else:
             forget = self.providers.get(provider).provider.forget
             await self.retry(f"erase-{provider}", lambda: forget(scope, cube, ids))
         await self.retry("erase-origins", lambda: self.origins.drop(
             scope.tenant_id, provider, ids, record))
 
-    async def _builtin(self, tenant_id: str, where: ColumnElement[bool],
-                       record: Record) -> None:
-        await self.retry("erase-memory", lambda: self.builtin.erase(tenant_id, where, record))
+    async def _builtin(self, tenant_id: str, rows: BuiltinRows,
+                       record: RecordCounts) -> None:
+        await self.retry("erase-memory", lambda: self.builtin.erase(tenant_id, rows, record))
 
     async def _sweep(self, scope: Scope, cube: str, count: Count) -> None:
         """What each external provider still returns from the subject's own cube."""
@@ -160,21 +160,21 @@ class MemoryCopies:
         planned = await self._plan(sel)
         origins = [r for w in planned for r in w.origins]
         for r in origins:
-            counts.add(r.provider if r.provider != BUILTIN else memory.name, 1)
+            counts.add(r.provider if r.provider != BUILTIN else MEMORY_TABLE, 1)
         if sel.target == "memory":
             counts.add("memory_origin", len(origins))
-        m = memory.c
-        where = {"user": m.user_id == sel.subject, "tenant": true()}.get(sel.target)
-        if where is None and sel.target == "memory" and not origins:
+        rows = {"user": BuiltinRows(user_id=sel.subject),
+                "tenant": BuiltinRows()}.get(sel.target)
+        if rows is None and sel.target == "memory" and not origins:
             n = decimal_id(sel.subject)
-            where = m.id == n if n is not None else None
-        if where is None:
-            builtin_ids = [n for r in origins if r.provider == BUILTIN
-                           if (n := decimal_id(r.memory_id)) is not None]
-            where = m.id.in_(builtin_ids) if builtin_ids else None
-            counts.by_store.pop(memory.name, None)
-        if where is not None:
-            for store, n in (await self.builtin.eraser.count(sel.tenant_id, where)).items():
+            rows = BuiltinRows(ids=(n,)) if n is not None else None
+        if rows is None:
+            builtin_ids = tuple(n for r in origins if r.provider == BUILTIN
+                                if (n := decimal_id(r.memory_id)) is not None)
+            rows = BuiltinRows(ids=builtin_ids) if builtin_ids else None
+            counts.by_store.pop(MEMORY_TABLE, None)
+        if rows is not None:
+            for store, n in (await self.builtin.count(sel.tenant_id, rows)).items():
                 counts.by_store[store] = n
 
 

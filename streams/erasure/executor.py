@@ -39,15 +39,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from aiokafka.errors import KafkaError
-from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from streams.adapters.db.erasure_deletes import TableDeletes, TableStep, erasure_steps
-from streams.adapters.db.erasure_log import ErasureLog, ErasureRecord
-from streams.adapters.db.erasure_origins import LocatedMemory, OriginRows
-from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
 from streams.erasure.copies import MemoryCopies
@@ -57,17 +48,28 @@ from streams.erasure.model import (
     Counts,
     EraseConversation,
     ErasureMark,
+    ErasureRecord,
+    LocatedMemory,
     MemorySource,
     Selection,
+)
+from streams.erasure.ports import (
+    BuiltinMemories,
+    CachedConversations,
+    ChatOffsets,
+    Deletes,
+    DeleteStep,
+    ErasureLog,
+    Origins,
+    RecordCounts,
 )
 from streams.erasure.registry import ErasureRegistry
 from streams.memory.cube_locks import CubeLockLost, CubeLocks, CubeLockTimeout
 from streams.memory.provider import RetryableProviderError
-from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import ERASED
-from streams.stores import CacheUnavailable
-from streams.wire.envelope import Outgoing, Publisher
+from streams.stores import CacheUnavailable, StoreUnavailable
+from streams.wire.envelope import Outgoing, Publisher, PublishFailed
 from streams.wire.erasure import ErasureError, ErasureFence, ErasureReceipt, ErasureRequest
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,8 @@ EXTERNAL_NOTES = {
             "(history_db_path); purge it there (docs/providers.md)",
 }
 RefusalCode = Literal["bad_request", "not_found", "conflict", "unauthorized"]
-TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, RedisError, CacheUnavailable,
-             KafkaError, RetryableProviderError, CubeLockTimeout, CubeLockLost)
+TRANSIENT = (StoreUnavailable, OSError, TimeoutError, CacheUnavailable, PublishFailed,
+             RetryableProviderError, CubeLockTimeout, CubeLockLost)
 
 
 def transient(exc: BaseException) -> bool:
@@ -104,10 +106,10 @@ class ErasureConfig:
 
 
 class ErasureExecutor:
-    def __init__(self, config: ErasureConfig, erasure_log: ErasureLog, tables: TableDeletes,
-                 origins: OriginRows, builtin: BuiltinProvider, providers: ProviderRegistry,
-                 cache: ConversationCache, publisher: Publisher, registry: ErasureRegistry,
-                 locks: CubeLocks, *, chat_offsets: Callable[[], Awaitable[dict[int, int]]],
+    def __init__(self, config: ErasureConfig, erasure_log: ErasureLog, tables: Deletes,
+                 origins: Origins, builtin: BuiltinMemories, providers: ProviderRegistry,
+                 cache: CachedConversations, publisher: Publisher, registry: ErasureRegistry,
+                 locks: CubeLocks, *, chat_offsets: ChatOffsets,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.log = erasure_log
@@ -203,7 +205,7 @@ class ErasureExecutor:
             sel = selection(mark, await self.log.conversations(mark.seq))
             await self.copies.erase(sel, self._record_counts(mark.seq), self._count(mark.seq))
             await self._sub_agent_candidates(mark, sel)
-            for step in erasure_steps(sel):
+            for step in self.tables.erasure_steps(sel):
                 await self._table(mark, step)
             await self._redis(mark.seq, sel)
         await self.log.set_status(mark.seq, "done", self.now())
@@ -216,7 +218,7 @@ class ErasureExecutor:
 
     async def _conversations(self, mark: ErasureMark) -> list[EraseConversation]:
         if mark.target == "user":
-            return await self.tables.conversations_of(mark.tenant_id, mark.subject)
+            return await self.tables.user_conversations(mark.tenant_id, mark.subject)
         if mark.target == "conversation":  # and, for a sub-agent's, the parents it is in
             parents, _ = await self.tables.sub_agent_messages(mark.tenant_id, mark.subject)
             return [EraseConversation(mark.subject, True),
@@ -245,9 +247,8 @@ class ErasureExecutor:
                          mark.erasure_id, sorted(wanted - passed))
 
     # ------------------------------------------------------------- deleting
-    def _record_counts(self, seq: int) -> Callable[[AsyncConnection, dict[str, int]],
-                                                   Awaitable[None]]:
-        async def record(conn: AsyncConnection, counts: dict[str, int]) -> None:
+    def _record_counts(self, seq: int) -> RecordCounts:
+        async def record(conn: object, counts: dict[str, int]) -> None:
             await self.log.add_count(conn, seq, counts)
         return record
 
@@ -255,8 +256,7 @@ class ErasureExecutor:
         """Counts of what went outside the database, each in a transaction of its own."""
         async def count(counts: dict[str, int]) -> None:
             if any(counts.values()):
-                async with self.tables.engine.begin() as conn:
-                    await self.log.add_count(conn, seq, counts)
+                await self.log.add_counts(seq, counts)
         return count
 
     async def _sub_agent_candidates(self, mark: ErasureMark, sel: Selection) -> None:
@@ -270,7 +270,7 @@ class ErasureExecutor:
             await self._retry("erase-candidates", lambda: self.tables.candidates_from(
                 sel.tenant_id, parents, events, record))
 
-    async def _table(self, mark: ErasureMark, step: TableStep) -> None:
+    async def _table(self, mark: ErasureMark, step: DeleteStep) -> None:
         record = self._record_counts(mark.seq)
         done: list[int] = []
 
@@ -308,7 +308,7 @@ class ErasureExecutor:
         sel = selection(mark, conversations)
         counts = Counts()
         await self.copies.dry_run(sel, counts)
-        for step in erasure_steps(sel):
+        for step in self.tables.erasure_steps(sel):
             counts.add(step.name, await self.tables.count(step))
         if req.target == "tenant":
             counts.add(REDIS_KEYS, await self.cache.forget_tenant(req.tenant_id, dry_run=True))

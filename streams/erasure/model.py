@@ -21,6 +21,9 @@ STATUS_ORDER: tuple[Status, ...] = ("recorded", "planned", "fenced", "deleting",
 # the stores a receipt counts, beside the database tables (named by table)
 REDIS_KEYS = "redis_keys"
 SESSIONS_TABLE = "sessions_table"
+MEMORY_TABLE = "memory"  # the built-in provider's memories, counted as its table
+
+BUILTIN = "mysql"  # the built-in provider's route, as origin rows name it
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,47 @@ class Selection:
     subject: str
     whole: tuple[str, ...] = ()
     touched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ErasureRecord:
+    """An erasure as recorded: the mark the stages use, and its progress."""
+
+    mark: ErasureMark
+    status: Status
+    reference: str | None
+    requested_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class OriginRow:
+    """Where consolidation wrote one memory: its provider's id, cube and scope."""
+
+    provider: str
+    memory_id: str
+    cube: str
+    user_id: str
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class LocatedMemory:
+    """One memory an erasure names: its provider, cube, owner and source events."""
+
+    provider: str
+    memory_id: str
+    cube: str
+    user_id: str
+    agent_id: str
+    source_event_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuiltinRows:
+    """Which of a tenant's memories in the built-in provider go: those with the ids
+    ``ids``; else those of ``user_id`` (in ``cube`` when named); else every one."""
+
+    user_id: str | None = None
+    cube: str | None = None
+    ids: tuple[int, ...] | None = None

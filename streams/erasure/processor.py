@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import ValidationError
@@ -31,7 +30,7 @@ from streams.metrics import DEAD_LETTERS, ERASURE_SECONDS, ERASURES
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.redaction import error_text
 from streams.wire.dead_letter import dead_letter
-from streams.wire.envelope import Outgoing, SourceRecord
+from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
 from streams.wire.erasure import ErasureError, ErasureReceipt, ErasureRequest
 from streams.wire.json_doc import load_object
 from streams.wire.rejections import SCHEMA, Rejected
@@ -40,14 +39,6 @@ from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_addre
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Handled:
-    """What to send for one request: a receipt and/or a dead letter."""
-
-    receipt: Outgoing | None = None
-    dead_letter: Outgoing | None = None
 
 
 class ErasureProcessor:
@@ -63,10 +54,13 @@ class ErasureProcessor:
         self.signing = signing
         self.clock = clock
 
-    def _dead(self, rec: SourceRecord, reason: str, error_class: str, message: str) -> Outgoing:
+    def _dead(self, rec: SourceRecord, reason: str, error_class: str, message: str,
+              receipt: Outgoing | None = None) -> DeadLettered:
         DEAD_LETTERS.labels("erasure", reason).inc()
-        return dead_letter(rec, dlq_topic=self.dlq_topic, stage="erasure", reason=reason,
-                           error_class=error_class, message=message)
+        return DeadLettered(dead_letter(rec, dlq_topic=self.dlq_topic, stage="erasure",
+                                        reason=reason, error_class=error_class,
+                                        message=message),
+                            reason, () if receipt is None else (receipt,))
 
     @staticmethod
     def _receipt(rec: SourceRecord, addr: ReplyAddress | None,
@@ -77,16 +71,18 @@ class ErasureProcessor:
         return Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition)
 
     async def handle(self, rec: SourceRecord) -> Handled:
+        """The receipt to send (``ToSend``: none when no reply topic is named; the
+        outcome ``done``, ``repeated``, ``dry_run`` or ``rejected``), or a dead letter
+        (``DeadLettered``, with the receipt of a ``blocked`` erasure)."""
         try:
             addr = reply_address(rec.headers)
         except BadReplyHeaders as exc:
-            return Handled(dead_letter=self._dead(rec, "bad_reply_headers", "BadReplyHeaders",
-                                                  str(exc)))
+            return self._dead(rec, "bad_reply_headers", "BadReplyHeaders", str(exc))
         if addr is not None and self.reply_targets is not None and (
                 why := self.reply_targets.refusal(addr.topic)) is not None:
             log.warning("erasure receipt to %r refused: %s", addr.topic, why)
-            return Handled(dead_letter=self._dead(rec, "reply_topic_not_allowed",
-                                                  "ReplyTopicNotAllowed", f"{why}: {addr.topic}"))
+            return self._dead(rec, "reply_topic_not_allowed", "ReplyTopicNotAllowed",
+                              f"{why}: {addr.topic}")
         doc = load_object(rec.value)
         try:
             if isinstance(doc, Rejected):
@@ -139,10 +135,10 @@ class ErasureProcessor:
                 subject=req.subject, status="blocked",
                 error=ErasureError(code="provider" if permanent else "internal",
                                    message=message))
-            return Handled(self._receipt(rec, addr, receipt), self._dead(
-                rec, "erasure_blocked", type(exc).__name__, message))
+            return self._dead(rec, "erasure_blocked", type(exc).__name__, message,
+                              self._receipt(rec, addr, receipt))
         ERASURES.labels(req.target, outcome).inc()
-        return Handled(receipt=self._receipt(rec, addr, receipt))
+        return _to_send(self._receipt(rec, addr, receipt), outcome)
 
     async def _retry(self, call: Callable[[], Awaitable[T]]) -> T:
         """``call`` until it passes; what is not an outage is raised at once."""
@@ -156,6 +152,9 @@ class ErasureProcessor:
         default ``erasure_<code>``)."""
         ERASURES.labels(req.target if req else "unknown", "rejected").inc()
         if addr is not None:
-            return Handled(receipt=self._receipt(rec, addr, refusal(req, exc)))
-        return Handled(dead_letter=self._dead(rec, reason or f"erasure_{exc.code}",
-                                              "ErasureRefused", str(exc)))
+            return _to_send(self._receipt(rec, addr, refusal(req, exc)), "rejected")
+        return self._dead(rec, reason or f"erasure_{exc.code}", "ErasureRefused", str(exc))
+
+
+def _to_send(receipt: Outgoing | None, outcome: str) -> ToSend:
+    return ToSend(() if receipt is None else (receipt,), outcome)

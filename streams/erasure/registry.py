@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from streams.adapters.db.erasure_log import ErasureLog
 from streams.erasure.model import ErasureMark
+from streams.erasure.ports import ErasureLog
 from streams.erasure.rules.coverage import ErasureIndex
 
 log = logging.getLogger(__name__)

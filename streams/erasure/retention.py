@@ -2,7 +2,7 @@
 
 Off unless ``MEMSTREAM_ERASURE__MESSAGE_RETENTION_DAYS`` or
 ``MEMSTREAM_ERASURE__SUMMARY_RETENTION_DAYS`` is set. It takes the paths of an
-erasure (:mod:`streams.adapters.db.erasure_deletes`): messages created before
+erasure (:class:`~streams.erasure.ports.Deletes`): messages created before
 the cutoff go with their ledger rows, a chunk per transaction, and the Redis
 keys of every conversation a chunk touched are deleted after it (the next read
 rebuilds the list from what is left); summaries not updated since the cutoff go
@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from streams.adapters.db.erasure_deletes import TableDeletes, retention_steps
-from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.erasure.model import REDIS_KEYS, Counts
+from streams.erasure.ports import CachedConversations, Deletes
 from streams.metrics import RETENTION_DELETED
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,7 @@ class RetentionConfig:
 
 
 class RetentionRunner:
-    def __init__(self, config: RetentionConfig, tables: TableDeletes, cache: ConversationCache,
+    def __init__(self, config: RetentionConfig, tables: Deletes, cache: CachedConversations,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.tables = tables
@@ -60,7 +59,7 @@ class RetentionRunner:
             counts.add(REDIS_KEYS, await self.cache.forget(pairs))
 
         messages_before, summaries_before = self.cutoffs()
-        for step in retention_steps(messages_before, summaries_before):
+        for step in self.tables.retention_steps(messages_before, summaries_before):
             counts.add(step.name, await self.tables.delete(
                 step, touched=forget if step.cached and self.cache.enabled else None))
         for store, n in counts.by_store.items():

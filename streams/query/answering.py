@@ -8,7 +8,7 @@ for every record it takes.
    answered again (``memstream_query_duplicates_total``); ``maybe_seen`` (the
    consumer's) says which requests may have been delivered before. When an
    earlier attempt began and recorded no answer (its worker was killed around
-   the reply), the reply topic is searched for the reply (``reply_sent``);
+   the reply), the reply topic is searched for the reply (``sent_replies``);
    found, it is recorded and the request is not answered again; not found or
    not known, it is answered. The processor asks this (``sent_before``) only
    for a request that gets a reply: its reply topic allowed, its caller waiting.
@@ -30,13 +30,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
 
 from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES
 from streams.query.answered import AnsweredRequests
-from streams.query.processor import QueryProcessor
-from streams.wire.envelope import Outgoing, Publisher, SourceRecord
+from streams.query.ports import MaybeSeen, ReplySink, SentReplies
+from streams.query.processor import DUPLICATE, QueryProcessor
+from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord
 from streams.wire.headers import header
 from streams.wire.spring_reply import CORRELATION_ID, ReplyAddress
 
@@ -47,37 +47,37 @@ log = logging.getLogger(__name__)
 # query group's rebalance timeout (session timeout + drain timeout)
 SEND_GRACE_S = 5.0
 
-DeliverReply = Callable[[Outgoing], Awaitable[bool]]
-# (reply topic, correlation id, since epoch ms, addressed partition or None)
-# -> sent / not sent / unknown
-ReplySent = Callable[[str, bytes, int, int | None], Awaitable[bool | None]]
-
 
 class QueryAnswering:
-    def __init__(self, processor: QueryProcessor, deliver_reply: DeliverReply,
+    def __init__(self, processor: QueryProcessor, replies: ReplySink,
                  dead_letters: Publisher, answered: AnsweredRequests, *,
                  retry_initial_s: float, retry_max_s: float,
-                 maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True,
-                 reply_sent: ReplySent | None = None) -> None:
+                 maybe_seen: MaybeSeen = lambda rec: True,
+                 sent_replies: SentReplies | None = None) -> None:
         self.processor = processor
-        self.deliver_reply = deliver_reply
+        self.replies = replies
         self.dead_letters = dead_letters
         self.answered = answered
         self.retry_initial_s = retry_initial_s
         self.retry_max_s = retry_max_s
         self.maybe_seen = maybe_seen
-        self.reply_sent = reply_sent
+        self.sent_replies = sent_replies
 
     async def __call__(self, rec: SourceRecord) -> None:
         if self.processor.outdated(rec):
             return
-        answer = await self.processor.handle(rec, functools.partial(self._sent_before, rec),
-                                             likely_new=not self.maybe_seen(rec))
-        if answer.duplicate:
+        handled = await self.processor.handle(rec, functools.partial(self._sent_before, rec),
+                                              likely_new=not self.maybe_seen(rec))
+        if isinstance(handled, DeadLettered):
+            dead = [handled.dead_letter]
+            await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
+                                initial_s=self.retry_initial_s, max_s=self.retry_max_s)
+            return
+        if handled.outcome == DUPLICATE:
             QUERY_DUPLICATES.inc()
             return
-        if answer.reply is not None:
-            sending = asyncio.ensure_future(self._reply(answer.reply))
+        for reply in handled.records:  # the one reply (none when its caller gave up)
+            sending = asyncio.ensure_future(self._reply(reply))
             try:
                 await asyncio.shield(sending)
             except asyncio.CancelledError:
@@ -87,10 +87,6 @@ class QueryAnswering:
                 if not _sent(sending):
                     raise
                 return  # answered after all: finished, and committed with the others
-        if answer.dead_letter is not None:
-            dead = [answer.dead_letter]
-            await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
-                                initial_s=self.retry_initial_s, max_s=self.retry_max_s)
 
     async def _sent_before(self, rec: SourceRecord, to: ReplyAddress) -> bool:
         cid = to.correlation_id
@@ -99,9 +95,9 @@ class QueryAnswering:
         claim = await self.answered.claim(to.topic, cid, maybe_seen=self.maybe_seen(rec))
         if claim.answered:
             return True
-        if claim.began_ms is None or self.reply_sent is None:
+        if claim.began_ms is None or self.sent_replies is None:
             return False
-        sent = await self.reply_sent(to.topic, cid, claim.began_ms, to.partition)
+        sent = await self.sent_replies.sent(to.topic, cid, claim.began_ms, to.partition)
         log.info("request %s was begun before and not recorded as answered: its reply is %s",
                  cid.hex(), "unknown" if sent is None else
                  "in the reply topic" if sent else "not in the reply topic")
@@ -112,7 +108,7 @@ class QueryAnswering:
     async def _reply(self, reply: Outgoing) -> bool:
         """Deliver the reply and record it; whether it was delivered."""
         cid = header(reply.headers, CORRELATION_ID)
-        delivered = await self.deliver_reply(reply)
+        delivered = await self.replies.deliver(reply)
         if delivered and cid is not None:
             await self.answered.remember(reply.topic, cid)
         return delivered

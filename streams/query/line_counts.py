@@ -10,15 +10,34 @@ memoised by the worker's counter once the load is done, so a query's budget
 finds them there. The counts are the counter's own, of the very text
 :func:`~streams.query.rules.budget.memory_line` gives the budget: replies are the
 same, only sooner.
+
+The built-in provider knows nothing of the budget: it calls back whatever
+:class:`~streams.memory.providers.builtin.row_cache.RowsRead` the worker gives
+it (``streams/worker/runtime.py``), and this module knows nothing of the provider
+but the three fields of a held memory it reads (:class:`HeldMemory`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
 
-from streams.memory.providers.builtin.row_cache import Cached
 from streams.query.rules.budget import memory_line
 from streams.tokens import TokenCounter
+
+
+class HeldMemory(Protocol):
+    """What a budget line is made of, of a memory the worker holds."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def event_time(self) -> datetime | None: ...
 
 
 class BudgetLineCounts:
@@ -29,11 +48,11 @@ class BudgetLineCounts:
         self.counter = counter
         self.max_chars = max_chars
 
-    def lines(self, rows: Sequence[Cached]) -> list[str]:
+    def lines(self, rows: Sequence[HeldMemory]) -> list[str]:
         cut = self.max_chars
         return [memory_line(r.kind, r.content[:cut], r.event_time) for r in rows]
 
-    def prepare(self, rows: Sequence[Cached]) -> Callable[[], None]:
+    def prepare(self, rows: Sequence[HeldMemory]) -> Callable[[], None]:
         lines = self.lines(rows)
         counted = list(zip(lines, self.counter.counts(lines), strict=True))
         return lambda: self.counter.remember(counted)

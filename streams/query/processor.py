@@ -18,16 +18,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
-from streams.query.engine import QueryEngine
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
+from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.wire.dead_letter import dead_letter
-from streams.wire.envelope import Outgoing, SourceRecord
+from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
@@ -39,16 +38,10 @@ _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReply
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
 
 
-@dataclass(frozen=True)
-class Answer:
-    """What to send: a reply to the caller, or a dead letter when no reply is possible;
-    nothing when the caller has given up (``expired``) or the reply was sent
-    before (``duplicate``)."""
-
-    reply: Outgoing | None = None
-    dead_letter: Outgoing | None = None
-    expired: bool = False
-    duplicate: bool = False
+ANSWERED, EXPIRED, DUPLICATE = "answered", "expired", "duplicate"
+"""What :meth:`QueryProcessor.handle` says of a request it sends nothing for
+(``expired``: its caller gave up; ``duplicate``: its reply was sent before), or
+of one it replies to (``answered``: the reply is the one record to send)."""
 
 
 def _short_errors(exc: ValidationError) -> str:
@@ -60,7 +53,7 @@ def _short_errors(exc: ValidationError) -> str:
 
 
 class QueryProcessor:
-    def __init__(self, engine: QueryEngine, dlq_topic: str, *,
+    def __init__(self, engine: MemoryLookup, dlq_topic: str, *,
                  clock: Callable[[], float] = time.time,
                  reply_targets: ReplyTargets | None = None,
                  signing: Signing | None = None) -> None:
@@ -77,22 +70,25 @@ class QueryProcessor:
             return True
         return False
 
-    def _dead(self, rec: SourceRecord, reason: str, message: str) -> Answer:
+    def _dead(self, rec: SourceRecord, reason: str, message: str) -> DeadLettered:
         DEAD_LETTERS.labels("query", reason).inc()
-        return Answer(dead_letter=dead_letter(
+        return DeadLettered(dead_letter(
             rec, dlq_topic=self.dlq_topic, stage="query", reason=reason,
             error_class=_ERROR_CLASS[reason],
             message=message,
-        ))
+        ), reason)
 
-    def _reply(self, rec: SourceRecord, addr: ReplyAddress, reply: MemoryReply) -> Answer:
+    def _reply(self, rec: SourceRecord, addr: ReplyAddress, reply: MemoryReply) -> ToSend:
         body = reply.model_dump_json(exclude_none=False).encode()
-        return Answer(reply=Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition))
+        return ToSend((Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition),),
+                      ANSWERED)
 
     async def handle(self, rec: SourceRecord,
                      sent_before: Callable[[ReplyAddress], Awaitable[bool]] | None = None,
-                     *, likely_new: bool = False) -> Answer:
-        """``sent_before``: asked once the request is known to get a reply (its
+                     *, likely_new: bool = False) -> Handled:
+        """A reply to send (``ToSend``, outcome ``answered``), nothing (``ToSend`` with
+        outcome ``expired`` or ``duplicate``), or a dead letter (``DeadLettered``).
+        ``sent_before``: asked once the request is known to get a reply (its
         reply topic allowed, its caller still waiting), before any reply is sent;
         True: the reply went out before, nothing is sent (``duplicate``). For a valid
         request ``likely_new`` (not delivered before as far as the consumer knows) the
@@ -124,14 +120,14 @@ class QueryProcessor:
             else:
                 if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
                     QUERY_EXPIRED.inc()
-                    return Answer(expired=True)
+                    return ToSend(outcome=EXPIRED)
         why = None
         if problem is None and self.signing is not None:
             why = self.signing.refusal(query.tenant_id, rec.headers, rec.value, addr.topic,
                                        self.clock())
         if problem is not None or why is not None:
             if sent_before is not None and await sent_before(addr):
-                return Answer(duplicate=True)
+                return ToSend(outcome=DUPLICATE)
             if problem is not None:
                 return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
                                    problem, start)
@@ -142,11 +138,11 @@ class QueryProcessor:
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         assert not isinstance(doc, Rejected)
         if sent_before is not None and not likely_new and await sent_before(addr):
-            return Answer(duplicate=True)
+            return ToSend(outcome=DUPLICATE)
         answering = asyncio.ensure_future(self._answer(query))
         try:
             if sent_before is not None and likely_new and await sent_before(addr):
-                return Answer(duplicate=True)
+                return ToSend(outcome=DUPLICATE)
             reply = await answering
         finally:
             if not answering.done():  # a duplicate's, or the request cancelled: stopped,
@@ -173,7 +169,7 @@ class QueryProcessor:
                                error=ReplyError(code="internal", message=type(exc).__name__))
 
     def _error(self, rec: SourceRecord, addr: ReplyAddress, doc: object, message: str,
-               start: float) -> Answer:
+               start: float) -> ToSend:
         ids = doc if isinstance(doc, dict) else {}
         reply = MemoryReply(
             request_id=_str(ids.get("request_id")), tenant_id=_str(ids.get("tenant_id")),

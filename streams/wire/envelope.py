@@ -60,14 +60,22 @@ class DeadLettered:
 
     dead_letter: Outgoing
     reason: str
+    replies: tuple[Outgoing, ...] = ()
+    """Sent all the same to whoever waits for an answer (a receipt saying why)."""
 
 
 Handled = ToSend | DeadLettered
 """What a stage's processor returns for each record it consumed."""
 
 
+class PublishFailed(Exception):
+    """The broker did not take the records (unreachable, not leader, timed out): sending
+    them again may succeed; those acknowledged before the failure may be sent twice."""
+
+
 class Publisher(Protocol):
     """Sends records; every stage's outbox."""
 
     async def publish(self, records: Sequence[Outgoing]) -> None:
-        """Deliver every record (acknowledged by the broker) or raise."""
+        """Deliver every record (acknowledged by the broker) or raise; a failure of
+        the broker or of the way to it raises :class:`PublishFailed`."""

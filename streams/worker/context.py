@@ -20,24 +20,23 @@ from typing import Any, TypeVar
 
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
-from streams.adapters.kafka.clients import end_offsets, kafka_security, partitions
+from streams.adapters.kafka.clients import end_offsets_or_unavailable, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import ProducerPublisher
+from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.replies import ReplyPublisher
-from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
-from streams.erasure.processor import ErasureProcessor, Handled
+from streams.erasure.processor import ErasureProcessor
 from streams.erasure.retention import RetentionRunner
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
 from streams.query.answering import QueryAnswering
-from streams.query.consumer import QueryConsumer
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
-from streams.wire.envelope import Outgoing
+from streams.wire.envelope import DeadLettered, Handled, Outgoing, ToSend
 from streams.worker.app import app, settings
 from streams.worker.commit_guard import CommitGuard
 from streams.worker.faust_glue import (
@@ -170,13 +169,9 @@ class WorkerContext:
         return [idle_check_record(topic, c) for c in scanner.scan(FaustTable(sessions).items())]
 
     async def replies(self) -> ReplyPublisher:
-        """The producer of query replies and erasure receipts."""
+        """The producer of query replies and erasure receipts (the wiring's), started."""
         async def build() -> ReplyPublisher:
-            replies = ReplyPublisher(
-                self.settings.kafka.broker,
-                every_partition=self.settings.query.unaddressed_replies == "all_partitions",
-                send_timeout_s=self.settings.query.reply_send_timeout_s,
-                security=kafka_security(self.settings.kafka))
+            replies = (await self.wiring()).replies()
             await replies.start()
             self._replies = replies
             return replies
@@ -189,11 +184,8 @@ class WorkerContext:
             replies = await self.replies()
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
             await self._search_log.start()
-            return wiring.query_answering(replies.deliver, search_log=self._search_log,
-                                          maybe_seen=self.queries.maybe_seen,
-                                          reply_sent=ReplyLookup(
-                                              self.settings.kafka,
-                                              every_partition=replies.every_partition).sent)
+            return wiring.query_answering(self._search_log, maybe_seen=self.queries.maybe_seen,
+                                          replies=replies)
         return await self._once("query-answering", build)
 
     async def erasure_processor(self) -> ErasureProcessor:
@@ -201,15 +193,16 @@ class WorkerContext:
             k = self.settings.kafka
             count = len(await partitions(k, k.idle_topic)) or k.partitions
             return (await self.wiring()).erasure_processor(
-                lambda: end_offsets(k, k.chat_topic), count)
+                lambda: end_offsets_or_unavailable(k, k.chat_topic), count)
         return await self._once("erasure", build)
 
     async def deliver_erasure(self, handled: Handled) -> None:
-        """The receipt to its caller, the dead letter to the dead-letter topic."""
-        if handled.dead_letter is not None:
+        """The dead letter to the dead-letter topic, then the receipt to its caller."""
+        receipts = handled.records if isinstance(handled, ToSend) else handled.replies
+        if isinstance(handled, DeadLettered):
             await self.publisher.publish([handled.dead_letter])
-        if handled.receipt is not None:
-            await (await self.replies()).deliver(handled.receipt)
+        for receipt in receipts:
+            await (await self.replies()).deliver(receipt)
 
     async def sync_erasures(self) -> None:
         await self.runtime.start()

@@ -9,7 +9,7 @@
   when the worker starts, advanced whenever a committed offset of a stage
   advances; ``memstream_stage_last_progress_timestamp_seconds{stage}`` and
   ``memstream_stage_lag{stage}`` per stage (:mod:`streams.adapters.kafka.progress`). The query
-  consumer feeds the same figures (``streams/query/consumer.py``).
+  consumer feeds the same figures (``streams/adapters/kafka/query_consumer.py``).
 * ``memstream_rebalances_total``: rebalances of Faust's group this worker took
   part in.
 * ``memstream_commit_seconds``: offset commits that committed something.

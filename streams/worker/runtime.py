@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import create_engine, is_sqlite
-from streams.adapters.db.erasure_log import ErasureLog
+from streams.adapters.db.erasure_log import TableErasureLog
 from streams.adapters.db.messages import MessageStore
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.stale_marks import StaleMarkStore
@@ -219,7 +219,7 @@ class Runtime:
     @cached_property
     def erasures(self) -> ErasureRegistry:
         """The erasures this process knows; a finished one drops its caches."""
-        registry = ErasureRegistry(ErasureLog(self.engine))
+        registry = ErasureRegistry(TableErasureLog(self.engine))
         registry.on_finished(self.drop_caches)
         return registry
 

@@ -29,8 +29,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.kafka.progress import ProgressTracker
+from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.clock import naive_utc_now
-from streams.query.consumer import QueryConsumer
 from streams.settings import Settings
 from streams.stats.access import StatsAccess, TokenGrant
 from streams.stats.http import install_stats

@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.answered_store import AnsweredStore
+from streams.adapters.db.builtin_erasure import BuiltinCopies
 from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.adapters.db.engine import is_sqlite
 from streams.adapters.db.erasure_deletes import TableDeletes
@@ -37,8 +38,13 @@ from streams.adapters.db.reprocess_claims import ReprocessClaims
 from streams.adapters.db.reprocess_store import ReprocessStore
 from streams.adapters.db.runs import RunStore
 from streams.adapters.db.summaries import SummaryRows
+from streams.adapters.db.unavailable import UnavailableCubeLocks
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
+from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
+from streams.adapters.kafka.replies import ReplyPublisher
+from streams.adapters.kafka.reply_lookup import ReplyLookup
+from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
 from streams.consolidation.expiry import ExpirySweeper
@@ -62,9 +68,9 @@ from streams.memory.cube_locks import CubeLocks
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.query.answered import AnsweredRequests
-from streams.query.answering import DeliverReply, QueryAnswering, ReplySent
-from streams.query.consumer_config import QueryConsumerConfig
+from streams.query.answering import QueryAnswering
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
+from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.session.idle import IdleScanner
@@ -73,7 +79,7 @@ from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
 from streams.tokens import TokenCounter
-from streams.wire.envelope import Publisher, SourceRecord
+from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
 
@@ -152,6 +158,7 @@ class Wiring:
         self.rng = rng
         self.erasures = erasures
         self._cube_locks: CubeLocks | None = None
+        self._replies: ReplyPublisher | None = None
 
     # ① ingest (and ② the session state it keeps)
     def ingest_config(self) -> IngestConfig:
@@ -288,8 +295,9 @@ class Wiring:
                           retry_initial_s=s.ingest.retry_initial_s,
                           retry_max_s=s.ingest.retry_max_s),
             self.erasures.log, TableDeletes(engine, chunk=s.erasure.chunk_rows),
-            OriginRows(engine), self._builtin(), p.providers, p.cache, self.publisher,
-            self.erasures, self.cube_locks(), chat_offsets=chat_offsets, clock=self.clock)
+            OriginRows(engine), BuiltinCopies(self._builtin()), p.providers, p.cache,
+            self.publisher, self.erasures, UnavailableCubeLocks(self.cube_locks()),
+            chat_offsets=chat_offsets, clock=self.clock)
         return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
                                 signing=self.signing(), clock=self.clock,
                                 retry_initial_s=s.ingest.retry_initial_s,
@@ -333,24 +341,37 @@ class Wiring:
         return Signing({t: k.get_secret_value() for t, k in q.tenant_keys.items()},
                        q.signature_max_age_s)
 
-    def query_answering(self, deliver_reply: DeliverReply,
-                        search_log: SearchRecorder | None = None, *,
-                        maybe_seen: Callable[[SourceRecord], bool] | None = None,
-                        reply_sent: ReplySent | None = None,
+    def replies(self) -> ReplyPublisher:
+        """The producer of query replies and erasure receipts, one per wiring: it
+        starts with its first send (or :meth:`ReplyPublisher.start`); its owner stops it."""
+        if self._replies is None:
+            s = self.settings
+            self._replies = ReplyPublisher(
+                s.kafka.broker, every_partition=s.query.unaddressed_replies == "all_partitions",
+                send_timeout_s=s.query.reply_send_timeout_s, security=kafka_security(s.kafka))
+        return self._replies
+
+    def query_answering(self, search_log: SearchRecorder | None = None, *,
+                        maybe_seen: MaybeSeen | None = None,
+                        replies: ReplySink | None = None,
+                        sent_replies: SentReplies | None = None,
                         ) -> QueryAnswering:
-        """One request to its reply; replies go out through ``deliver_reply``,
-        dead letters through the worker's publisher. ``maybe_seen``: the query
-        consumer's word on which requests may have been delivered before (all,
-        when not given); ``reply_sent``: looks a reply up in its reply topic."""
-        s = self.settings
-        answered = AnsweredRequests(self.parts.redis, prefix=s.redis.key_prefix,
-                                    retry_after_s=s.redis.retry_after_s,
-                                    durable=AnsweredStore(self.parts.engine),
-                                    wall_clock=self.clock)
+        """One request to its reply; replies go out through ``replies`` (by default
+        :meth:`replies`), dead letters through the worker's publisher. ``maybe_seen``:
+        the query consumer's word on which requests may have been delivered before
+        (all, when not given); ``sent_replies``: looks a reply up in its reply topic
+        (by default in Kafka)."""
+        s, p = self.settings, self.parts
+        quick = None if p.redis is None else RedisAnsweredRecord(p.redis,
+                                                                 prefix=s.redis.key_prefix)
+        answered = AnsweredRequests(quick, retry_after_s=s.redis.retry_after_s,
+                                    durable=AnsweredStore(p.engine), wall_clock=self.clock)
+        every_partition = s.query.unaddressed_replies == "all_partitions"
         return QueryAnswering(
-            self.query_processor(search_log), deliver_reply, self.publisher, answered,
-            retry_initial_s=s.ingest.retry_initial_s, retry_max_s=s.ingest.retry_max_s,
-            maybe_seen=maybe_seen or (lambda rec: True), reply_sent=reply_sent)
+            self.query_processor(search_log), replies or self.replies(), self.publisher,
+            answered, retry_initial_s=s.ingest.retry_initial_s,
+            retry_max_s=s.ingest.retry_max_s, maybe_seen=maybe_seen or (lambda rec: True),
+            sent_replies=sent_replies or ReplyLookup(s.kafka, every_partition=every_partition))
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

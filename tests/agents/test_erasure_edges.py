@@ -10,8 +10,8 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.messages import MessageStore, message_row
@@ -19,8 +19,9 @@ from streams.adapters.db.summaries import SummaryRows
 from streams.consolidation.summarizer import Summarizer
 from streams.memory.model import USER_CUBE, MemoryCandidate
 from streams.memory.provider import ChatResult, Scope
+from streams.stores import StoreUnavailable
 from streams.tokens import TokenCounter
-from streams.wire.envelope import SourceRecord
+from streams.wire.envelope import DeadLettered, SourceRecord, ToSend
 from streams.wire.erasure import ErasureReceipt
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.wire.spring_reply import request_headers
@@ -102,9 +103,9 @@ async def test_a_memory_no_consolidation_recorded_is_erased_by_its_id(
     for alias in ("0" + memory_id, "²", "١"):  # not how memstream writes an id
         refused = await s.processor.handle(_record(request(target="memory", memory_id=alias,
                                                            erasure_id=f"x{len(alias)}")))
-        assert refused.receipt is not None
-        assert ErasureReceipt.model_validate_json(refused.receipt.value or b"").status == \
-            "rejected"
+        assert isinstance(refused, ToSend) and refused.outcome == "rejected"
+        [receipt] = refused.records
+        assert ErasureReceipt.model_validate_json(receipt.value or b"").status == "rejected"
     receipt = await s.executor.erase(request(target="memory", memory_id=memory_id))
     assert receipt.counts["memory"] == 1
     assert await s.search("u1", "what do I keep") == []
@@ -118,7 +119,8 @@ async def test_erasure_ids_are_each_tenants_own(engine: AsyncEngine) -> None:
     assert first.status == other.status == "done"  # the same erasure_id, no conflict
 
 
-async def test_an_outage_is_waited_out_and_a_fault_answered(engine: AsyncEngine) -> None:
+async def test_an_outage_is_waited_out_and_a_fault_answered(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     s = Setup(engine)
     calls: list[str] = []
     real = s.executor.erase
@@ -126,23 +128,24 @@ async def test_an_outage_is_waited_out_and_a_fault_answered(engine: AsyncEngine)
     async def flaky(req: Any) -> ErasureReceipt:
         calls.append("erase")
         if len(calls) == 1:
-            raise OperationalError("SELECT 1", {}, ConnectionError("the database went away"))
+            raise StoreUnavailable("OperationalError: the database went away")
         return await real(req)
 
-    s.executor.erase = flaky  # type: ignore[method-assign]
+    monkeypatch.setattr(s.executor, "erase", flaky)
     handled = await s.processor.handle(_record(request(target="user", user_id="u1")))
-    assert calls == ["erase", "erase"] and handled.dead_letter is None
-    assert handled.receipt is not None
-    assert ErasureReceipt.model_validate_json(handled.receipt.value or b"").status == "done"
+    assert calls == ["erase", "erase"] and isinstance(handled, ToSend)
+    [receipt] = handled.records
+    assert ErasureReceipt.model_validate_json(receipt.value or b"").status == "done"
 
     async def broken(req: Any) -> ErasureReceipt:
         raise ValueError("a fault of memstream's own")
 
-    s.executor.erase = broken  # type: ignore[method-assign]
+    monkeypatch.setattr(s.executor, "erase", broken)
     handled = await s.processor.handle(_record(request(target="user", user_id="u2",
                                                        erasure_id="e-2")))
-    assert handled.receipt is not None and handled.dead_letter is not None
-    receipt = ErasureReceipt.model_validate_json(handled.receipt.value or b"")
+    assert isinstance(handled, DeadLettered) and handled.reason == "erasure_blocked"
+    [sent] = handled.replies
+    receipt = ErasureReceipt.model_validate_json(sent.value or b"")
     assert receipt.status == "blocked" and receipt.error is not None
     assert receipt.error.code == "internal"
 

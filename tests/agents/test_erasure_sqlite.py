@@ -7,7 +7,6 @@ retention run deletes old messages with their ledger rows and cached lists."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from pydantic import SecretStr
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.erasure_log import ErasureLog
+from streams.adapters.db.erasure_log import TableErasureLog
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema.all_tables import metadata
 from streams.erasure.registry import ErasureRegistry
@@ -26,8 +25,8 @@ from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.settings import DatabaseSettings, Settings
-from streams.wire.envelope import Outgoing
-from streams.wire.erasure import ErasureFence, ErasureRequest
+from streams.testing.erasure import FencePassingPublisher
+from streams.wire.erasure import ErasureRequest
 from streams.wire.records import ChatMessage, SessionClosed
 from streams.worker.runtime import Runtime
 from tests.agents.fakes import FakeCache
@@ -38,27 +37,13 @@ SAID = {("u1", "c1"): ["I live in Oslo.", "Noted.", "My dog is called Rex.", "Ni
         ("u2", "c2"): ["I live in Lisbon.", "Noted.", "My cat is called Tom.", "Nice."]}
 
 
-class FencePassingPublisher:
-    """Publishes nothing; a fence is passed at once, as every ingest partition would."""
-
-    def __init__(self, log: ErasureLog) -> None:
-        self.log = log
-        self.fences: list[ErasureFence] = []
-
-    async def publish(self, records: Sequence[Outgoing]) -> None:
-        for r in records:
-            f = ErasureFence.model_validate_json(r.value or b"")
-            self.fences.append(f)
-            await self.log.pass_fence(f.seq, f.partition, 0, T0)
-
-
 class Setup:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.builtin = BuiltinProvider(engine)
         self.cache = FakeCache()
-        self.registry = ErasureRegistry(ErasureLog(engine))
-        self.publisher = FencePassingPublisher(self.registry.log)
+        self.registry = ErasureRegistry(TableErasureLog(engine))
+        self.publisher = FencePassingPublisher(self.registry.log, T0)
         parts = FakeParts(engine=engine, store=MessageStore(engine), cache=self.cache,
                           providers=ProviderRegistry({"mysql": ProviderHandle(
                               "mysql", self.builtin, atomic_batch=True, episodes=True,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from streams.query.fetch_turns import POLL_MS, TurnFetch
+from streams.adapters.kafka.fetch_turns import POLL_MS, TurnFetch
 
 T = "q"
 

@@ -21,8 +21,9 @@ from streams.session.stale import StaleHistories
 from streams.testing.ingest import InMemoryMessageStore
 from streams.testing.outbox import RecordingPublisher
 from streams.testing.session import InMemoryHotCopy, InMemorySessionTable, InMemoryStaleMarks
-from streams.wire.envelope import SourceRecord
+from streams.wire.envelope import DeadLettered, SourceRecord, ToSend
 from streams.wire.headers import NEXT_ATTEMPT_AT, header
+from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers
 from tests.agents.consolidation_harness import Harness
 from tests.agents.test_ingest_processor import ev, recs
@@ -167,7 +168,7 @@ async def test_a_retry_due_in_the_far_future_is_held_no_longer_than_the_longest_
 
 
 class NoEngine:
-    async def answer(self, query: Any) -> Any:
+    async def answer(self, query: MemoryQuery) -> MemoryReply:
         raise AssertionError("a bad request never reaches the engine")
 
 
@@ -179,19 +180,20 @@ class NoEngine:
     None,
 ])
 async def test_an_unreadable_query_gets_an_error_reply(value: bytes | None) -> None:
-    proc = QueryProcessor(NoEngine(), "dlq")  # type: ignore[arg-type]
+    proc = QueryProcessor(NoEngine(), "dlq")
     answer = await proc.handle(SourceRecord("queries", 0, 0, b"k", value,
                                             request_headers("replies", b"corr-1")))
-    assert answer.dead_letter is None and answer.reply is not None
-    doc = json.loads(answer.reply.value or b"")
+    assert isinstance(answer, ToSend)
+    [reply] = answer.records
+    doc = json.loads(reply.value or b"")
     assert doc["error"]["code"] == "bad_request"
-    assert header(answer.reply.headers, "kafka_correlationId") == b"corr-1"
+    assert header(reply.headers, "kafka_correlationId") == b"corr-1"
 
 
 @pytest.mark.parametrize("topic", [b"bad topic", b"x" * 250, b"..", b"caf\xc3\xa9", b"a/b"])
 async def test_a_query_naming_an_illegal_reply_topic_is_dead_lettered(topic: bytes) -> None:
-    proc = QueryProcessor(NoEngine(), "dlq")  # type: ignore[arg-type]
+    proc = QueryProcessor(NoEngine(), "dlq")
     answer = await proc.handle(SourceRecord("queries", 0, 0, b"k", b"{}", [
         ("kafka_replyTopic", topic), ("kafka_correlationId", b"c")]))
-    assert answer.reply is None and answer.dead_letter is not None
+    assert isinstance(answer, DeadLettered)
     assert reason(answer.dead_letter) == b"bad_reply_headers"

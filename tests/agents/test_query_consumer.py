@@ -11,8 +11,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 
-from streams.query.consumer import QueryConsumer
-from streams.query.consumer_config import QueryConsumerConfig
+from streams.adapters.kafka.query_consumer import QueryConsumer
+from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
 from streams.wire.envelope import SourceRecord
 from tests.support.worker import eventually
 

@@ -9,23 +9,25 @@ from typing import Any
 import pytest
 
 from streams.query.processor import QueryProcessor
-from streams.wire.envelope import SourceRecord
+from streams.testing.query import EchoLookup
+from streams.wire.envelope import SourceRecord, ToSend
 from streams.wire.headers import header
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers
-from tests.agents.test_query_answering import NOW, Engine
+from tests.agents.test_query_answering import NOW
 
 BASE = {"tenant_id": "t", "user_id": "u", "agent_id": "a", "message": "hi"}
 
 
-async def answer(doc: dict[str, Any]) -> tuple[MemoryReply, Any, Engine]:
-    engine = Engine()
-    processor = QueryProcessor(engine, "dlq", clock=lambda: NOW)  # type: ignore[arg-type]
+async def answer(doc: dict[str, Any]) -> tuple[MemoryReply, Any, EchoLookup]:
+    engine = EchoLookup()
+    processor = QueryProcessor(engine, "dlq", clock=lambda: NOW)
     rec = SourceRecord("q", 0, 0, b"t/u", json.dumps(doc).encode(),
                        request_headers("replies", b"cid"), timestamp=NOW)
     out = await processor.handle(rec)
-    assert out.reply is not None
-    return MemoryReply.model_validate_json(out.reply.value or b""), out.reply, engine
+    assert isinstance(out, ToSend)
+    [reply] = out.records
+    return MemoryReply.model_validate_json(reply.value or b""), reply, engine
 
 
 @pytest.mark.parametrize("doc", [

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.migrate import upgrade
+from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.query.answered import AnsweredRequests, request_key
 from tests.integration.conftest import Stack
 
@@ -18,13 +19,14 @@ async def test_answered_requests_survive_a_redis_that_lost_its_data(stack: Stack
     try:
         await upgrade(engine)
         store = AnsweredStore(engine)
-        answered = AnsweredRequests(redis, prefix=stack.name, retry_after_s=0.0, durable=store)
+        quick = RedisAnsweredRecord(redis, prefix=stack.name)
+        answered = AnsweredRequests(quick, retry_after_s=0.0, durable=store)
         assert not (await answered.claim("replies", b"c-1")).answered
         await answered.remember("replies", b"c-1")
         await answered.remember("replies", b"c-1")  # twice: still one row
         assert (await answered.claim("replies", b"c-1")).answered
 
-        await redis.delete(answered.key("replies", b"c-1"))  # Redis restarted empty
+        await redis.delete(quick.key("replies", b"c-1"))  # Redis restarted empty
         assert (await answered.claim("replies", b"c-1")).answered
         assert not (await answered.claim("replies", b"c-1", maybe_seen=False)).answered
         assert not (await answered.claim("replies", b"c-2")).answered
@@ -36,7 +38,8 @@ async def test_answered_requests_survive_a_redis_that_lost_its_data(stack: Stack
         assert first is not None and abs(first / 1000 - time.time()) < 60
         assert (await answered.claim("replies", b"c-3")).began_ms == first
         await answered.remember("replies", b"c-3")
-        assert not await redis.exists(answered.sending_key("replies", b"c-3"))
+        assert not await redis.exists(quick.sending_key("replies", b"c-3"))
+        assert await redis.ttl(quick.key("replies", b"c-3")) > 60  # longer than callers wait
 
         assert await store.purge(datetime.now(UTC) - timedelta(minutes=5)) == 0
         assert await store.purge(datetime.now(UTC) + timedelta(seconds=1)) == 2  # c-1 and c-3

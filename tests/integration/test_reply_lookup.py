@@ -15,25 +15,17 @@ from redis.asyncio import Redis
 
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
+from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.settings import KafkaSettings
-from streams.wire.envelope import Outgoing, SourceRecord
-from streams.wire.query import MemoryQuery, MemoryReply
+from streams.testing.query import EchoLookup
+from streams.wire.envelope import Outgoing, SourceRecord, ToSend
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher
 from tests.integration.conftest import Stack, create_topic
 from tests.support.services import KAFKA_BROKER
-
-
-class Engine:
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    async def answer(self, q: MemoryQuery) -> MemoryReply:
-        self.asked.append(q.request_id)
-        return MemoryReply(request_id=q.request_id, tenant_id=q.tenant_id)
 
 
 @dataclass
@@ -43,14 +35,15 @@ class Parts:
     replies: ReplyPublisher
     lookup: ReplyLookup
 
-    def worker(self) -> tuple[QueryAnswering, Engine, AnsweredRequests]:
+    def worker(self) -> tuple[QueryAnswering, EchoLookup, AnsweredRequests]:
         """One worker's answering, on the shared Redis, Kafka and reply topic."""
-        engine = Engine()
-        answered = AnsweredRequests(self.redis, prefix=self.topic, retry_after_s=0.0)
-        processor = QueryProcessor(engine, "dlq")  # type: ignore[arg-type]
-        return (QueryAnswering(processor, self.replies.deliver, FakePublisher(), answered,
+        engine = EchoLookup()
+        answered = AnsweredRequests(RedisAnsweredRecord(self.redis, prefix=self.topic),
+                                    retry_after_s=0.0)
+        processor = QueryProcessor(engine, "dlq")
+        return (QueryAnswering(processor, self.replies, FakePublisher(), answered,
                                retry_initial_s=0.01, retry_max_s=0.01,
-                               reply_sent=self.lookup.sent), engine, answered)
+                               sent_replies=self.lookup), engine, answered)
 
 
 @pytest.fixture
@@ -88,14 +81,14 @@ async def test_a_reply_sent_by_a_killed_worker_is_not_sent_again(
     # q10: killed after the broker took the reply, before the record
     await killed_record.claim(parts.topic, b"c-10")
     answer = await killed.processor.handle(request(parts.topic, 10, 10))
-    assert answer.reply is not None and await parts.replies.deliver(answer.reply)
+    assert isinstance(answer, ToSend) and await parts.replies.deliver(answer.records[0])
     # q11: killed while answering, before the reply was sent
     await killed_record.claim(parts.topic, b"c-11")
 
     survivor, engine, _ = parts.worker()
     for n in (10, 11, 3):  # delivered again to the next owner
         await survivor(request(parts.topic, n, 20 + n))
-    assert engine.asked == ["q11"]
+    assert [q.request_id for q in engine.asked] == ["q11"]
     assert await replies_to(stack, parts.topic) == sorted(  # a copy in each partition
         [f"q{n}" for n in range(6)] * 3 + ["q10", "q11"] * 3)
     # both recorded now: delivered once more, nothing is looked up or sent

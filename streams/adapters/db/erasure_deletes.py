@@ -46,12 +46,12 @@ from streams.adapters.db.schema.reprocess import (
     reprocess_session,
 )
 from streams.adapters.db.schema.stats import memory_search_log
+from streams.adapters.db.unavailable import unavailable_on_db_errors
 from streams.clock import naive_utc
 from streams.erasure.model import EraseConversation, Selection
+from streams.erasure.ports import DeleteStep, RecordCounts
 
 CHUNK = 1000
-# adds counts inside the transaction that deleted them
-Record = Callable[[AsyncConnection, dict[str, int]], Awaitable[None]]
 
 _m, _r = conversation_message.c, consolidation_run.c
 _rs, _rj = reprocess_session.c, reprocess_job.c
@@ -201,22 +201,43 @@ def retention_steps(messages_before: datetime | None,
     return steps
 
 
+def _table_step(step: DeleteStep) -> TableStep:
+    assert isinstance(step, TableStep), f"not a step of these tables: {step!r}"
+    return step
+
+
 class TableDeletes:
+    """:class:`~streams.erasure.ports.Deletes` over the database tables; what the
+    erasure and the retention call raises :class:`~streams.stores.StoreUnavailable`
+    on a database failure (:meth:`conversations_of`, which an ingest fence reads,
+    raises the driver's error)."""
+
     def __init__(self, engine: AsyncEngine, *, chunk: int = CHUNK) -> None:
         self.engine = engine
         self.chunk = chunk
 
-    async def count(self, step: TableStep) -> int:
+    def erasure_steps(self, sel: Selection) -> list[TableStep]:
+        return erasure_steps(sel)
+
+    def retention_steps(self, messages_before: datetime | None,
+                        summaries_before: datetime | None) -> list[TableStep]:
+        return retention_steps(messages_before, summaries_before)
+
+    @unavailable_on_db_errors
+    async def count(self, step: DeleteStep) -> int:
+        step = _table_step(step)
         async with self.engine.connect() as conn:
             return int((await conn.execute(
                 select(func.count()).select_from(step.table).where(step.where))).scalar_one())
 
-    async def delete(self, step: TableStep, record: Record | None = None,
+    @unavailable_on_db_errors
+    async def delete(self, step: DeleteStep, record: RecordCounts | None = None,
                      touched: Callable[[list[tuple[str, str]]], Awaitable[None]] | None = None,
                      ) -> int:
         """Delete the step's rows; ``record`` adds each chunk's count in its
         transaction. ``touched`` hears, after each chunk, the (tenant, conversation)
         pairs it deleted rows of (tables with a ``conversation_id``)."""
+        step = _table_step(step)
         done = 0
         while True:
             async with self.engine.begin() as conn:
@@ -251,8 +272,9 @@ class TableDeletes:
             pairs = sorted({(str(r[1]), str(r[2])) for r in rows})
         return int(n or 0), pairs
 
+    @unavailable_on_db_errors
     async def candidates_from(self, tenant_id: str, conversations: Sequence[str],
-                              events: set[str], record: Record) -> int:
+                              events: set[str], record: RecordCounts) -> int:
         """Delete the candidates consolidated in ``conversations`` from any of ``events``
         (the judged text of a sub-agent's messages, in its parents' runs)."""
         c = consolidation_candidate.c
@@ -270,6 +292,7 @@ class TableDeletes:
                 await record(conn, {consolidation_candidate.name: n})
         return n
 
+    @unavailable_on_db_errors
     async def agents_of(self, tenant_id: str, *, user_id: str | None = None,
                         conversation_id: str | None = None) -> list[str]:
         """The agents a user spoke to, or that spoke in a conversation."""
@@ -279,6 +302,7 @@ class TableDeletes:
             return [str(a) for a in (await conn.execute(select(_m.agent_id).where(
                 _m.tenant_id == tenant_id, where).distinct())).scalars()]
 
+    @unavailable_on_db_errors
     async def sub_agent_messages(self, tenant_id: str,
                                  conversation_id: str) -> tuple[list[str], set[str]]:
         """A sub-agent conversation's messages stored in their parents: the parents,
@@ -288,12 +312,19 @@ class TableDeletes:
                 _m.tenant_id == tenant_id, _m.origin_conversation_id == conversation_id))).all()
         return sorted({str(r.conversation_id) for r in rows}), {str(r.event_id) for r in rows}
 
+    @unavailable_on_db_errors
     async def speakers(self, tenant_id: str, conversation_id: str) -> list[str]:
         """The users with messages in a conversation."""
         async with self.engine.connect() as conn:
             return [str(u) for u in (await conn.execute(select(_m.user_id).where(
                 _m.tenant_id == tenant_id, _m.conversation_id == conversation_id).distinct()
             )).scalars()]
+
+    @unavailable_on_db_errors
+    async def user_conversations(self, tenant_id: str,
+                                 user_id: str) -> list[EraseConversation]:
+        """:meth:`conversations_of`, for the erasure."""
+        return await self.conversations_of(tenant_id, user_id)
 
     async def conversations_of(self, tenant_id: str, user_id: str) -> list[EraseConversation]:
         """The conversations ``user_id`` has messages in; ``whole`` when nobody else does."""

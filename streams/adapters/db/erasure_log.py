@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Executable, delete, func, select, update
@@ -28,27 +27,18 @@ from streams.adapters.db.schema.erasure import (
     erasure_count,
     erasure_fence,
 )
+from streams.adapters.db.unavailable import unavailable_on_db_errors
 from streams.clock import naive_utc
 from streams.erasure.model import (
     EraseConversation,
     ErasureMark,
+    ErasureRecord,
     MemorySource,
     Status,
     Target,
 )
 
 _e = erasure.c
-
-
-@dataclass(frozen=True)
-class ErasureRecord:
-    """An erasure as recorded: the mark the stages use, and its progress."""
-
-    mark: ErasureMark
-    status: Status
-    reference: str | None
-    requested_at: datetime
-    finished_at: datetime | None
 
 
 def _mark(r: Row[tuple[object, ...]]) -> ErasureMark:
@@ -65,7 +55,12 @@ def _record(r: Row[tuple[object, ...]]) -> ErasureRecord:
     return ErasureRecord(_mark(r), r.status, r.reference, r.requested_at, r.finished_at)
 
 
-class ErasureLog:
+class TableErasureLog:
+    """:class:`~streams.erasure.ports.ErasureLog` in the ``erasure`` tables. What the
+    erasure's own steps call raises :class:`~streams.stores.StoreUnavailable` on a
+    database failure; what the other stages call (the marks, a fence passing)
+    raises the driver's error, which they classify."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._insert = insert_ignoring_duplicates(engine, erasure, ["tenant_id", "erasure_id"])
@@ -73,6 +68,7 @@ class ErasureLog:
         self._conversation = insert_ignoring_duplicates(engine, erasure_conversation,
                                                         ["seq", "conversation_id"])
 
+    @unavailable_on_db_errors
     async def record(self, *, erasure_id: str, tenant_id: str, target: Target, subject: str,
                      cutoff: datetime, chat_offsets: Mapping[int, int], now: datetime,
                      source: MemorySource | None = None,
@@ -92,6 +88,7 @@ class ErasureLog:
                 _e.tenant_id == tenant_id, _e.erasure_id == erasure_id))).one()
         return _record(row)
 
+    @unavailable_on_db_errors
     async def get(self, tenant_id: str, erasure_id: str) -> ErasureRecord | None:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(erasure).where(
@@ -118,6 +115,7 @@ class ErasureLog:
                                        .order_by(_e.seq))).all()
         return [_record(r) for r in rows]
 
+    @unavailable_on_db_errors
     async def set_status(self, seq: int, status: Status, now: datetime) -> None:
         at = naive_utc(now)
         async with self.engine.begin() as conn:
@@ -127,6 +125,7 @@ class ErasureLog:
                 await conn.execute(delete(erasure_conversation).where(
                     erasure_conversation.c.seq == seq))
 
+    @unavailable_on_db_errors
     async def plan(self, seq: int, conversations: Sequence[EraseConversation],
                    now: datetime | None = None) -> None:
         """Add the conversations the erasure touches (those known already stay); with
@@ -140,6 +139,7 @@ class ErasureLog:
                 await conn.execute(update(erasure).where(_e.seq == seq).values(
                     status="planned", updated_at=naive_utc(now)))
 
+    @unavailable_on_db_errors
     async def conversations(self, seq: int) -> list[EraseConversation]:
         c = erasure_conversation.c
         async with self.engine.connect() as conn:
@@ -157,17 +157,25 @@ class ErasureLog:
             if result.rowcount:
                 await self.add_count(conn, seq, {"sessions_table": tombstones})
 
+    @unavailable_on_db_errors
     async def fences(self, seq: int) -> set[int]:
         f = erasure_fence.c
         async with self.engine.connect() as conn:
             rows = await conn.execute(select(f.partition).where(f.seq == seq))
             return {int(r.partition) for r in rows}
 
+    @unavailable_on_db_errors
     async def counts(self, seq: int) -> dict[str, int]:
         c = erasure_count.c
         async with self.engine.connect() as conn:
             rows = await conn.execute(select(c.store, c["count"]).where(c.seq == seq))
             return {str(store): int(n) for store, n in rows if n}
+
+    @unavailable_on_db_errors
+    async def add_counts(self, seq: int, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` in a transaction of their own (copies deleted elsewhere)."""
+        async with self.engine.begin() as conn:
+            await self.add_count(conn, seq, counts)
 
     async def add_count(self, conn: AsyncConnection, seq: int,
                         counts: Mapping[str, int]) -> None:

@@ -10,44 +10,23 @@ erasure finds only what is left to do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, and_, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.erasure_deletes import Record, json_ids
+from streams.adapters.db.erasure_deletes import json_ids
 from streams.adapters.db.schema.consolidation import (
     consolidation_candidate,
     consolidation_run,
     memory_origin,
 )
 from streams.adapters.db.schema.memory import memory
-from streams.erasure.model import Selection
+from streams.adapters.db.unavailable import unavailable_on_db_errors
+from streams.erasure.model import BUILTIN, LocatedMemory, OriginRow, Selection
+from streams.erasure.ports import RecordCounts
 from streams.memory.model import decimal_id
 
 _o = memory_origin.c
-BUILTIN = "mysql"
-
-
-@dataclass(frozen=True)
-class OriginRow:
-    provider: str
-    memory_id: str
-    cube: str
-    user_id: str
-    agent_id: str
-
-
-@dataclass(frozen=True)
-class LocatedMemory:
-    """One memory an erasure names: its provider, cube, owner and source events."""
-
-    provider: str
-    memory_id: str
-    cube: str
-    user_id: str
-    agent_id: str
-    source_event_ids: tuple[str, ...]
 
 
 def origin_filter(sel: Selection) -> ColumnElement[bool]:
@@ -62,9 +41,14 @@ def origin_filter(sel: Selection) -> ColumnElement[bool]:
 
 
 class OriginRows:
+    """:class:`~streams.erasure.ports.Origins` in ``memory_origin`` (and the candidates
+    consolidation judged); a database failure raises
+    :class:`~streams.stores.StoreUnavailable`."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
+    @unavailable_on_db_errors
     async def of(self, sel: Selection, provider: str | None = None) -> list[OriginRow]:
         where = origin_filter(sel)
         if provider is not None:
@@ -76,8 +60,9 @@ class OriginRows:
         return [OriginRow(str(r.provider), str(r.memory_id), str(r.cube), str(r.user_id),
                           str(r.agent_id)) for r in rows]
 
+    @unavailable_on_db_errors
     async def drop(self, tenant_id: str, provider: str, memory_ids: Sequence[str],
-                   record: Record | None = None) -> int:
+                   record: RecordCounts | None = None) -> int:
         """Delete the origin rows of ``memory_ids``; ``record`` hears how many in the
         same transaction, and for an external provider as its copies erased too (the
         built-in provider's rows are counted where they are deleted)."""
@@ -92,6 +77,7 @@ class OriginRows:
                 await record(conn, counts)
         return n
 
+    @unavailable_on_db_errors
     async def judged_from(self, tenant_id: str, conversations: Sequence[str],
                           events: set[str]) -> list[OriginRow]:
         """The memories consolidated in ``conversations`` from any of ``events``."""
@@ -113,6 +99,7 @@ class OriginRows:
                           str(x.agent_id)) for x in rows if (str(x.provider), str(x.memory_id))
                 in hits]
 
+    @unavailable_on_db_errors
     async def locate(self, tenant_id: str, memory_id: str,
                      provider: str | None) -> list[LocatedMemory]:
         """The memories ``memory_id`` may name in the tenant (one per provider holding

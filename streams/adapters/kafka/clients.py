@@ -9,10 +9,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.security import KafkaSecurity
 from streams.settings import KafkaSettings
+from streams.stores import StoreUnavailable
 
 
 def kafka_security(k: KafkaSettings) -> KafkaSecurity:
@@ -120,3 +122,12 @@ async def end_offsets(k: KafkaSettings, topic: str) -> dict[int, int]:
     finally:
         await c.stop()
     return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+
+async def end_offsets_or_unavailable(k: KafkaSettings, topic: str) -> dict[int, int]:
+    """:func:`end_offsets`; a failure of Kafka raises
+    :class:`~streams.stores.StoreUnavailable` (the erasure waits it out)."""
+    try:
+        return await end_offsets(k, topic)
+    except KafkaError as exc:
+        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc

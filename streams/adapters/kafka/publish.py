@@ -6,7 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from streams.wire.envelope import Outgoing
+from aiokafka.errors import KafkaError
+
+from streams.wire.envelope import Outgoing, PublishFailed
 
 SendFn = Callable[..., Awaitable[Awaitable[Any]]]
 
@@ -21,8 +23,11 @@ class ProducerPublisher:
     async def publish(self, records: Sequence[Outgoing]) -> None:
         if not records:
             return
-        futures = [
-            await self._send(r.topic, r.key, r.value, r.partition, None, r.headers or None)
-            for r in records
-        ]
-        await asyncio.gather(*futures)
+        try:
+            futures = [
+                await self._send(r.topic, r.key, r.value, r.partition, None, r.headers or None)
+                for r in records
+            ]
+            await asyncio.gather(*futures)
+        except KafkaError as exc:
+            raise PublishFailed(f"{type(exc).__name__}: {exc}") from exc

@@ -12,10 +12,10 @@ Delivery rules:
 * up to ``concurrency`` requests in flight; the loop fetches only as many as
   there are free slots, so every fetched record is in flight at once;
 * the free slots are filled from the partitions in turn
-  (:mod:`streams.query.fetch_turns`), so a backlog (a partition just taken over
+  (:mod:`streams.adapters.kafka.fetch_turns`), so a backlog (a partition just taken over
   from a killed worker) does not hold up the fresh requests of the others;
 * offsets are committed per partition up to the first request not answered yet
-  (:class:`~streams.query.positions.CommitPositions`), right after answers
+  (:class:`~streams.adapters.kafka.commit_positions.CommitPositions`), right after answers
   complete — one commit at a time, covering whatever completed meanwhile;
 * on revocation (a graceful rebalance or shutdown) the requests in flight on the
   partitions let go get ``drain_timeout_s`` to be answered, the rest are
@@ -38,15 +38,19 @@ from typing import Any
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from streams.adapters.kafka.commit_positions import CommitPositions
+from streams.adapters.kafka.fetch_turns import POLL_MS, TurnFetch
 from streams.adapters.kafka.progress import (
     ProgressTracker,
     publish_progress,
     publish_started,
 )
+from streams.adapters.kafka.query_consumer_config import (
+    QueryConsumerConfig,
+    from_consumer_record,
+    kafka_consumer,
+)
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
-from streams.query.consumer_config import QueryConsumerConfig, from_consumer_record, kafka_consumer
-from streams.query.fetch_turns import POLL_MS, TurnFetch
-from streams.query.positions import CommitPositions
 from streams.wire.envelope import SourceRecord, TPKey
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.query.positions import CommitPositions
+from streams.adapters.kafka.commit_positions import CommitPositions
 
 P0, P1 = ("q", 0), ("q", 1)
 

@@ -1,0 +1,62 @@
+"""The quick copy of the answered-request record in Redis
+(:class:`~streams.query.ports.AnsweredRecord`).
+
+One key per reply topic and correlation id: ``{prefix}:answered:{topic}:{hex}``
+once the answer is recorded, ``{prefix}:sending:{topic}:{hex}`` (the first
+attempt's epoch ms) while an attempt is under way. A claim reads both and writes
+the second in one pipeline; remembering writes the first and deletes the second
+in another. Both live ``ttl_s``.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from streams.query.answered import ANSWERED_TTL_S
+from streams.query.model import Claim
+from streams.stores import CacheUnavailable
+
+
+class RedisAnsweredRecord:
+    def __init__(self, redis: Redis, *, prefix: str, ttl_s: int = ANSWERED_TTL_S) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+
+    def key(self, reply_topic: str, correlation_id: bytes) -> str:
+        return f"{self.prefix}:answered:{reply_topic}:{correlation_id.hex()}"
+
+    def sending_key(self, reply_topic: str, correlation_id: bytes) -> str:
+        return f"{self.prefix}:sending:{reply_topic}:{correlation_id.hex()}"
+
+    async def claim(self, reply_topic: str, correlation_id: bytes, now_ms: int) -> Claim:
+        sending = self.sending_key(reply_topic, correlation_id)
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.exists(self.key(reply_topic, correlation_id))
+            pipe.get(sending)
+            pipe.set(sending, str(now_ms).encode(), ex=self.ttl_s, nx=True)
+            answered, earlier, _ = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        return Claim(answered=True) if answered else Claim(False, _epoch_ms(earlier))
+
+    async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.set(self.key(reply_topic, correlation_id), b"1", ex=self.ttl_s)
+            pipe.delete(self.sending_key(reply_topic, correlation_id))
+            await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise CacheUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _epoch_ms(value: object) -> int | None:
+    """An attempt's beginning as Redis holds it (None: none, or not a number)."""
+    if not isinstance(value, bytes | str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
