@@ -258,7 +258,9 @@ def _passage_decay(values: Floats, sources: Ids, decay: float) -> Floats:
     starts = np.flatnonzero(first)
     rank = np.arange(len(codes)) - np.repeat(starts, np.diff(np.append(starts, len(codes))))
     out = values.copy()
-    out[order] = values[order] * np.power(decay, rank.astype(np.float64))
+    # Python's pow per rank, not np.power: the two differ in the last bit for some ranks
+    powers = np.array([decay ** k for k in range(int(rank.max()) + 1)])
+    out[order] = values[order] * powers[rank]
     return out
 
 
