@@ -186,7 +186,14 @@ QUERY_MEMORIES = Histogram(
 )
 QUERY_EXPIRED = Counter(
     "memstream_query_expired_total",
-    "Requests not answered because their caller had given up (older than their timeout_ms).",
+    "Requests not answered because their caller had given up (older than their timeout_ms), "
+    "by tenant (empty: a record older than any timeout, skipped unread).",
+    ["tenant"],
+)
+QUERY_EXPIRED_AGE = Histogram(
+    "memstream_query_expired_age_seconds",
+    "How long each request not answered for its deadline had waited when a worker took it.",
+    buckets=(0.3, 0.5, 1, 2, 5, 10, 30, 60, 300),
 )
 QUERY_DUPLICATES = Counter(
     "memstream_query_duplicates_total",

@@ -27,7 +27,8 @@ unreachable every request is answered, as without it, and the quick copy is
 skipped for ``retry_after_s`` after a failure. Keys live a while: longer than
 any caller waits (``MAX_TIMEOUT_MS``), after which a redelivered request has expired anyway
 (:mod:`streams.query.expiry`). Requests without a correlation id cannot be
-matched by their caller, nor here.
+matched by their caller, nor here; refused requests (unreadable, unsigned) are
+never recorded, so they cannot stand for another request.
 """
 
 from __future__ import annotations
@@ -50,9 +51,19 @@ log = logging.getLogger(__name__)
 ANSWERED_TTL_S = 2 * MAX_TIMEOUT_MS // 1000
 
 
-def request_key(reply_topic: str, correlation_id: bytes) -> str:
-    """The durable record's key of one request: a digest of its reply address."""
-    return hashlib.sha256(reply_topic.encode() + b"\x00" + correlation_id).hexdigest()
+def request_key(tenant_id: str, reply_topic: str, reply_partition: int | None,
+                correlation_id: bytes, value: bytes) -> str:
+    """The record's key of one request: a digest of its tenant, its reply address
+    (topic, partition, correlation id) and its bytes. Two requests share it only when
+    all of these are the same — the copies of one hedged request do; two tenants'
+    requests never do, whatever correlation ids they use."""
+    digest = hashlib.sha256()
+    for part in (tenant_id.encode(), reply_topic.encode(),
+                 b"" if reply_partition is None else str(reply_partition).encode(),
+                 correlation_id, hashlib.sha256(value).digest()):
+        digest.update(len(part).to_bytes(4, "big"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 class _Grouped:
@@ -114,8 +125,7 @@ class AnsweredRequests:
         self._backoff.failed()
         log.warning("answered-request record: redis %s failed: %s", what, exc)
 
-    async def claim(self, reply_topic: str, correlation_id: bytes, *,
-                    maybe_seen: bool = True) -> Claim:
+    async def claim(self, key: str, *, maybe_seen: bool = True) -> Claim:
         """Whether this request's reply was recorded as sent before, and when an
         earlier attempt began that recorded nothing; marks that this one begins.
         ``maybe_seen``: the request may have been delivered before (else the
@@ -124,8 +134,7 @@ class AnsweredRequests:
         record = self._usable()
         if record is not None:
             try:
-                quick = await record.claim(reply_topic, correlation_id,
-                                           int(self._wall_clock() * 1000))
+                quick = await record.claim(key, int(self._wall_clock() * 1000))
             except CacheUnavailable as exc:
                 self._failed("read", exc)
             else:
@@ -135,20 +144,20 @@ class AnsweredRequests:
         if self.durable is None or not maybe_seen:
             return Claim(answered=False, began_ms=began)
         try:
-            found = await self.durable.exists(request_key(reply_topic, correlation_id))
+            found = await self.durable.exists(key)
         except Exception as exc:  # a safeguard, never a gate
             log.warning("answered-request record: database read failed: %s: %s",
                         type(exc).__name__, exc)
             found = False
         return Claim(answered=True) if found else Claim(answered=False, began_ms=began)
 
-    async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
+    async def remember(self, key: str) -> None:
         """The reply was acknowledged by the broker: both copies are written."""
         record = self._usable()
         if record is not None:
             try:
-                await record.remember(reply_topic, correlation_id)
+                await record.remember(key)
             except CacheUnavailable as exc:
                 self._failed("write", exc)
         if self._grouped is not None:
-            await self._grouped.add(request_key(reply_topic, correlation_id))
+            await self._grouped.add(key)

@@ -37,8 +37,7 @@ from streams.query.answered import AnsweredRequests
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import DUPLICATE, QueryProcessor
 from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord
-from streams.wire.headers import header
-from streams.wire.spring_reply import CORRELATION_ID, ReplyAddress
+from streams.wire.spring_reply import ReplyAddress
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,9 @@ class QueryAnswering:
     async def __call__(self, rec: SourceRecord) -> None:
         if self.processor.outdated(rec):
             return
-        handled = await self.processor.handle(rec, functools.partial(self._sent_before, rec),
+        asked: list[str] = []  # the request's key, once it is known to get a reply
+        handled = await self.processor.handle(rec, functools.partial(self._sent_before, rec,
+                                                                     asked),
                                               likely_new=not self.maybe_seen(rec))
         if isinstance(handled, DeadLettered):
             dead = [handled.dead_letter]
@@ -77,7 +78,7 @@ class QueryAnswering:
             QUERY_DUPLICATES.inc()
             return
         for reply in handled.records:  # the one reply (none when its caller gave up)
-            sending = asyncio.ensure_future(self._reply(reply))
+            sending = asyncio.ensure_future(self._reply(reply, asked[0] if asked else None))
             try:
                 await asyncio.shield(sending)
             except asyncio.CancelledError:
@@ -88,11 +89,13 @@ class QueryAnswering:
                     raise
                 return  # answered after all: finished, and committed with the others
 
-    async def _sent_before(self, rec: SourceRecord, to: ReplyAddress) -> bool:
+    async def _sent_before(self, rec: SourceRecord, asked: list[str], to: ReplyAddress,
+                           key: str) -> bool:
         cid = to.correlation_id
         if cid is None:  # nothing to match it by, here or for its caller
             return False
-        claim = await self.answered.claim(to.topic, cid, maybe_seen=self.maybe_seen(rec))
+        asked.append(key)
+        claim = await self.answered.claim(key, maybe_seen=self.maybe_seen(rec))
         if claim.answered:
             return True
         if claim.began_ms is None or self.sent_replies is None:
@@ -102,15 +105,15 @@ class QueryAnswering:
                  cid.hex(), "unknown" if sent is None else
                  "in the reply topic" if sent else "not in the reply topic")
         if sent:
-            await self.answered.remember(to.topic, cid)
+            await self.answered.remember(key)
         return bool(sent)
 
-    async def _reply(self, reply: Outgoing) -> bool:
-        """Deliver the reply and record it; whether it was delivered."""
-        cid = header(reply.headers, CORRELATION_ID)
+    async def _reply(self, reply: Outgoing, key: str | None) -> bool:
+        """Deliver the reply and record it under ``key`` (None: a reply not recorded);
+        whether it was delivered."""
         delivered = await self.replies.deliver(reply)
-        if delivered and cid is not None:
-            await self.answered.remember(reply.topic, cid)
+        if delivered and key is not None:
+            await self.answered.remember(key)
         return delivered
 
 

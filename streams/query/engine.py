@@ -205,9 +205,11 @@ class QueryEngine:
             candidates=sum(len(f) for f in found),
             ranked_by="strength" if generic else "relevance"))
 
-    async def answer(self, q: MemoryQuery) -> MemoryReply:
+    async def answer(self, q: MemoryQuery, budget_s: float | None = None) -> MemoryReply:
+        """``budget_s``: how long each part may take (what is left of the caller's wait;
+        default the request's ``timeout_ms``); a part taking longer is a warning."""
         start = self.clock()
-        timeout = q.options.timeout_ms / 1000
+        timeout = q.options.timeout_ms / 1000 if budget_s is None else budget_s
         short, long = await asyncio.gather(
             self._timed("short_term", self._short_term(q), timeout),
             self._timed("long_term", self._long_term(q), timeout),

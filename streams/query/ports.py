@@ -20,8 +20,9 @@ its partition's backlog when the partition was assigned), or it is new to the gr
 class MemoryLookup(Protocol):
     """One memory lookup, request to reply (:class:`~streams.query.engine.QueryEngine`)."""
 
-    async def answer(self, q: MemoryQuery) -> MemoryReply:
-        """The reply; raises what a part it could not turn into a warning raised."""
+    async def answer(self, q: MemoryQuery, budget_s: float | None = None) -> MemoryReply:
+        """The reply, each part within ``budget_s`` (default the request's ``timeout_ms``);
+        raises what a part it could not turn into a warning raised."""
         ...
 
 
@@ -49,17 +50,18 @@ class SentReplies(Protocol):
 
 class AnsweredRecord(Protocol):
     """The quick copy of which requests were answered, and when an attempt began
-    (:class:`~streams.adapters.redis.answered_record.RedisAnsweredRecord`). Keys
-    live a while: longer than any caller waits."""
+    (:class:`~streams.adapters.redis.answered_record.RedisAnsweredRecord`), by
+    :func:`~streams.query.answered.request_key`. Keys live a while: longer than any
+    caller waits."""
 
-    async def claim(self, reply_topic: str, correlation_id: bytes, now_ms: int) -> Claim:
+    async def claim(self, key: str, now_ms: int) -> Claim:
         """Whether the request's answer was recorded, and when an earlier attempt began
         that recorded none; marks that an attempt begins at ``now_ms`` unless an earlier
         one's mark is there (the first attempt's time is kept). One round trip.
         Raises :class:`~streams.stores.CacheUnavailable` when it failed."""
         ...
 
-    async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
+    async def remember(self, key: str) -> None:
         """The reply was acknowledged: the answer is recorded and the attempt's mark
         removed, in one round trip. Raises :class:`~streams.stores.CacheUnavailable`."""
         ...

@@ -21,12 +21,20 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
-from streams.metrics import DEAD_LETTERS, QUERY_EXPIRED, QUERY_LATENCY, QUERY_REPLIES
+from streams.metrics import (
+    DEAD_LETTERS,
+    QUERY_EXPIRED,
+    QUERY_EXPIRED_AGE,
+    QUERY_LATENCY,
+    QUERY_REPLIES,
+)
+from streams.query.answered import request_key
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
+from streams.wire.headers import ANSWERED_PARTITION
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
@@ -34,6 +42,8 @@ from streams.wire.signing import Signing
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
+REPLY_WAY_S = 0.05  # the reply's way to its caller, kept out of what the parts may take
+MIN_BUDGET_S = 0.05
 _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReplyHeaders",
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
 
@@ -66,7 +76,9 @@ class QueryProcessor:
     def outdated(self, rec: SourceRecord) -> bool:
         """Older than any caller waits: skipped (and counted) without reading it."""
         if beyond_any_timeout(rec.timestamp, self.clock()):
-            QUERY_EXPIRED.inc()
+            QUERY_EXPIRED.labels("").inc()
+            assert rec.timestamp is not None
+            QUERY_EXPIRED_AGE.observe(self.clock() - rec.timestamp)
             return True
         return False
 
@@ -79,18 +91,23 @@ class QueryProcessor:
         ), reason)
 
     def _reply(self, rec: SourceRecord, addr: ReplyAddress, reply: MemoryReply) -> ToSend:
+        """The reply, with the partition the request was read from (a hedged request has
+        two copies: its caller tells which one was answered)."""
         body = reply.model_dump_json(exclude_none=False).encode()
-        return ToSend((Outgoing(addr.topic, rec.key, body, addr.headers(), addr.partition),),
-                      ANSWERED)
+        headers = [*addr.headers(), (ANSWERED_PARTITION, str(rec.partition).encode())]
+        return ToSend((Outgoing(addr.topic, rec.key, body, headers, addr.partition),), ANSWERED)
 
     async def handle(self, rec: SourceRecord,
-                     sent_before: Callable[[ReplyAddress], Awaitable[bool]] | None = None,
+                     sent_before: Callable[[ReplyAddress, str], Awaitable[bool]] | None = None,
                      *, likely_new: bool = False) -> Handled:
         """A reply to send (``ToSend``, outcome ``answered``), nothing (``ToSend`` with
         outcome ``expired`` or ``duplicate``), or a dead letter (``DeadLettered``).
-        ``sent_before``: asked once the request is known to get a reply (its
-        reply topic allowed, its caller still waiting), before any reply is sent;
-        True: the reply went out before, nothing is sent (``duplicate``). For a valid
+        ``sent_before``: asked, with the request's key
+        (:func:`~streams.query.answered.request_key`), once a valid request is known to
+        get a reply (its reply topic allowed, its caller still waiting, its signature
+        good), before any reply is sent; True: the reply went out before, nothing is
+        sent (``duplicate``). A refused request (unreadable, unsigned) is never asked
+        about: its error reply is not recorded, so it cannot stand for another request. For a valid
         request ``likely_new`` (not delivered before as far as the consumer knows) the
         engine's answer is made while the question is out — its round trip is then off
         the caller's wait — and dropped should it be a duplicate after all (stopped,
@@ -119,15 +136,15 @@ class QueryProcessor:
                 problem = _short_errors(exc)
             else:
                 if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
-                    QUERY_EXPIRED.inc()
+                    QUERY_EXPIRED.labels(query.tenant_id).inc()
+                    assert rec.timestamp is not None
+                    QUERY_EXPIRED_AGE.observe(self.clock() - rec.timestamp)
                     return ToSend(outcome=EXPIRED)
         why = None
         if problem is None and self.signing is not None:
             why = self.signing.refusal(query.tenant_id, rec.headers, rec.value, addr.topic,
                                        self.clock())
         if problem is not None or why is not None:
-            if sent_before is not None and await sent_before(addr):
-                return ToSend(outcome=DUPLICATE)
             if problem is not None:
                 return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
                                    problem, start)
@@ -137,11 +154,13 @@ class QueryProcessor:
             return self._reply(rec, addr, MemoryReply(
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         assert not isinstance(doc, Rejected)
-        if sent_before is not None and not likely_new and await sent_before(addr):
+        key = request_key(query.tenant_id, addr.topic, addr.partition,
+                          addr.correlation_id or b"", rec.value or b"")
+        if sent_before is not None and not likely_new and await sent_before(addr, key):
             return ToSend(outcome=DUPLICATE)
-        answering = asyncio.ensure_future(self._answer(query))
+        answering = asyncio.ensure_future(self._answer(query, self._budget(rec, query)))
         try:
-            if sent_before is not None and likely_new and await sent_before(addr):
+            if sent_before is not None and likely_new and await sent_before(addr, key):
                 return ToSend(outcome=DUPLICATE)
             reply = await answering
         finally:
@@ -157,11 +176,21 @@ class QueryProcessor:
                 code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
         return self._reply(rec, addr, reply)
 
-    async def _answer(self, query: MemoryQuery) -> MemoryReply:
+    def _budget(self, rec: SourceRecord, query: MemoryQuery) -> float:
+        """What is left of the caller's wait, less the reply's way back: each part of the
+        answer gets that long (at least ``MIN_BUDGET_S``), so that a request taken late
+        is answered, with what could be found, while its caller still waits."""
+        timeout = query.options.timeout_ms / 1000
+        if rec.timestamp is None or rec.timestamp <= 0:
+            return timeout
+        left = timeout - max(0.0, self.clock() - rec.timestamp) - REPLY_WAY_S
+        return min(timeout, max(MIN_BUDGET_S, left))
+
+    async def _answer(self, query: MemoryQuery, budget_s: float) -> MemoryReply:
         """The engine's reply; an internal error reply when it fails (a reply always
         comes back)."""
         try:
-            return await self.engine.answer(query)
+            return await self.engine.answer(query, budget_s)
         except Exception as exc:
             log.exception("query failed")
             return MemoryReply(request_id=query.request_id, tenant_id=query.tenant_id,

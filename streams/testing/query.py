@@ -18,9 +18,11 @@ class EchoLookup:
 
     def __init__(self) -> None:
         self.asked: list[MemoryQuery] = []
+        self.budgets: list[float | None] = []
 
-    async def answer(self, q: MemoryQuery) -> MemoryReply:
+    async def answer(self, q: MemoryQuery, budget_s: float | None = None) -> MemoryReply:
         self.asked.append(q)
+        self.budgets.append(budget_s)
         return MemoryReply(request_id=q.request_id, tenant_id=q.tenant_id)
 
 
@@ -59,8 +61,8 @@ class MemoryAnsweredRecord:
     each round trip until it opens."""
 
     def __init__(self) -> None:
-        self.answered: set[tuple[str, bytes]] = set()
-        self.began: dict[tuple[str, bytes], int] = {}
+        self.answered: set[str] = set()
+        self.began: dict[str, int] = {}
         self.calls = 0
         self.down = False
         self.gate: asyncio.Event | None = None
@@ -72,19 +74,18 @@ class MemoryAnsweredRecord:
         if self.down:
             raise CacheUnavailable("ConnectionError: connection refused")
 
-    async def claim(self, reply_topic: str, correlation_id: bytes, now_ms: int) -> Claim:
+    async def claim(self, key: str, now_ms: int) -> Claim:
         await self._round_trip()
-        key = (reply_topic, correlation_id)
         if key in self.answered:
             return Claim(answered=True)
         earlier = self.began.get(key)
         self.began.setdefault(key, now_ms)
         return Claim(answered=False, began_ms=earlier)
 
-    async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
+    async def remember(self, key: str) -> None:
         await self._round_trip()
-        self.answered.add((reply_topic, correlation_id))
-        self.began.pop((reply_topic, correlation_id), None)
+        self.answered.add(key)
+        self.began.pop(key, None)
 
 
 class MemoryDurableAnswers:

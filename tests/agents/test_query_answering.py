@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from streams.query import answering as answering_module
@@ -24,7 +25,7 @@ from streams.testing.query import (
     RecordedReplies,
 )
 from streams.wire.envelope import Outgoing, SourceRecord
-from streams.wire.headers import header
+from streams.wire.headers import ANSWERED_PARTITION, header
 from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher
@@ -44,6 +45,13 @@ def request(cid: bytes, *, age_s: float = 0.0, timeout_ms: int | None = None,
                         timestamp=NOW - age_s)
 
 
+def key_of(cid: bytes) -> str:
+    """The answered record's key of :func:`request` ``(cid)``."""
+    rec = request(cid)
+    assert rec.value is not None
+    return request_key("t", "replies", None, cid, rec.value)
+
+
 def build(record: MemoryAnsweredRecord | None = None,
           durable: MemoryDurableAnswers | None = None,
           maybe_seen: Callable[[SourceRecord], bool] = lambda rec: True,
@@ -61,7 +69,8 @@ def build(record: MemoryAnsweredRecord | None = None,
 
 
 def counter(name: str) -> float:
-    return REGISTRY.get_sample_value(name) or 0.0
+    """The counter's value, summed over its labels."""
+    return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)
 
 
 async def test_an_answered_request_is_remembered_and_its_redelivery_not_answered() -> None:
@@ -70,7 +79,7 @@ async def test_an_answered_request_is_remembered_and_its_redelivery_not_answered
     await answering(request(b"c-1"))
     assert len(replies.sent) == 1 and header(replies.sent[0].headers,
                                              "kafka_correlationId") == b"c-1"
-    assert record.answered == {("replies", b"c-1")} and record.began == {}
+    assert record.answered == {key_of(b"c-1")} and record.began == {}
     await answering(request(b"c-1", offset=1))  # the same request, redelivered
     assert len(replies.sent) == 1 and len(engine.asked) == 1
     assert counter("memstream_query_duplicates_total") == duplicates + 1
@@ -105,7 +114,7 @@ async def test_a_lost_reply_is_not_remembered() -> None:
     answering, _, replies, _, record = build()
     replies.fail = True
     await answering(request(b"lost"))
-    assert record.began == {("replies", b"lost"): int(NOW * 1000)}  # begun only
+    assert record.began == {key_of(b"lost"): int(NOW * 1000)}  # begun only
     assert record.answered == set()
     replies.fail = False
     await answering(request(b"lost", offset=1))
@@ -134,7 +143,7 @@ async def test_a_redis_that_restarted_empty_forgets_nothing() -> None:
     durable = MemoryDurableAnswers()
     answering, engine, replies, _, record = build(durable=durable)
     await answering(request(b"c-1"))
-    assert durable.keys == {request_key("replies", b"c-1")}
+    assert durable.keys == {key_of(b"c-1")}
     record.answered.clear()  # Redis restarted without its data
     record.began.clear()
     await answering(request(b"c-1", offset=1))
@@ -169,7 +178,7 @@ async def test_with_the_database_down_every_request_is_still_answered() -> None:
 
 def begun(record: MemoryAnsweredRecord, cid: bytes, at_ms: int) -> None:
     """What a worker killed while answering leaves: the beginning, no answer."""
-    record.began[("replies", cid)] = at_ms
+    record.began[key_of(cid)] = at_ms
 
 
 async def test_a_reply_a_killed_worker_sent_is_found_and_not_sent_again() -> None:
@@ -182,7 +191,7 @@ async def test_a_reply_a_killed_worker_sent_is_found_and_not_sent_again() -> Non
     assert replies.sent == [] and engine.asked == []
     assert counter("memstream_query_duplicates_total") == duplicates + 1
     # recorded now: delivered once more, it is not looked up again
-    assert record.answered == {("replies", b"c-1")} and record.began == {}
+    assert record.answered == {key_of(b"c-1")} and record.began == {}
     await answering(request(b"c-1", offset=1))
     assert len(lookup.asked) == 1 and replies.sent == []
 
@@ -194,7 +203,7 @@ async def test_a_reply_not_found_or_not_known_is_sent() -> None:
         begun(record, b"c-1", 1_799_999_990_000)
         await answering(request(b"c-1"))
         assert len(lookup.asked) == 1 and len(replies.sent) == 1
-        assert record.answered == {("replies", b"c-1")} and record.began == {}
+        assert record.answered == {key_of(b"c-1")} and record.began == {}
 
 
 async def test_only_a_request_an_earlier_attempt_began_is_looked_up() -> None:
@@ -262,7 +271,7 @@ async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() 
     task = await cancelled_while_sending(answering, gate, 0.05)
     assert not task.cancelled() and task.result() is None
     assert len(replies.sent) == 1
-    assert ("replies", b"c-1") in record.answered
+    assert key_of(b"c-1") in record.answered
     lookup = KnownReplies(False)
     after, engine, _, _, _ = build(record=record, sent_replies=lookup)
     await after(request(b"c-1", offset=1))
@@ -333,7 +342,7 @@ class GatedEngine(EchoLookup):
         self.cancelled = False
         self.unwound = False
 
-    async def answer(self, q: MemoryQuery) -> MemoryReply:
+    async def answer(self, q: MemoryQuery, budget_s: float | None = None) -> MemoryReply:
         self.began.set()
         try:
             await self.done.wait()
@@ -384,7 +393,7 @@ async def test_a_valid_request_is_answered_while_its_claim_is_out() -> None:
 
 async def test_a_duplicate_s_answer_made_meanwhile_is_neither_sent_nor_counted() -> None:
     record = slow_record()
-    record.answered.add(("replies", b"c-1"))  # answered before
+    record.answered.add(key_of(b"c-1"))  # answered before
     duplicates = counter("memstream_query_duplicates_total")
     ok = replies_ok()
     for finished in (True, False):  # the engine done before the claim is back, or not
@@ -414,7 +423,7 @@ async def test_a_stopped_answer_has_unwound_when_its_request_is_done() -> None:
     """A duplicate's answer, or a cancelled request's, is stopped and waited for: none of
     its work runs on past the request (past a consumer's drain, at a revocation)."""
     record = slow_record()
-    record.answered.add(("replies", b"c-1"))  # answered before
+    record.answered.add(key_of(b"c-1"))  # answered before
     answering, engine, replies = gated(record)
     gate(record).clear()
     task = asyncio.ensure_future(answering(request(b"c-1")))
@@ -446,3 +455,39 @@ async def test_a_request_that_may_have_been_delivered_before_is_answered_after_i
     engine.done.set()
     await asyncio.wait_for(task, 1.0)
     assert len(replies.sent) == 1
+
+
+async def test_two_tenants_using_one_correlation_id_are_both_answered() -> None:
+    """The record is keyed by the tenant and the request: a tenant that learns or
+    guesses another's correlation id can neither suppress its reply nor get its own
+    delivered in its place."""
+    answering, _, replies, _, record = build()
+    mine, theirs = (json.dumps({"request_id": r, "tenant_id": t, "user_id": "u",
+                                "agent_id": "a", "message": "hi"}).encode()
+                    for r, t in (("r1", "t"), ("r2", "other")))
+    await answering(request(b"same", value=theirs))
+    await answering(request(b"same", value=mine, offset=1))
+    assert [json.loads(r.value or b"")["request_id"] for r in replies.sent] == ["r2", "r1"]
+    assert len(record.answered) == 2
+
+
+async def test_a_refused_request_is_not_recorded_and_cannot_stand_for_another() -> None:
+    answering, _, replies, _, record = build()
+    await answering(request(b"c-1", value=b"{not json"))
+    await answering(request(b"c-1", offset=1))
+    assert [json.loads(r.value or b"")["error"] is None for r in replies.sent] == [False, True]
+    assert record.answered == {key_of(b"c-1")}
+
+
+async def test_the_reply_names_the_partition_its_request_was_read_from() -> None:
+    answering, _, replies, _, _ = build()
+    rec = request(b"c-1")
+    await answering(SourceRecord("q", 3, 0, rec.key, rec.value, rec.headers,
+                                 timestamp=rec.timestamp))
+    assert header(replies.sent[0].headers, ANSWERED_PARTITION) == b"3"
+
+
+async def test_a_request_taken_late_gets_what_is_left_of_its_caller_s_wait() -> None:
+    answering, engine, _, _, _ = build()
+    await answering(request(b"c-1", age_s=0.7, timeout_ms=1000))
+    assert engine.budgets == [pytest.approx(1.0 - 0.7 - 0.05)]

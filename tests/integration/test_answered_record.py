@@ -13,6 +13,10 @@ from streams.query.answered import AnsweredRequests, request_key
 from tests.integration.conftest import Stack
 
 
+def key(reply_topic: str, cid: bytes, tenant: str = "t") -> str:
+    return request_key(tenant, reply_topic, None, cid, b'{"message": "hi"}')
+
+
 async def test_answered_requests_survive_a_redis_that_lost_its_data(stack: Stack) -> None:
     engine = stack.engine()
     redis = stack.redis()
@@ -21,29 +25,30 @@ async def test_answered_requests_survive_a_redis_that_lost_its_data(stack: Stack
         store = AnsweredStore(engine)
         quick = RedisAnsweredRecord(redis, prefix=stack.name)
         answered = AnsweredRequests(quick, retry_after_s=0.0, durable=store)
-        assert not (await answered.claim("replies", b"c-1")).answered
-        await answered.remember("replies", b"c-1")
-        await answered.remember("replies", b"c-1")  # twice: still one row
-        assert (await answered.claim("replies", b"c-1")).answered
+        assert not (await answered.claim(key("replies", b"c-1"))).answered
+        await answered.remember(key("replies", b"c-1"))
+        await answered.remember(key("replies", b"c-1"))  # twice: still one row
+        assert (await answered.claim(key("replies", b"c-1"))).answered
 
-        await redis.delete(quick.key("replies", b"c-1"))  # Redis restarted empty
-        assert (await answered.claim("replies", b"c-1")).answered
-        assert not (await answered.claim("replies", b"c-1", maybe_seen=False)).answered
-        assert not (await answered.claim("replies", b"c-2")).answered
-        assert not (await answered.claim("other-replies", b"c-1")).answered
+        await redis.delete(quick.key(key("replies", b"c-1")))  # Redis restarted empty
+        assert (await answered.claim(key("replies", b"c-1"))).answered
+        assert not (await answered.claim(key("replies", b"c-1"), maybe_seen=False)).answered
+        assert not (await answered.claim(key("replies", b"c-2"))).answered
+        assert not (await answered.claim(key("other-replies", b"c-1"))).answered
+        assert not (await answered.claim(key("replies", b"c-1", tenant="other"))).answered
 
         # an attempt's beginning: the first one's is kept, recording the answer drops it
-        assert (await answered.claim("replies", b"c-3")).began_ms is None
-        first = (await answered.claim("replies", b"c-3")).began_ms
+        assert (await answered.claim(key("replies", b"c-3"))).began_ms is None
+        first = (await answered.claim(key("replies", b"c-3"))).began_ms
         assert first is not None and abs(first / 1000 - time.time()) < 60
-        assert (await answered.claim("replies", b"c-3")).began_ms == first
-        await answered.remember("replies", b"c-3")
-        assert not await redis.exists(quick.sending_key("replies", b"c-3"))
-        assert await redis.ttl(quick.key("replies", b"c-3")) > 60  # longer than callers wait
+        assert (await answered.claim(key("replies", b"c-3"))).began_ms == first
+        await answered.remember(key("replies", b"c-3"))
+        assert not await redis.exists(quick.sending_key(key("replies", b"c-3")))
+        assert await redis.ttl(quick.key(key("replies", b"c-3"))) > 60  # longer than callers wait
 
         assert await store.purge(datetime.now(UTC) - timedelta(minutes=5)) == 0
         assert await store.purge(datetime.now(UTC) + timedelta(seconds=1)) == 2  # c-1 and c-3
-        assert not await store.exists(request_key("replies", b"c-1"))
+        assert not await store.exists(key("replies", b"c-1"))
     finally:
         await redis.aclose()
         await engine.dispose()

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.adapters.redis.answered_record import RedisAnsweredRecord
-from streams.query.answered import AnsweredRequests
+from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.settings import KafkaSettings
@@ -68,6 +68,12 @@ def request(topic: str, n: int, offset: int) -> SourceRecord:
                         request_headers(topic, f"c-{n}".encode()), timestamp=time.time())
 
 
+def key_of(topic: str, n: int) -> str:
+    """The answered record's key of :func:`request` ``(topic, n, ...)``."""
+    rec = request(topic, n, 0)
+    return request_key("t", topic, None, f"c-{n}".encode(), rec.value or b"")
+
+
 async def replies_to(stack: Stack, topic: str) -> list[str]:
     return sorted(json.loads(r.value)["request_id"] for r in
                   await stack.read_topic(topic, timeout=3))
@@ -79,11 +85,11 @@ async def test_a_reply_sent_by_a_killed_worker_is_not_sent_again(
     for n in range(6):  # other replies around it, in every partition
         await killed(request(parts.topic, n, n))
     # q10: killed after the broker took the reply, before the record
-    await killed_record.claim(parts.topic, b"c-10")
+    await killed_record.claim(key_of(parts.topic, 10))
     answer = await killed.processor.handle(request(parts.topic, 10, 10))
     assert isinstance(answer, ToSend) and await parts.replies.deliver(answer.records[0])
     # q11: killed while answering, before the reply was sent
-    await killed_record.claim(parts.topic, b"c-11")
+    await killed_record.claim(key_of(parts.topic, 11))
 
     survivor, engine, _ = parts.worker()
     for n in (10, 11, 3):  # delivered again to the next owner

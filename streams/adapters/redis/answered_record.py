@@ -1,9 +1,9 @@
 """The quick copy of the answered-request record in Redis
 (:class:`~streams.query.ports.AnsweredRecord`).
 
-One key per reply topic and correlation id: ``{prefix}:answered:{topic}:{hex}``
-once the answer is recorded, ``{prefix}:sending:{topic}:{hex}`` (the first
-attempt's epoch ms) while an attempt is under way. A claim reads both and writes
+One key per request (:func:`~streams.query.answered.request_key`):
+``{prefix}:answered:{key}`` once the answer is recorded, ``{prefix}:sending:{key}``
+(the first attempt's epoch ms) while an attempt is under way. A claim reads both and writes
 the second in one pipeline; remembering writes the first and deletes the second
 in another. Both live ``ttl_s``.
 """
@@ -24,17 +24,17 @@ class RedisAnsweredRecord:
         self.prefix = prefix
         self.ttl_s = ttl_s
 
-    def key(self, reply_topic: str, correlation_id: bytes) -> str:
-        return f"{self.prefix}:answered:{reply_topic}:{correlation_id.hex()}"
+    def key(self, request: str) -> str:
+        return f"{self.prefix}:answered:{request}"
 
-    def sending_key(self, reply_topic: str, correlation_id: bytes) -> str:
-        return f"{self.prefix}:sending:{reply_topic}:{correlation_id.hex()}"
+    def sending_key(self, request: str) -> str:
+        return f"{self.prefix}:sending:{request}"
 
-    async def claim(self, reply_topic: str, correlation_id: bytes, now_ms: int) -> Claim:
-        sending = self.sending_key(reply_topic, correlation_id)
+    async def claim(self, request: str, now_ms: int) -> Claim:
+        sending = self.sending_key(request)
         try:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.exists(self.key(reply_topic, correlation_id))
+            pipe.exists(self.key(request))
             pipe.get(sending)
             pipe.set(sending, str(now_ms).encode(), ex=self.ttl_s, nx=True)
             answered, earlier, _ = await pipe.execute()
@@ -42,11 +42,11 @@ class RedisAnsweredRecord:
             raise CacheUnavailable(f"{type(exc).__name__}: {exc}") from exc
         return Claim(answered=True) if answered else Claim(False, _epoch_ms(earlier))
 
-    async def remember(self, reply_topic: str, correlation_id: bytes) -> None:
+    async def remember(self, request: str) -> None:
         try:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.set(self.key(reply_topic, correlation_id), b"1", ex=self.ttl_s)
-            pipe.delete(self.sending_key(reply_topic, correlation_id))
+            pipe.set(self.key(request), b"1", ex=self.ttl_s)
+            pipe.delete(self.sending_key(request))
             await pipe.execute()
         except (RedisError, OSError) as exc:
             raise CacheUnavailable(f"{type(exc).__name__}: {exc}") from exc
