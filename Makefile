@@ -10,7 +10,7 @@ export PATH := $(PATH):/usr/sbin:/sbin
 .DEFAULT_GOAL := help
 .PHONY: help setup venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
+        bench-query bench-failover layout-report bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
         bench-rotation bench-updates docs schemas clean
 
 help:  ## list the targets
@@ -81,6 +81,12 @@ bench-reprocess: $(STAMP) services  ## memstream reprocess: sessions rebuilt per
 
 bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s (ARGS=--scale: the curve as cubes grow)
 	$(PY) bench/query.py $(ARGS)
+
+bench-failover: $(STAMP) services  ## queries with 1 s deadlines while one of two workers is SIGKILLed every 30 s (ARGS=--no-hedge, --no-kill, --static)
+	$(PY) bench/failover.py $(ARGS)
+
+layout-report: $(STAMP)  ## which stage modules import adapters or drivers, type: ignore in tests, modules per path
+	$(PY) scripts/layout_report.py
 
 bench-engine: $(STAMP) services  ## the query engine in process at 100,000 per cube: CPU per request (ARGS=--against REV: two builds in turn)
 	$(PY) bench/engine.py $(ARGS)

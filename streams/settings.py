@@ -544,12 +544,14 @@ class QuerySettings(BaseModel):
         "`{app_id}-query`.",
     )
     session_timeout_s: float = Field(
-        10.0, gt=0,
+        6.0, gt=0,
         description="Session timeout of the query consumer: a worker that dies holds its "
-        "query partitions this long before another worker takes them over.",
+        "query partitions this long before another worker takes them over (hedged queries "
+        "are answered meanwhile), and a rebalance begun meanwhile waits for it. At least the "
+        "broker's `group.min.session.timeout.ms` (6 s by default).",
     )
     heartbeat_interval_s: float = Field(
-        1.0, gt=0,
+        0.5, gt=0,
         description="Heartbeat interval of the query consumer (at most a third of its session "
         "timeout); a rebalance is noticed within one.",
     )

@@ -57,8 +57,6 @@ WORKER_ENV = {
     # a consolidation sent to the retry topic comes back within the run
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",
-    "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": "6",
-    "MEMSTREAM_QUERY__HEARTBEAT_INTERVAL_S": "0.5",
 }
 PARTITIONS = 8
 
