@@ -84,6 +84,8 @@ class QueryOutcome:
     answered: bool
     hedged: bool
     hedge_won: bool
+    partition: int | None = None
+    """The partition of the query topic the first copy went to."""
 
 
 class MemoryClient:
@@ -237,11 +239,13 @@ class MemoryClient:
         all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
         sent_ms = int(time.time() * 1000)  # both copies: the worker's deadline is the caller's
         copy_to: int | None = None
+        went_to: int | None = None
         if hedged:
             self.stats.queries += 1
         try:
             first = await self._producer.send_and_wait(topic, value, key=key, headers=all_headers,
                                                        timestamp_ms=sent_ms)
+            went_to = first.partition
             if hedged and self.hedge_after_s is not None and self.hedge_after_s < timeout_s:
                 done, _ = await asyncio.wait({fut}, timeout=self.hedge_after_s)
                 if not done:
@@ -257,7 +261,8 @@ class MemoryClient:
         except TimeoutError as exc:
             if hedged:
                 self.stats.timed_out += 1
-                self._tell(QueryOutcome(loop.time() - started, False, copy_to is not None, False))
+                self._tell(QueryOutcome(loop.time() - started, False, copy_to is not None, False,
+                                        went_to))
             raise QueryTimeoutError(f"no reply within {timeout_s:.1f}s") from exc
         finally:
             self._waiting.pop(cid, None)
@@ -265,7 +270,8 @@ class MemoryClient:
             won = copy_to is not None and answered_on == str(copy_to).encode()
             self.stats.answered += 1
             self.stats.hedges_won += won
-            self._tell(QueryOutcome(loop.time() - started, True, copy_to is not None, won))
+            self._tell(QueryOutcome(loop.time() - started, True, copy_to is not None, won,
+                                    went_to))
         return answer
 
     def _tell(self, outcome: QueryOutcome) -> None:
