@@ -22,7 +22,9 @@ a query up by ``hedge_after_s``, not by the query group's session timeout.
 A secured cluster: pass ``security=KafkaSecurity(protocol="SASL_SSL",
 sasl_mechanism="SCRAM-SHA-512", username=..., password=..., cafile=...)``
 (:mod:`streams.adapters.kafka.security`). With ``signing_key`` (the tenant's
-key) every query is signed (:mod:`streams.wire.signing`).
+key) every query and erasure is signed (:mod:`streams.wire.signing`), its
+correlation id and reply partition included; a hedge's copy carries the same
+signature.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.client_routes import GroupOwners, hedge_partition
 from streams.wire.erasure import ErasureReceipt, ErasureRequest, ErasureTarget
-from streams.wire.headers import ANSWERED_PARTITION, header
+from streams.wire.headers import ANSWERED_PARTITION, SIGNATURE, SIGNED_AT, header
 from streams.wire.query import MemoryQuery, MemoryReply, QueryOptions
 from streams.wire.signing import signed_headers
 from streams.wire.spring_reply import CORRELATION_ID, request_headers
@@ -217,27 +219,39 @@ class MemoryClient:
 
     async def send_raw(self, value: bytes, *, key: bytes | None = None,
                        headers: list[tuple[str, bytes]] | None = None,
-                       timeout_s: float | None = None) -> MemoryReply:
+                       timeout_s: float | None = None,
+                       correlation_id: bytes | None = None) -> MemoryReply:
         """Send any request bytes (the reply headers are added) and await the reply,
-        hedged as the client is configured."""
+        hedged as the client is configured. With ``signing_key`` the request is signed,
+        unless ``headers`` carry a signature or timestamp of their own (sent as given:
+        a caller signing itself passes the ``correlation_id`` it signed, a fresh one
+        for each request; none: a random one)."""
         answer = await self._ask(self.request_topic, value, key=key, headers=headers,
-                                 timeout_s=timeout_s or self.timeout_s, hedged=True)
+                                 timeout_s=timeout_s or self.timeout_s, hedged=True,
+                                 correlation_id=correlation_id)
         return MemoryReply.model_validate_json(answer)
 
     async def _ask(self, topic: str, value: bytes, *, key: bytes | None,
                    headers: list[tuple[str, bytes]] | None, timeout_s: float,
-                   hedged: bool = False) -> bytes:
+                   hedged: bool = False, correlation_id: bytes | None = None) -> bytes:
         """Send a request to ``topic`` with the reply headers; the reply's bytes.
-        ``hedged``: a copy goes to another member's partition after ``hedge_after_s``."""
+        ``hedged``: a copy goes to another member's partition after ``hedge_after_s``.
+        With ``signing_key``, and no signature headers among ``headers``, the request is
+        signed: its correlation id (``correlation_id``, or a random one) and reply
+        partition are known only here."""
         if self._producer is None or self.reply_partition is None:
             raise RuntimeError("client not started")
         loop = asyncio.get_running_loop()
         started = loop.time()
-        cid = uuid.uuid4().bytes
+        cid = correlation_id if correlation_id is not None else uuid.uuid4().bytes
         fut: asyncio.Future[tuple[bytes, bytes | None]] = loop.create_future()
         self._waiting[cid] = fut
         all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
         sent_ms = int(time.time() * 1000)  # both copies: the worker's deadline is the caller's
+        if self.signing_key is not None and not any(
+                name in (SIGNED_AT, SIGNATURE) for name, _ in headers or ()):
+            all_headers += signed_headers(self.signing_key, sent_ms // 1000, self.reply_topic,
+                                          self.reply_partition, cid, value)
         copy_to: int | None = None
         went_to: int | None = None
         if hedged:
@@ -301,10 +315,8 @@ class MemoryClient:
             options=QueryOptions(**options),
         )
         body = request.model_dump_json(exclude_none=True).encode()
-        signed = (signed_headers(self.signing_key, int(time.time()), self.reply_topic, body)
-                  if self.signing_key is not None else None)
         return await self.send_raw(body, key=f"{tenant_id}/{user_id}".encode(),
-                                   timeout_s=timeout_s, headers=signed)
+                                   timeout_s=timeout_s)
 
     async def erase(
         self,
@@ -329,8 +341,6 @@ class MemoryClient:
             "memory_id": memory_id, "provider": provider, "dry_run": dry_run,
             "reference": reference})
         body = request.model_dump_json(exclude_none=True).encode()
-        signed = (signed_headers(self.signing_key, int(time.time()), self.reply_topic, body)
-                  if self.signing_key is not None else None)
-        answer = await self._ask(self.erasures_topic, body, key=request.key(), headers=signed,
+        answer = await self._ask(self.erasures_topic, body, key=request.key(), headers=None,
                                  timeout_s=timeout_s)
         return ErasureReceipt.model_validate_json(answer)
