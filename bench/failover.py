@@ -7,7 +7,10 @@ would. Meanwhile ``MemoryClient`` asks at ``--rate`` per second, each caller
 waiting ``--deadline`` seconds (the request's ``timeout_ms`` too). Needs the
 services of ``make services``. Prints one JSON line: requests, answered within
 the deadline (count and share), p50/p99 of the answered, hedges sent and won,
-duplicates the client dropped, and the workers' CPU per query (undisturbed runs).
+duplicates the client dropped, the p99 of the queries first sent to the killed
+worker's partitions and of those first sent to the survivor's, from each kill
+to the query session timeout after it, and the workers' CPU per query
+(undisturbed runs).
 
     python bench/failover.py [--seconds 300] [--kill-every 30] [--rate 20]
                              [--deadline 1.0] [--hedge-after 0.25 | --no-hedge]
@@ -30,6 +33,7 @@ import random
 import shutil
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +91,16 @@ def cpu_s(worker: LocalWorker) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def query_partitions(worker: LocalWorker) -> set[int]:
+    """The query partitions the worker holds, by its readiness (empty when unknown)."""
+    url = f"http://127.0.0.1:{worker.env['MEMSTREAM_WEB__PORT']}/health/ready"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return set(json.loads(r.read())["query"]["partitions"])
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
 class Workers:
     """Two workers; ``kill_one`` SIGKILLs the next in turn and starts it again later."""
 
@@ -96,6 +110,8 @@ class Workers:
         self.log_dir = log_dir
         self.workers = [self._worker(i) for i in range(2)]
         self.kills = 0
+        # each kill: when, and the query partitions the killed worker held
+        self.killed: list[tuple[float, set[int]]] = []
 
     def _worker(self, i: int) -> LocalWorker:
         env = {"MEMSTREAM_WEB__PORT": str(free_port())}
@@ -112,6 +128,8 @@ class Workers:
         self.kills += 1
         old = self.workers[i]
         assert old.proc is not None
+        held = await asyncio.to_thread(query_partitions, old)
+        self.killed.append((time.monotonic(), held))
         old.proc.kill()
         old.proc.wait()
         await asyncio.sleep(restart_after_s)
@@ -175,6 +193,27 @@ async def ask(client: MemoryClient, rng: random.Random, deadline_s: float) -> No
                            timeout_ms=int(deadline_s * 1000))
 
 
+def p99(latencies_s: list[float]) -> float | None:
+    return round(percentile([x * 1000 for x in latencies_s], 99), 1) if latencies_s else None
+
+
+def during_kills(outcomes: list[tuple[float, QueryOutcome]], killed: list[tuple[float, set[int]]],
+                 window_s: float) -> dict[str, Any]:
+    """The queries asked from each kill to ``window_s`` after it, by where their first
+    copy went: a partition the killed worker held, or one the survivor held."""
+    dead: list[float] = []
+    survivors: list[float] = []
+    for asked, o in outcomes:
+        for at, held in killed:
+            if at <= asked <= at + window_s and o.partition is not None:
+                (dead if o.partition in held else survivors).append(
+                    o.latency_s if o.answered else float("inf"))
+                break
+    return {"dead_partitions_queries": len(dead), "dead_partitions_p99_ms": p99(dead),
+            "survivor_partitions_queries": len(survivors),
+            "survivor_partitions_p99_ms": p99(survivors)}
+
+
 def report(outcomes: list[QueryOutcome], client: MemoryClient) -> dict[str, Any]:
     answered = [o.latency_s * 1000 for o in outcomes if o.answered]
     s = client.stats
@@ -199,6 +238,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = run_settings(run, url)
     workers = Workers(settings, args.static, ROOT / ".bench")
     outcomes: list[QueryOutcome] = []
+    asked: list[tuple[float, QueryOutcome]] = []
+
+    def record(o: QueryOutcome) -> None:
+        outcomes.append(o)
+        asked.append((time.monotonic() - o.latency_s, o))
+
     try:
         await ensure_topics(settings.kafka)
         workers.start()
@@ -209,10 +254,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             query_group=f"{settings.kafka.app_id}-query")
         async with client:
             await ready(client)
-            client.on_outcome = outcomes.append
+            client.on_outcome = record
             client.stats = ClientStats()
             extra = await load(client, args, workers, outcomes)
-            result = report(outcomes, client)
+            result = {**report(outcomes, client),
+                      **during_kills(asked, workers.killed, settings.query.session_timeout_s)}
     finally:
         workers.stop()
         drop_database(db)
