@@ -16,7 +16,9 @@ above the undisturbed p99) is sent once more, with the same correlation id and
 timestamp, to a partition held by another member of the query group (its
 current assignment is read from the broker, ``query_group``). The first reply
 wins; a second reply is dropped and counted. A worker that dies therefore holds
-a query up by ``hedge_after_s``, not by the query group's session timeout.
+a query up by ``hedge_after_s``, not by the query group's session timeout. At
+most half of the queries are hedged over time (20 at once): when every worker
+is slow, hedging adds half the load, not all of it.
 ``stats`` counts what the client saw; ``on_outcome`` is called once per query.
 
 A secured cluster: pass ``security=KafkaSecurity(protocol="SASL_SSL",
@@ -58,8 +60,14 @@ class QueryTimeoutError(TimeoutError):
     """No reply arrived within the client's timeout."""
 
 
+class ClientClosedError(RuntimeError):
+    """The client was closed before the reply came (or before the request was sent)."""
+
+
 ERASE_TIMEOUT_S = 300.0  # an erasure waits for every ingest partition and every provider
 HEDGE_AFTER_S = 0.25
+HEDGE_SHARE = 0.5  # hedges at most this share of queries, over time ...
+HEDGE_BURST = 20.0  # ... and this many at once: when every worker is slow, load grows 1.5x, not 2x
 REMEMBERED_REPLIES = 4096  # correlation ids answered lately: a second reply to one is a duplicate
 
 
@@ -74,6 +82,8 @@ class ClientStats:
     hedges_sent: int = 0
     hedges_won: int = 0
     """Replies that came from the hedge's partition."""
+    hedges_withheld: int = 0
+    """Queries past ``hedge_after_s`` not hedged: the hedge budget was spent."""
     duplicates_dropped: int = 0
     """Second replies to a query already answered (the other copy's), not passed on."""
 
@@ -126,6 +136,8 @@ class MemoryClient:
         self._owners: GroupOwners | None = None
         self._query_partitions = 0
         self._waiting: dict[bytes, asyncio.Future[tuple[bytes, bytes | None]]] = {}
+        self._closed = False
+        self._hedge_tokens = HEDGE_BURST
         self._answered: OrderedDict[bytes, None] = OrderedDict()
 
     async def __aenter__(self) -> MemoryClient:
@@ -185,13 +197,16 @@ class MemoryClient:
                 await self._owners.start()
 
     async def close(self) -> None:
+        """Stop; a query still waiting raises :class:`ClientClosedError` (and is reported to
+        ``on_outcome`` as not answered)."""
+        self._closed = True
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
         for fut in self._waiting.values():
             if not fut.done():
-                fut.cancel()
+                fut.set_exception(ClientClosedError("the client was closed before the reply"))
         if self._owners is not None:
             await self._owners.close()
         if self._consumer is not None:
@@ -239,6 +254,8 @@ class MemoryClient:
         With ``signing_key``, and no signature headers among ``headers``, the request is
         signed: its correlation id (``correlation_id``, or a random one) and reply
         partition are known only here."""
+        if self._closed:
+            raise ClientClosedError("the client is closed")
         if self._producer is None or self.reply_partition is None:
             raise RuntimeError("client not started")
         loop = asyncio.get_running_loop()
@@ -256,13 +273,16 @@ class MemoryClient:
         went_to: int | None = None
         if hedged:
             self.stats.queries += 1
+            self._hedge_tokens = min(HEDGE_BURST, self._hedge_tokens + HEDGE_SHARE)
         try:
             first = await self._producer.send_and_wait(topic, value, key=key, headers=all_headers,
                                                        timestamp_ms=sent_ms)
             went_to = first.partition
             if hedged and self.hedge_after_s is not None and self.hedge_after_s < timeout_s:
                 done, _ = await asyncio.wait({fut}, timeout=self.hedge_after_s)
-                if not done:
+                if not done and self._hedge_tokens < 1.0:
+                    self.stats.hedges_withheld += 1
+                elif not done:
                     copy_to = hedge_partition(
                         first.partition, self._owners.owners if self._owners else None,
                         self._query_partitions, random.choice)
@@ -270,8 +290,14 @@ class MemoryClient:
                     await self._producer.send_and_wait(topic, value, key=key, partition=copy_to,
                                                        headers=all_headers, timestamp_ms=sent_ms)
                     self.stats.hedges_sent += 1
+                    self._hedge_tokens -= 1.0
             left = timeout_s - (loop.time() - started)
             answer, answered_on = await asyncio.wait_for(fut, max(left, 0.0))
+        except ClientClosedError:
+            if hedged:
+                self._tell(QueryOutcome(loop.time() - started, False, copy_to is not None, False,
+                                        went_to))
+            raise
         except TimeoutError as exc:
             if hedged:
                 self.stats.timed_out += 1

@@ -561,6 +561,14 @@ class QuerySettings(BaseModel):
         "id per worker, such as a StatefulSet pod name, never the same on two live workers. "
         "A worker restarted within the session timeout keeps its partitions with no rebalance.",
     )
+    @model_validator(mode="after")
+    def _heartbeat_within_session(self) -> QuerySettings:
+        if self.heartbeat_interval_s * 3 > self.session_timeout_s:
+            raise ValueError(
+                f"query heartbeat_interval_s ({self.heartbeat_interval_s:g}) must be at most a "
+                f"third of session_timeout_s ({self.session_timeout_s:g})")
+        return self
+
     drain_timeout_s: float = Field(
         3.0, gt=0,
         description="At a rebalance or shutdown, requests in flight on the partitions let go "

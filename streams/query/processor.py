@@ -34,7 +34,7 @@ from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
-from streams.wire.headers import ANSWERED_PARTITION
+from streams.wire.headers import ANSWERED_PARTITION, SIGNED_AT, header
 from streams.wire.json_doc import load_object
 from streams.wire.query import MemoryQuery, MemoryReply, ReplyError, Warning_, unknown_fields
 from streams.wire.rejections import Rejected
@@ -144,6 +144,14 @@ class QueryProcessor:
         if problem is None and self.signing is not None:
             why = self.signing.refusal(query.tenant_id, rec.headers, rec.value, addr.topic,
                                        self.clock())
+            signed_at = header(rec.headers, SIGNED_AT)
+            if why is None and signed_at is not None and caller_gave_up(
+                    int(signed_at) + 1, self.clock(), query.options.timeout_ms):
+                # the signed time, not the record's: a captured request sent again later
+                # is as old as its signature says
+                QUERY_EXPIRED.labels(query.tenant_id).inc()
+                QUERY_EXPIRED_AGE.observe(self.clock() - int(signed_at))
+                return ToSend(outcome=EXPIRED)
         if problem is not None or why is not None:
             if problem is not None:
                 return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,

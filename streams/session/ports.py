@@ -91,7 +91,8 @@ class HotCopy(Protocol):
     async def backfill(self, tenant_id: str, conversation_id: str, docs: Sequence[MessageDoc],
                        seen_version: bytes | None) -> bool:
         """Rebuild the list from ``docs`` unless it was written since ``seen_version``;
-        whether it was rebuilt. Never raises: a failure is False."""
+        whether it was rebuilt. A failed write is False; raises
+        :class:`~streams.stores.CacheUnavailable` when the cache is off or backing off."""
         ...
 
     async def get_summary(self, tenant_id: str, conversation_id: str) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from streams.testing.query import (
 from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.headers import ANSWERED_PARTITION, header
 from streams.wire.query import MemoryQuery, MemoryReply
+from streams.wire.signing import Signing, signed_headers
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher
 
@@ -491,3 +492,23 @@ async def test_a_request_taken_late_gets_what_is_left_of_its_caller_s_wait() -> 
     answering, engine, _, _, _ = build()
     await answering(request(b"c-1", age_s=0.7, timeout_ms=1000))
     assert engine.budgets == [pytest.approx(1.0 - 0.7 - 0.05)]
+
+
+async def test_a_signed_request_sent_again_later_is_as_old_as_its_signature() -> None:
+    """A captured signed request re-sent within the signature's window, with a fresh
+    record timestamp, has expired by its signed time: it is not answered again."""
+    engine, replies, dlq = EchoLookup(), RecordedReplies(), FakePublisher()
+    key = "k" * 16
+    processor = QueryProcessor(engine, "dlq", clock=lambda: NOW,
+                               signing=Signing({"t": key}, max_age_s=300))
+    answering = QueryAnswering(processor, replies, dlq, AnsweredRequests(None),
+                               retry_initial_s=0.01, retry_max_s=0.01)
+    for signed_at, answered in ((NOW, True), (NOW - 250, False)):
+        rec = request(b"c-1")
+        assert rec.value is not None
+        headers = [*rec.headers, *signed_headers(key, int(signed_at), "replies", None, b"c-1",
+                                                 rec.value)]
+        before = len(replies.sent)
+        await answering(SourceRecord("q", 0, 0, rec.key, rec.value, headers,
+                                     timestamp=NOW))  # the record itself is fresh
+        assert (len(replies.sent) > before) is answered

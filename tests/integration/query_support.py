@@ -160,6 +160,20 @@ def query_partitions(worker: Any) -> list[int] | None:
     return list(body["query"]["partitions"]) if status == 200 else None
 
 
+async def two_workers(stack: Stack, env: dict[str, str]) -> tuple[Any, Any]:
+    """Two workers started with ``env``, once they hold the query partitions between them."""
+    first = await asyncio.to_thread(stack.worker(**env).start)
+    second = await asyncio.to_thread(stack.worker(**env).start)
+    every = set(range(stack.partitions))
+
+    def split() -> bool:
+        a, b = query_partitions(first), query_partitions(second)
+        return bool(a) and bool(b) and set(a) | set(b) == every and not set(a) & set(b)
+
+    await eventually(split, 60, "both workers answering queries")
+    return first, second
+
+
 def metric(worker: Any, name: str) -> float:
     port = worker.env["MEMSTREAM_WEB__PORT"]
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text

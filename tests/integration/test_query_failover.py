@@ -7,11 +7,10 @@ here."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from tests.integration.conftest import Stack
-from tests.integration.query_support import QUERY_ENV, QueryTraffic, query_partitions
+from tests.integration.query_support import QUERY_ENV, QueryTraffic, query_partitions, two_workers
 from tests.support.worker import eventually
 
 QUERY_SESSION_S = 10.0
@@ -27,15 +26,8 @@ async def test_a_killed_worker_does_not_hold_up_the_survivor_and_is_taken_over(
     env = {**QUERY_ENV, "MEMSTREAM_KAFKA__SESSION_TIMEOUT_S": str(FAUST_SESSION_S),
            "MEMSTREAM_KAFKA__HEARTBEAT_INTERVAL_S": "3",
            "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": str(QUERY_SESSION_S)}
-    doomed = await asyncio.to_thread(stack.worker(**env).start)
-    survivor = await asyncio.to_thread(stack.worker(**env).start)
+    doomed, survivor = await two_workers(stack, env)
     every = set(range(stack.partitions))
-
-    def split() -> bool:
-        a, b = query_partitions(doomed), query_partitions(survivor)
-        return bool(a) and bool(b) and set(a) | set(b) == every and not set(a) & set(b)
-
-    await eventually(split, 60, "both workers answering queries")
     kept = set(query_partitions(survivor) or ())
     lost = every - kept
 

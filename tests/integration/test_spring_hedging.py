@@ -9,10 +9,9 @@ import asyncio
 import subprocess
 
 from tests.integration.conftest import Stack
-from tests.integration.query_support import QUERY_ENV, query_partitions
+from tests.integration.query_support import QUERY_ENV, query_partitions, two_workers
 from tests.integration.spring_support import JAVA, client_classpath
 from tests.support.services import KAFKA_BOOTSTRAP
-from tests.support.worker import eventually
 
 __all__ = ["client_classpath"]
 
@@ -24,15 +23,7 @@ async def test_a_spring_caller_hedging_as_documented_is_answered_within_its_dead
         stack: Stack, client_classpath: str) -> None:
     env = {**QUERY_ENV, "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": str(QUERY_SESSION_S),
            "MEMSTREAM_QUERY__HEARTBEAT_INTERVAL_S": "3"}
-    doomed = await asyncio.to_thread(stack.worker(**env).start)
-    survivor = await asyncio.to_thread(stack.worker(**env).start)
-    every = set(range(stack.partitions))
-
-    def split() -> bool:
-        a, b = query_partitions(doomed), query_partitions(survivor)
-        return bool(a) and bool(b) and set(a) | set(b) == every and not set(a) & set(b)
-
-    await eventually(split, 60, "both workers answering queries")
+    doomed, _ = await two_workers(stack, env)
     dead = min(query_partitions(doomed) or ())
     doomed.kill()
     run = await asyncio.to_thread(

@@ -41,6 +41,8 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     ("streams/consolidation/pipeline.py", "from sqlalchemy import select"),
     ("streams/memory/registry.py", "import httpx"),
     ("streams/session/reader.py", "from redis.asyncio import Redis"),
+    ("streams/query/rules/__init__.py", "import aiomysql"),
+    ("streams/erasure/model.py", "import aiohttp"),
 ])
 def test_a_stage_importing_an_adapter_or_a_driver_breaks_the_ports_contract(
         tmp_path: Path, module: str, line: str) -> None:
