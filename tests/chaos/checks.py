@@ -193,10 +193,13 @@ def deadline_queries_in_time(s: Snapshot) -> Finding:
     one reply on and drops a second)."""
     late = [f"{d.name}: {d.late} of {d.asked}, asked at {d.late_at} s"
             for d in s.deadline if d.late]
-    return _finding("every deadline caller answered within its deadline, once", {
+    return _finding("every deadline caller answered within its deadline, once, while a worker "
+                    "held query partitions", {
         "late": late,
     }, "; ".join(f"{d.name}: {d.asked} asked, {d.late} late, {d.outage_asked} asked while no "
-                 f"worker was live ({d.outage_late} late), slowest {d.slowest_s * 1000:.0f} ms, "
+                 f"worker was live ({d.outage_late} late), {d.rebalance_asked} while the query "
+                 f"group rebalanced ({d.rebalance_late} late), slowest "
+                 f"{d.slowest_s * 1000:.0f} ms, "
                  f"{d.hedges_sent} hedged, {d.hedges_won} won by the hedge, "
                  f"{d.duplicates_dropped} second replies dropped" for d in s.deadline))
 

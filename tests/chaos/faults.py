@@ -72,6 +72,7 @@ class Cluster:
         self.mariadb = mariadb
         self.slots: list[Slot] = []
         self.outages: list[tuple[float, float]] = []
+        self.rebalances: list[tuple[float, float]] = []
 
     async def start(self, slot: Slot | None = None, *, must: bool = False) -> Slot:
         """Start ``slot`` again, or a new one; returns when the worker is ready, or
@@ -115,23 +116,36 @@ class Cluster:
     async def watch_outages(self, every_s: float = 0.1) -> None:
         """Note in ``outages`` each span (monotonic start, end) from the moment no worker
         is live to the moment one holds query partitions again — nobody could answer —
-        until cancelled (an open span ends then). A rebalance while a worker is live is
-        no outage."""
-        began: float | None = None
+        and in ``rebalances`` each span in which workers were live but none held query
+        partitions (the query group rebalancing), until cancelled (an open span ends
+        then)."""
+        outage: float | None = None
+        rebalance: float | None = None
         try:
             async with httpx.AsyncClient(timeout=0.5) as client:
                 while True:
-                    held = await asyncio.gather(*(self.answering(client, s)
-                                                  for s in list(self.slots)))
-                    if began is None and not self.live():
-                        began = time.monotonic()
-                    elif any(held) and began is not None:
-                        self.outages.append((began, time.monotonic()))
-                        began = None
+                    held = any(await asyncio.gather(*(self.answering(client, s)
+                                                      for s in list(self.slots))))
+                    now = time.monotonic()
+                    if outage is None and not self.live():
+                        outage = now
+                        if rebalance is not None:
+                            self.rebalances.append((rebalance, now))
+                            rebalance = None
+                    elif outage is None and rebalance is None and not held:
+                        rebalance = now
+                    if held and outage is not None:
+                        self.outages.append((outage, now))
+                        outage = None
+                    if held and rebalance is not None:
+                        self.rebalances.append((rebalance, now))
+                        rebalance = None
                     await asyncio.sleep(every_s)
         finally:
-            if began is not None:
-                self.outages.append((began, time.monotonic()))
+            if outage is not None:
+                self.outages.append((outage, time.monotonic()))
+            if rebalance is not None:
+                self.rebalances.append((rebalance, time.monotonic()))
 
     async def in_flight(self, client: httpx.AsyncClient, slot: Slot) -> float:
         try:

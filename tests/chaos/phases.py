@@ -148,18 +148,22 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
 
 
-def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]]) -> DeadlineTally:
-    """``c``'s outcomes; a query asked while no worker was live, or within its deadline
-    before that, is counted apart: no mechanism can answer it."""
-    def in_outage(at: float) -> bool:
-        return any(begin - c.deadline_s <= at <= end for begin, end in outages)
+def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
+          rebalances: list[tuple[float, float]]) -> DeadlineTally:
+    """``c``'s outcomes; a query asked while no worker was live, or while the query
+    group was rebalancing (workers live, none holding query partitions), or within its
+    deadline before either, is counted apart: no hedge can answer it."""
+    def within(at: float, spans: list[tuple[float, float]]) -> bool:
+        return any(begin - c.deadline_s <= at <= end for begin, end in spans)
 
     answered = [o.latency_s for _, o in c.outcomes if o.answered]
-    late = [at for at in c.late() if not in_outage(at)]
+    out = [at for at, _ in c.outcomes if within(at, outages)]
+    moving = [at for at, _ in c.outcomes if not within(at, outages) and within(at, rebalances)]
+    late = [at for at in c.late() if at not in out and at not in moving]
     return DeadlineTally(
         c.name, c.deadline_s, len(c.outcomes), len(late), [round(at - started, 1) for at in late],
-        sum(1 for at, _ in c.outcomes if in_outage(at)),
-        sum(1 for at in c.late() if in_outage(at)), max(answered, default=0.0),
+        len(out), sum(1 for at in c.late() if at in out),
+        len(moving), sum(1 for at in c.late() if at in moving), max(answered, default=0.0),
         c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped)
 
 
@@ -222,7 +226,7 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                 await driver.cancel()
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent))
             snap = await observer.snapshot(queries.sent)
-            snap.deadline = [tally(c, timeline.started, cluster.outages)
+            snap.deadline = [tally(c, timeline.started, cluster.outages, cluster.rebalances)
                              for c in callers.classes]
         finally:
             cluster.kill_all()

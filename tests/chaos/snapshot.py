@@ -57,6 +57,8 @@ class DeadlineTally:
     late_at: list[float]  # when each of those was asked, seconds into the phase
     outage_asked: int  # asked while no worker was live (or within the deadline before)
     outage_late: int  # ... of which not answered in time: nothing could answer them
+    rebalance_asked: int  # asked while the query group was rebalancing (or just before)
+    rebalance_late: int  # ... of which not answered in time
     slowest_s: float  # of those answered
     hedges_sent: int
     hedges_won: int
