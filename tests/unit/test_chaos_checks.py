@@ -9,9 +9,16 @@ from dataclasses import replace
 
 import pytest
 
-from tests.chaos.checks import check_phase, memory_identity, stretches
+from tests.chaos.checks import check_phase, deadline_queries_in_time, memory_identity, stretches
 from tests.chaos.config import WorkloadSpec
-from tests.chaos.snapshot import DeadLetter, Lag, MemoryRow, Snapshot, StoredMessage
+from tests.chaos.snapshot import (
+    DeadLetter,
+    DeadlineTally,
+    Lag,
+    MemoryRow,
+    Snapshot,
+    StoredMessage,
+)
 from tests.chaos.workload import Workload, build_workload
 
 SPEC = WorkloadSpec(seed=3, conversations=20, users=8, tenants=2, active=5, linked_pairs=2)
@@ -201,3 +208,16 @@ def test_a_failure_names_counts_and_examples(workload: Workload) -> None:
 def test_stretches_group_nearby_positions() -> None:
     assert stretches([5, 1, 90, 500, 520, 900], 1000) == [
         "0.1%-9.0% (3)", "50.0%-52.0% (2)", "90.0%-90.0% (1)"]
+
+
+@pytest.mark.parametrize(("deadline_s", "asked", "late", "ok"), [
+    (1.0, 100, 0, True),
+    (1.0, 100, 1, False),
+    (0.3, 100, 5, True),
+    (0.3, 100, 6, False),
+    (0.3, 10, 1, False),
+])
+def test_deadline_callers_may_be_late_only_at_short_deadlines(
+        deadline_s: float, asked: int, late: int, ok: bool) -> None:
+    tally = DeadlineTally("c", deadline_s, asked, late, [1.0] * late, 0, 0, 0, 0, 0.5, 0, 0, 0)
+    assert deadline_queries_in_time(Snapshot(deadline=[tally])).ok is ok
