@@ -29,7 +29,7 @@ defect        what                                                       example
 block quotes (``>``) and table rows are removed, so an example inside an
 answer ("Here's a sample journal entry: …") is never taken for what the
 speaker says; inline code stays, as words of the sentence. The checks are
-table-driven (tests/unit/consolidation/test_fact_quality.py); ``make
+table-driven (tests/unit/consolidation/rules/test_fact_quality.py); ``make
 bench-beam`` and ``make bench-locomo`` report the share of the judge's facts
 that pass them.
 """
