@@ -33,6 +33,7 @@ import random
 import shutil
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -96,8 +97,14 @@ def query_partitions(worker: LocalWorker) -> set[int]:
     url = f"http://127.0.0.1:{worker.env['MEMSTREAM_WEB__PORT']}/health/ready"
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
-            return set(json.loads(r.read())["query"]["partitions"])
-    except (OSError, ValueError, KeyError):
+            body = r.read()
+    except urllib.error.HTTPError as e:  # not ready (503): its body still says what it holds
+        body = e.read()
+    except OSError:
+        return set()
+    try:
+        return set(json.loads(body)["query"]["partitions"])
+    except (ValueError, KeyError, TypeError):
         return set()
 
 
