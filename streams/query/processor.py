@@ -76,11 +76,16 @@ class QueryProcessor:
     def outdated(self, rec: SourceRecord) -> bool:
         """Older than any caller waits: skipped (and counted) without reading it."""
         if beyond_any_timeout(rec.timestamp, self.clock()):
-            QUERY_EXPIRED.labels("").inc()
             assert rec.timestamp is not None
-            QUERY_EXPIRED_AGE.observe(self.clock() - rec.timestamp)
+            self._expired("", rec.timestamp)
             return True
         return False
+
+    def _expired(self, tenant_id: str, produced_at: float) -> ToSend:
+        """Not answered: its caller has given up. Counted by tenant, with its age."""
+        QUERY_EXPIRED.labels(tenant_id).inc()
+        QUERY_EXPIRED_AGE.observe(self.clock() - produced_at)
+        return ToSend(outcome=EXPIRED)
 
     def _dead(self, rec: SourceRecord, reason: str, message: str) -> DeadLettered:
         DEAD_LETTERS.labels("query", reason).inc()
@@ -136,10 +141,8 @@ class QueryProcessor:
                 problem = _short_errors(exc)
             else:
                 if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
-                    QUERY_EXPIRED.labels(query.tenant_id).inc()
                     assert rec.timestamp is not None
-                    QUERY_EXPIRED_AGE.observe(self.clock() - rec.timestamp)
-                    return ToSend(outcome=EXPIRED)
+                    return self._expired(query.tenant_id, rec.timestamp)
         why = None
         if problem is None and self.signing is not None:
             why = self.signing.refusal(query.tenant_id, rec.headers, rec.value, addr.topic,
@@ -149,9 +152,7 @@ class QueryProcessor:
                     int(signed_at) + 1, self.clock(), query.options.timeout_ms):
                 # the signed time, not the record's: a captured request sent again later
                 # is as old as its signature says
-                QUERY_EXPIRED.labels(query.tenant_id).inc()
-                QUERY_EXPIRED_AGE.observe(self.clock() - int(signed_at))
-                return ToSend(outcome=EXPIRED)
+                return self._expired(query.tenant_id, int(signed_at))
         if problem is not None or why is not None:
             if problem is not None:
                 return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
