@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 class QueryConsumerService(Service):
     async def on_start(self) -> None:
         worker.queries.start(await worker.query_answering())
+        await worker.start_rescue()
         wait_s = 3 * settings.query.session_timeout_s
         if not await worker.queries.wait_assigned(wait_s):
             log.warning("the query consumer has no partitions after %.0fs; it keeps trying",
                         wait_s)
 
     async def on_stop(self) -> None:
+        await worker.stop_rescue()
         await worker.queries.stop()

@@ -204,6 +204,13 @@ QUERY_ABANDONED = Counter(
     "Requests let go unanswered at a rebalance or shutdown (uncommitted: the next owner "
     "answers them, or finds the reply that was on its way).",
 )
+QUERY_RESCUES = Counter(
+    "memstream_query_rescues_total",
+    "Requests read by the standby reader, by outcome: own (a partition this worker holds), "
+    "taken (answered here: its owner had not begun it in time), left (begun or answered "
+    "elsewhere, or not to be answered), dropped (over the reader's bounds).",
+    ["outcome"],
+)
 QUERY_REBALANCES = Counter(
     "memstream_query_rebalances_total",
     "Rebalances of the query consumer group seen by this worker.",

@@ -574,6 +574,34 @@ class QuerySettings(BaseModel):
         description="At a rebalance or shutdown, requests in flight on the partitions let go "
         "get this long to be answered; the rest are left uncommitted for the next owner.",
     )
+    rescue: bool = Field(
+        True,
+        description="Every worker also reads every query partition outside the query group "
+        "and answers a request that no worker has begun `rescue_after_s` after it was "
+        "produced (or by `rescue_share` of its caller's wait, if sooner): a request on the "
+        "partition of a dead or frozen worker, or of a query group caught in a rebalance, is "
+        "answered within its deadline. Needs Redis (one atomic take-over per request and "
+        "worker decides who answers); without Redis nothing is taken over.",
+    )
+    rescue_after_s: float = Field(
+        0.4, gt=0, le=60,
+        description="How long after it was produced a request nobody began is taken over.",
+    )
+    rescue_share: float = Field(
+        0.5, gt=0, le=1,
+        description="A request is taken over by this share of its caller's wait "
+        "(`timeout_ms`) if that is sooner than `rescue_after_s`.",
+    )
+    rescue_concurrency: int = Field(
+        8, ge=1, le=256,
+        description="Requests of other workers' partitions checked or answered at once per "
+        "worker; a due request finding none free is left to its owner.",
+    )
+    rescue_pending_max: int = Field(
+        10_000, ge=1,
+        description="Requests of other workers' partitions waiting for their take-over time "
+        "per worker; more are left to their owners.",
+    )
 
 
 class RankingSettings(BaseModel):

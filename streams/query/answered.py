@@ -151,6 +151,21 @@ class AnsweredRequests:
             found = False
         return Claim(answered=True) if found else Claim(answered=False, began_ms=began)
 
+    async def take_over(self, key: str) -> bool:
+        """For a request another member holds: True only when the quick copy says that
+        no attempt began and no answer was recorded, and now marks that this one begins.
+        False when anything else is known — or nothing is (no Redis, or it failed): the
+        request is then left to its partition's owner, so that a request is not answered
+        by every member at once."""
+        record = self._usable()
+        if record is None:
+            return False
+        try:
+            return await record.take_over(key, int(self._wall_clock() * 1000))
+        except CacheUnavailable as exc:
+            self._failed("take-over", exc)
+            return False
+
     async def remember(self, key: str) -> None:
         """The reply was acknowledged by the broker: both copies are written."""
         record = self._usable()

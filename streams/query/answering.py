@@ -35,8 +35,8 @@ from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES
 from streams.query.answered import AnsweredRequests
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
-from streams.query.processor import DUPLICATE, QueryProcessor
-from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord
+from streams.query.processor import ANSWERED, DUPLICATE, QueryProcessor
+from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord, ToSend
 from streams.wire.spring_reply import ReplyAddress
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,32 @@ class QueryAnswering:
                 if not _sent(sending):
                     raise
                 return  # answered after all: finished, and committed with the others
+
+    async def rescue(self, rec: SourceRecord) -> bool:
+        """Answer a request of a partition another member holds, when no attempt at it has
+        begun (:meth:`~streams.query.answered.AnsweredRequests.take_over`): the reply is
+        sent and recorded as by :meth:`__call__`, so that its owner, should it come to the
+        request later, finds it answered (or finds this attempt's mark, and the reply in
+        the reply topic). Anything else is left to the owner. True when this worker
+        answered it; raises nothing but cancellation."""
+        taken: list[str] = []
+
+        async def take_over(to: ReplyAddress, key: str) -> bool:
+            if to.correlation_id is None or not await self.answered.take_over(key):
+                return False  # no correlation id: nothing to match it by
+            taken.append(key)
+            return True
+
+        try:
+            handled = await self.processor.rescue(rec, take_over)
+        except Exception:
+            log.exception("query request %s[%d]@%d: rescue failed", rec.topic, rec.partition,
+                          rec.offset)
+            return False
+        if not isinstance(handled, ToSend) or handled.outcome != ANSWERED or not taken:
+            return False
+        delivered = [await self._reply(reply, taken[0]) for reply in handled.records]
+        return all(delivered)
 
     async def _sent_before(self, rec: SourceRecord, asked: list[str], to: ReplyAddress,
                            key: str) -> bool:

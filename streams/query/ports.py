@@ -61,6 +61,12 @@ class AnsweredRecord(Protocol):
         Raises :class:`~streams.stores.CacheUnavailable` when it failed."""
         ...
 
+    async def take_over(self, key: str, now_ms: int) -> bool:
+        """Mark that an attempt begins at ``now_ms`` only when no answer is recorded and no
+        attempt's mark is there; whether it was marked. One atomic round trip. Raises
+        :class:`~streams.stores.CacheUnavailable` when it failed."""
+        ...
+
     async def remember(self, key: str) -> None:
         """The reply was acknowledged: the answer is recorded and the attempt's mark
         removed, in one round trip. Raises :class:`~streams.stores.CacheUnavailable`."""

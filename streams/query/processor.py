@@ -18,6 +18,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -48,10 +50,23 @@ _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReply
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
 
 
-ANSWERED, EXPIRED, DUPLICATE = "answered", "expired", "duplicate"
+ANSWERED, EXPIRED, DUPLICATE, LEFT = "answered", "expired", "duplicate", "left"
 """What :meth:`QueryProcessor.handle` says of a request it sends nothing for
 (``expired``: its caller gave up; ``duplicate``: its reply was sent before), or
-of one it replies to (``answered``: the reply is the one record to send)."""
+of one it replies to (``answered``: the reply is the one record to send);
+:meth:`QueryProcessor.rescue` says ``left`` of a request it leaves to its
+partition's owner."""
+LEFT_ALONE = ToSend(outcome=LEFT)
+
+
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    """A request that gets the engine's answer: valid, allowed, signed, awaited."""
+
+    addr: ReplyAddress
+    query: MemoryQuery
+    doc: dict[str, Any]
+    key: str
 
 
 def _short_errors(exc: ValidationError) -> str:
@@ -112,22 +127,53 @@ class QueryProcessor:
         get a reply (its reply topic allowed, its caller still waiting, its signature
         good), before any reply is sent; True: the reply went out before, nothing is
         sent (``duplicate``). A refused request (unreadable, unsigned) is never asked
-        about: its error reply is not recorded, so it cannot stand for another request. For a valid
-        request ``likely_new`` (not delivered before as far as the consumer knows) the
-        engine's answer is made while the question is out — its round trip is then off
-        the caller's wait — and dropped should it be a duplicate after all (stopped,
-        and waited for until it has unwound, as when the request is cancelled); any other
-        request is answered only once the question is settled. The reply is counted
-        (``memstream_query_replies_total``, latency) only when it is to be sent."""
+        about: its error reply is not recorded, so it cannot stand for another request.
+        For a valid request ``likely_new`` (not delivered before as far as the consumer
+        knows) the engine's answer is made while the question is out — its round trip is
+        then off the caller's wait — and dropped should it be a duplicate after all
+        (stopped, and waited for until it has unwound, as when the request is cancelled);
+        any other request is answered only once the question is settled. The reply is
+        counted (``memstream_query_replies_total``, latency) only when it is to be sent."""
         start = time.perf_counter()
+        admitted = self._admit(rec, start, quiet=False)
+        if not isinstance(admitted, _Admitted):
+            return admitted
+        return await self._answer_admitted(rec, admitted, start, sent_before, likely_new)
+
+    async def rescue(self, rec: SourceRecord, take_over: Callable[[ReplyAddress, str],
+                                                                  Awaitable[bool]]) -> Handled:
+        """A request read outside its partition's owner (:mod:`streams.query.rescue`):
+        answered as :meth:`handle` would — a ``ToSend`` with the reply — only when it is
+        valid, still awaited and ``take_over`` (asked with its reply address and key)
+        says this worker takes it over. Anything else — a request to dead-letter, to
+        refuse or past its deadline, or one taken by another — is left to its partition's
+        owner (``ToSend``, outcome ``left``), neither sent, counted nor logged here, so
+        that nothing is done twice."""
+        start = time.perf_counter()
+        admitted = self._admit(rec, start, quiet=True)
+        if not isinstance(admitted, _Admitted):
+            return ToSend(outcome=LEFT)
+
+        async def taken_before(addr: ReplyAddress, key: str) -> bool:
+            return not await take_over(addr, key)
+
+        handled = await self._answer_admitted(rec, admitted, start, taken_before, False)
+        return ToSend(outcome=LEFT) if handled.outcome == DUPLICATE else handled
+
+    def _admit(self, rec: SourceRecord, start: float, *, quiet: bool) -> Handled | _Admitted:
+        """The request, valid, allowed, signed and awaited, with its key; else what it
+        gets instead (``quiet``: ``left``, with nothing counted or logged)."""
         try:
             addr = reply_address(rec.headers)
         except BadReplyHeaders as exc:
-            return self._dead(rec, "bad_reply_headers", str(exc))
+            return LEFT_ALONE if quiet else self._dead(rec, "bad_reply_headers", str(exc))
         if addr is None:
-            return self._dead(rec, "no_reply_topic", "the request has no kafka_replyTopic header")
+            return LEFT_ALONE if quiet else self._dead(
+                rec, "no_reply_topic", "the request has no kafka_replyTopic header")
         if self.reply_targets is not None and (
                 why := self.reply_targets.refusal(addr.topic)) is not None:
+            if quiet:
+                return LEFT_ALONE
             log.warning("query reply to %r refused: %s", addr.topic, why)
             return self._dead(rec, "reply_topic_not_allowed", f"{why}: {addr.topic}")
         doc = load_object(rec.value)
@@ -142,7 +188,8 @@ class QueryProcessor:
             else:
                 if caller_gave_up(rec.timestamp, self.clock(), query.options.timeout_ms):
                     assert rec.timestamp is not None
-                    return self._expired(query.tenant_id, rec.timestamp)
+                    return LEFT_ALONE if quiet else self._expired(query.tenant_id,
+                                                                  rec.timestamp)
         why = None
         if problem is None and self.signing is not None:
             why = self.signing.refusal(query.tenant_id, rec.headers, rec.value, addr.topic,
@@ -152,8 +199,10 @@ class QueryProcessor:
                     int(signed_at) + 1, self.clock(), query.options.timeout_ms):
                 # the signed time, not the record's: a captured request sent again later
                 # is as old as its signature says
-                return self._expired(query.tenant_id, int(signed_at))
+                return LEFT_ALONE if quiet else self._expired(query.tenant_id, int(signed_at))
         if problem is not None or why is not None:
+            if quiet:
+                return LEFT_ALONE
             if problem is not None:
                 return self._error(rec, addr, None if isinstance(doc, Rejected) else doc,
                                    problem, start)
@@ -165,11 +214,17 @@ class QueryProcessor:
         assert not isinstance(doc, Rejected)
         key = request_key(query.tenant_id, addr.topic, addr.partition,
                           addr.correlation_id or b"", rec.value or b"")
-        if sent_before is not None and not likely_new and await sent_before(addr, key):
+        return _Admitted(addr, query, doc, key)
+
+    async def _answer_admitted(
+            self, rec: SourceRecord, a: _Admitted, start: float,
+            sent_before: Callable[[ReplyAddress, str], Awaitable[bool]] | None,
+            likely_new: bool) -> ToSend:
+        if sent_before is not None and not likely_new and await sent_before(a.addr, a.key):
             return ToSend(outcome=DUPLICATE)
-        answering = asyncio.ensure_future(self._answer(query, self._budget(rec, query)))
+        answering = asyncio.ensure_future(self._answer(a.query, self._budget(rec, a.query)))
         try:
-            if sent_before is not None and likely_new and await sent_before(addr, key):
+            if sent_before is not None and likely_new and await sent_before(a.addr, a.key):
                 return ToSend(outcome=DUPLICATE)
             reply = await answering
         finally:
@@ -180,10 +235,10 @@ class QueryProcessor:
             QUERY_LATENCY.observe(reply.latency_ms / 1000)
         QUERY_REPLIES.labels("error" if reply.error is not None else
                              "partial" if reply.warnings else "ok").inc()
-        if ignored := unknown_fields(doc):
+        if ignored := unknown_fields(a.doc):
             reply.warnings.append(Warning_(
                 code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
-        return self._reply(rec, addr, reply)
+        return self._reply(rec, a.addr, reply)
 
     def _budget(self, rec: SourceRecord, query: MemoryQuery) -> float:
         """What is left of the caller's wait, less the reply's way back: each part of the

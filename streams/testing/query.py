@@ -82,6 +82,13 @@ class MemoryAnsweredRecord:
         self.began.setdefault(key, now_ms)
         return Claim(answered=False, began_ms=earlier)
 
+    async def take_over(self, key: str, now_ms: int) -> bool:
+        await self._round_trip()
+        if key in self.answered or key in self.began:
+            return False
+        self.began[key] = now_ms
+        return True
+
     async def remember(self, key: str) -> None:
         await self._round_trip()
         self.answered.add(key)

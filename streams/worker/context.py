@@ -24,6 +24,7 @@ from streams.adapters.kafka.clients import end_offsets_or_unavailable, partition
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import ProducerPublisher
 from streams.adapters.kafka.query_consumer import QueryConsumer
+from streams.adapters.kafka.query_standby import QueryStandby
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
@@ -33,6 +34,7 @@ from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
 from streams.query.answering import QueryAnswering
+from streams.query.rescue import Rescuer
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
@@ -64,6 +66,11 @@ class WorkerContext:
         self.runtime = Runtime(settings, migrate=False)
         # memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
         self.queries = QueryConsumer(query_consumer_config(settings))
+        # ... and every worker reads all of it outside that group, for the requests
+        # whose owner does not begin them in time (streams/query/rescue.py)
+        self.standby = QueryStandby(query_consumer_config(settings), lambda: partitions(
+            settings.kafka, settings.kafka.queries_topic))
+        self._rescuing: asyncio.Task[None] | None = None
         self._built: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._publisher: ExactlyOnceDeadLetters | None = None
@@ -86,6 +93,7 @@ class WorkerContext:
     async def close(self) -> None:
         """Close everything, in order: the query consumer first (it drains and
         commits while replies and Redis still work), the runtime last."""
+        await self.stop_rescue()
         await self.queries.stop()
         if self._replies is not None:
             await self._replies.stop()
@@ -187,6 +195,28 @@ class WorkerContext:
             return wiring.query_answering(self._search_log, maybe_seen=self.queries.maybe_seen,
                                           replies=replies)
         return await self._once("query-answering", build)
+
+    async def start_rescue(self) -> bool:
+        """Start the standby reader and its rescuer (``query.rescue``, with Redis to
+        decide who takes a request over); whether they run."""
+        q = self.settings.query
+        wiring = await self.wiring()
+        if not q.rescue or wiring.parts.redis is None or self._rescuing is not None:
+            return self._rescuing is not None
+        answering = await self.query_answering()
+        rescuer = Rescuer(answering.rescue, lambda: set(self.queries.partitions()),
+                          after_s=q.rescue_after_s, share=q.rescue_share,
+                          concurrency=q.rescue_concurrency, max_pending=q.rescue_pending_max)
+        self._rescuing = asyncio.get_running_loop().create_task(rescuer.run())
+        self.standby.start(rescuer.offer)
+        return True
+
+    async def stop_rescue(self) -> None:
+        await self.standby.stop()
+        if self._rescuing is not None:
+            self._rescuing.cancel()
+            await asyncio.gather(self._rescuing, return_exceptions=True)
+            self._rescuing = None
 
     async def erasure_processor(self) -> ErasureProcessor:
         async def build() -> ErasureProcessor:

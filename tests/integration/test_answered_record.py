@@ -52,3 +52,28 @@ async def test_answered_requests_survive_a_redis_that_lost_its_data(stack: Stack
     finally:
         await redis.aclose()
         await engine.dispose()
+
+
+async def test_a_take_over_marks_only_a_request_nobody_began_or_answered(stack: Stack) -> None:
+    redis = stack.redis()
+    try:
+        quick = RedisAnsweredRecord(redis, prefix=stack.name)
+        owner = AnsweredRequests(quick, retry_after_s=0.0)
+        standbys = [AnsweredRequests(quick, retry_after_s=0.0) for _ in range(3)]
+        fresh, begun, answered = (key("replies", c) for c in (b"t-1", b"t-2", b"t-3"))
+        await owner.claim(begun)
+        await owner.claim(answered)
+        await owner.remember(answered)
+
+        # of three workers racing for a request nobody began, exactly one takes it over
+        assert sorted([await s.take_over(fresh) for s in standbys]) == [False, False, True]
+        assert await redis.ttl(quick.sending_key(fresh)) > 60
+        assert (await owner.claim(fresh)).began_ms is not None  # its owner sees it began
+        assert not await standbys[0].take_over(begun)
+        assert not await standbys[0].take_over(answered)
+        assert not await redis.exists(quick.sending_key(answered))  # nothing left behind
+        # both keys of a request in one Redis Cluster slot: one hash tag
+        assert quick.key(fresh).endswith("{" + fresh + "}")
+        assert quick.sending_key(fresh).endswith("{" + fresh + "}")
+    finally:
+        await redis.aclose()

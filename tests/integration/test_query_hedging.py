@@ -39,7 +39,9 @@ async def ask_all(c: MemoryClient) -> int:
 
 async def test_a_hedging_caller_is_answered_within_its_deadline_after_a_sigkill(
         stack: Stack) -> None:
-    env = {**QUERY_ENV, "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": str(QUERY_SESSION_S)}
+    env = {**QUERY_ENV, "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": str(QUERY_SESSION_S),
+           # the client's hedge alone: no worker takes another's requests over
+           "MEMSTREAM_QUERY__RESCUE": "false"}
     doomed, _ = await two_workers(stack, env)
     dead = set(query_partitions(doomed) or ())
     hedged: list[QueryOutcome] = []

@@ -22,6 +22,8 @@ QUERY_SESSION_S = 45.0
 async def test_a_spring_caller_hedging_as_documented_is_answered_within_its_deadline(
         stack: Stack, client_classpath: str) -> None:
     env = {**QUERY_ENV, "MEMSTREAM_QUERY__SESSION_TIMEOUT_S": str(QUERY_SESSION_S),
+           # the client's hedge alone: no worker takes another's requests over
+           "MEMSTREAM_QUERY__RESCUE": "false",
            "MEMSTREAM_QUERY__HEARTBEAT_INTERVAL_S": "3"}
     doomed, _ = await two_workers(stack, env)
     dead = min(query_partitions(doomed) or ())

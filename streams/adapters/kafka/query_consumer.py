@@ -92,6 +92,7 @@ class QueryConsumer:
         self._dirty = asyncio.Event()
         self._commit_lock = asyncio.Lock()
         self._assigned_once = asyncio.Event()
+        self._rebalancing = False  # partitions revoked, the new ones not assigned yet
         self._stopping = False
         self._running: asyncio.Task[None] | None = None
 
@@ -231,6 +232,7 @@ class QueryConsumer:
                             "uncommitted", let_go, self.config.drain_timeout_s)
 
     async def _revoked(self, revoked: Iterable[Any]) -> None:
+        self._rebalancing = True
         QUERY_REBALANCES.inc()
         self.tracker.on_rebalance_start(self.clock())
         tps = {(tp.topic, int(tp.partition)) for tp in revoked}
@@ -262,6 +264,7 @@ class QueryConsumer:
                     if end is not None:
                         self._backlog_end[(tp.topic, int(tp.partition))] = int(end)
         self.tracker.on_rebalance_end(self.clock())
+        self._rebalancing = False
         self._assigned_once.set()
         log.info("query partitions assigned: %s",
                  ", ".join(str(p) for p in sorted(int(tp.partition) for tp in tps)) or "none")
@@ -286,6 +289,10 @@ class QueryConsumer:
             return set()
 
     def partitions(self) -> list[int]:
+        """The partitions whose requests this worker answers now: none while the group
+        rebalances (their fetching stopped when they were revoked)."""
+        if self._rebalancing:
+            return []
         return sorted(int(tp.partition) for tp in self._assignment())
 
     def assigned(self) -> set[Any]:

@@ -1,0 +1,120 @@
+"""Requests answered by a worker that does not hold their partition, when the one
+that does has not begun them in time.
+
+A partition's owner can be dead (its session not timed out yet), frozen, or
+caught in a rebalance of the query group — an eager one stops every member for
+as long as its slowest member takes to rejoin. Every worker therefore also
+reads every query partition outside the group (the standby reader,
+:class:`~streams.adapters.kafka.query_standby.QueryStandby`) and offers each
+request it reads here. A request of a partition this worker holds is its own
+consumer's; any other is due at :func:`~streams.query.rules.rescue.take_over_at`
+and then handed to ``answer`` (:meth:`~streams.query.answering.QueryAnswering.rescue`),
+which answers it only if no attempt at it began anywhere — one Redis round trip
+decides that atomically, so one worker takes it over, and its owner, coming to
+it later, finds it answered.
+
+Bounded: at most ``max_pending`` requests wait for their time (more are
+dropped) and ``concurrency`` are checked or answered at once (a due
+request finding no free slot is dropped): a flood of requests costs this worker
+a bounded share, and the owner still answers every request it can. Every
+request offered ends counted in ``memstream_query_rescues_total`` by outcome:
+``own`` (a partition held here), ``taken`` (answered here), ``left`` (begun or
+answered by another, or not to be answered), ``dropped`` (over a bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from streams.metrics import QUERY_RESCUES
+from streams.query.rules.rescue import caller_wait_ms, take_over_at
+from streams.wire.envelope import SourceRecord
+
+log = logging.getLogger(__name__)
+
+
+class Rescuer:
+    def __init__(self, answer: Callable[[SourceRecord], Awaitable[bool]],
+                 held: Callable[[], set[int]], *, after_s: float, share: float = 0.5,
+                 concurrency: int = 8, max_pending: int = 10_000,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.answer = answer
+        self.held = held
+        self.after_s = after_s
+        self.share = share
+        self.max_pending = max_pending
+        self.clock = clock
+        self._slots = asyncio.Semaphore(concurrency)
+        self._pending: list[tuple[float, int, SourceRecord]] = []
+        self._order = itertools.count()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()
+
+    def offer(self, rec: SourceRecord) -> None:
+        """A request read from the query topic; its time is kept if it is not this
+        worker's own and has one."""
+        if rec.partition in self.held():
+            QUERY_RESCUES.labels("own").inc()
+            return
+        due = take_over_at(rec.timestamp, caller_wait_ms(rec.value), after_s=self.after_s,
+                           share=self.share)
+        if due is None:
+            QUERY_RESCUES.labels("left").inc()
+            return
+        if len(self._pending) >= self.max_pending:
+            QUERY_RESCUES.labels("dropped").inc()
+            return
+        heapq.heappush(self._pending, (due, next(self._order), rec))
+        self._changed.set()
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def run(self) -> None:
+        """Hand each request to ``answer`` when it is due, until cancelled (the checks
+        under way are then cancelled too)."""
+        try:
+            while True:
+                self._changed.clear()
+                now = self.clock()
+                while self._pending and self._pending[0][0] <= now:
+                    _, _, rec = heapq.heappop(self._pending)
+                    self._start(rec)
+                wait = self._pending[0][0] - now if self._pending else None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), wait)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _start(self, rec: SourceRecord) -> None:
+        if rec.partition in self.held():  # taken over by this worker's own consumer since
+            QUERY_RESCUES.labels("own").inc()
+            return
+        if self._slots.locked():
+            QUERY_RESCUES.labels("dropped").inc()
+            return
+        task = asyncio.get_running_loop().create_task(self._one(rec))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, rec: SourceRecord) -> None:
+        async with self._slots:
+            try:
+                taken = await self.answer(rec)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # answer raises nothing but cancellation; the loop goes on
+                log.exception("query rescue failed")
+                taken = False
+        QUERY_RESCUES.labels("taken" if taken else "left").inc()
+        if taken:
+            log.info("query request %s[%d]@%d answered for its partition's owner",
+                     rec.topic, rec.partition, rec.offset)

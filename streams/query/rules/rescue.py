@@ -1,0 +1,38 @@
+"""When a request its partition's owner has not begun is taken over by another
+worker (:mod:`streams.query.rescue`).
+
+A request normally begins within milliseconds of being produced. One its owner
+has not begun ``after_s`` later — or by ``share`` of its caller's wait, if that
+is sooner — sits on a partition whose owner is dead, frozen, or caught in a
+rebalance of the query group; another worker answers it while its caller still
+waits. A request without a timestamp, or with one so old that the take-over
+would come after its caller gave up, is never taken over.
+"""
+
+from __future__ import annotations
+
+from streams.wire.json_doc import load_object
+from streams.wire.query import MAX_TIMEOUT_MS
+
+DEFAULT_TIMEOUT_MS = 1000
+MIN_TIMEOUT_MS = 10
+
+
+def caller_wait_ms(value: bytes | None) -> int:
+    """The wait the request asks for (``options.timeout_ms``), read without validating the
+    rest: the default when it is missing or not a usable number."""
+    doc = load_object(value)
+    options = doc.get("options") if isinstance(doc, dict) else None
+    wait = options.get("timeout_ms") if isinstance(options, dict) else None
+    if isinstance(wait, bool) or not isinstance(wait, int):
+        return DEFAULT_TIMEOUT_MS
+    return min(MAX_TIMEOUT_MS, max(MIN_TIMEOUT_MS, wait))
+
+
+def take_over_at(produced_at_s: float | None, wait_ms: int, *, after_s: float,
+                 share: float) -> float | None:
+    """When (epoch seconds) a request produced at ``produced_at_s``, whose caller waits
+    ``wait_ms``, is taken over if its owner has not begun it; None: never."""
+    if produced_at_s is None or produced_at_s <= 0:
+        return None
+    return produced_at_s + min(after_s, share * wait_ms / 1000.0)

@@ -1,0 +1,166 @@
+"""Requests of another worker's partition, taken over when nobody began them: one
+worker answers, the owner coming later finds the answer, and whatever is not a
+plain valid request is left to the owner untouched and uncounted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from streams.query.answered import AnsweredRequests
+from streams.query.answering import QueryAnswering
+from streams.query.processor import QueryProcessor
+from streams.query.rescue import Rescuer
+from streams.testing.query import EchoLookup, MemoryAnsweredRecord, RecordedReplies
+from streams.wire.envelope import SourceRecord
+from streams.wire.headers import header
+from streams.wire.signing import Signing
+from streams.wire.spring_reply import request_headers
+from tests.agents.fakes import FakePublisher
+from tests.agents.test_query_answering import NOW, build, counter, key_of, request
+
+
+def standby(record: MemoryAnsweredRecord, *, signing: Signing | None = None,
+            ) -> tuple[QueryAnswering, EchoLookup, RecordedReplies, FakePublisher]:
+    """Another worker's answering, sharing ``record`` (one Redis)."""
+    engine, replies, dlq = EchoLookup(), RecordedReplies(), FakePublisher()
+    processor = QueryProcessor(engine, "dlq", clock=lambda: NOW, signing=signing)
+    answered = AnsweredRequests(record, retry_after_s=10.0, clock=lambda: NOW,
+                                wall_clock=lambda: NOW)
+    return (QueryAnswering(processor, replies, dlq, answered, retry_initial_s=0.01,
+                           retry_max_s=0.01), engine, replies, dlq)
+
+
+async def test_a_request_nobody_began_is_answered_once_and_its_owner_finds_it_answered() -> None:
+    owner, owner_engine, owner_replies, _, record = build()
+    standbys = [standby(record) for _ in range(3)]
+    taken = await asyncio.gather(*(s.rescue(request(b"r-1")) for s, *_ in standbys))
+    assert sorted(taken) == [False, False, True]
+    assert sum(len(replies.sent) for _, _, replies, _ in standbys) == 1
+    assert record.answered == {key_of(b"r-1")} and record.began == {}
+
+    duplicates = counter("memstream_query_duplicates_total")
+    await owner(request(b"r-1"))  # the owner comes to it later
+    assert owner_replies.sent == [] and owner_engine.asked == []
+    assert counter("memstream_query_duplicates_total") == duplicates + 1
+
+
+async def test_a_request_its_owner_began_or_answered_is_left_to_it() -> None:
+    owner, _, owner_replies, _, record = build()
+    await owner(request(b"done"))
+    await record.claim(key_of(b"begun"), int(NOW * 1000))  # under way on its owner
+    rescuer, engine, replies, _ = standby(record)
+    assert not await rescuer.rescue(request(b"done"))
+    assert not await rescuer.rescue(request(b"begun"))
+    assert replies.sent == [] and engine.asked == []
+    assert len(owner_replies.sent) == 1
+
+
+async def test_without_redis_nothing_is_taken_over() -> None:
+    record = MemoryAnsweredRecord()
+    record.down = True
+    rescuer, engine, replies, _ = standby(record)
+    assert not await rescuer.rescue(request(b"r"))
+    assert replies.sent == [] and engine.asked == []
+
+
+def _unsigned() -> SourceRecord:
+    return request(b"u")
+
+
+@pytest.mark.parametrize(("name", "rec"), [
+    ("no reply topic", request(b"x", headers=[])),
+    ("bad reply headers", request(b"x", headers=[("kafka_replyTopic", b"r"),
+                                                 ("kafka_replyPartition", b"oops")])),
+    ("unreadable", request(b"x", value=b"{not json")),
+    ("invalid", request(b"x", value=json.dumps({"tenant_id": "t"}).encode())),
+    ("caller gave up", request(b"x", age_s=1.5)),
+    ("no correlation id", request(b"x", headers=[("kafka_replyTopic", b"replies")])),
+])
+async def test_anything_but_a_valid_awaited_request_is_left_unsent_and_uncounted(
+        name: str, rec: SourceRecord) -> None:
+    record = MemoryAnsweredRecord()
+    rescuer, engine, replies, dlq = standby(record)
+    before = {m: counter(m) for m in ("memstream_query_expired_total",
+                                      "memstream_dead_letters_total",
+                                      "memstream_query_replies_total")}
+    assert not await rescuer.rescue(rec)
+    assert replies.sent == [] and dlq.sent == [] and engine.asked == []
+    assert record.began == {} and record.answered == set()
+    assert {m: counter(m) for m in before} == before
+
+
+async def test_an_unsigned_request_is_left_to_its_owner_to_refuse() -> None:
+    record = MemoryAnsweredRecord()
+    rescuer, engine, replies, _ = standby(record, signing=Signing({"t": "k" * 32}))
+    assert not await rescuer.rescue(_unsigned())
+    assert replies.sent == [] and engine.asked == [] and record.calls == 0
+
+
+def _at(partition: int, produced: float, cid: bytes, timeout_ms: int = 1000) -> SourceRecord:
+    doc = {"tenant_id": "t", "user_id": "u", "agent_id": "a", "message": "hi",
+           "options": {"timeout_ms": timeout_ms}}
+    return SourceRecord("q", partition, 0, b"t/u", json.dumps(doc).encode(),
+                        request_headers("replies", cid), timestamp=produced)
+
+
+async def test_the_rescuer_hands_over_only_other_partitions_requests_when_due() -> None:
+    handed: list[tuple[bytes, float]] = []
+
+    async def answer(rec: SourceRecord) -> bool:
+        handed.append((header(rec.headers, "kafka_correlationId") or b"", time.time()))
+        return True
+
+    held = {0}
+    rescuer = Rescuer(answer, lambda: held, after_s=0.2, share=0.5)
+    runner = asyncio.get_running_loop().create_task(rescuer.run())
+    try:
+        now = time.time()
+        rescuer.offer(_at(0, now, b"own"))  # this worker's own partition
+        rescuer.offer(_at(1, now, b"slow"))  # due after 0.2 s
+        rescuer.offer(_at(1, now, b"short", timeout_ms=200))  # due at half its wait: 0.1 s
+        no_time = _at(2, now, b"no-time")
+        rescuer.offer(SourceRecord(no_time.topic, 2, 0, None, no_time.value, no_time.headers,
+                                   timestamp=None))
+        rescuer.offer(_at(1, now - 5, b"late"))  # due already: handed at once (the
+        await asyncio.sleep(0.4)  # processor leaves it, its caller gave up)
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    assert [cid for cid, _ in handed] == [b"late", b"short", b"slow"]
+    at = dict(handed)
+    assert at[b"late"] - now < 0.05
+    assert 0.1 <= at[b"short"] - now < 0.2
+    assert 0.2 <= at[b"slow"] - now < 0.3
+
+
+async def test_the_rescuer_is_bounded_in_what_waits_and_what_runs() -> None:
+    gate = asyncio.Event()
+    started: list[SourceRecord] = []
+
+    async def answer(rec: SourceRecord) -> bool:
+        started.append(rec)
+        await gate.wait()
+        return False
+
+    rescuer = Rescuer(answer, set, after_s=0.05, concurrency=2, max_pending=3)
+    dropped = counter("memstream_query_rescues_total")
+    now = time.time()
+    for i in range(5):
+        rescuer.offer(_at(1, now, f"c{i}".encode()))
+    assert rescuer.pending() == 3
+    runner = asyncio.get_running_loop().create_task(rescuer.run())
+    try:
+        await asyncio.sleep(0.15)
+        assert len(started) == 2  # two slots; the third due found none
+        assert rescuer.pending() == 0
+    finally:
+        gate.set()
+        await asyncio.sleep(0)
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    # two dropped when offered, one when due, two checked and left
+    assert counter("memstream_query_rescues_total") == dropped + 5
