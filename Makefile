@@ -82,7 +82,7 @@ bench-reprocess: $(STAMP) services  ## memstream reprocess: sessions rebuilt per
 bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 users x 100 memories, 50 req/s (ARGS=--scale: the curve as cubes grow)
 	$(PY) bench/query.py $(ARGS)
 
-bench-failover: $(STAMP) services  ## queries with 1 s deadlines while one of two workers is SIGKILLed every 30 s (ARGS=--no-hedge, --no-kill, --static)
+bench-failover: $(STAMP) services  ## queries with 1 s deadlines while one of two workers is SIGKILLed every 30 s (ARGS=--no-hedge, --no-rescue, --no-kill, --static)
 	$(PY) bench/failover.py $(ARGS)
 
 layout-report: $(STAMP)  ## which stage modules import adapters or drivers, type: ignore in tests, modules per path

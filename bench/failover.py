@@ -9,16 +9,18 @@ services of ``make services``. Prints one JSON line: requests, answered within
 the deadline (count and share), p50/p99 of the answered, hedges sent and won,
 duplicates the client dropped, the p99 of the queries first sent to the killed
 worker's partitions and of those first sent to the survivor's, from each kill
-to the query session timeout after it, and the workers' CPU per query
-(undisturbed runs).
+to the query session timeout after it, the requests workers took over from
+another's partitions, and the workers' CPU per query (undisturbed runs).
 
     python bench/failover.py [--seconds 300] [--kill-every 30] [--rate 20]
                              [--deadline 1.0] [--hedge-after 0.25 | --no-hedge]
-                             [--static] [--no-kill]
+                             [--static] [--no-rescue] [--no-kill]
 
-``--static`` gives each worker a stable ``MEMSTREAM_QUERY__INSTANCE_ID``
-(static membership, as a StatefulSet would): a worker back within the query
-session timeout takes its partitions again without a rebalance.
+``--no-rescue`` turns the workers' take-over off (``MEMSTREAM_QUERY__RESCUE``),
+leaving the client's hedge alone. ``--static`` gives each worker a stable
+``MEMSTREAM_QUERY__INSTANCE_ID`` (static membership, as a StatefulSet would): a
+worker back within the query session timeout takes its partitions again without
+a rebalance.
 """
 
 from __future__ import annotations
@@ -92,6 +94,21 @@ def cpu_s(worker: LocalWorker) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def taken_over(worker: LocalWorker) -> float:
+    """The requests the worker took over from other workers' partitions, by its metrics
+    (0 when unknown)."""
+    url = f"http://127.0.0.1:{worker.env['MEMSTREAM_WEB__PORT']}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith('memstream_query_rescues_total{outcome="taken"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def query_partitions(worker: LocalWorker) -> set[int]:
     """The query partitions the worker holds, by its readiness (empty when unknown)."""
     url = f"http://127.0.0.1:{worker.env['MEMSTREAM_WEB__PORT']}/health/ready"
@@ -111,9 +128,11 @@ def query_partitions(worker: LocalWorker) -> set[int]:
 class Workers:
     """Two workers; ``kill_one`` SIGKILLs the next in turn and starts it again later."""
 
-    def __init__(self, settings: Settings, static: bool, log_dir: Path) -> None:
+    def __init__(self, settings: Settings, static: bool, rescue: bool, log_dir: Path) -> None:
         self.settings = settings
         self.static = static
+        self.rescue = rescue
+        self.taken_by_killed = 0.0  # requests taken over by workers since killed
         self.log_dir = log_dir
         self.workers = [self._worker(i) for i in range(2)]
         self.kills = 0
@@ -121,7 +140,8 @@ class Workers:
         self.killed: list[tuple[float, set[int]]] = []
 
     def _worker(self, i: int) -> LocalWorker:
-        env = {"MEMSTREAM_WEB__PORT": str(free_port())}
+        env = {"MEMSTREAM_WEB__PORT": str(free_port()),
+               "MEMSTREAM_QUERY__RESCUE": "true" if self.rescue else "false"}
         if self.static:
             env["MEMSTREAM_QUERY__INSTANCE_ID"] = f"{self.settings.kafka.app_id}-{i}"
         return LocalWorker(self.settings, self.log_dir / f"failover-worker-{i}.log", env=env)
@@ -136,11 +156,15 @@ class Workers:
         old = self.workers[i]
         assert old.proc is not None
         held = await asyncio.to_thread(query_partitions, old)
+        self.taken_by_killed += await asyncio.to_thread(taken_over, old)
         self.killed.append((time.monotonic(), held))
         old.proc.kill()
         old.proc.wait()
         await asyncio.sleep(restart_after_s)
         self.workers[i] = LocalWorker(self.settings, old.log_path, env=old.env).start()
+
+    def taken_over(self) -> int:
+        return int(self.taken_by_killed + sum(taken_over(w) for w in self.workers))
 
     def cpu_s(self) -> float:
         return sum(cpu_s(w) for w in self.workers)
@@ -243,7 +267,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     db = f"bench_failover_{run}"
     url = create_database(db)
     settings = run_settings(run, url)
-    workers = Workers(settings, args.static, ROOT / ".bench")
+    workers = Workers(settings, args.static, not args.no_rescue, ROOT / ".bench")
     outcomes: list[QueryOutcome] = []
     asked: list[tuple[float, QueryOutcome]] = []
 
@@ -264,6 +288,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             client.on_outcome = record
             client.stats = ClientStats()
             extra = await load(client, args, workers, outcomes)
+            extra["taken_over"] = workers.taken_over()
             result = {**report(outcomes, client),
                       **during_kills(asked, workers.killed, settings.query.session_timeout_s)}
     finally:
@@ -276,7 +301,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return {**result, **extra, "kills": workers.kills, "seconds": args.seconds,
             "rate": args.rate, "deadline_s": args.deadline,
             "hedge_after_s": None if args.no_hedge else args.hedge_after,
-            "static": args.static,
+            "static": args.static, "rescue": not args.no_rescue,
             "machine": f"{platform.machine()} {os.cpu_count()} cpu, "
                        f"Python {platform.python_version()}"}
 
@@ -292,5 +317,7 @@ if __name__ == "__main__":
     ap.add_argument("--hedge-after", type=float, default=0.25)
     ap.add_argument("--no-hedge", action="store_true")
     ap.add_argument("--static", action="store_true", help="static membership of the query group")
+    ap.add_argument("--no-rescue", action="store_true",
+                    help="workers do not take over requests their owner has not begun")
     ap.add_argument("--no-kill", action="store_true", help="undisturbed: the mechanism's cost")
     print(json.dumps(asyncio.run(main(ap.parse_args()))))

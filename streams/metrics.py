@@ -211,6 +211,13 @@ QUERY_RESCUES = Counter(
     "elsewhere, or not to be answered), dropped (over the reader's bounds).",
     ["outcome"],
 )
+QUERY_WAITED_FOR = Counter(
+    "memstream_query_waited_for_total",
+    "Requests found begun elsewhere and still under way (taken over by another worker, or "
+    "a hedged copy), waited for: answered (there, so not here) or not_answered (in time: "
+    "answered here too).",
+    ["outcome"],
+)
 QUERY_REBALANCES = Counter(
     "memstream_query_rebalances_total",
     "Rebalances of the query consumer group seen by this worker.",

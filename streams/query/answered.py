@@ -118,6 +118,10 @@ class AnsweredRequests:
         self._grouped = None if durable is None else _Grouped(
             durable, lambda: datetime.fromtimestamp(wall_clock(), UTC))
 
+    def wall_clock(self) -> float:
+        """Now, epoch seconds, by the clock attempts are marked with."""
+        return self._wall_clock()
+
     def _usable(self) -> AnsweredRecord | None:
         return self.record if self.record is not None and self._backoff.ready() else None
 

@@ -32,10 +32,11 @@ import functools
 import logging
 
 from streams.backoff import retry_forever
-from streams.metrics import QUERY_DUPLICATES
+from streams.metrics import QUERY_DUPLICATES, QUERY_WAITED_FOR
 from streams.query.answered import AnsweredRequests
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import ANSWERED, DUPLICATE, QueryProcessor
+from streams.query.rules.rescue import caller_wait_ms, in_flight_until
 from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord, ToSend
 from streams.wire.spring_reply import ReplyAddress
 
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 # the default reply send timeout; with the drain timeout (3 s) it stays within the
 # query group's rebalance timeout (session timeout + drain timeout)
 SEND_GRACE_S = 5.0
+# an attempt begun elsewhere and still under way is waited for this share of the
+# caller's wait (at most IN_FLIGHT_MAX_S), its record looked at every POLL_S
+IN_FLIGHT_SHARE = 0.5
+POLL_S = 0.02
 
 
 class QueryAnswering:
@@ -124,7 +129,12 @@ class QueryAnswering:
         claim = await self.answered.claim(key, maybe_seen=self.maybe_seen(rec))
         if claim.answered:
             return True
-        if claim.began_ms is None or self.sent_replies is None:
+        if claim.began_ms is None:
+            return False
+        if await self._answered_meanwhile(rec, key, claim.began_ms):
+            QUERY_WAITED_FOR.labels("answered").inc()
+            return True
+        if self.sent_replies is None:
             return False
         sent = await self.sent_replies.sent(to.topic, cid, claim.began_ms, to.partition)
         log.info("request %s was begun before and not recorded as answered: its reply is %s",
@@ -133,6 +143,24 @@ class QueryAnswering:
         if sent:
             await self.answered.remember(key)
         return bool(sent)
+
+    async def _answered_meanwhile(self, rec: SourceRecord, key: str, began_ms: int) -> bool:
+        """Whether the attempt begun at ``began_ms`` elsewhere — a worker that took the
+        request over, or the owner of its hedged copy, still answering — records its
+        answer by :func:`~streams.query.rules.rescue.in_flight_until`: looked at every
+        ``POLL_S`` (a round trip each) until then. False at once for an older attempt."""
+        until = in_flight_until(began_ms, caller_wait_ms(rec.value), share=IN_FLIGHT_SHARE)
+        left = until - self.answered.wall_clock()
+        if left <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + left
+        while (now := loop.time()) < ends:
+            await asyncio.sleep(min(POLL_S, ends - now))
+            if (await self.answered.claim(key, maybe_seen=False)).answered:
+                return True
+        QUERY_WAITED_FOR.labels("not_answered").inc()
+        return False
 
     async def _reply(self, reply: Outgoing, key: str | None) -> bool:
         """Deliver the reply and record it under ``key`` (None: a reply not recorded);

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from streams.query.answered import AnsweredRequests
+from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.query.rescue import Rescuer
@@ -164,3 +164,40 @@ async def test_the_rescuer_is_bounded_in_what_waits_and_what_runs() -> None:
         await asyncio.gather(runner, return_exceptions=True)
     # two dropped when offered, one when due, two checked and left
     assert counter("memstream_query_rescues_total") == dropped + 5
+
+
+async def test_the_owner_waits_for_an_attempt_under_way_elsewhere_and_does_not_answer_twice(
+        ) -> None:
+    owner, engine, replies, _, record = build()
+    taken = await AnsweredRequests(record, retry_after_s=10.0, wall_clock=lambda: NOW
+                                   ).take_over(key_of(b"w-1"))
+    assert taken  # another worker began it, and records its answer 60 ms later
+
+    async def answered_elsewhere() -> None:
+        await asyncio.sleep(0.06)
+        await record.remember(key_of(b"w-1"))
+
+    elsewhere = asyncio.get_running_loop().create_task(answered_elsewhere())
+    waited = counter("memstream_query_waited_for_total")
+    began = time.monotonic()
+    await owner(request(b"w-1"))
+    await elsewhere
+    assert replies.sent == []  # the other worker's reply is the one
+    assert 0.05 <= time.monotonic() - began < 0.4
+    assert counter("memstream_query_waited_for_total") == waited + 1
+    assert len(engine.asked) <= 1  # made while waiting (a likely-new request), then dropped
+
+
+async def test_an_attempt_that_records_nothing_is_waited_for_only_half_the_callers_wait() -> None:
+    owner, _, replies, _, record = build()
+    short = request(b"w-2", timeout_ms=200)
+    assert short.value is not None
+    record.began[request_key("t", "replies", None, b"w-2", short.value)] = int(NOW * 1000)
+    began = time.monotonic()  # begun elsewhere just now, and that attempt died
+    await owner(short)
+    assert len(replies.sent) == 1  # answered here after all
+    assert 0.09 <= time.monotonic() - began < 0.3  # half of its 200 ms
+    record.began[key_of(b"w-3")] = int((NOW - 5) * 1000)  # an old attempt: no wait
+    began = time.monotonic()
+    await owner(request(b"w-3"))
+    assert len(replies.sent) == 2 and time.monotonic() - began < 0.05

@@ -150,16 +150,17 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
 
 def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
           rebalances: list[tuple[float, float]]) -> DeadlineTally:
-    """``c``'s outcomes; a query asked while no worker was live, or while the query
-    group was rebalancing (workers live, none holding query partitions), or within its
-    deadline before either, is counted apart: no hedge can answer it."""
+    """``c``'s outcomes; a query asked while no worker was live, or within its deadline
+    before, is counted apart: nothing could answer it. One asked while the query group
+    was rebalancing (workers live, none holding query partitions) counts like any other
+    — the workers take such requests over — and is also reported apart."""
     def within(at: float, spans: list[tuple[float, float]]) -> bool:
         return any(begin - c.deadline_s <= at <= end for begin, end in spans)
 
     answered = [o.latency_s for _, o in c.outcomes if o.answered]
     out = [at for at, _ in c.outcomes if within(at, outages)]
     moving = [at for at, _ in c.outcomes if not within(at, outages) and within(at, rebalances)]
-    late = [at for at in c.late() if at not in out and at not in moving]
+    late = [at for at in c.late() if at not in out]
     return DeadlineTally(
         c.name, c.deadline_s, len(c.outcomes), len(late), [round(at - started, 1) for at in late],
         len(out), sum(1 for at in c.late() if at in out),

@@ -36,3 +36,15 @@ def take_over_at(produced_at_s: float | None, wait_ms: int, *, after_s: float,
     if produced_at_s is None or produced_at_s <= 0:
         return None
     return produced_at_s + min(after_s, share * wait_ms / 1000.0)
+
+
+IN_FLIGHT_MAX_S = 1.0
+
+
+def in_flight_until(began_ms: int, wait_ms: int, *, share: float,
+                    max_s: float = IN_FLIGHT_MAX_S) -> float:
+    """Until when (epoch seconds) an attempt begun at ``began_ms`` by another worker (one
+    that took the request over, or the owner of a hedged copy) is waited for before the
+    request is answered here too: ``share`` of the caller's wait after it began, at most
+    ``max_s``. An attempt that has recorded no answer by then has died or hangs."""
+    return began_ms / 1000.0 + min(max_s, share * wait_ms / 1000.0)
