@@ -4,6 +4,7 @@ idle check, which the ingest agent acts on (a timer may not write tables)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from streams.metrics import SESSIONS_OPEN
 from streams.worker.app import app, settings
@@ -23,3 +24,12 @@ async def scan_idle_sessions() -> None:
             await worker.publisher.publish(checks)
     except Exception as exc:  # the next scan tries again; a timer must not crash the app
         log.warning("idle scan failed: %s: %s", type(exc).__name__, exc)
+
+
+async def rescan_idle_sessions(sender: Any, /, *args: Any, **kwargs: Any) -> None:
+    """The partitions changed: the next scan reads this worker's part of the table."""
+    worker.rescan_idle()
+
+
+for signal in (app.on_partitions_revoked, app.on_partitions_assigned, app.on_rebalance_complete):
+    signal.connect(rescan_idle_sessions)

@@ -708,7 +708,8 @@ class ErasureSettings(BaseModel):
     sync_interval_s: float = Field(
         1.0, gt=0, description=(
             "How often every worker reads the erasure log: new erasures are skipped by its "
-            "ingest and consolidation, finished ones drop its in-process caches."),
+            "ingest and consolidation, finished ones drop what its in-process caches hold "
+            "of what they name."),
     )
     chunk_rows: int = Field(
         1000, ge=1, description="Rows deleted per transaction by an erasure or a retention run."

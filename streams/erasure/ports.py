@@ -80,6 +80,10 @@ class ErasureLog(Protocol):
         """The highest ``seq`` of a finished erasure (0: none)."""
         ...
 
+    async def unfinished(self) -> list[ErasureRecord]:
+        """Every erasure not finished, oldest first."""
+        ...
+
     async def pass_fence(self, seq: int, partition: int, tombstones: int,
                          now: datetime) -> None:
         """An ingest partition took the erasure in, writing ``tombstones``."""

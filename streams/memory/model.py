@@ -54,6 +54,40 @@ def cube_key(tenant_id: str, cube: str, user_id: str) -> CubeKey:
 
 
 @dataclass(frozen=True)
+class HeldScopes:
+    """Which memories a worker's caches let go of (an erasure finished): those of
+    ``tenant_id``; with ``cube``, only the scopes of that cube and ``owner``; with
+    ``user_id``, only the user's profile and the agent cubes (which hold every user's
+    memories), and of the memory rows only the user's; with ``memory_ids``, of the
+    memory rows only those."""
+
+    tenant_id: str
+    cube: str | None = None
+    owner: str | None = None
+    user_id: str | None = None
+    memory_ids: frozenset[str] = frozenset()
+
+    def covers_scope(self, tenant_id: str, cube: str, owner: str) -> bool:
+        """Whether the scope ``cube`` of ``owner`` in ``tenant_id`` is among them."""
+        if tenant_id != self.tenant_id:
+            return False
+        if self.cube is not None and (cube, owner) != (self.cube, self.owner):
+            return False
+        return self.user_id is None or owner in ("", self.user_id)
+
+    def covers_row(self, tenant_id: str, cube: str, user_id: str, memory_id: str) -> bool:
+        """Whether the memory ``memory_id`` of ``user_id`` in ``cube`` is among them."""
+        if tenant_id != self.tenant_id:
+            return False
+        if self.memory_ids:
+            return memory_id in self.memory_ids
+        if self.cube is not None and (cube != self.cube or (
+                cube == USER_CUBE and user_id != self.owner)):
+            return False
+        return self.user_id is None or user_id == self.user_id
+
+
+@dataclass(frozen=True)
 class SourceMessage:
     """A session message as the judge sees it."""
 

@@ -16,20 +16,39 @@ A check is sent once per idle session: the scanner remembers what it sent
 on, or after ``resend_after_s`` when the first check may have been lost (a
 rebalance, say). Sending twice is harmless: the ingest agent closes a session
 once.
+
+A tick touches only the states due (:mod:`streams.session.rules.idle_due`): the
+scanner keeps each state's moment of becoming due in a heap, updated as the
+ingest agent writes the table (:class:`WatchedSessions`). The whole table is
+read only when the scanner is told its part changed (a rebalance, a recovery:
+:meth:`IdleScanner.rescan`) and at the first tick.
 """
 
 from __future__ import annotations
 
+import heapq
+import logging
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.session.model import SessionState
-from streams.wire.envelope import Outgoing
+from streams.session.ports import SessionTable
+from streams.session.rules.idle_due import (
+    IdleTimes,
+    Sent,
+    Watch,
+    due,
+    due_from,
+    look,
+    watch_of,
+)
+from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.records import IdleCheck
 
-_Sent = tuple[int, float, float]  # session_seq, last_seen_at, sent at
+log = logging.getLogger(__name__)
+Items = Iterable[tuple[str, dict[str, Any] | None]]
 
 
 class IdleScanner:
@@ -41,55 +60,136 @@ class IdleScanner:
         retention_s: float = float("inf"),
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.timeout_s = timeout_s
-        self.resend_after_s = resend_after_s
-        self.retention_s = retention_s
+        self.times = IdleTimes(timeout_s, resend_after_s, retention_s)
         self.clock = clock
-        self._sent: dict[str, _Sent] = {}
+        self._watch: dict[str, Watch] = {}
+        self._heap: list[tuple[float, int, str, Watch]] = []  # (look at, tie, key, state)
+        self._ties = 0
+        self._sent: dict[str, Sent] = {}
+        self._written: set[str] = set()  # keys with a check sent, written since the last tick
+        self._stale = True  # the whole table is read at the next tick
         self.open_sessions = 0
+        self.visited = 0  # states looked at by the last tick
 
-    def _due(self, state: SessionState, now: float) -> bool:
-        if state.open:
-            return state.idle_for(now) >= self.timeout_s
-        quiet = now - state.last_seen_at
-        if state.outbox:
-            return quiet >= self.resend_after_s
-        return state.expired(now, self.retention_s)
+    # ------------------------------------------------------------ the index
+    def rescan(self) -> None:
+        """This worker's part of the table changed beneath the scanner (partitions
+        assigned or revoked, a table recovered): the next tick reads all of it."""
+        self._stale = True
 
-    def scan(self, items: Iterable[tuple[str, dict[str, Any] | None]]) -> list[IdleCheck]:
-        """Checks for the open sessions idle for at least ``timeout_s``, the closed
-        ones with an unpublished closing event, and the expired ones."""
+    def changed(self, key: str, value: dict[str, Any] | None) -> None:
+        """``key`` was written (None: deleted)."""
+        try:
+            w = watch_of(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("sessions-table value of %r unreadable (%s): the table is read "
+                        "whole at the next scan", key, type(exc).__name__)
+            self._stale = True
+            return
+        old = self._watch.pop(key, None)
+        self.open_sessions += (w is not None and w.open) - (old is not None and old.open)
+        if key in self._sent:
+            self._written.add(key)
+        if w is not None:
+            self._watch[key] = w
+            self._push(key, w, due_from(w, self.times))
+
+    def _push(self, key: str, w: Watch, at: float | None) -> None:
+        if at is None:
+            return
+        self._ties += 1
+        heapq.heappush(self._heap, (at, self._ties, key, w))
+        if len(self._heap) > 2 * len(self._watch) + 1024:  # superseded entries: rebuild
+            self._heap = [e for e in self._heap if self._watch.get(e[2]) is e[3]]
+            heapq.heapify(self._heap)
+
+    def _rebuild(self, items: Items) -> None:
+        watch: dict[str, Watch] = {}
+        heap: list[tuple[float, int, str, Watch]] = []
+        opened = 0
+        for tie, (key, value) in enumerate(items):
+            self.visited += 1
+            try:
+                w = watch_of(value)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"sessions-table value of {key!r} unreadable") from exc
+            if w is None:
+                continue
+            watch[key] = w
+            opened += w.open
+            if (at := due_from(w, self.times)) is not None:
+                heap.append((at, tie, key, w))
+        heapq.heapify(heap)
+        self._watch, self._heap, self._ties, self.open_sessions = watch, heap, len(heap), opened
+        self._stale = False
+        self._written = set(self._sent)  # each is looked at: gone or not due, forgotten
+
+    # ------------------------------------------------------------- the scan
+    def scan(self, items: Items) -> list[IdleCheck]:
+        """Every state of ``items`` read afresh, then the checks due."""
+        self.rescan()
+        return self.tick(lambda: items)
+
+    def tick(self, items: Callable[[], Items]) -> list[IdleCheck]:
+        """Checks for the open sessions idle for at least the timeout, the closed ones
+        with an unpublished closing event, and the expired ones; ``items`` (the table's
+        states) is read only when the scanner was told to read the table again."""
         now = self.clock()
+        self.visited = 0
+        if self._stale:
+            self._rebuild(items())
+        for key in self._written:
+            w = self._watch.get(key)
+            if w is None or not due(w, now, self.times):
+                self._sent.pop(key, None)  # closed, active again, or gone
+        self._written = set()
         checks: list[IdleCheck] = []
-        seen: set[str] = set()
-        open_sessions = 0
-        for key, value in items:
-            state = SessionState.from_table(value) if value is not None else None
-            if state is None:
-                continue
-            open_sessions += state.open
-            if not self._due(state, now):
-                continue
-            idle = now - state.last_seen_at
-            seen.add(key)
-            sent = self._sent.get(key)
-            if sent is not None and sent[:2] == (state.session_seq, state.last_seen_at) and (
-                now - sent[2] < self.resend_after_s
-            ):
-                continue
-            self._sent[key] = (state.session_seq, state.last_seen_at, now)
-            checks.append(IdleCheck(
-                tenant_id=state.tenant_id,
-                conversation_id=state.conversation_id,
-                session_seq=state.session_seq,
-                idle_for_s=round(idle, 3),
-                checked_at=datetime.fromtimestamp(now, UTC),
-            ))
-        # forget sessions that closed or became active again
-        for key in [k for k in self._sent if k not in seen]:
-            del self._sent[key]
-        self.open_sessions = open_sessions
+        later: list[tuple[str, Watch, float | None]] = []
+        while self._heap and self._heap[0][0] <= now:
+            _, _, key, w = heapq.heappop(self._heap)
+            if self._watch.get(key) is not w:
+                continue  # written since: a newer entry stands for it
+            self.visited += 1
+            seen = look(w, self._sent.get(key), now, self.times)
+            if seen.sent is None:
+                self._sent.pop(key, None)
+            else:
+                self._sent[key] = seen.sent
+            if seen.send:
+                checks.append(IdleCheck(
+                    tenant_id=w.tenant_id, conversation_id=w.conversation_id,
+                    session_seq=w.session_seq, idle_for_s=round(now - w.last_seen_at, 3),
+                    checked_at=datetime.fromtimestamp(now, UTC)))
+            later.append((key, w, seen.next_at))
+        for key, w, at in later:
+            self._push(key, w, at)
         return checks
+
+
+class WatchedSessions:
+    """A :class:`~streams.session.ports.SessionTable` that tells ``scanner`` of every
+    write, so that its ticks read only the states due."""
+
+    def __init__(self, table: SessionTable, scanner: IdleScanner) -> None:
+        self.table = table
+        self.scanner = scanner
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.table.get(key)
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        self.table.set(key, value)
+        self.scanner.changed(key, value)
+
+    def stored_keys(self) -> Iterable[str]:
+        return self.table.stored_keys()
+
+    def delete(self, key: str) -> None:
+        self.table.delete(key)
+        self.scanner.changed(key, None)
+
+    def context(self, record: SourceRecord) -> AbstractContextManager[None]:
+        return self.table.context(record)
 
 
 def idle_check_record(topic: str, check: IdleCheck) -> Outgoing:

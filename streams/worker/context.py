@@ -171,10 +171,19 @@ class WorkerContext:
             return (await self.wiring()).idle_scanner()
         return await self._once("idle-scanner", build)
 
+    def rescan_idle(self) -> None:
+        """This worker's part of the sessions table changed beneath the idle scanner
+        (partitions assigned or revoked, the table recovered): its next scan reads the
+        table whole."""
+        scanner = self._built.get("idle-scanner")
+        if isinstance(scanner, IdleScanner):
+            scanner.rescan()
+
     def idle_checks(self, scanner: IdleScanner) -> list[Outgoing]:
         """The idle checks due now for this worker's part of the sessions table."""
         topic = self.settings.kafka.idle_topic
-        return [idle_check_record(topic, c) for c in scanner.scan(FaustTable(sessions).items())]
+        return [idle_check_record(topic, c)
+                for c in scanner.tick(lambda: FaustTable(sessions).items())]
 
     async def replies(self) -> ReplyPublisher:
         """The producer of query replies and erasure receipts (the wiring's), started."""

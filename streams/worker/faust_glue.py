@@ -299,8 +299,9 @@ class FaustTable(SessionTable):
         with event_context(record.handle):
             yield
 
-    def items(self) -> list[tuple[str, dict[str, Any]]]:
-        return [(k, dict(v)) for k, v in self._table.items() if v is not None]
+    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every stored value itself (callers only read it)."""
+        return ((k, v) for k, v in self._table.items() if v is not None)
 
 
 class QuietWorker(faust.Worker):

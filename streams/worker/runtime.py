@@ -25,7 +25,9 @@ from streams.adapters.http.client import RetryPolicy
 from streams.adapters.http.openai_compat import ChatModel, OpenAIEmbedder
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.consolidation.rules.dedup import normalize
+from streams.erasure.model import ErasureMark
 from streams.erasure.registry import ErasureRegistry
+from streams.erasure.rules.held import held_scopes
 from streams.memory.providers.mem0 import Mem0Provider
 from streams.memory.providers.memos import MemOSProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
@@ -218,23 +220,35 @@ class Runtime:
 
     @cached_property
     def erasures(self) -> ErasureRegistry:
-        """The erasures this process knows; a finished one drops its caches."""
+        """The erasures this process knows; a finished one drops what it names from the
+        caches."""
         registry = ErasureRegistry(TableErasureLog(self.engine))
         registry.on_finished(self.drop_caches)
         return registry
 
-    def drop_caches(self) -> None:
-        """Drop what this process holds of stored texts in memory: the built-in
-        provider's scope states and rows, memoised token counts and normalised texts,
-        the local embedder's vectors of texts."""
+    def drop_caches(self, erased: ErasureMark | None = None) -> None:
+        """Drop what this process holds of what the erasure ``erased`` removed (None:
+        of any erasure): the built-in provider's states and rows of the scopes it
+        names (:func:`~streams.erasure.rules.held.held_scopes`; other scopes stay
+        held), and the memos keyed by text, which belong to no tenant and refill
+        without a database read: token counts, normalised texts, the local
+        embedder's vectors of texts."""
         built = self.__dict__
         self.tokens.clear()
         normalize.cache_clear()
         if isinstance(embedder := built.get("embedder"), LocalEmbedder):
             embedder.clear_cache()
+        what = held_scopes(erased) if erased is not None else None
         for provider in self._builtin_providers():
-            provider.drop_caches()
-        log.info("in-process caches dropped after an erasure")
+            if what is None:
+                provider.drop_caches()
+            else:
+                provider.drop_scopes(what)
+        if what is None:
+            log.info("in-process caches dropped after an erasure")
+        else:
+            log.info("in-process caches of erasure %s (tenant %r) dropped",
+                     erased.erasure_id if erased else "", what.tenant_id)
 
     def _held_reads(self) -> HeldReads | None:
         """The built-in provider's connection kept for searches, on an engine of its

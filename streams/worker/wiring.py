@@ -73,7 +73,7 @@ from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.session.idle import IdleScanner
+from streams.session.idle import IdleScanner, WatchedSessions
 from streams.session.ports import SessionTable
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
@@ -159,6 +159,7 @@ class Wiring:
         self.erasures = erasures
         self._cube_locks: CubeLocks | None = None
         self._replies: ReplyPublisher | None = None
+        self._idle: IdleScanner | None = None
 
     # ① ingest (and ② the session state it keeps)
     def ingest_config(self) -> IngestConfig:
@@ -178,7 +179,8 @@ class Wiring:
         return IngestProcessor(
             self.ingest_config(), store,
             IsolatedBatches(store, backoff_s=self.settings.ingest.retry_initial_s),
-            self.parts.cache, self.publisher, self.sessions, self.clock, stale=self.parts.stale,
+            self.parts.cache, self.publisher, WatchedSessions(self.sessions, self.idle_scanner()),
+            self.clock, stale=self.parts.stale,
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
             erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
@@ -190,10 +192,15 @@ class Wiring:
                                            datetime.fromtimestamp(self.clock(), UTC))
 
     def idle_scanner(self) -> IdleScanner:
-        c = self.settings.consolidation
-        return IdleScanner(timeout_s=c.idle_timeout_s,
-                           resend_after_s=max(5 * c.idle_scan_interval_s, 60.0),
-                           retention_s=c.closed_session_retention_s, clock=self.clock)
+        """The scanner of idle sessions, one per wiring: the ingest processors' writes
+        of the sessions table keep it current."""
+        if self._idle is None:
+            c = self.settings.consolidation
+            self._idle = IdleScanner(timeout_s=c.idle_timeout_s,
+                                     resend_after_s=max(5 * c.idle_scan_interval_s, 60.0),
+                                     retention_s=c.closed_session_retention_s,
+                                     clock=self.clock)
+        return self._idle
 
     # ③ consolidation into ④ long-term memory
     def cube_locks(self) -> CubeLocks:

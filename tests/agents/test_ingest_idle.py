@@ -18,7 +18,7 @@ from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.records import IdleCheck
 from tests.agents.test_ingest_processor import ev, recs
-from tests.support.wiring import ingest_processor, settings_for_tests
+from tests.support.wiring import FakeParts, ingest_processor, settings_for_tests, wiring
 
 SETTINGS = settings_for_tests(consolidation={"idle_timeout_s": 60.0})
 
@@ -133,3 +133,25 @@ def test_the_scan_also_finds_unsent_ends_and_expired_states() -> None:
              ("t1/old", closed("old", 3601, []))]
     assert sorted(c.conversation_id for c in scanner.scan(items)) == ["old", "unsent"]
     assert scanner.open_sessions == 0
+
+
+async def test_the_wired_scanner_follows_the_ingest_agents_writes() -> None:
+    table, pub, clock = InMemorySessionTable(), RecordingPublisher(), Clock()
+    cache = InMemoryHotCopy()
+    parts = FakeParts(store=InMemoryMessageStore(), cache=cache,
+                      stale=StaleHistories(cache, InMemoryStaleMarks()))
+    wired = wiring(parts, publisher=pub, settings=SETTINGS, sessions=table, clock=clock)
+    proc, scanner = wired.ingest(), wired.idle_scanner()
+    assert scanner.tick(lambda: table.data.items()) == []  # the first tick reads it whole
+    await proc.process(recs([ev(0), ev(1)]))
+    assert scanner.open_sessions == 1
+    clock.t += 30
+    assert scanner.tick(lambda: table.data.items()) == [] and scanner.visited == 0
+    clock.t += 31
+    (check,) = scanner.tick(lambda: table.data.items())
+    assert (check.conversation_id, check.session_seq, scanner.visited) == ("c1", 1, 1)
+    out = idle_check_record("idle", check)
+    res = await proc.process([SourceRecord("idle", 0, 0, out.key, out.value)])
+    assert [c.trigger for c in res.closed] == ["idle"]
+    assert scanner.open_sessions == 0
+    assert scanner.tick(lambda: table.data.items()) == [] and scanner.visited == 0

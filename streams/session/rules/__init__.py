@@ -1,1 +1,2 @@
-"""Pure rules of the session stage: the batch plan, the token window, stale marks."""
+"""Pure rules of the session stage: the batch plan, the token window, stale marks,
+when a state is due for an idle check."""

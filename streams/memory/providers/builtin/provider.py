@@ -39,6 +39,7 @@ from streams.adapters.embeddings.embedders import Embedder, EmbedderError
 from streams.clock import naive_utc_now
 from streams.memory.model import (
     USER_CUBE,
+    HeldScopes,
     MemoryCandidate,
     StoredMemory,
     agent_cube,
@@ -253,6 +254,13 @@ class BuiltinProvider:
         is held."""
         self.cache.clear()
         self.memories.clear()
+
+    def drop_scopes(self, what: HeldScopes) -> None:
+        """Forget the scope states and memories ``what`` covers (after an erasure), and
+        nothing else: other scopes stay held. A load or search of a covered scope whose
+        reads began before serves its caller, and nothing it read is held."""
+        self.cache.drop(what)
+        self.memories.drop(what)
 
     # ----------------------------------------------------------------- search
     async def search(self, scope: Scope, request: SearchRequest) -> list[StoredMemory]:

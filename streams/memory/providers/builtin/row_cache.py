@@ -11,7 +11,8 @@ from sys import intern
 from typing import Any, NamedTuple, Protocol, cast
 
 from streams.memo import drop_oldest
-from streams.memory.model import StoredMemory
+from streams.memory.model import HeldScopes, StoredMemory, decimal_id
+from streams.memory.providers.builtin.drops import Drops
 from streams.memory.providers.builtin.rows import DbRow, stored
 
 
@@ -36,6 +37,7 @@ class Cached(NamedTuple):
     created_at: str
     role: str | None = None
     span: tuple[int, int] | None = None
+    tenant_id: str = ""
 
     @classmethod
     def of(cls, r: DbRow) -> Cached:
@@ -48,7 +50,7 @@ class Cached(NamedTuple):
                    intern(str(d["user_id"])), intern(str(d["agent_id"])),
                    intern(str(d["valid_from"])), intern(str(d["created_at"])),
                    intern(r.role) if isinstance(r.role, str) else None,
-                   cast(tuple[int, int] | None, d["span"]))
+                   cast(tuple[int, int] | None, d["span"]), intern(str(r.tenant_id)))
 
 
 class RowsRead(Protocol):
@@ -61,6 +63,15 @@ class RowsRead(Protocol):
         ...
 
 
+_CUBE, _USER, _TENANT = (Cached._fields.index(f) for f in ("cube", "user_id", "tenant_id"))
+
+
+def _covers(what: HeldScopes, row: tuple[Any, ...]) -> bool:
+    """Whether ``what`` covers the held row ``row`` (a :class:`Cached` or its fields)."""
+    return row[_TENANT] == what.tenant_id and what.covers_row(
+        row[_TENANT], row[_CUBE], row[_USER], str(row[0]))
+
+
 def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
     """The memory of ``row`` (a :class:`Cached`, or the plain tuple of its fields) whose
     id is ``key``, with ``score`` as shown (:mod:`~streams.memory.rules.shown_score`:
@@ -68,7 +79,7 @@ def memory_of(row: tuple[Any, ...], key: str, score: float) -> StoredMemory:
     Built field by field from the tuple: ``dataclasses.replace`` would cost several
     times more."""
     (_, content, cube, type_, scope, importance, event_time, sources, kind, session, seq,
-     user_id, agent_id, valid_from, created_at, role, span) = row
+     user_id, agent_id, valid_from, created_at, role, span, _) = row
     out = object.__new__(StoredMemory)
     out.__dict__.update(
         id=key, content=content, cube=cube, type=type_, scope=scope,
@@ -93,20 +104,26 @@ class MemoryCache:
 
     def __init__(self, max_rows: int = 200_000) -> None:
         self.max_rows = max_rows
-        self.generation = 0  # one more at each clear()
+        self.drops = Drops()
         self._items: dict[int, tuple[Any, ...]] = {}
         self._fresh: dict[int, tuple[Any, ...]] = {}  # newer than every row of _items
 
     def __len__(self) -> int:
         return len(self._items) + len(self._fresh)
 
+    @property
+    def generation(self) -> int:
+        """One more at each drop or clear (what a read notes before it begins)."""
+        return self.drops.generation
+
     async def get(self, ids: Sequence[int],
                   load: Callable[[list[int]], Awaitable[Sequence[DbRow]]],
                   since: int | None = None) -> dict[int, tuple[Any, ...]]:
         """The rows of ``ids`` that are valid, as :class:`Cached` or the plain tuples of
         its fields (:func:`memory_of` takes either); ``load`` reads the others, held
-        unless the cache was cleared (an erasure) since generation ``since``, when the
-        caller's reads began: then they may be erased ones, and serve this call only."""
+        unless dropped (an erasure: :meth:`drop`, :meth:`clear`) since generation
+        ``since``, when the caller's reads began: then they may be erased ones, and
+        serve this call only."""
         self._settle()
         found: dict[int, tuple[Any, ...]] = {}
         missing: list[int] = []
@@ -123,14 +140,30 @@ class MemoryCache:
         if missing:
             loaded = [Cached.of(r) for r in await load(missing)]
             found.update((c.id, c) for c in loaded)
-            if since is None or since == self.generation:
-                self.keep(loaded)
+            gone = self.drops.since(since) if since is not None else []
+            if gone is None:
+                return found
+            self.keep([c for c in loaded if not any(_covers(w, c) for w in gone)])
         return found
 
     def clear(self) -> None:
-        self.generation += 1
+        self.drops.clear()
         self._items.clear()
         self._fresh = {}
+
+    def drop(self, what: HeldScopes) -> int:
+        """Let go of the rows ``what`` covers (named ids looked up, others found by a
+        walk of the rows held); how many went."""
+        self.drops.drop(what)
+        named = [n for i in what.memory_ids if (n := decimal_id(i)) is not None]
+        n = 0
+        for held in (self._items, self._fresh):
+            keys = [k for k in named if k in held] if what.memory_ids else list(held)
+            gone = [k for k in keys if _covers(what, held[k])]
+            for k in gone:
+                del held[k]
+            n += len(gone)
+        return n
 
     def keep(self, items: Sequence[Cached]) -> None:
         """Hold these valid memories."""

@@ -42,7 +42,9 @@ from streams.adapters.db.schema.memory import (
     memory_scope_stats,
     memory_term,
 )
+from streams.memory.model import HeldScopes
 from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
+from streams.memory.providers.builtin.drops import Drops
 from streams.memory.providers.builtin.row_cache import Cached, MemoryCache, RowsRead
 from streams.memory.providers.builtin.rows import DbRow
 from streams.memory.providers.builtin.scope_state import Postings, ScopeState
@@ -87,6 +89,7 @@ class ScopeCache:
         self.max_rows = max_rows
         self.max_postings = max_postings
         self._states: OrderedDict[int, ScopeState] = OrderedDict()
+        self._keys: dict[int, tuple[str, str, str]] = {}  # held scope -> tenant, cube, owner
         self._weights: dict[int, tuple[int, int]] = {}  # scope id -> (rows, postings)
         self._rows = 0
         self._postings = 0
@@ -95,7 +98,12 @@ class ScopeCache:
         self._snapshot: bool | None = None
         self.full_loads = 0
         self.refreshes = 0
-        self.generation = 0  # one more at each clear()
+        self.drops = Drops()
+
+    @property
+    def generation(self) -> int:
+        """One more at each drop or clear (what a refresh notes before its reads)."""
+        return self.drops.generation
 
     async def snapshot_reads(self, conn: AsyncConnection) -> bool:
         """Whether the reads of one transaction share a snapshot (MySQL, REPEATABLE READ)."""
@@ -148,7 +156,7 @@ class ScopeCache:
         sid = int(stats.id)
         held = self._states.get(sid)
         if held is None or sid in self._inflight:
-            return None  # (held: read before any clear() since the caller's reads began)
+            return None  # (held: not dropped since the caller's reads began)
         since = self.generation
         mine: asyncio.Future[ScopeState] = asyncio.get_running_loop().create_future()
         self._inflight[sid] = mine
@@ -187,9 +195,9 @@ class ScopeCache:
     async def _refresh_on(self, conn: AsyncConnection, sid: int, since: int,
                           read: DbRow | None = None) -> ScopeState:
         """Refresh on ``conn``, whose reads began at generation ``since``; ``read``: the
-        statistics row this transaction read. When the caches were dropped meanwhile (an
-        erasure: :meth:`clear`), what it read may hold erased memories: it serves its
-        callers and is neither held nor handed to the memory cache."""
+        statistics row this transaction read. When the scope was dropped meanwhile (an
+        erasure: :meth:`drop`, :meth:`clear`), what it read may hold erased memories: it
+        serves its callers and is neither held nor handed to the memory cache."""
         snapshot = await self.snapshot_reads(conn)
         for _ in range(3):
             stats = read if read is not None and snapshot else (await conn.execute(
@@ -203,7 +211,7 @@ class ScopeCache:
             current = self._states.get(sid)
             if current is not None and current.version >= int(stats.version):
                 return current
-            if self.generation != since:
+            if self._dropped(stats, since):
                 return (loaded or await self._load(conn, stats))[0]
             if delta is not None and old is not None and current is old:
                 self._apply(old, delta)
@@ -213,12 +221,12 @@ class ScopeCache:
                 st, hold = loaded or await self._load(conn, stats)
                 hold()
                 self.full_loads += 1
-            self._install(st)
+            self._install(st, _key(stats))
             return st
         stats = (await conn.execute(select(memory_scope_stats).where(
             memory_scope_stats.c.id == sid))).one()
         st, hold = await self._load(conn, stats)  # not kept: the scope is being written fast
-        if self.generation == since:
+        if not self._dropped(stats, since):
             hold()
         return st
 
@@ -323,8 +331,14 @@ class ScopeCache:
         st.version, st.doc_count = int(d.stats.version), int(d.stats.doc_count)
         st.total_len = int(d.stats.total_len)
 
-    def _install(self, st: ScopeState) -> None:
+    def _dropped(self, stats: DbRow, since: int) -> bool:
+        """Whether ``stats``' scope was dropped since generation ``since``."""
+        gone = self.drops.since(since)
+        return gone is None or any(w.covers_scope(*_key(stats)) for w in gone)
+
+    def _install(self, st: ScopeState, key: tuple[str, str, str]) -> None:
         self._states[st.scope_id] = st
+        self._keys[st.scope_id] = key
         self._states.move_to_end(st.scope_id)
         self._account(st)
         if (self.ann_min_vectors > 0 and st.ann is None and st.scope_id not in self._indexing
@@ -366,6 +380,7 @@ class ScopeCache:
         while len(self._states) > 1 and (self._rows > self.max_rows
                                          or self._postings > self.max_postings):
             sid, _ = self._states.popitem(last=False)
+            self._keys.pop(sid, None)
             rows, postings = self._weights.pop(sid)
             self._rows -= rows
             self._postings -= postings
@@ -373,11 +388,25 @@ class ScopeCache:
 
     def clear(self) -> None:
         """Drop every state (a refresh in flight finishes for its callers only)."""
-        self.generation += 1
+        self.drops.clear()
         self._states.clear()
+        self._keys.clear()
         self._weights.clear()
         self._rows = self._postings = 0
         SCOPE_MEMORIES.set(0)
+
+    def drop(self, what: HeldScopes) -> int:
+        """Drop the states of the scopes ``what`` covers, and no other (a refresh of one
+        in flight finishes for its callers only); how many went."""
+        self.drops.drop(what)
+        gone = [sid for sid, key in self._keys.items() if what.covers_scope(*key)]
+        for sid in gone:
+            del self._states[sid], self._keys[sid]
+            rows, postings = self._weights.pop(sid)
+            self._rows -= rows
+            self._postings -= postings
+        SCOPE_MEMORIES.set(self._rows)
+        return len(gone)
 
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
         """Hold subject postings that were read at ``version``, if the state is at it."""
@@ -385,6 +414,11 @@ class ScopeCache:
             return
         st.keep(loaded)
         self._account(st)
+
+
+def _key(stats: DbRow) -> tuple[str, str, str]:
+    """A statistics row's scope: tenant, cube, owner."""
+    return str(stats.tenant_id), str(stats.cube), str(stats.owner_id)
 
 
 def off_loop(rows: Sequence[DbRow]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from streams.memory.model import HeldScopes
 from streams.memory.providers.builtin.row_cache import Cached, MemoryCache, memory_of
 
 
@@ -95,3 +96,33 @@ def test_clear_forgets_every_row() -> None:
     cache.keep([row(9)])
     cache.clear()
     assert len(cache) == 0
+
+
+def tenant_row(i: int, tenant: str, user: str = "u1") -> Cached:
+    return row(i)._replace(tenant_id=tenant, user_id=user)
+
+
+async def test_a_drop_takes_only_the_rows_it_names() -> None:
+    cache = MemoryCache(max_rows=100)
+    cache.keep([tenant_row(1, "t1"), tenant_row(2, "t1", "u2"), tenant_row(3, "t2"),
+                tenant_row(4, "t1")])
+    assert cache.drop(HeldScopes("t1", user_id="u1")) == 2
+    assert sorted(await cache.get([2, 3], Loader())) == [2, 3] and len(cache) == 2
+    assert cache.drop(HeldScopes("t2", memory_ids=frozenset({"3", "9"}))) == 1
+    assert len(cache) == 1
+
+
+async def test_rows_read_before_a_drop_are_held_unless_it_names_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = MemoryCache(max_rows=100)
+    monkeypatch.setattr(Cached, "of", classmethod(
+        lambda cls, r: tenant_row(int(r.id), "t1" if int(r.id) < 10 else "t2")))
+    since = cache.generation
+
+    async def dropped_meanwhile(ids: list[int]) -> Sequence[Any]:
+        cache.drop(HeldScopes("t1"))
+        return [SimpleNamespace(id=i) for i in ids]
+
+    found = await cache.get([1, 11], dropped_meanwhile, since)
+    assert sorted(found) == [1, 11]  # the caller is answered
+    assert sorted(cache._items) + sorted(cache._fresh) == [11]  # t1's row is not held

@@ -1,0 +1,126 @@
+"""A finished erasure costs only its tenant, on MariaDB with two workers' runtimes.
+
+Worker 1 carries erasures out (the real executor and built-in provider); worker 2
+holds two tenants' cubes and learns of each erasure the way every worker does,
+from the erasure log (:meth:`ErasureRegistry.refresh`). After tenant *loud*
+erases one of its memories, then one of its users, worker 2 still holds tenant
+*calm*'s cube (its searches load nothing again), while nothing erased comes back
+from worker 2 and the scopes the erasure named are no longer held there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import SecretStr
+
+from streams.memory.agent_configs import StaticAgentConfigs
+from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.memory.providers.builtin.row_cache import Cached
+from streams.settings import DatabaseSettings, Settings
+from streams.testing.erasure import FencePassingPublisher
+from streams.wire.erasure import ErasureRequest
+from streams.worker.runtime import Runtime
+from streams.worker.wiring import Wiring
+from tests.support.services import create_database, drop_database, unique
+from tests.support.wiring import settings_for_tests
+
+CALM, LOUD, LOUD_2 = Scope("calm", "u1", "a1"), Scope("loud", "u1", "a1"), Scope("loud", "u2", "a1")
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[tuple[Runtime, Runtime]]:
+    database = unique("ms_held_")
+    url = create_database(database)
+    settings = settings_for_tests(database=DatabaseSettings(url=SecretStr(url)))
+    one = await Runtime(settings, migrate=True).start()
+    two = await Runtime(Settings(database=settings.database), migrate=False).start()
+    try:
+        yield one, two
+    finally:
+        await one.stop()
+        await two.stop()
+        drop_database(database)
+
+
+def builtin(rt: Runtime) -> BuiltinProvider:
+    provider = rt.providers.get("mysql").provider
+    assert isinstance(provider, BuiltinProvider)
+    return provider
+
+
+async def search(rt: Runtime, scope: Scope, query: str, cube: str = USER_CUBE) -> list[str]:
+    found = await builtin(rt).search(scope, SearchRequest(query, [cube], top_k=50,
+                                                          relativity=0.0))
+    return [m.content for m in found]
+
+
+def held_tenants(rt: Runtime) -> list[tuple[str, str, str]]:
+    """The scopes worker ``rt`` holds: tenant, cube, owner."""
+    return sorted(builtin(rt).cache._keys.values())
+
+
+def held_rows(rt: Runtime) -> set[tuple[str, str]]:
+    """Tenant and user of the memory rows worker ``rt`` holds."""
+    rows = builtin(rt).memories
+    return {(Cached._make(r).tenant_id, Cached._make(r).user_id)
+            for held in (rows._items, rows._fresh) for r in held.values()}
+
+
+async def test_an_erasure_drops_only_what_it_names(workers: tuple[Runtime, Runtime]) -> None:
+    one, two = workers
+    writer = builtin(one)
+    await writer.add(CALM, USER_CUBE, [MemoryCandidate(f"calm note {i} about sailing")
+                                       for i in range(300)])
+    loud = (await writer.add(LOUD, USER_CUBE, [MemoryCandidate("I live in Oslo."),
+                                               MemoryCandidate("My dog is called Rex.")])).ids
+    await writer.add(LOUD, agent_cube("a1"), [MemoryCandidate("Users ask about Oslo.")])
+    await writer.add(LOUD_2, USER_CUBE, [MemoryCandidate("I live in Lisbon.")])
+    wiring = Wiring(one.settings, one, publisher=FencePassingPublisher(
+        one.erasures.log, datetime.now(UTC)), agent_configs=StaticAgentConfigs({}),
+        erasures=one.erasures)
+
+    async def offsets() -> dict[int, int]:
+        return {0: 0}
+
+    executor = wiring.erasure_processor(offsets, 1).executor
+    await two.erasures.refresh()  # worker 2's first look (as it starts)
+    cache = builtin(two).cache
+
+    assert len(await search(two, CALM, "sailing")) == 50
+    assert await search(two, LOUD, "dog") == ["My dog is called Rex."]
+    assert await search(two, LOUD, "Oslo", agent_cube("a1")) == ["Users ask about Oslo."]
+    assert await search(two, LOUD_2, "live") == ["I live in Lisbon."]
+    assert cache.full_loads == 4
+
+    # one memory of loud: only the cube it was in goes
+    receipt = await executor.erase(ErasureRequest(
+        erasure_id="m-1", tenant_id="loud", target="memory", memory_id=loud[1]))
+    assert receipt.status == "done"
+    await two.erasures.refresh()
+    assert len(await search(two, CALM, "sailing")) == 50
+    assert cache.full_loads == 4  # calm's cube was not loaded again
+    assert ("loud", USER_CUBE, "u1") not in held_tenants(two)
+    assert [k[0] for k in held_tenants(two)].count("loud") == 2  # the agent cube, u2's profile
+    assert await search(two, LOUD, "dog") == []
+    assert await search(two, LOUD, "live") == ["I live in Oslo."]
+    assert cache.full_loads == 5  # loud's own cube was
+
+    # one user of loud: their profile and the agent cubes go, not u2's profile
+    receipt = await executor.erase(ErasureRequest(
+        erasure_id="u-1", tenant_id="loud", target="user", user_id="u1"))
+    assert receipt.status == "done"
+    await two.erasures.refresh()
+    assert len(await search(two, CALM, "sailing")) == 50
+    assert await search(two, LOUD_2, "live") == ["I live in Lisbon."]
+    assert cache.full_loads == 5  # neither calm's cube nor u2's was loaded again
+    assert held_tenants(two) == sorted([("calm", USER_CUBE, "u1"), ("loud", USER_CUBE, "u2")])
+    assert await search(two, LOUD, "live") == []
+    assert await search(two, LOUD, "Oslo", agent_cube("a1")) == []
+    assert ("loud", "u1") not in held_rows(two) and ("calm", "u1") in held_rows(two)
+    await two.erasures.refresh()  # told once: nothing more goes
+    assert held_tenants(two) == sorted([("calm", USER_CUBE, "u1"), ("loud", USER_CUBE, "u2")])
