@@ -78,6 +78,13 @@ SESSIONS_OPEN = Gauge("memstream_sessions_open", "Open sessions in this worker's
 SESSIONS_CLOSED = Counter(
     "memstream_sessions_closed_total", "Sessions closed, by trigger (explicit, idle).", ["trigger"]
 )
+SESSIONS_CUT = Counter(
+    "memstream_sessions_cut_total",
+    "Sessions closed at ingest because they reached the size bound "
+    "(MEMSTREAM_CONSOLIDATION__SESSION_MAX_MESSAGES or __SESSION_MAX_BYTES), by tenant and "
+    "bound (messages, bytes); the next message opens a new session.",
+    ["tenant", "bound"],
+)
 SESSION_STATES_DROPPED = Counter(
     "memstream_session_states_dropped_total",
     "Conversation states dropped from the sessions table after the closed-session retention.",
@@ -88,6 +95,12 @@ CONSOLIDATIONS = Counter(
     "memstream_consolidations_total",
     "Session consolidations, by provider and outcome (done, retried, dead_lettered, skipped).",
     ["provider", "outcome"],
+)
+CONSOLIDATION_PARTS = Counter(
+    "memstream_consolidation_parts_total",
+    "Further parts of sessions longer than one run takes (MEMSTREAM_CONSOLIDATION__MAX_MESSAGES, "
+    "__MAX_BYTES), sent on memory.session-closed when the part before was done, by tenant.",
+    ["tenant"],
 )
 CONSOLIDATIONS_IN_FLIGHT = Gauge(
     "memstream_consolidations_in_flight",

@@ -351,7 +351,30 @@ class ConsolidationSettings(BaseModel):
         8, ge=1, description="Conversations consolidated at the same time by one worker."
     )
     max_messages: int = Field(
-        2000, ge=1, description="Most new messages one session end consolidates."
+        2000, ge=1, description=(
+            "Most messages one consolidation run claims and reads; a session holding more is "
+            "consolidated in parts, each its own run, the next one sent on "
+            "memory.session-closed when the one before is done."),
+    )
+    max_bytes: int = Field(
+        4 * 1024 * 1024, ge=1, description=(
+            "Most bytes of message text one consolidation run claims and reads (a single "
+            "longer message is taken alone); the rest of the session goes to the next part."),
+    )
+    write_chunk: int = Field(
+        100, ge=1, description=(
+            "Most memories written to a provider in one call (a provider that stores a "
+            "batch atomically; the others get one memory per call)."),
+    )
+    session_max_messages: int = Field(
+        2000, ge=1, description=(
+            "A session reaching this many messages is closed at ingest, as by a session_end; "
+            "the conversation's next message opens a new session."),
+    )
+    session_max_bytes: int = Field(
+        4 * 1024 * 1024, ge=1, description=(
+            "A session reaching this many bytes of message text (UTF-8) is closed at ingest, "
+            "as by a session_end; the conversation's next message opens a new session."),
     )
     close_slack_s: float = Field(
         2.0,

@@ -36,6 +36,19 @@ class Run:
     judge: str | None = None
     message_count: int = 0
     candidate_count: int = 0
+    until_id: int | None = None  # the last of the session's messages this run's claim took
+    more: bool = False  # the session has messages after it: a next part follows
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one claim took: how many messages it recorded as new, the id of the last
+    of the session's messages it went through (None: none), and whether the
+    session has messages after it (a next part claims them)."""
+
+    count: int
+    until_id: int | None = None
+    more: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,12 @@ judged     decide, write and expire per cube (:class:`.writer.MemoryWriter`)
 done       nothing: the event was consolidated before
 ========== ================================================================
 
+A run claims at most ``max_messages`` messages and ``max_bytes`` of text of
+its session (:mod:`.rules.parts`). When the session has more, the outcome
+carries the closing event of the next part (``next``), to be sent once this
+part is done; a part found done again still hands it on while the next part's
+run does not exist, so a crash between the two loses no part.
+
 Exceptions propagate; the processor classifies them (retry topic, dead letter,
 or retry in place while the database is down).
 """
@@ -32,6 +38,7 @@ from streams.consolidation.ports import ChatCompleter, Ledger, Runs
 from streams.consolidation.rules.attribution import Author, attributed_user
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
+from streams.consolidation.rules.parts import PartBound, next_id, previous_id
 from streams.consolidation.rules.passages import passages
 from streams.consolidation.rules.summary import CHAT_ROLES
 from streams.consolidation.summarizer import Summarizer
@@ -62,7 +69,8 @@ class PassageCut:
 @dataclass(frozen=True)
 class PipelineConfig:
     default_long_memory: bool = True
-    max_messages: int = 2000
+    max_messages: int = 2000  # one run's share of a session: messages ...
+    max_bytes: int = 4 * 1024 * 1024  # ... and bytes of their text
     close_slack_s: float = 2.0
     context_messages: int = 20
     dedup_jaccard: float = 0.7
@@ -73,11 +81,16 @@ class PipelineConfig:
     late_window_days: float = 7.0  # a late session end takes messages stored this recently
     summarize: bool = True  # bring the conversation's summary up to date after a run
 
+    @property
+    def size(self) -> PartBound:
+        return PartBound(self.max_messages, self.max_bytes)
+
 
 @dataclass
 class Outcome:
     """What one run did: ``done``, ``duplicate`` (done before), ``nothing_new``,
-    ``skipped`` (long memory off) or ``erased`` (an erasure covers the session)."""
+    ``skipped`` (long memory off) or ``erased`` (an erasure covers the session);
+    ``next``: the closing event of the session's next part, to be sent."""
 
     outcome: str
     provider: str
@@ -86,6 +99,7 @@ class Outcome:
     candidates: int = 0
     stats: WriteStats | None = None
     summary: str | None = None
+    next: SessionClosed | None = None
 
 
 def episodes_of(messages: Sequence[SessionMessage], max_chars: int,
@@ -140,7 +154,8 @@ class ConsolidationPipeline:
     async def run(self, closed: SessionClosed) -> Outcome:
         run = await self.runs.get(closed.closed_id)
         if run is not None and run.status == "done":
-            return Outcome("duplicate", run.provider)
+            return Outcome("duplicate", run.provider, next=await self._next_part(closed, run))
+        event = closed
         if await self._erased(closed):
             # a user erased from a conversation others spoke in: the others' messages
             # are consolidated, as one of theirs
@@ -173,7 +188,19 @@ class ConsolidationPipeline:
             out.summary = await self.summarizer.maybe_summarize(
                 run.tenant_id, run.conversation_id, self.models.for_agent(None))
         await self.runs.finish(run.closed_id, self.now())
+        out.next = await self._next_part(event, run)
         return out
+
+    async def _next_part(self, closed: SessionClosed, run: Run) -> SessionClosed | None:
+        """The closing event of the part after ``run``, when the session has more and
+        that part's run was not created yet (then its own event carries on)."""
+        if not run.more:
+            return None
+        following = closed.model_copy(update={
+            "closed_id": next_id(closed.closed_id, closed.part), "part": closed.part + 1})
+        if await self.runs.get(following.closed_id) is not None:
+            return None
+        return following
 
     async def _erased(self, closed: SessionClosed) -> bool:
         """Whether an erasure covers the session (read afresh: an erasure recorded on
@@ -196,10 +223,11 @@ class ConsolidationPipeline:
         await self.ledger.claim_run(
             Run(closed.closed_id, closed.tenant_id, closed.conversation_id, closed.user_id,
                 closed.agent_id, provider, long_memory),
-            session_seq=closed.session_seq, bound=bound, limit=self.config.max_messages,
+            session_seq=closed.session_seq, bound=bound, size=self.config.size,
             late_since=(naive_utc(now) - timedelta(days=self.config.late_window_days)
                         if closed.trigger == "late" else None),
-            now=now, until_event_id=closed.last_event_id)
+            now=now, until_event_id=closed.last_event_id,
+            previous=previous_id(closed.closed_id, closed.part))
         run = await self.runs.get(closed.closed_id)
         assert run is not None
         return run

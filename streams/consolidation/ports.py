@@ -34,6 +34,7 @@ from streams.consolidation.model import (
     SummaryInput,
     SummaryStored,
 )
+from streams.consolidation.rules.parts import PartBound
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
 from streams.memory.cube_locks import CubeLocks
 from streams.memory.provider import ChatCompleter
@@ -45,12 +46,14 @@ __all__ = ["ChatCompleter", "CubeLocks", "Expiries", "Ledger", "ReprocessJobs", 
 class Ledger(Protocol):
     """Which messages each closing event owns (a message is claimed once)."""
 
-    async def claim_run(self, run: Run, *, session_seq: int, bound: datetime, limit: int,
+    async def claim_run(self, run: Run, *, session_seq: int, bound: datetime, size: PartBound,
                         now: datetime, until_event_id: str | None = None,
-                        late_since: datetime | None = None) -> None:
-        """Claim the event's messages and create ``run`` (with how many were claimed) in
-        one transaction it opens and commits; an existing run is kept. ``bound`` and
-        ``late_since`` naive UTC."""
+                        late_since: datetime | None = None, previous: str | None = None) -> None:
+        """Claim the event's messages, at most ``size`` (the first ones of the session,
+        or, given the run of the ``previous`` part, those after it), and create
+        ``run`` with the :class:`~.model.Claim` (how many, up to where, whether the
+        session has more) in one transaction it opens and commits; an existing run
+        is kept. ``bound`` and ``late_since`` naive UTC."""
 
     async def claimed_messages(self, tenant_id: str, closed_id: str) -> list[SessionMessage]:
         """The messages ``closed_id`` claimed, oldest first."""

@@ -7,6 +7,12 @@ conversation one after another, in order. ``handle(record)`` does one event
 lock per conversation also keeps a retried event and a fresh one of the same
 conversation from running at the same time.
 
+A run that leaves part of its session to a next part
+(:mod:`.rules.parts`) hands on that part's closing event, sent on the source
+topic (keyed by conversation, after this partition's other events) before the
+method returns, like a retry record: one session never holds a partition for
+longer than one bounded part.
+
 Neither method raises (except on cancellation): a failure is classified
 (:meth:`.failures.FailureRouter.classify`); a database outage (or a cube lock not got in
 time) is retried in place with backoff, anything else becomes a record for ``memory.retry`` or
@@ -31,6 +37,7 @@ from streams.memory.cube_locks import KeyedLocks
 from streams.memory.rules.routing import route
 from streams.metrics import (
     CONSOLIDATION_LATENCY,
+    CONSOLIDATION_PARTS,
     CONSOLIDATIONS,
     CONSOLIDATIONS_IN_FLIGHT,
     DEAD_LETTERS,
@@ -46,7 +53,8 @@ log = logging.getLogger(__name__)
 class Handled:
     """What one closing event came to: ``outcome`` and ``provider`` label
     ``memstream_consolidations_total``; ``forward`` is the retry or dead-letter record
-    to send (none when the run went through); ``detail`` what the run did."""
+    to send, or when the run went through, the closing event of the session's next
+    part (none when the session is done); ``detail`` what the run did."""
 
     outcome: str  # done, duplicate, nothing_new, skipped, retried, dead_lettered
     provider: str
@@ -133,7 +141,15 @@ class ConsolidationProcessor:
                             failure.error_class, failure.message, out.topic)
                 return Handled(what, self._provider(closed), out)
             CONSOLIDATION_LATENCY.labels(outcome.provider).observe(time.perf_counter() - started)
-            return Handled(outcome.outcome, outcome.provider, None, outcome)
+            return Handled(outcome.outcome, outcome.provider, self._next(outcome), outcome)
+
+    def _next(self, outcome: Outcome) -> Outgoing | None:
+        """The next part's closing event, for the source topic."""
+        if outcome.next is None:
+            return None
+        CONSOLIDATION_PARTS.labels(outcome.next.tenant_id).inc()
+        return Outgoing(self.router.source_topic, outcome.next.conversation_id.encode(),
+                        outcome.next.model_dump_json().encode())
 
     async def _note_error(self, closed: SessionClosed, error: str) -> None:
         try:

@@ -21,8 +21,8 @@ again inside it:
    is seen, as it would be had the runs not overlapped;
 2. **write** what is to be stored: the write intent is recorded, the lock
    confirmed, the provider called, the returned id recorded. A provider that
-   stores a batch atomically gets the cube's batch in one call, the others one
-   memory per call;
+   stores a batch atomically gets the cube's batch in calls of at most
+   ``write_chunk`` memories, the others one memory per call;
 3. **expire** what a written memory supersedes, only after it was written
    (outside the lock: a later decision seeing both memories valid skips or
    supersedes as it would after the expiry). A failing expiry is handed to the
@@ -115,8 +115,11 @@ class MemoryWriter:
     def __init__(self, runs: Runs, expiries: Expiries, decider: ConflictDecider,
                  locks: CubeLocks, *, top_k: int = 5, relativity: float = 0.0,
                  expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time,
-                 hidden: HiddenMemories | None = None) -> None:
+                 hidden: HiddenMemories | None = None, write_chunk: int = 100) -> None:
+        if write_chunk < 1:
+            raise ValueError("write_chunk must be at least 1")
         self.hidden = hidden
+        self.write_chunk = write_chunk
         self.runs = runs
         self.locks = locks
         self.expiries = expiries
@@ -282,7 +285,8 @@ class MemoryWriter:
                 log.info("run %s: memory %s was already stored; adopted", run.closed_id, adopted)
             else:
                 fresh.append(r)
-        batches = [fresh] if handle.atomic_batch and fresh else [[r] for r in fresh]
+        step = self.write_chunk if handle.atomic_batch else 1
+        batches = [fresh[i:i + step] for i in range(0, len(fresh), step)]
         for batch in batches:
             seqs = [r.seq for r in batch]
             if not handle.idempotent_add:

@@ -36,6 +36,8 @@ class IngestConfig:
     closed_retention_s: float = 7 * 86400.0
     session_grace_s: float = 300.0
     max_future_s: float = 86400.0
+    session_max_messages: int = 2000  # a session this long is closed at ingest
+    session_max_bytes: int = 4 * 1024 * 1024  # ... and one with this much text
 
 
 @dataclass

@@ -31,7 +31,7 @@ from streams.ingest.model import (
 )
 from streams.ingest.ports import ClosedSessions
 from streams.ingest.publishing import ClosingEvents
-from streams.metrics import SESSION_STATES_DROPPED, SESSIONS_CLOSED
+from streams.metrics import SESSION_STATES_DROPPED, SESSIONS_CLOSED, SESSIONS_CUT
 from streams.session.model import ConversationKey, MessageDoc, table_key
 from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
 from streams.session.state_buffer import SessionStateBuffer
@@ -71,7 +71,9 @@ class SessionPlanning:
                                    max_s=self.config.retry_max_s) if unknown else {}
         events = [SourcedEvent(i.record.topic, i.record.offset, i.event) for i in items]
         rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s,
-                             self.config.session_grace_s)
+                             self.config.session_grace_s,
+                             max_messages=self.config.session_max_messages,
+                             max_bytes=self.config.session_max_bytes)
         return plan_sessions(events, current.__getitem__,
                              {table_key(*k): seq for k, seq in last.items()}, self.clock(), rules)
 
@@ -116,6 +118,8 @@ class SessionPlanning:
         for closed in plan.closed:
             result.closed.append(closed)
             SESSIONS_CLOSED.labels(closed.trigger).inc()
+        for tenant, bound in plan.cut:
+            SESSIONS_CUT.labels(tenant, bound).inc()
         # staged: written to the table (a changelog record) at most once per
         # conversation and flush interval, before the batch is acknowledged
         last = {key: items[i].record for key, i in plan.last_item.items()}

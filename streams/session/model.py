@@ -94,6 +94,7 @@ class SessionState:
     message_count: int = 0
     session_seq: int = 1
     session_message_count: int = 0
+    session_bytes: int = 0  # UTF-8 bytes of the open session's message texts
     unsummarized_count: int = 0
     first_activity: datetime | None = None
     last_activity: datetime | None = None
@@ -184,6 +185,7 @@ class SessionState:
             self.session_start = min(self.session_start, ts)
             self.session_last = max(self.session_last or ts, ts)
         self.session_message_count += 1
+        self.session_bytes += len(msg.content.encode("utf-8"))
         self.unsummarized_count += 1
         if self.first_activity is None or ts < self.first_activity:
             self.first_activity = ts
@@ -228,6 +230,7 @@ class SessionState:
         )
         self.session_seq += 1
         self.session_message_count = 0
+        self.session_bytes = 0
         self.open = False
         firsts = {source: last + 1 for source, last in self.offsets.items()}
         if next_from is not None:  # the next session starts with the event that closed this one
@@ -286,6 +289,7 @@ class SessionState:
             "message_count": self.message_count,
             "session_seq": self.session_seq,
             "session_message_count": self.session_message_count,
+            "session_bytes": self.session_bytes,
             "unsummarized_count": self.unsummarized_count,
             "first_activity": self.first_activity.isoformat() if self.first_activity else None,
             "last_activity": self.last_activity.isoformat() if self.last_activity else None,
@@ -313,6 +317,7 @@ class SessionState:
             message_count=int(value.get("message_count", 0)),
             session_seq=int(value.get("session_seq", 1)),
             session_message_count=int(value.get("session_message_count", 0)),
+            session_bytes=int(value.get("session_bytes", 0)),
             unsummarized_count=int(value.get("unsummarized_count", 0)),
             first_activity=_ts(value.get("first_activity")),
             last_activity=_ts(value.get("last_activity")),

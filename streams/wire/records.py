@@ -201,6 +201,11 @@ class SessionClosed(BaseModel):
     last_event_id: str | None = Field(
         None, description="Event id of the session's last message: consolidation takes the "
         "conversation's messages stored up to it (absent: those stored by `closed_at`).")
+    part: int = Field(1, ge=1, description=(
+        "1 for a session end; a session with more messages than one run takes "
+        "(`MEMSTREAM_CONSOLIDATION__MAX_MESSAGES`, `__MAX_BYTES`) is consolidated in parts, "
+        "and part n + 1 (`closed_id` of part 1 followed by `+n+1`) is sent when part n is "
+        "done."))
 
 
 class IdleCheck(BaseModel):

@@ -170,7 +170,9 @@ class Wiring:
             retry_initial_s=i.retry_initial_s, retry_max_s=i.retry_max_s,
             idle_topic=k.idle_topic, idle_timeout_s=c.idle_timeout_s,
             closed_retention_s=c.closed_session_retention_s,
-            session_grace_s=c.session_grace_s, max_future_s=i.max_future_s)
+            session_grace_s=c.session_grace_s, max_future_s=i.max_future_s,
+            session_max_messages=c.session_max_messages,
+            session_max_bytes=c.session_max_bytes)
 
     def ingest(self) -> IngestProcessor:
         if self.sessions is None:
@@ -223,7 +225,8 @@ class Wiring:
             runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
             self.cube_locks(),
             top_k=c.conflict_top_k, relativity=c.conflict_relativity,
-            expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden)
+            expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden,
+            write_chunk=c.write_chunk)
         summarizer = Summarizer(SummaryRows(engine), p.cache, p.tokens,
                                 threshold=c.summary_threshold,
                                 budget_tokens=c.summary_token_budget,
@@ -235,6 +238,7 @@ class Wiring:
             ledger, runs, judge, writer, summarizer, p.providers, p.models,
             self.agent_configs, PipelineConfig(
                 default_long_memory=c.default_long_memory, max_messages=c.max_messages,
+                max_bytes=c.max_bytes,
                 close_slack_s=c.close_slack_s, context_messages=llm.judge_context_messages,
                 dedup_jaccard=c.dedup_jaccard, dedup_levenshtein=c.dedup_levenshtein,
                 dedup_short_len=c.dedup_short_len, episode_max_chars=c.episode_max_chars,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from streams.ingest.processor import IngestProcessor
+from streams.metrics import SESSIONS_CUT
 from streams.session.stale import StaleHistories
 from streams.testing.ingest import InMemoryMessageStore
 from streams.testing.outbox import RecordingPublisher
@@ -278,3 +279,21 @@ async def test_an_older_message_after_the_end_in_the_same_batch_goes_with_that_e
     await proc.process(recs([ev(2, created_at="2026-11-30T08:00:02Z")], start=3))
     ids = closed_ids(pub)  # in a later batch it is late: its own closing event
     assert len(ids) == 2 and ids[1].startswith("t1/c1#1~")
+
+
+async def test_a_session_reaching_its_size_is_closed_at_ingest_and_counted() -> None:
+    settings = settings_for_tests(consolidation={"idle_timeout_s": 60.0,
+                                                 "session_max_messages": 3,
+                                                 "session_max_bytes": 1_000_000})
+    store, table, pub = InMemoryMessageStore(), InMemorySessionTable(), RecordingPublisher()
+    cache = InMemoryHotCopy()
+    proc = ingest_processor(store, cache, pub, table, settings=settings,
+                            stale=StaleHistories(cache, InMemoryStaleMarks()))
+    before = SESSIONS_CUT.labels("t1", "messages")._value.get()
+    await proc.process(recs([ev(i) for i in range(7)]))
+    await proc.process(recs([end(0)], start=7))
+    assert closed_ids(pub) == ["t1/c1#1", "t1/c1#2", "t1/c1#3"]
+    counts = [json.loads(r.value or b"{}")["message_count"] for r in pub.on("closed")]
+    assert counts == [3, 3, 1]
+    assert [r["session_seq"] for r in store.rows] == [1, 1, 1, 2, 2, 2, 3]
+    assert SESSIONS_CUT.labels("t1", "messages")._value.get() - before == 2

@@ -22,7 +22,8 @@ from streams.adapters.db.ledger import (
 )
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.schema.reprocess import reprocess_message
-from streams.consolidation.model import SessionMessage
+from streams.consolidation.model import Claim, SessionMessage
+from streams.consolidation.rules.parts import PartBound
 
 _m = conversation_message.c
 
@@ -44,12 +45,12 @@ class ReprocessClaims(LedgerStore):
     """The ledger of a job's runs: their messages were fixed when it was planned."""
 
     async def claim(self, conn: AsyncConnection, *, tenant_id: str, conversation_id: str,
-                    closed_id: str, session_seq: int, bound: datetime, limit: int,
+                    closed_id: str, session_seq: int, bound: datetime, size: PartBound,
                     now: datetime, until_event_id: str | None = None,
-                    late_since: datetime | None = None) -> int:
+                    late_since: datetime | None = None, previous: str | None = None) -> Claim:
         x = reprocess_message.c
-        return int((await conn.execute(select(func.count()).select_from(reprocess_message)
-                                       .where(x.closed_id == closed_id))).scalar_one())
+        return Claim(int((await conn.execute(select(func.count()).select_from(reprocess_message)
+                                             .where(x.closed_id == closed_id))).scalar_one()))
 
     async def claimed_messages(self, tenant_id: str, closed_id: str) -> list[SessionMessage]:
         x = reprocess_message.c

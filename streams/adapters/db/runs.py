@@ -55,7 +55,8 @@ def run_values(run: Run, now: datetime) -> dict[str, Any]:
             "conversation_id": run.conversation_id, "user_id": run.user_id,
             "agent_id": run.agent_id, "provider": run.provider, "long_memory": run.long_memory,
             "status": "claimed", "judge": None, "message_count": run.message_count,
-            "candidate_count": 0, "created_at": naive_utc(now), "updated_at": naive_utc(now)}
+            "candidate_count": 0, "claimed_until_id": run.until_id, "has_more": run.more,
+            "created_at": naive_utc(now), "updated_at": naive_utc(now)}
 
 
 def origin_values(origin: Origin, now: datetime) -> dict[str, Any]:
@@ -110,7 +111,9 @@ class RunStore:
             return None
         return Run(row.closed_id, row.tenant_id, row.conversation_id, row.user_id, row.agent_id,
                    row.provider, bool(row.long_memory), row.status, row.judge,
-                   int(row.message_count), int(row.candidate_count))
+                   int(row.message_count), int(row.candidate_count),
+                   None if row.claimed_until_id is None else int(row.claimed_until_id),
+                   bool(row.has_more))
 
     async def save_judgement(self, closed_id: str, judge: str,
                              planned: Sequence[PlannedCandidate], now: datetime) -> bool:

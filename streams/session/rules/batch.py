@@ -11,6 +11,10 @@ states and returns, without touching any store:
   before);
 * the new states, to be written to the sessions table once the messages are
   stored;
+* sessions cut by size: a session that reaches ``max_messages`` messages or
+  ``max_bytes`` of text is closed right after the message that reached it, as
+  by a session end (``plan.cut`` says whose and which bound), and the next
+  message opens a new session;
 * the closing events to publish: sessions closed by this batch, and any event
   still in the outbox of a state the batch touched (a crash after the state
   was written and before its event was published leaves it there);
@@ -57,6 +61,7 @@ class SessionPlan:
     late: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     # conversations with no history before this batch, as (tenant, conversation)
     fresh: set[tuple[str, str]] = field(default_factory=set)
+    cut: list[tuple[str, str]] = field(default_factory=list)  # (tenant, bound) per size cut
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,19 @@ class SessionRules:
     idle_timeout_s: float  # the gap, in event time (and in wall-clock time for the scan)
     retention_s: float
     grace_s: float = 0.0  # how far behind stream time an out-of-order message may be
+    max_messages: int | None = None  # a session this long is closed (None: no bound)
+    max_bytes: int | None = None  # ... and one with this much text
+
+    def reached(self, state: SessionState) -> str | None:
+        """The size bound the open session of ``state`` reached (``messages``,
+        ``bytes``), if any."""
+        if not state.open:
+            return None
+        if self.max_messages is not None and state.session_message_count >= self.max_messages:
+            return "messages"
+        if self.max_bytes is not None and state.session_bytes >= self.max_bytes:
+            return "bytes"
+        return None
 
 
 def plan_sessions(
@@ -109,6 +127,9 @@ def plan_sessions(
                 _gap(plan, state, item, now, rules)
                 plan.stamps[i] = state.session_seq
                 state.apply_message(ev, item.topic, item.offset, now)
+                bound = rules.reached(state)
+                if bound is not None and _closed(plan, state.close("explicit", now)):
+                    plan.cut.append((ev.tenant_id, bound))
         elif isinstance(ev, SessionEnd):
             plan.outcomes[i] = "session_end"
             if not state.seen(item.topic, item.offset):

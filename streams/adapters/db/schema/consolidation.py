@@ -13,8 +13,9 @@ They make a session end crash-safe and idempotent; see
     these marks do not, so messages whose hashes were purged are never taken
     for new again.
 ``consolidation_run``
-    one row per closing event: its provider, whether long memory applies,
-    and how far it got (``claimed`` -> ``judged`` -> ``done``).
+    one row per closing event, or per part of a session consolidated in
+    bounded parts: its provider, whether long memory applies, how far it got
+    (``claimed`` -> ``judged`` -> ``done``), and where its claim stopped.
 ``consolidation_candidate``
     the judged candidates of a run, persisted before anything is written, then
     each one's conflict decision, its write intent, the id the provider gave
@@ -91,6 +92,10 @@ consolidation_run = Table(
     Column("judge", String(16)),
     Column("message_count", Integer, nullable=False),
     Column("candidate_count", Integer, nullable=False),
+    # a session consolidated in parts: the last message this part's claim went
+    # through, and whether the session has messages after it (a next part)
+    Column("claimed_until_id", BigInteger),
+    Column("has_more", Boolean, nullable=False, server_default="0"),
     Column("last_error", Text),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
