@@ -213,11 +213,25 @@ def test_stretches_group_nearby_positions() -> None:
 @pytest.mark.parametrize(("deadline_s", "asked", "late", "ok"), [
     (1.0, 100, 0, True),
     (1.0, 100, 1, False),
-    (0.3, 100, 5, True),
-    (0.3, 100, 6, False),
+    (0.3, 100, 0, True),
+    (0.3, 100, 1, False),
     (0.3, 10, 1, False),
 ])
-def test_deadline_callers_may_be_late_only_at_short_deadlines(
+def test_deadline_callers_are_never_late_while_a_worker_is_live(
         deadline_s: float, asked: int, late: int, ok: bool) -> None:
     tally = DeadlineTally("c", deadline_s, asked, late, [1.0] * late, 0, 0, 0, 0, 0.5, 0, 0, 0)
     assert deadline_queries_in_time(Snapshot(deadline=[tally])).ok is ok
+
+
+def test_a_query_asked_during_a_rebalance_counts_and_one_during_an_outage_does_not() -> None:
+    from streams.client import QueryOutcome
+    from tests.chaos.phases import tally
+    from tests.chaos.traffic import DeadlineClass
+
+    c = DeadlineClass("1 s", 1.0)
+    late, ok = QueryOutcome(1.0, False, True, False, 0), QueryOutcome(0.1, True, False, False, 0)
+    # asked at 10 (an outage 10.5-20), 30 (a rebalance 30-40), 50 (nothing), 60 (answered)
+    c.outcomes = [(10.0, late), (30.0, late), (50.0, late), (60.0, ok)]
+    t = tally(c, 0.0, outages=[(10.5, 20.0)], rebalances=[(30.0, 40.0)])
+    assert (t.asked, t.late, t.late_at) == (4, 2, [30.0, 50.0])
+    assert (t.outage_asked, t.outage_late, t.rebalance_asked, t.rebalance_late) == (1, 1, 1, 1)
