@@ -157,18 +157,29 @@ class AnsweredRequests:
 
     async def take_over(self, key: str) -> bool:
         """For a request another member holds: True only when the quick copy says that
-        no attempt began and no answer was recorded, and now marks that this one begins.
-        False when anything else is known — or nothing is (no Redis, or it failed): the
-        request is then left to its partition's owner, so that a request is not answered
-        by every member at once."""
+        no attempt began and no answer was recorded — and now marks that this one begins —
+        and the database does not have its answer either (an owner that answered while
+        Redis was away, or before it restarted empty, recorded it there only). False when
+        anything else is known, or nothing is (no Redis, or it failed): the request is
+        then left to its partition's owner, so that it is not answered by every member
+        at once. The database is read only when the quick copy has taken it over."""
         record = self._usable()
         if record is None:
             return False
         try:
-            return await record.take_over(key, int(self._wall_clock() * 1000))
+            if not await record.take_over(key, int(self._wall_clock() * 1000)):
+                return False
         except CacheUnavailable as exc:
             self._failed("take-over", exc)
             return False
+        if self.durable is None:
+            return True
+        try:
+            return not await self.durable.exists(key)
+        except Exception as exc:  # a safeguard, never a gate
+            log.warning("answered-request record: database read failed: %s: %s",
+                        type(exc).__name__, exc)
+            return True
 
     async def remember(self, key: str) -> None:
         """The reply was acknowledged by the broker: both copies are written."""

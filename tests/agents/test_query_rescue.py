@@ -14,7 +14,12 @@ from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.query.rescue import Rescuer
-from streams.testing.query import EchoLookup, MemoryAnsweredRecord, RecordedReplies
+from streams.testing.query import (
+    EchoLookup,
+    MemoryAnsweredRecord,
+    MemoryDurableAnswers,
+    RecordedReplies,
+)
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import header
 from streams.wire.signing import Signing
@@ -201,3 +206,18 @@ async def test_an_attempt_that_records_nothing_is_waited_for_only_half_the_calle
     began = time.monotonic()
     await owner(request(b"w-3"))
     assert len(replies.sent) == 2 and time.monotonic() - began < 0.05
+
+
+async def test_a_request_answered_while_redis_was_away_is_not_taken_over() -> None:
+    durable = MemoryDurableAnswers()
+    owner, _, owner_replies, _, record = build(durable=durable)
+    record.down = True  # the owner answers while Redis is away: the database has it
+    await owner(request(b"away"))
+    assert len(owner_replies.sent) == 1 and durable.keys == {key_of(b"away")}
+    record.down = False  # Redis back, empty
+    other = AnsweredRequests(record, retry_after_s=10.0, durable=durable,
+                             wall_clock=lambda: NOW)
+    assert not await other.take_over(key_of(b"away"))
+    assert await other.take_over(key_of(b"fresh"))
+    durable.down = True  # the database away: the quick copy decides
+    assert await other.take_over(key_of(b"fresh-2"))
