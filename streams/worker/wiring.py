@@ -155,7 +155,7 @@ class Wiring:
                  erasures: ErasureRegistry | None = None,
                  query_quotas: QuotaBook | None = None) -> None:
         self.settings = settings
-        self.query_quotas = query_quotas or queries_quota(settings)
+        self.query_quotas = query_quotas if query_quotas is not None else queries_quota(settings)
         self.parts = parts
         self.publisher = publisher
         self.agent_configs = agent_configs
