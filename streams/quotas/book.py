@@ -11,6 +11,7 @@ bucket, its counts from zero.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -114,9 +115,7 @@ class QuotaBook:
         while len(self._tenants) >= self.max_tenants:
             gone, _ = self._tenants.popitem(last=False)
             for decision in (ALLOWED, REFUSED):
-                try:
+                with contextlib.suppress(KeyError):  # never counted
                     QUOTA_DECISIONS.remove(gone, self.quota, decision)
-                except KeyError:
-                    pass
         entry = self._tenants[tenant] = _Entry()
         return entry

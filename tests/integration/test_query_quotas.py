@@ -70,17 +70,18 @@ async def test_a_flooding_tenant_is_refused_and_the_other_answered(stack: Stack)
     assert loud_s < 20, loud_s
 
     port = worker.env["MEMSTREAM_WEB__PORT"]
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10,
-                      headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        metrics = http.get("/metrics").text
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
+                                 headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        metrics = (await http.get("/metrics")).text
         assert (f'memstream_quota_decisions_total{{decision="refused",quota="queries",'
                 f'tenant="loud"}} {FLOOD - answered}.0') in metrics
         assert 'memstream_quota_decisions_total{decision="refused",quota="queries",' \
                'tenant="calm"}' not in metrics
-        body = http.get("/stats/quotas", params={"tenant": "loud"}).json()
+        body = (await http.get("/stats/quotas", params={"tenant": "loud"})).json()
         (queries,) = body["quotas"]
         assert (queries["quota"], queries["rate"], queries["burst"]) == ("queries", 5, 5)
         assert (queries["allowed"], queries["refused"]) == (answered, FLOOD - answered)
-        calm_stats = http.get("/stats/quotas", params={"tenant": "calm"}).json()["quotas"][0]
+        calm_stats = (await http.get("/stats/quotas", params={"tenant": "calm"})).json()
+        calm_stats = calm_stats["quotas"][0]
         assert calm_stats["refused"] == 0 and calm_stats["allowed"] >= 31
         assert calm_stats["rate"] == 100
