@@ -18,7 +18,8 @@ The flow, stage by stage (each package's ``__init__`` names the file to open fir
 Beside the stages: :mod:`streams.wire` (every byte-level contract),
 :mod:`streams.adapters` (Kafka, database, Redis, HTTP, embeddings),
 :mod:`streams.worker` (the Faust worker and the one composition root,
-:mod:`streams.worker.wiring`), :mod:`streams.stats` (the read-only stats API),
+:mod:`streams.worker.wiring`), :mod:`streams.quotas` (quotas per tenant),
+:mod:`streams.stats` (the read-only stats API),
 :mod:`streams.cli` (the ``memstream`` command) and :mod:`streams.devtools`.
 """
 

@@ -302,3 +302,12 @@ RETENTION_DELETED = Counter(
     "Rows and keys deleted by the retention runs, by store.",
     ["store"],
 )
+
+# ----------------------------------------------------------------- quotas
+QUOTA_DECISIONS = Counter(
+    "memstream_quota_decisions_total",
+    "Requests weighed against their tenant's quota on this worker, by tenant, quota "
+    "(queries, erasures) and decision (allowed, refused). A tenant's series go when it "
+    "drops out of the quota's most recently seen tenants (quotas.max_tenants).",
+    ["tenant", "quota", "decision"],
+)

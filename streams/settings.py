@@ -8,6 +8,7 @@ Nested groups use ``__`` as the delimiter: ``MEMSTREAM_KAFKA__BROKER``,
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS
 from streams.memory.rules.fusion import FusionWeights, Ramp
 from streams.memory.rules.recency import Recency
 from streams.memory.rules.relative import LEXICAL_WEIGHT
+from streams.wire.records import TENANT_PATTERN
 
 _FUSION = FusionWeights()
 _RAMP = Ramp()
@@ -751,6 +753,41 @@ class ErasureSettings(BaseModel):
     )
 
 
+class TenantQuota(BaseModel):
+    """One tenant's quotas; a field left unset takes the default of `quotas`."""
+
+    queries_per_s: float | None = Field(
+        None, ge=0, description="Queries a second answered for the tenant (0: no limit).")
+    queries_burst: int | None = Field(None, ge=1, description="Queries at once, above the rate.")
+
+
+class QuotaSettings(BaseModel):
+    """Quotas per tenant, held by each worker (docs/operations.md)."""
+
+    queries_per_s: float = Field(
+        100.0, ge=0, description=(
+            "Queries a second one worker answers for one tenant; one over it gets an "
+            "`over_quota` error reply at once. 0: no limit."))
+    queries_burst: int = Field(
+        200, ge=1, description="Queries of one tenant one worker answers at once above the rate.")
+    max_tenants: int = Field(
+        10_000, ge=1, description=(
+            "Tenants whose quota a worker keeps (the least recently seen are forgotten, and "
+            "start again with a full quota)."))
+    tenant_overrides: dict[str, TenantQuota] = Field(
+        default_factory=dict, description=(
+            'Quotas of named tenants, JSON `{"acme": {"queries_per_s": 500, '
+            '"queries_burst": 1000}, ...}`; unset fields take the defaults.'))
+
+    @field_validator("tenant_overrides")
+    @classmethod
+    def _tenant_ids(cls, overrides: dict[str, TenantQuota]) -> dict[str, TenantQuota]:
+        bad = sorted(t for t in overrides if not re.fullmatch(TENANT_PATTERN, t))
+        if bad:
+            raise ValueError(f"not tenant ids: {', '.join(bad)}")
+        return overrides
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMSTREAM_",
@@ -773,6 +810,7 @@ class Settings(BaseSettings):
     ranking: RankingSettings = RankingSettings()
     erasure: ErasureSettings = ErasureSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
+    quotas: QuotaSettings = QuotaSettings()
     log_level: str = Field("info", description="Worker log level.")
 
     @field_validator("log_level")

@@ -9,7 +9,10 @@ whose reply topic :class:`~streams.query.rules.reply_targets.ReplyTargets`
 refuses (``reply_topic_not_allowed``): nothing is written there, and nothing
 of the request is read. With :class:`Signing`, a request not signed with its
 tenant's key gets an ``unauthorized`` error reply carrying its ``request_id``
-only.
+only. With a :class:`~streams.quotas.book.QuotaBook`, a valid, signed, awaited
+request over its tenant's ``queries`` quota gets an ``over_quota`` error reply at
+once: no engine work, no round trip to Redis (so it is not recorded as answered,
+and a redelivery of a request answered before may get it too).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from streams.query.answered import request_key
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
+from streams.quotas.book import QuotaBook
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
 from streams.wire.headers import ANSWERED_PARTITION, SIGNED_AT, header
@@ -81,12 +85,13 @@ class QueryProcessor:
     def __init__(self, engine: MemoryLookup, dlq_topic: str, *,
                  clock: Callable[[], float] = time.time,
                  reply_targets: ReplyTargets | None = None,
-                 signing: Signing | None = None) -> None:
+                 signing: Signing | None = None, quotas: QuotaBook | None = None) -> None:
         self.engine = engine
         self.dlq_topic = dlq_topic
         self.clock = clock
         self.reply_targets = reply_targets
         self.signing = signing
+        self.quotas = quotas
 
     def outdated(self, rec: SourceRecord) -> bool:
         """Older than any caller waits: skipped (and counted) without reading it."""
@@ -148,7 +153,9 @@ class QueryProcessor:
         says this worker takes it over. Anything else — a request to dead-letter, to
         refuse or past its deadline, or one taken by another — is left to its partition's
         owner (``ToSend``, outcome ``left``), neither sent, counted nor logged here, so
-        that nothing is done twice."""
+        that nothing is done twice. So is a request over its tenant's quota here: the
+        quota is only looked at, never taken from — a request counts against it once,
+        where its partition's owner takes it."""
         start = time.perf_counter()
         admitted = self._admit(rec, start, quiet=True)
         if not isinstance(admitted, _Admitted):
@@ -212,6 +219,12 @@ class QueryProcessor:
             return self._reply(rec, addr, MemoryReply(
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         assert not isinstance(doc, Rejected)
+        if self.quotas is not None:
+            decision = (self.quotas.peek if quiet else self.quotas.take)(query.tenant_id,
+                                                                         self.clock())
+            if not decision.allowed:
+                return LEFT_ALONE if quiet else self._over_quota(rec, addr, query,
+                                                                 decision.message, start)
         key = request_key(query.tenant_id, addr.topic, addr.partition,
                           addr.correlation_id or b"", rec.value or b"")
         return _Admitted(addr, query, doc, key)
@@ -260,6 +273,16 @@ class QueryProcessor:
             return MemoryReply(request_id=query.request_id, tenant_id=query.tenant_id,
                                user_id=query.user_id, agent_id=query.agent_id,
                                error=ReplyError(code="internal", message=type(exc).__name__))
+
+    def _over_quota(self, rec: SourceRecord, addr: ReplyAddress, query: MemoryQuery,
+                    message: str, start: float) -> ToSend:
+        reply = MemoryReply(
+            request_id=query.request_id, tenant_id=query.tenant_id, user_id=query.user_id,
+            agent_id=query.agent_id, conversation_id=query.conversation_id,
+            error=ReplyError(code="over_quota", message=message),
+            latency_ms=round((time.perf_counter() - start) * 1000, 3))
+        QUERY_REPLIES.labels("error").inc()
+        return self._reply(rec, addr, reply)
 
     def _error(self, rec: SourceRecord, addr: ReplyAddress, doc: object, message: str,
                start: float) -> ToSend:

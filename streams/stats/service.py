@@ -4,7 +4,8 @@
 OpenAPI schema of its answer (:class:`Endpoint`, mirrored by
 ``docs/stats-api.yaml``), and answers a request with a status and a JSON body:
 
-* 200 and the endpoint's body;
+* 200 and the endpoint's body (``/stats/quotas`` from this worker's quota books,
+  without the database);
 * 4xx and ``{"error": {code, message, parameter}}`` for bad parameters;
 * 503 ``database_unavailable`` when the database cannot be reached;
 * 504 ``timeout`` when the queries take longer than the configured limit.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from streams.quotas.book import QuotaBook
 from streams.stats import queries, trends
 from streams.stats.buckets import BUCKETS, time_range
 from streams.stats.params import (
@@ -42,18 +45,22 @@ _GROUPS_LIMIT = 50
 
 # one endpoint's queries on a connection: (parameters, path values) -> the answer's body
 RunQueries = Callable[[AsyncConnection, Values, Mapping[str, str]], Awaitable[dict[str, Any]]]
+# an endpoint answered from this worker's memory: parameters -> the answer's body
+RunLocal = Callable[[Values], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One ``GET`` route: its parameters, path parameters and answer schema."""
+    """One ``GET`` route: its parameters, path parameters and answer schema; answered by
+    ``run`` on a database connection, or by ``local`` without one."""
 
     name: str
     path: str
     params: tuple[Param, ...]
     schema: str
-    run: RunQueries
+    run: RunQueries | None
     path_params: tuple[str, ...] = ()
+    local: RunLocal | None = None
 
 
 @dataclass(frozen=True)
@@ -73,11 +80,16 @@ def _path_value(path: Mapping[str, str], name: str) -> str:
 
 
 class StatsService:
-    """Answers the ``/stats/*`` endpoints from the database ``engine()`` returns."""
+    """Answers the ``/stats/*`` endpoints from the database ``engine()`` returns, and
+    ``/stats/quotas`` from ``quotas`` (this worker's quota books, by quota name)."""
 
     def __init__(self, engine: Callable[[], Awaitable[AsyncEngine]], *, max_limit: int = 100,
-                 max_buckets: int = 1000, timeout_s: float = 10.0) -> None:
+                 max_buckets: int = 1000, timeout_s: float = 10.0,
+                 quotas: Mapping[str, QuotaBook] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
+        self.quotas = dict(quotas or {})
+        self.clock = clock
         self.max_buckets = max_buckets
         self.timeout_s = timeout_s
         tenant = tenant_param()
@@ -99,6 +111,8 @@ class StatsService:
                      self._cube, path_params=("cube_id",)),
             Endpoint("search_trends", "/stats/search-trends", (tenant, *span), "SearchTrends",
                      self._search_trends),
+            Endpoint("quotas", "/stats/quotas", (tenant,), "Quotas", None,
+                     local=self._quotas),
         ]}
 
     async def answer(self, path: str, query: Query,
@@ -111,6 +125,9 @@ class StatsService:
                 _path_value(path_values or {}, name)
             if any(p.name == "from" for p in endpoint.params):
                 time_range(values, self.max_buckets)
+            if endpoint.local is not None:
+                return StatsAnswer(200, endpoint.local(values))
+            assert endpoint.run is not None
             engine = await self._engine()
             async with asyncio.timeout(self.timeout_s), engine.connect() as conn:
                 body = await endpoint.run(conn, values, path_values or {})
@@ -153,3 +170,14 @@ class StatsService:
         return await queries.cube_detail(conn, v.text("tenant"), _path_value(path, "cube_id"),
                                          v.optional_text("user"), v.integer("limit"),
                                          v.integer("offset"))
+
+    def _quotas(self, v: Values) -> dict[str, Any]:
+        tenant, now = v.text("tenant"), self.clock()
+        out = []
+        for name, book in sorted(self.quotas.items()):
+            t = book.tally(tenant, now)
+            out.append({"quota": name, "limited": not t.limit.unlimited,
+                        "rate": t.limit.rate * book.unit_s, "per_s": book.unit_s,
+                        "burst": t.limit.burst, "available": round(t.tokens, 3),
+                        "allowed": t.allowed, "refused": t.refused})
+        return {"tenant": tenant, "quotas": out}

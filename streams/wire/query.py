@@ -113,7 +113,9 @@ class ReplyMemory(BaseModel):
 
 
 class ReplyError(BaseModel):
-    code: Literal["bad_request", "internal", "timeout", "unauthorized"]
+    code: Literal["bad_request", "internal", "timeout", "unauthorized", "over_quota"] = Field(
+        description="`over_quota`: the tenant's queries are over its quota on the worker that "
+        "took the request; not answered, the message says which quota and when to retry.")
     message: str
 
 

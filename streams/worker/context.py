@@ -51,7 +51,7 @@ from streams.worker.faust_glue import (
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
 from streams.worker.web import install as install_web
-from streams.worker.wiring import Consolidation, Wiring, query_consumer_config
+from streams.worker.wiring import Consolidation, Wiring, queries_quota, query_consumer_config
 
 T = TypeVar("T")
 
@@ -76,6 +76,8 @@ class WorkerContext:
         self._publisher: ExactlyOnceDeadLetters | None = None
         self._replies: ReplyPublisher | None = None
         self._search_log: SearchLogWriter | None = None
+        # one per process: the query processors take from it, /stats/quotas reads it
+        self.query_quotas = queries_quota(settings)
 
     def install(self) -> None:
         """What must be in place before Faust starts: the consumer fixes, the
@@ -84,7 +86,8 @@ class WorkerContext:
         install_commit_guard(self.commit_guard,
                              out_of_order_topics=[self.settings.kafka.retry_topic],
                              recover_after_s=self.settings.kafka.redeliver_after_s)
-        install_web(self.app, self.runtime, self.settings, self.queries)
+        install_web(self.app, self.runtime, self.settings, self.queries,
+                    {self.query_quotas.quota: self.query_quotas})
         self.app.on_before_shutdown.connect(self._on_shutdown)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
@@ -130,7 +133,8 @@ class WorkerContext:
                                 initial_s=i.retry_initial_s, max_s=i.retry_max_s)
             return Wiring(self.settings, self.runtime, publisher=self.publisher,
                           agent_configs=TableAgentConfigs(agent_configs),
-                          sessions=FaustTable(sessions), erasures=self.runtime.erasures)
+                          sessions=FaustTable(sessions), erasures=self.runtime.erasures,
+                          query_quotas=self.query_quotas)
         return await self._once("wiring", build)
 
     async def ingest_processor(self) -> IngestProcessor:

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.kafka.progress import ProgressTracker
 from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.clock import naive_utc_now
+from streams.quotas.book import QuotaBook
 from streams.settings import Settings
 from streams.stats.access import StatsAccess, TokenGrant
 from streams.stats.http import install_stats
@@ -61,8 +62,9 @@ def faust_stages(settings: Settings) -> dict[str, str]:
 
 
 def install(app: Any, runtime: Runtime, settings: Settings,
-            queries: QueryConsumer) -> Observability:
-    """Install the monitor, the timers and every page on ``app``'s web server."""
+            queries: QueryConsumer, quotas: dict[str, QuotaBook] | None = None) -> Observability:
+    """Install the monitor, the timers and every page on ``app``'s web server;
+    ``quotas``: the worker's quota books, read by ``/stats/quotas``."""
     tracker = ProgressTracker(started_at=time.monotonic(), stage_of=faust_stages(settings),
                               exempt=frozenset({settings.kafka.retry_topic}))
     app.monitor = KafkaMonitor(tracker, metrics=FaustMetrics.create(REGISTRY, "faust"))
@@ -108,7 +110,7 @@ def install(app: Any, runtime: Runtime, settings: Settings,
 
     w = settings.web
     stats = StatsService(engine, max_limit=w.stats_max_limit, max_buckets=w.stats_max_buckets,
-                         timeout_s=w.stats_timeout_s)
+                         timeout_s=w.stats_timeout_s, quotas=quotas)
     install_stats(app, stats, StatsAccess(
         TokenGrant(t.sha256, frozenset(t.tenants)) for t in w.stats_tokens))
 

@@ -73,6 +73,8 @@ from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
+from streams.quotas.book import QuotaBook
+from streams.quotas.rules import Limit
 from streams.session.idle import IdleScanner, WatchedSessions
 from streams.session.ports import SessionTable
 from streams.session.reader import SessionReader
@@ -142,14 +144,18 @@ class Wiring:
     every part built here that reads the wall clock or draws a jitter, so a test
     can drive them (the database retries of the stores wait on their own).
     ``erasures``: the process's erasure registry; without it nothing is skipped.
+    ``query_quotas``: the process's quota of queries per tenant (by default one of
+    its own, from the settings).
     """
 
     def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
                  agent_configs: AgentConfigs, sessions: SessionTable | None = None,
                  clock: Callable[[], float] = time.time,
                  rng: Callable[[], float] = random.random,
-                 erasures: ErasureRegistry | None = None) -> None:
+                 erasures: ErasureRegistry | None = None,
+                 query_quotas: QuotaBook | None = None) -> None:
         self.settings = settings
+        self.query_quotas = query_quotas if query_quotas is not None else queries_quota(settings)
         self.parts = parts
         self.publisher = publisher
         self.agent_configs = agent_configs
@@ -334,7 +340,8 @@ class Wiring:
                 date_lift_slack_days=s.ranking.date_lift_slack_days),
             p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
-                              reply_targets=self.reply_targets(), signing=self.signing())
+                              reply_targets=self.reply_targets(), signing=self.signing(),
+                              quotas=self.query_quotas)
 
     def reply_targets(self) -> ReplyTargets:
         """Where replies and receipts may go: never to memstream's own topics."""
@@ -383,6 +390,16 @@ class Wiring:
             answered, retry_initial_s=s.ingest.retry_initial_s,
             retry_max_s=s.ingest.retry_max_s, maybe_seen=maybe_seen or (lambda rec: True),
             sent_replies=sent_replies or ReplyLookup(s.kafka, every_partition=every_partition))
+
+
+def queries_quota(s: Settings) -> QuotaBook:
+    """The quota of queries per tenant: the defaults, and each tenant's override."""
+    q = s.quotas
+    overrides = {t: Limit(o.queries_per_s if o.queries_per_s is not None else q.queries_per_s,
+                          o.queries_burst if o.queries_burst is not None else q.queries_burst)
+                 for t, o in q.tenant_overrides.items()}
+    return QuotaBook("queries", Limit(q.queries_per_s, q.queries_burst), overrides,
+                     max_tenants=q.max_tenants)
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

@@ -1,0 +1,121 @@
+"""One quota (``queries``, ``erasures``) of every tenant on this worker.
+
+:meth:`QuotaBook.take` decides a request of a tenant and counts the decision
+(``memstream_quota_decisions_total{tenant,quota,decision}``, and the tenant's
+own tally, :meth:`QuotaBook.tally`); :meth:`QuotaBook.peek` only tells what it
+would decide, counting nothing. Memory is bounded: the bucket and tally of at
+most ``max_tenants`` tenants are kept, the least recently seen dropped first
+(with its metric series); a tenant dropped and seen again starts with a full
+bucket, its counts from zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from streams.metrics import QUOTA_DECISIONS
+from streams.quotas.rules import Bucket, Limit, peek, take
+
+ALLOWED, REFUSED = "allowed", "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a request of ``tenant`` gets: allowed, or refused with the seconds until
+    its quota lets one through; ``message`` says which quota, and when to retry."""
+
+    quota: str
+    tenant: str
+    allowed: bool
+    limit: Limit
+    retry_after_s: float = 0.0
+    unit_s: float = 1.0  # the unit of the rate in messages: 1 (a second) or 60 (a minute)
+
+    @property
+    def message(self) -> str:
+        if self.allowed:
+            return ""
+        unit = {1.0: "second", 60.0: "minute"}.get(self.unit_s, f"{self.unit_s:g} s")
+        return (f"over the {self.quota} quota of tenant {self.tenant!r} "
+                f"({self.limit.rate * self.unit_s:g} a {unit}, {self.limit.burst:g} at once): "
+                f"retry in {max(self.retry_after_s, 0.001):.3f} s")
+
+
+@dataclass(slots=True)
+class _Entry:
+    bucket: Bucket | None = None
+    allowed: int = 0
+    refused: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """A tenant's quota on this worker: its limit, tokens left now, and the decisions
+    counted since it was last seen first."""
+
+    limit: Limit
+    tokens: float
+    allowed: int
+    refused: int
+
+
+class QuotaBook:
+    def __init__(self, quota: str, default: Limit, overrides: Mapping[str, Limit] | None = None,
+                 *, max_tenants: int = 10_000, unit_s: float = 1.0) -> None:
+        self.quota = quota
+        self.default = default
+        self.overrides = dict(overrides or {})
+        self.max_tenants = max_tenants
+        self.unit_s = unit_s
+        self._tenants: OrderedDict[str, _Entry] = OrderedDict()
+
+    def limit(self, tenant: str) -> Limit:
+        return self.overrides.get(tenant, self.default)
+
+    def __len__(self) -> int:
+        return len(self._tenants)
+
+    def take(self, tenant: str, now: float) -> Decision:
+        """Decide a request of ``tenant`` at ``now`` (seconds), and count the decision."""
+        limit = self.limit(tenant)
+        entry = self._entry(tenant)
+        verdict = take(entry.bucket, limit, now)
+        entry.bucket = verdict.bucket
+        if verdict.allowed:
+            entry.allowed += 1
+        else:
+            entry.refused += 1
+        QUOTA_DECISIONS.labels(tenant, self.quota, ALLOWED if verdict.allowed else REFUSED).inc()
+        return Decision(self.quota, tenant, verdict.allowed, limit, verdict.retry_after_s,
+                        self.unit_s)
+
+    def peek(self, tenant: str, now: float) -> Decision:
+        """What :meth:`take` would decide now; nothing is taken, counted or remembered."""
+        limit = self.limit(tenant)
+        entry = self._tenants.get(tenant)
+        verdict = peek(entry.bucket if entry else None, limit, now)
+        return Decision(self.quota, tenant, verdict.allowed, limit, verdict.retry_after_s,
+                        self.unit_s)
+
+    def tally(self, tenant: str, now: float) -> Tally:
+        """The tenant's limit and what was decided for it (zeros for a tenant not seen)."""
+        limit = self.limit(tenant)
+        entry = self._tenants.get(tenant) or _Entry()
+        tokens = peek(entry.bucket, limit, now).bucket.tokens
+        return Tally(limit, tokens, entry.allowed, entry.refused)
+
+    def _entry(self, tenant: str) -> _Entry:
+        entry = self._tenants.get(tenant)
+        if entry is not None:
+            self._tenants.move_to_end(tenant)
+            return entry
+        while len(self._tenants) >= self.max_tenants:
+            gone, _ = self._tenants.popitem(last=False)
+            for decision in (ALLOWED, REFUSED):
+                with contextlib.suppress(KeyError):  # never counted
+                    QUOTA_DECISIONS.remove(gone, self.quota, decision)
+        entry = self._tenants[tenant] = _Entry()
+        return entry

@@ -1,0 +1,138 @@
+"""Queries per second per tenant: a loud tenant over its quota gets ``over_quota``
+replies at once — no engine work, no Redis round trip — while a calm tenant's
+requests in the same stream are answered; a request taken over by another worker
+counts against the quota once, where its owner takes it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from streams.query.answered import AnsweredRequests
+from streams.query.answering import QueryAnswering
+from streams.query.processor import QueryProcessor
+from streams.quotas.book import QuotaBook
+from streams.quotas.rules import Limit
+from streams.testing.query import EchoLookup, MemoryAnsweredRecord, RecordedReplies
+from streams.wire.envelope import SourceRecord
+from streams.wire.spring_reply import request_headers
+from tests.agents.fakes import FakePublisher
+
+NOW = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def request(tenant: str, n: int, *, offset: int = 0, at: float = NOW) -> SourceRecord:
+    cid = f"{tenant}-{n}".encode()
+    doc: dict[str, Any] = {"request_id": cid.decode(), "tenant_id": tenant, "user_id": "u",
+                           "agent_id": "a", "message": "hi"}
+    return SourceRecord("q", 0, offset, f"{tenant}/u".encode(), json.dumps(doc).encode(),
+                        request_headers("replies", cid), timestamp=at)
+
+
+def build(quotas: QuotaBook, clock: Clock, record: MemoryAnsweredRecord | None = None,
+          ) -> tuple[QueryAnswering, EchoLookup, RecordedReplies, MemoryAnsweredRecord]:
+    engine, replies, record = EchoLookup(), RecordedReplies(), record or MemoryAnsweredRecord()
+    processor = QueryProcessor(engine, "dlq", clock=clock, quotas=quotas)
+    answered = AnsweredRequests(record, retry_after_s=10.0, clock=clock, wall_clock=clock)
+    return (QueryAnswering(processor, replies, FakePublisher(), answered, retry_initial_s=0.01,
+                           retry_max_s=0.01), engine, replies, record)
+
+
+def errors(replies: RecordedReplies, tenant: str) -> list[str | None]:
+    """The error code of each reply to ``tenant`` (None: answered), in order."""
+    out = []
+    for r in replies.sent:
+        body = json.loads(r.value or b"{}")
+        if body["request_id"].startswith(f"{tenant}-"):
+            out.append(body["error"]["code"] if body["error"] else None)
+    return out
+
+
+def decisions(tenant: str, decision: str) -> float:
+    return REGISTRY.get_sample_value("memstream_quota_decisions_total", {
+        "tenant": tenant, "quota": "queries", "decision": decision}) or 0.0
+
+
+async def test_a_loud_tenant_over_its_quota_is_refused_and_a_calm_one_answered() -> None:
+    clock = Clock()
+    quotas = QuotaBook("queries", Limit(5.0, 5.0), {"calm-a": Limit(5.0, 5.0)})
+    answering, engine, replies, record = build(quotas, clock)
+    offset = 0
+    for second in range(3):  # loud: 50 a second; calm: 2 a second, in the same stream
+        for i in range(50):
+            clock.now = NOW + second + i / 50
+            await answering(request("loud-a", second * 50 + i, offset=offset, at=clock.now))
+            offset += 1
+            if i % 25 == 0:
+                await answering(request("calm-a", second * 2 + i // 25, offset=offset,
+                                        at=clock.now))
+                offset += 1
+    assert errors(replies, "calm-a") == [None] * 6
+    loud = errors(replies, "loud-a")
+    assert len(loud) == 150  # every request has its reply
+    assert loud[:5] == [None] * 5  # the burst
+    answered = loud.count(None)
+    assert 5 + 2 * 5 <= answered <= 5 + 3 * 5  # then 5 a second
+    assert set(loud) == {None, "over_quota"}
+    # refused without engine work nor a Redis round trip
+    assert sum(q.tenant_id == "loud-a" for q in engine.asked) == answered
+    assert record.calls == 2 * (answered + 6)  # claim + remember, answered requests only
+    assert decisions("loud-a", "refused") == 150 - answered
+    assert decisions("loud-a", "allowed") == answered
+    assert decisions("calm-a", "allowed") == 6
+
+
+async def test_the_over_quota_reply_says_which_quota_and_when_to_retry() -> None:
+    clock = Clock()
+    answering, _, replies, _ = build(QuotaBook("queries", Limit(2.0, 1.0)), clock)
+    await answering(request("loud-b", 0))
+    await answering(request("loud-b", 1))
+    body = json.loads(replies.sent[-1].value or b"{}")
+    assert body["tenant_id"] == "loud-b" and body["request_id"] == "loud-b-1"
+    assert body["error"] == {"code": "over_quota", "message": (
+        "over the queries quota of tenant 'loud-b' (2 a second, 1 at once): retry in 0.500 s")}
+    assert body["memories"] == [] and body["user_profile"] == ""
+
+
+async def test_a_request_taken_over_counts_once_and_over_quota_is_left_to_its_owner() -> None:
+    clock = Clock()
+    record = MemoryAnsweredRecord()
+    owner_quotas = QuotaBook("queries", Limit(1.0, 2.0))
+    owner, _, owner_replies, _ = build(owner_quotas, clock, record)
+    rescuer_quotas = QuotaBook("queries", Limit(1.0, 2.0))
+    rescuer, engine, replies, _ = build(rescuer_quotas, clock, record)
+    await rescuer(request("loud-c", 0))  # the rescuer's own consumer: its quota is spent
+    await rescuer(request("loud-c", 1))
+    assert not await rescuer.rescue(request("loud-c", 2))  # over it: left to its owner
+    assert rescuer_quotas.tally("loud-c", clock()).refused == 0  # looked at, not counted
+    await owner(request("loud-c", 2))
+    assert errors(owner_replies, "loud-c") == [None]
+
+    assert await rescuer.rescue(request("calm-c", 0))  # taken over: the quota only looked at
+    assert rescuer_quotas.tally("calm-c", clock()).allowed == 0
+    await owner(request("calm-c", 0))  # its owner, coming later, counts it once
+    assert owner_replies.sent[1:] == []
+    assert owner_quotas.tally("calm-c", clock()).allowed == 1
+    assert errors(replies, "calm-c") == [None]
+
+
+async def test_memory_stays_bounded_with_many_tenants() -> None:
+    clock = Clock()
+    quotas = QuotaBook("queries", Limit(5.0, 5.0), max_tenants=100)
+    answering, _, replies, _ = build(quotas, clock)
+    for i in range(2000):
+        await answering(request(f"many-{i}", 0, offset=i))
+    assert len(quotas) == 100
+    assert errors(replies, "many-1999") == [None]
+    assert REGISTRY.get_sample_value("memstream_quota_decisions_total", {
+        "tenant": "many-0", "quota": "queries", "decision": "allowed"}) is None
