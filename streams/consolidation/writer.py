@@ -61,10 +61,9 @@ from streams.consolidation.judge import ConflictDecider, decider_of
 from streams.consolidation.model import CandidateRow, Origin, Retired, Run
 from streams.consolidation.ports import ChatCompleter, Expiries, Runs
 from streams.consolidation.rules.ahead import Ahead, rounds_left, seen, still_holds
-from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
+from streams.consolidation.rules.conflicts import Decision, own_copy, stored_meanwhile
 from streams.consolidation.rules.subjects import subject_keys
 from streams.memory.cube_locks import CubeLocks, HeldCube
-from streams.consolidation.rules.conflicts import Decision
 from streams.memory.model import CubeKey, MemoryCandidate, StoredMemory, cube_key
 from streams.memory.provider import PermanentProviderError, ProviderError, Scope, SearchRequest
 from streams.memory.registry import ProviderHandle
