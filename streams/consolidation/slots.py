@@ -13,7 +13,11 @@ holds the lock, ahead of the runs that have not started. A run holding a slot
 is therefore always working — never waiting for another run's cube — so a cube
 held elsewhere for long (a provider down under a run holding it) stops only
 the runs that write to it. A run whose wait fails (the lock's timeout) goes on
-without a slot to hand its event on.
+without a slot to hand its event on. Runs of one cube queue in the process
+first; then at most ``waits`` runs hold or wait for a cube's lock at once (each
+with a database connection, on MySQL), one tenant's at most its share of them;
+the others queue for that in the process, holding neither a slot nor a
+connection.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from streams.consolidation.rules.fairness import Waiting, pick, tenant_share
-from streams.memory.cube_locks import CubeLocks, HeldCube
+from streams.memory.cube_locks import CubeLocks, CubeLockTimeout, HeldCube, KeyedLocks
 from streams.memory.model import CubeKey
 
 
@@ -127,24 +131,39 @@ class TenantSlots:
 class SlotFreeLocks:
     """``CubeLocks`` whose waits beyond ``grace_s`` do not hold the waiting run's slot."""
 
-    def __init__(self, inner: CubeLocks, *, grace_s: float = 0.05) -> None:
+    def __init__(self, inner: CubeLocks, *, grace_s: float = 0.05, waits: int = 8,
+                 share: int = 0) -> None:
         self.inner = inner
+        self.timeout_s = inner.timeout_s
         self.grace_s = grace_s
+        self.waits = TenantSlots(waits, share)
+        self._queue = KeyedLocks()
 
-    @property
-    def timeout_s(self) -> float:
-        return self.inner.timeout_s
+    @asynccontextmanager
+    async def _lock(self, key: CubeKey) -> AsyncIterator[HeldCube]:
+        """``key``'s lock: behind the process's other runs of the cube, then within
+        the lock waits' bound; :class:`CubeLockTimeout` after ``timeout_s``."""
+        async with AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self._queue.hold(repr(key), self.timeout_s))
+                async with asyncio.timeout(self.timeout_s):
+                    await self.waits.acquire(key.tenant_id)
+            except TimeoutError:
+                raise CubeLockTimeout(f"waited {self.timeout_s:g}s for the lock of {key} "
+                                      "in this worker") from None
+            stack.callback(self.waits.release, key.tenant_id)
+            yield await stack.enter_async_context(self.inner.hold(key))
 
     @asynccontextmanager
     async def hold(self, key: CubeKey) -> AsyncIterator[HeldCube]:
         slot = current_slot()
         async with AsyncExitStack() as stack:
             if slot is None or not slot.holding:
-                yield await stack.enter_async_context(self.inner.hold(key))
+                yield await stack.enter_async_context(self._lock(key))
                 return
             timer = asyncio.get_running_loop().call_later(self.grace_s, slot.give)
             try:
-                held = await stack.enter_async_context(self.inner.hold(key))
+                held = await stack.enter_async_context(self._lock(key))
             finally:
                 timer.cancel()
             await slot.take_back()

@@ -224,7 +224,7 @@ class Wiring:
         expiries = ExpiryStore(engine)
         writer = MemoryWriter(
             runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
-            SlotFreeLocks(self.cube_locks()),
+            SlotFreeLocks(self.cube_locks(), waits=c.concurrency, share=c.tenant_share),
             top_k=c.conflict_top_k, relativity=c.conflict_relativity,
             expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden,
             write_chunk=c.write_chunk)
