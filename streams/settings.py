@@ -354,9 +354,9 @@ class ConsolidationSettings(BaseModel):
     )
     tenant_share: int = Field(
         0, ge=0, description=(
-            "Most of a worker's consolidation slots (`concurrency`) one tenant's runs hold at "
-            "once; the tenant's other runs wait without holding one. 0: half of them, at "
-            "least one. A deployment serving one tenant sets it to `concurrency`."),
+            "A tenant's share of a worker's consolidation slots (`concurrency`): beyond it, "
+            "its runs take a free slot only while no other tenant's run waits, and never the "
+            "last free one (kept for another tenant). 0: half of them, at least one."),
     )
     max_messages: int = Field(
         2000, ge=1, description=(

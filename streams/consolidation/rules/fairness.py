@@ -8,7 +8,11 @@ freed, whatever the first tenant has queued.
 Runs waiting for a slot are picked by :func:`pick`: a run that gave its slot
 up while it waited for a cube's lock and now holds the lock (``resuming``)
 before any other, then the others in arrival order; a run whose tenant holds
-its share already is passed over, and waits without holding a slot.
+its share already is passed over while another tenant's run waits. When none
+does, it borrows a free slot — but never the last one: one slot stays free for
+a run of another tenant, which then starts at once. So a worker with one busy
+tenant uses all slots but one, and a second tenant's run never waits for the
+first tenant's runs to end.
 """
 
 from __future__ import annotations
@@ -44,15 +48,22 @@ def may_start(tenant: str, running: Mapping[str, int], slots: int, share: int) -
 def pick(waiting: Sequence[Waiting], running: Mapping[str, int], slots: int,
          share: int) -> int | None:
     """The index in ``waiting`` (in arrival order) of the run that takes the next
-    slot, or None when no slot is free or every waiting tenant holds its share."""
-    if sum(running.values()) >= slots:
+    slot, or None when no slot is free, or every waiting tenant holds its share and
+    only one slot is free (kept for another tenant)."""
+    free = slots - sum(running.values())
+    if free <= 0:
         return None
     first: int | None = None
+    borrower: int | None = None
     for i, w in enumerate(waiting):
         if not may_start(w.tenant, running, slots, share):
+            if borrower is None:
+                borrower = i
             continue
         if w.resuming:
             return i
         if first is None:
             first = i
-    return first
+    if first is not None:
+        return first
+    return borrower if free > 1 else None

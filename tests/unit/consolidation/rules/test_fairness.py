@@ -46,7 +46,10 @@ A, B, C = Waiting("a"), Waiting("b"), Waiting("c")
     ([], {}, 8, 4, None),
     ([A, B], {}, 8, 4, 0),  # arrival order
     ([A, A, B], {"a": 4}, 8, 4, 2),  # a's backlog over its share is passed over
-    ([A, A], {"a": 4}, 8, 4, None),  # ... and waits though slots are free
+    ([A, A], {"a": 4}, 8, 4, 0),  # ... and borrows a free slot when nobody else waits
+    ([A, A], {"a": 7}, 8, 4, None),  # ... but never the last one
+    ([A], {"a": 6, "b": 1}, 8, 4, None),
+    ([A, B], {"a": 7}, 8, 4, 1),  # the slot kept free goes to another tenant
     ([A, B], {"a": 4, "c": 4}, 8, 4, None),  # no slot free
     ([B, Waiting("a", resuming=True)], {"c": 1}, 2, 2, 1),  # a lock holder first
     ([B, Waiting("a", resuming=True)], {"a": 1}, 4, 1, 0),  # ... within its tenant's share
