@@ -350,7 +350,15 @@ class ConsolidationSettings(BaseModel):
     batch_size: int = Field(50, ge=1, description="Session-closed events taken per batch.")
     batch_within_s: float = Field(0.5, gt=0, description="Longest wait to fill a batch.")
     concurrency: int = Field(
-        8, ge=1, description="Conversations consolidated at the same time by one worker."
+        8, ge=1, description=(
+            "Conversations consolidated at the same time by one worker (a run waiting for a "
+            "memory cube's lock does not count)."),
+    )
+    tenant_share: int = Field(
+        0, ge=0, description=(
+            "A tenant's share of a worker's consolidation slots (`concurrency`): beyond it, "
+            "its runs take a free slot only while no other tenant's run waits, and never the "
+            "last free one (kept for another tenant). 0: half of them, at least one."),
     )
     max_messages: int = Field(
         2000, ge=1, description=(
@@ -406,7 +414,8 @@ class ConsolidationSettings(BaseModel):
         60.0,
         gt=0,
         description="Longest wait for a memory cube's lock, under which its memories are "
-        "checked for conflicts and written; a longer wait is retried in place.",
+        "checked for conflicts and written; a run that waited this long goes to the retry "
+        "topic (its attempts not counted) and holds nothing meanwhile.",
     )
     episodes_builtin: bool = Field(
         True,

@@ -5,11 +5,18 @@
 ``infrastructure``
     the database (or the network to it) is down — a *transient* database error, as
     the ``is_transient`` the router is built with says (the composition root gives
-    it the database adapter's classification) — or a cube's lock was not got in time
-    or was lost with its connection (:class:`~streams.memory.cube_locks.CubeLockError`).
+    it the database adapter's classification) — or a cube's lock was lost with its
+    connection (:class:`~streams.memory.cube_locks.CubeLockLost`).
     Nothing can progress, and the retry
     topic would not help: the processor retries in place, with backoff, and does
     not acknowledge the event meanwhile (as the ingest agent does);
+``requeue``
+    a cube's lock was not got in time
+    (:class:`~streams.memory.cube_locks.CubeLockTimeout`: another run holds the
+    cube, perhaps for long): the event goes to ``memory.retry`` due after the
+    backoff of its attempt, its attempt count unchanged (waiting for a cube is
+    not a failure of the event, and never dead-letters it), and the run waits
+    for nothing meanwhile;
 ``retry``
     a provider timed out, was rate limited or failed with 5xx after the
     client's own retries, or something unexpected went wrong (a database error
@@ -73,7 +80,7 @@ def keep_origin(record: SourceRecord) -> Headers:
             (ORIGIN_PARTITION, str(record.partition).encode()),
             (ORIGIN_OFFSET, str(record.offset).encode())]
 
-FailureKind = Literal["infrastructure", "retry", "dead"]
+FailureKind = Literal["infrastructure", "requeue", "retry", "dead"]
 IsTransient = Callable[[BaseException], bool]
 """Whether an error is a database outage (every write fails now), not this event's."""
 
@@ -95,9 +102,10 @@ def classify(exc: BaseException, is_transient: IsTransient) -> Failure:
     error the data will always get goes through the retry topic, whose attempts are
     bounded, instead of being waited out for ever."""
     name, text = type(exc).__name__, redacted(str(exc))
+    if isinstance(exc, CubeLockTimeout):
+        return Failure("requeue", "cube_lock_timeout", name, text)
     if isinstance(exc, CubeLockError):
-        reason = "cube_lock_timeout" if isinstance(exc, CubeLockTimeout) else "cube_lock_lost"
-        return Failure("infrastructure", reason, name, text)
+        return Failure("infrastructure", "cube_lock_lost", name, text)
     if is_transient(exc):
         return Failure("infrastructure", "database_unavailable", name, text)
     if isinstance(exc, ProviderNotConfigured):
@@ -184,19 +192,30 @@ class FailureRouter:
                            reason=reason, error_class=error_class, message=message)
 
     def route(self, record: SourceRecord, failure: Failure) -> Outgoing:
+        """The retry record of ``record`` (its next attempt, or for a ``requeue`` the
+        same attempt again), or its dead letter when trying again cannot help or
+        its attempts are used up."""
         attempt = attempt_of(record)
+        if failure.kind == "requeue":
+            return self._retry(record, failure, attempt, attempt)
         if failure.kind == "dead" or attempt >= self.max_attempts:
             reason = failure.reason if failure.kind == "dead" else "retries_exhausted"
             return dead_letter(
                 self._origin(record), dlq_topic=self.dlq_topic, stage="consolidation",
                 reason=reason, error_class=failure.error_class, message=failure.message,
                 extra=[(ATTEMPT, str(attempt).encode())])
+        return self._retry(record, failure, attempt, attempt + 1)
+
+    def _retry(self, record: SourceRecord, failure: Failure, attempt: int,
+               then: int) -> Outgoing:
+        """``record`` for the retry topic as attempt ``then``, due after the backoff of
+        ``attempt``."""
         origin = self._origin(record)
         when = datetime.fromtimestamp(self.clock() + self.delay(attempt), UTC)
         kept: Headers = [(k, v) for k, v in record.headers if k not in _OWN]
         return Outgoing(self.retry_topic, record.key, record.value, [
             *kept,
-            (ATTEMPT, str(attempt + 1).encode()),
+            (ATTEMPT, str(then).encode()),
             (NEXT_ATTEMPT_AT, when.isoformat().encode()),
             (RETRY_REASON, failure.reason.encode()),
             (ORIGIN_PARTITION, str(origin.partition).encode()),

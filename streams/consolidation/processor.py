@@ -1,8 +1,10 @@
 """ConsolidationProcessor: closing events in, consolidations (or retries) out.
 
 ``process(records)`` takes a batch from ``memory.session-closed``; events of
-different conversations run concurrently (up to ``concurrency``), events of one
-conversation one after another, in order. ``handle(record)`` does one event
+different conversations run concurrently, events of one conversation one after
+another, in order. Each run holds one of the worker's ``concurrency`` slots,
+and one tenant's runs at most ``tenant_share`` of them (:mod:`.slots`); a run
+waiting for a cube's lock holds none. ``handle(record)`` does one event
 (the retry agent calls it for records from ``memory.retry``). A process-wide
 lock per conversation also keeps a retried event and a fresh one of the same
 conversation from running at the same time.
@@ -14,10 +16,11 @@ method returns, like a retry record: one session never holds a partition for
 longer than one bounded part.
 
 Neither method raises (except on cancellation): a failure is classified
-(:meth:`.failures.FailureRouter.classify`); a database outage (or a cube lock not got in
-time) is retried in place with backoff, anything else becomes a record for ``memory.retry`` or
-``memory.dlq``, delivered before the method returns, so the caller may then
-acknowledge the event.
+(:meth:`.failures.FailureRouter.classify`); a database outage (or a cube lock lost with
+its connection) is retried in place with backoff; anything else — a cube lock not got
+in time included, requeued with its attempt count unchanged — becomes a record for
+``memory.retry`` or ``memory.dlq``, delivered before the method returns, so the caller
+may then acknowledge the event.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from streams.backoff import forever, retry_forever
 from streams.consolidation.failures import FailureRouter, attempt_of
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
+from streams.consolidation.slots import TenantSlots
 from streams.memory.cube_locks import KeyedLocks
 from streams.memory.rules.routing import route
 from streams.metrics import (
@@ -56,7 +60,7 @@ class Handled:
     to send, or when the run went through, the closing event of the session's next
     part (none when the session is done); ``detail`` what the run did."""
 
-    outcome: str  # done, duplicate, nothing_new, skipped, retried, dead_lettered
+    outcome: str  # done, duplicate, nothing_new, skipped, requeued, retried, dead_lettered
     provider: str
     forward: Outgoing | None = None
     detail: Outcome | None = None
@@ -64,14 +68,15 @@ class Handled:
 
 class ConsolidationProcessor:
     def __init__(self, pipeline: ConsolidationPipeline, router: FailureRouter,
-                 publisher: Publisher, *, concurrency: int = 8, infra_initial_s: float = 0.5,
+                 publisher: Publisher, *, concurrency: int = 8, tenant_share: int = 0,
+                 slots: TenantSlots | None = None, infra_initial_s: float = 0.5,
                  infra_max_s: float = 10.0, locks: KeyedLocks | None = None,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
                  rand: Callable[[], float] = random.random) -> None:
         self.pipeline = pipeline
         self.router = router
         self.publisher = publisher
-        self.concurrency = asyncio.Semaphore(concurrency)
+        self.slots = slots or TenantSlots(concurrency, tenant_share)
         self.infra_initial_s = infra_initial_s
         self.infra_max_s = infra_max_s
         self.infra_backoff = forever(infra_initial_s, infra_max_s)
@@ -104,7 +109,7 @@ class ConsolidationProcessor:
                 await self._deliver([out])
             return Handled("dead_lettered", "unknown", out)
         key = f"{closed.tenant_id}/{closed.conversation_id}"
-        async with self.locks.hold(key), self.concurrency:
+        async with self.locks.hold(key), self.slots.hold(closed.tenant_id):
             with CONSOLIDATIONS_IN_FLIGHT.track_inprogress():
                 handled = await self._run(record, closed)
         CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()
@@ -133,7 +138,8 @@ class ConsolidationProcessor:
                     continue
                 await self._note_error(closed, f"{failure.error_class}: {failure.message}")
                 out = self.router.route(record, failure)
-                what = "dead_lettered" if out.topic == self.router.dlq_topic else "retried"
+                what = ("dead_lettered" if out.topic == self.router.dlq_topic
+                        else "requeued" if failure.kind == "requeue" else "retried")
                 if what == "dead_lettered":
                     DEAD_LETTERS.labels("consolidation", failure.reason).inc()
                 log.warning("consolidation of %s failed (attempt %d, %s): %s: %s -> %s",

@@ -11,7 +11,12 @@ again inside it:
    subjects (:func:`~streams.consolidation.rules.subjects.subject_keys`: "I moved
    to Lisbon" finds "I live in Porto" though no word is shared), then
    one :class:`~streams.consolidation.judge.ConflictDecider` call for the
-   cube's batch; the decisions are persisted before anything is written, so a
+   cube's batch. With a model, that call is made before the lock is taken
+   (no lock is held across a model call) and used inside it only when the
+   same searches, run again there, find the same memories
+   (:mod:`.rules.ahead`); otherwise the lock is let go and the cube decided
+   again, at most ``model_rounds`` times, then by the rules inside the lock.
+   The decisions are persisted before anything is written, so a
    retry that finds them written does not decide again. A decision persisted
    in an earlier hold of the lock and not written yet (the attempt stopped) was
    made on what the cube held then: when the search now finds a memory saying
@@ -55,7 +60,8 @@ from datetime import UTC, datetime
 from streams.consolidation.judge import ConflictDecider, decider_of
 from streams.consolidation.model import CandidateRow, Origin, Retired, Run
 from streams.consolidation.ports import ChatCompleter, Expiries, Runs
-from streams.consolidation.rules.conflicts import own_copy, stored_meanwhile
+from streams.consolidation.rules.ahead import Ahead, rounds_left, seen, still_holds
+from streams.consolidation.rules.conflicts import Decision, own_copy, stored_meanwhile
 from streams.consolidation.rules.subjects import subject_keys
 from streams.memory.cube_locks import CubeLocks, HeldCube
 from streams.memory.model import CubeKey, MemoryCandidate, StoredMemory, cube_key
@@ -111,13 +117,22 @@ def _unwritten(row: CandidateRow) -> bool:
     return row.action in ("store", "supersede") and row.memory_id is None
 
 
+def _to_decide(row: CandidateRow) -> bool:
+    """Undecided, or decided in an earlier hold and (a fact, not being written) to be
+    decided again unless the lock's re-check skips it."""
+    return row.action is None or (_unwritten(row) and row.candidate.kind == "fact"
+                                  and not row.write_started)
+
+
 class MemoryWriter:
     def __init__(self, runs: Runs, expiries: Expiries, decider: ConflictDecider,
                  locks: CubeLocks, *, top_k: int = 5, relativity: float = 0.0,
                  expiry_retry_s: float = 30.0, clock: Callable[[], float] = time.time,
-                 hidden: HiddenMemories | None = None, write_chunk: int = 100) -> None:
+                 hidden: HiddenMemories | None = None, write_chunk: int = 100,
+                 model_rounds: int = 2) -> None:
         if write_chunk < 1:
             raise ValueError("write_chunk must be at least 1")
+        self.model_rounds = model_rounds
         self.hidden = hidden
         self.write_chunk = write_chunk
         self.runs = runs
@@ -147,12 +162,9 @@ class MemoryWriter:
                 stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
                 continue
             scope = provider_scope(run, cube_rows[0].owner(run))
-            async with self.locks.hold(key) as held:
-                if erased is not None and await erased():
-                    log.info("run %s: erased meanwhile; nothing written to %s",
-                             run.closed_id, key.cube)
-                    return stats
-                fresh = await self._in_lock(run, handle, model, scope, key.cube, held, stats)
+            fresh = await self._cube(run, handle, model, scope, key, stats, erased)
+            if fresh is None:
+                return stats
             current.update((r.seq, r) for r in fresh)
             stats.skipped += sum(1 for r in fresh if r.action == "skip")
         for r in current.values():
@@ -160,16 +172,62 @@ class MemoryWriter:
                 await self._expire(run, handle, provider_scope(run, r.owner(run)), r, stats)
         return stats
 
-    async def _in_lock(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                       scope: Scope, cube: str, held: HeldCube,
-                       stats: WriteStats) -> list[CandidateRow]:
-        """The critical section of one cube: re-check the decisions of an earlier hold,
-        decide the others, write. Returns the cube's rows as recorded."""
-        rows = await self._cube_rows(run, scope, cube)
-        current = {r.seq: r for r in rows}
+    async def _cube(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
+                    scope: Scope, key: CubeKey, stats: WriteStats,
+                    erased: Callable[[], Awaitable[bool]] | None,
+                    ) -> list[CandidateRow] | None:
+        """One cube: decided ahead (with a model), then under the lock; again while what
+        was decided ahead no longer holds. None when an erasure covers the run."""
+        round_ = 0
+        while True:
+            ahead = None
+            if rounds_left(round_, self.model_rounds, model is not None):
+                ahead = await self._decide_ahead(run, handle, model, scope, key.cube)
+                stats.model_calls += ahead.model_calls
+            async with self.locks.hold(key) as held:
+                if erased is not None and await erased():
+                    log.info("run %s: erased meanwhile; nothing written to %s",
+                             run.closed_id, key.cube)
+                    return None
+                fresh = await self._in_lock(run, handle, scope, key.cube, held, stats,
+                                            ahead, last=ahead is None)
+            if fresh is not None:
+                return fresh
+            log.info("run %s: what %s held changed since its decision; deciding again",
+                     run.closed_id, key.cube)
+            round_ += 1
+
+    async def _ours(self, run: Run, scope: Scope, cube: str,
+                    rows: Sequence[CandidateRow]) -> set[str]:
+        """The memories the run's conflict checks do not count: its own, and hidden ones."""
         ours = {r.memory_id for r in rows if r.memory_id}
         if self.hidden is not None:
             ours |= await self.hidden(run, cube, scope.user_id)
+        return ours
+
+    async def _decide_ahead(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
+                            scope: Scope, cube: str) -> Ahead:
+        """The cube's decisions, made without its lock, on what the search finds now."""
+        rows = await self._cube_rows(run, scope, cube)
+        pending = sorted((r for r in rows if _to_decide(r)), key=lambda r: r.seq)
+        if not pending:
+            return Ahead((), (), ())
+        existing = await self._existing(handle, scope, cube, pending,
+                                        await self._ours(run, scope, cube, rows), rows)
+        decisions, calls = await self.decider.decide(
+            model, cube, [r.candidate for r in pending], existing)
+        return Ahead(tuple(r.seq for r in pending), tuple(decisions), seen(existing), calls)
+
+    async def _in_lock(self, run: Run, handle: ProviderHandle, scope: Scope, cube: str,
+                       held: HeldCube, stats: WriteStats, ahead: Ahead | None, *,
+                       last: bool) -> list[CandidateRow] | None:
+        """The critical section of one cube: re-check the decisions of an earlier hold,
+        decide the others (as decided ``ahead`` when that still holds; by the rules
+        when ``last``), write. Returns the cube's rows as recorded, or None when the
+        decisions made ahead no longer hold (nothing written)."""
+        rows = await self._cube_rows(run, scope, cube)
+        current = {r.seq: r for r in rows}
+        ours = await self._ours(run, scope, cube, rows)
         earlier = [r for r in rows if _unwritten(r) and r.candidate.kind == "fact"]
         recorded = await self._recheck(run, handle, scope, cube, earlier, ours, current)
         # the other decisions of an earlier hold that were not written were made on
@@ -185,10 +243,17 @@ class MemoryWriter:
         undecided = sorted((r for r in current.values() if r.action is None),
                            key=lambda r: r.seq)
         if undecided:
-            calls, saved = await self._decide(run, handle, model, cube, undecided, ours,
-                                              current)
-            stats.model_calls += calls
-            recorded = recorded and saved
+            existing = await self._existing(handle, scope, cube, undecided, ours,
+                                            list(current.values()))
+            if still_holds(ahead, [r.seq for r in undecided], existing):
+                assert ahead is not None
+                decisions = list(ahead.decisions)
+            elif last:
+                decisions, _ = await self.decider.decide(
+                    None, cube, [r.candidate for r in undecided], existing)
+            else:
+                return None
+            recorded = recorded and await self._save(run, undecided, decisions, current)
         if not recorded:  # another attempt recorded first (it held the lock, then lost it)
             current = {r.seq: r for r in await self._cube_rows(run, scope, cube)}
         if not await self._write_cube(run, handle, scope, cube, list(current.values()), stats,
@@ -234,28 +299,28 @@ class MemoryWriter:
             kinds=("fact",), subjects=subject_keys(row.candidate.content)))
         return [m for m in found if m.kind == "fact" and m.id not in exclude][:self.top_k]
 
-    async def _decide(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                      cube: str, undecided: list[CandidateRow], exclude: set[str],
-                      current: dict[int, CandidateRow]) -> tuple[int, bool]:
-        """Model calls made, and whether every decision was recorded by this attempt."""
-        scope = provider_scope(run, undecided[0].owner(run))
+    async def _existing(self, handle: ProviderHandle, scope: Scope, cube: str,
+                        undecided: Sequence[CandidateRow], exclude: set[str],
+                        rows: Sequence[CandidateRow]) -> list[list[StoredMemory]]:
+        """What each candidate is decided against: the stored facts the search finds."""
         found = await asyncio.gather(
             *(self._related(handle, scope, cube, r, exclude) for r in undecided))
         # what an earlier attempt of this run wrote without recording it (a provider
         # whose add is idempotent records nothing before the call) is no other memory
-        rows = list(current.values())
-        existing = [[m for m in mems if not any(
+        return [[m for m in mems if not any(
             own_copy(x.candidate, m, write_started=x.write_started) for x in rows)]
             for mems in found]
-        decisions, calls = await self.decider.decide(
-            model, cube, [r.candidate for r in undecided], existing)
+
+    async def _save(self, run: Run, undecided: Sequence[CandidateRow],
+                    decisions: Sequence[Decision], current: dict[int, CandidateRow]) -> bool:
+        """Record the decisions; whether every one was recorded by this attempt."""
         saved = await self.runs.save_decisions(run.closed_id, [
             (r.seq, d.action, d.expire_ids, decider_of(d), d.reason)
             for r, d in zip(undecided, decisions, strict=True)])
         for r, d in zip(undecided, decisions, strict=True):
             current[r.seq] = replace(r, action=d.action, expire_ids=tuple(d.expire_ids),
                                      decider=decider_of(d))
-        return calls, saved == len(undecided)
+        return saved == len(undecided)
 
     async def _adopt(self, handle: ProviderHandle, scope: Scope, cube: str,
                      row: CandidateRow) -> str | None:

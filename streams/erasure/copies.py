@@ -11,6 +11,12 @@ still returns when its cube is searched (a copy a lost answer left behind). A
 consolidation in flight therefore either wrote before (its memories go here) or
 writes nothing. A tenant's erasure takes every copy of the tenant without locks.
 
+No lock is held across a provider's retries: under the lock each provider call
+is tried once, and a failure lets the lock go before the cube is tried again
+(``retry``, with its backoff), from its start — every step is idempotent, so
+what went before goes again as nothing. A provider that is down therefore
+keeps the cube from its consolidations only for one call at a time.
+
 Every copy's count is added to the erasure's record in the transaction that
 deleted its origin row (the built-in provider's rows in their own).
 """
@@ -21,6 +27,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from streams.erasure.model import (
     BUILTIN,
@@ -64,8 +71,8 @@ class MemoryCopies:
         a deleting transaction; ``count``: counts of copies deleted elsewhere)."""
         for work in await self._plan(sel):
             if sel.target in ("user", "conversation"):
-                async with self.locks.hold(work.key):
-                    await self._cube(sel, work, record, count)
+                await self.retry(f"erase-cube-{work.key.cube}",
+                                 partial(self._locked, sel, work, record, count))
             else:
                 await self._cube(sel, work, record, count)
         if sel.target == "user":  # any row of the user in a cube not planned
@@ -104,33 +111,48 @@ class MemoryCopies:
             return []
         return await self.origins.judged_from(sel.tenant_id, parents, events)
 
+    async def _locked(self, sel: Selection, work: CubeWork, record: RecordCounts,
+                      count: Count) -> None:
+        """One attempt at the cube under its lock, each provider call tried once."""
+        async with self.locks.hold(work.key):
+            await self._cube(sel, work, record, count, once=True)
+
+    async def _call(self, what: str, call: Callable[[], Awaitable[object]], once: bool) -> None:
+        """A provider call: tried once (under a cube's lock), or until it passes."""
+        if once:
+            await call()
+        else:
+            await self.retry(what, call)
+
     async def _cube(self, sel: Selection, work: CubeWork, record: RecordCounts,
-                    count: Count) -> None:
+                    count: Count, *, once: bool = False) -> None:
         by_provider: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         for r in work.origins:
             by_provider[(r.provider, r.user_id, r.agent_id)].append(r.memory_id)
         for (provider, user, agent), ids in sorted(by_provider.items()):
             scope = Scope(sel.tenant_id, user, agent)
             for i in range(0, len(ids), 100):
-                await self._by_id(provider, scope, work.key.cube, ids[i: i + 100], record)
+                await self._by_id(provider, scope, work.key.cube, ids[i: i + 100], record,
+                                  once)
         if sel.target == "user":
             await self._builtin(sel.tenant_id, BuiltinRows(user_id=sel.subject,
                                                            cube=work.key.cube), record)
             if work.key.cube == USER_CUBE:
-                await self._sweep(Scope(sel.tenant_id, sel.subject, "-"), USER_CUBE, count)
+                await self._sweep(Scope(sel.tenant_id, sel.subject, "-"), USER_CUBE, count,
+                                  once)
         elif sel.target == "tenant":
             scope = Scope(sel.tenant_id, work.key.owner or "-", _agent_of(work))
-            await self._sweep(scope, work.key.cube, count)
+            await self._sweep(scope, work.key.cube, count, once)
 
     async def _by_id(self, provider: str, scope: Scope, cube: str, ids: list[str],
-                     record: RecordCounts) -> None:
+                     record: RecordCounts, once: bool) -> None:
         """One provider's copies by id, then their origin rows (counted with them)."""
         if provider == BUILTIN:
             numbers = tuple(n for i in ids if (n := decimal_id(i)) is not None)
             await self._builtin(scope.tenant_id, BuiltinRows(ids=numbers), record)
         else:
             forget = self.providers.get(provider).provider.forget
-            await self.retry(f"erase-{provider}", lambda: forget(scope, cube, ids))
+            await self._call(f"erase-{provider}", lambda: forget(scope, cube, ids), once)
         await self.retry("erase-origins", lambda: self.origins.drop(
             scope.tenant_id, provider, ids, record))
 
@@ -138,20 +160,21 @@ class MemoryCopies:
                        record: RecordCounts) -> None:
         await self.retry("erase-memory", lambda: self.builtin.erase(tenant_id, rows, record))
 
-    async def _sweep(self, scope: Scope, cube: str, count: Count) -> None:
+    async def _sweep(self, scope: Scope, cube: str, count: Count, once: bool) -> None:
         """What each external provider still returns from the subject's own cube."""
         for provider in self.providers.configured():
             if provider != BUILTIN:
-                await self._sweep_one(provider, scope, cube, count)
+                await self._sweep_one(provider, scope, cube, count, once)
 
-    async def _sweep_one(self, provider: str, scope: Scope, cube: str, count: Count) -> None:
+    async def _sweep_one(self, provider: str, scope: Scope, cube: str, count: Count,
+                         once: bool) -> None:
         forget_cube = self.providers.get(provider).provider.forget_cube
         found: list[int] = []
 
         async def sweep() -> None:
             found.append(await forget_cube(scope, cube))
 
-        await self.retry(f"erase-{provider}", sweep)
+        await self._call(f"erase-{provider}", sweep, once)
         await count({provider: found[-1]})
 
     async def dry_run(self, sel: Selection, counts: Counts) -> None:

@@ -55,6 +55,7 @@ from streams.consolidation.ports import Ledger, Runs
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.consolidation.slots import SlotFreeLocks
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import HiddenMemories, MemoryWriter
 from streams.erasure.executor import ErasureConfig, ErasureExecutor
@@ -229,7 +230,7 @@ class Wiring:
         expiries = ExpiryStore(engine)
         writer = MemoryWriter(
             runs, expiries, ConflictDecider(duplicate_threshold=c.conflict_duplicate_threshold),
-            self.cube_locks(),
+            SlotFreeLocks(self.cube_locks(), waits=c.concurrency, share=c.tenant_share),
             top_k=c.conflict_top_k, relativity=c.conflict_relativity,
             expiry_retry_s=c.expiry_sweep_interval_s, clock=self.clock, hidden=hidden,
             write_chunk=c.write_chunk)
@@ -267,6 +268,7 @@ class Wiring:
             is_transient=is_transient, clock=self.clock, rng=self.rng)
         processor = ConsolidationProcessor(
             pipeline, router, self.publisher, concurrency=c.concurrency,
+            tenant_share=c.tenant_share,
             infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s,
             rand=self.rng)
         sweeper = ExpirySweeper(expiries, p.providers, initial_s=c.expiry_sweep_interval_s,

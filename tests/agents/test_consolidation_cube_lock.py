@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.memory.cube_locks import HeldCube
 from streams.memory.model import USER_CUBE, CubeKey
+from streams.wire.envelope import SourceRecord
+from streams.wire.headers import ATTEMPT, header
 from tests.agents.consolidation_harness import Harness
 from tests.agents.fakes import FakeMemoryProvider
 from tests.support.worker import eventually
@@ -74,8 +74,8 @@ async def test_two_sessions_of_one_user_in_one_worker_store_the_fact_once(
     assert (row.action, row.decider) == ("skip", "rules")
 
 
-async def test_a_lock_wait_that_times_out_is_retried_in_place_never_written_without(
-    engine: AsyncEngine, caplog: pytest.LogCaptureFixture,
+async def test_a_lock_wait_that_times_out_goes_to_the_retry_topic_then_completes_once(
+    engine: AsyncEngine,
 ) -> None:
     h = Harness(engine)
     h.pipeline.writer.locks = NamedCubeLocks(timeout_s=0.05)
@@ -84,16 +84,18 @@ async def test_a_lock_wait_that_times_out_is_retried_in_place_never_written_with
     await h.say("c2", [("user", BERLIN)])
     first = asyncio.ensure_future(h.pipeline.run(h.closed("c1")))
     await asyncio.wait_for(entered.wait(), 10)
-    caplog.set_level(logging.WARNING, "streams.consolidation.processor")
-    second = asyncio.ensure_future(h.processor.handle(h.record(h.closed("c2"))))
-
-    def timed_out_twice() -> bool:
-        return sum("waits (cube_lock_timeout)" in r.getMessage() for r in caplog.records) >= 2
-
-    await eventually(timed_out_twice, 10, "the second run's lock wait to time out", 0.01)
-    assert not second.done() and h.provider.contents("fact") == []
+    handled = await asyncio.wait_for(h.processor.handle(h.record(h.closed("c2"))), 10)
+    # the run waits no longer than the lock's timeout: its event is requeued, its
+    # attempt not counted, and nothing was written without the lock
+    assert handled.outcome == "requeued"
+    (out,) = h.publisher.on("retry")
+    assert header(out.headers, ATTEMPT) == b"1"
+    assert header(out.headers, "memstream.retry.reason") == b"cube_lock_timeout"
+    assert h.provider.contents("fact") == [] and h.publisher.on("dlq") == []
     opened.set()
-    handled = await asyncio.wait_for(second, 10)
     await asyncio.wait_for(first, 10)
-    assert handled.outcome == "done"
-    assert h.provider.valid("fact") == [BERLIN]
+    again = await asyncio.wait_for(h.processor.handle(
+        SourceRecord("retry", 0, 0, out.key, out.value, out.headers)), 10)
+    assert again.outcome == "done"
+    assert h.provider.valid("fact") == [BERLIN] and len(h.provider.contents("fact")) == 1
+    assert len(h.publisher.on("retry")) == 1

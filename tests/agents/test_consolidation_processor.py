@@ -101,7 +101,7 @@ async def test_a_database_outage_is_waited_out_in_place(
 
 async def test_one_conversation_in_order_others_concurrently(
         engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    h = Harness(engine)
+    h = Harness(engine, consolidation={"tenant_share": 4})  # one tenant, every slot
     order: list[str] = []
     running = 0
     peak = 0

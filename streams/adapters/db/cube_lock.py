@@ -20,7 +20,7 @@ worker waits for a cube with at most one database connection. The embedded
 SQLite mode runs one worker: the in-process lock is the whole lock there.
 
 The wait is bounded: :class:`CubeLockTimeout` after ``timeout_s`` (the
-processor retries in place, like a database outage). Nothing is ever written
+processor requeues the run on the retry topic). Nothing is ever written
 without the lock: :meth:`HeldCube.confirm`, called before each provider write,
 raises :class:`CubeLockLost` when the connection holding it has gone.
 """

@@ -117,7 +117,7 @@ def test_a_retry_record_naming_no_origin_is_dead_lettered_as_it_was_read() -> No
     (ProviderNotConfigured("memos"), "dead", "provider_not_configured"),
     (IntegrityError("x", {}, Exception("dup")), "retry", "internal_error"),
     (ValueError("bug"), "retry", "internal_error"),
-    (CubeLockTimeout("busy"), "infrastructure", "cube_lock_timeout"),
+    (CubeLockTimeout("busy"), "requeue", "cube_lock_timeout"),
     (CubeLockLost("gone"), "infrastructure", "cube_lock_lost"),
 ])
 def test_failures_are_classified(exc: Exception, kind: str, reason: str) -> None:
@@ -165,3 +165,19 @@ def test_the_last_attempt_is_dead_lettered_as_from_the_source_topic() -> None:
 def test_missing_or_bad_retry_headers_mean_now_and_first_attempt() -> None:
     rec = SourceRecord("retry", 0, 0, None, None, [(ATTEMPT, b"x"), (NEXT_ATTEMPT_AT, b"?")])
     assert attempt_of(rec) == 1 and due_at(rec) == 0.0
+
+
+@pytest.mark.parametrize(("attempt", "due"), [(None, 1010.0), (b"2", 1020.0), (b"4", 1030.0)])
+def test_a_lock_timeout_is_requeued_with_its_attempt_unchanged(attempt: bytes | None,
+                                                                due: float) -> None:
+    headers = [] if attempt is None else [
+        (ATTEMPT, attempt), ("memstream.origin.partition", b"2"),
+        ("memstream.origin.offset", b"17")]
+    rec = SourceRecord("retry" if attempt else "closed", 2, 17, b"c1", b"{}", headers)
+    out = _router().route(rec, _router().classify(CubeLockTimeout("busy")))
+    # never dead-lettered, even on the last attempt: waiting for a cube is not a failure
+    assert (out.topic, out.key, out.value) == ("retry", b"c1", b"{}")
+    again = SourceRecord("retry", 0, 5, out.key, out.value, out.headers)
+    assert attempt_of(again) == int(attempt or b"1") and due_at(again) == due
+    assert header(out.headers, "memstream.retry.reason") == b"cube_lock_timeout"
+    assert header(out.headers, "memstream.origin.offset") == b"17"
