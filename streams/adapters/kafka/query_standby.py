@@ -33,7 +33,11 @@ from streams.wire.envelope import SourceRecord
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
-FETCH_WAIT_MS = 20  # how long the broker holds a fetch with nothing new: the reader's delay
+# the broker gathers requests for up to FETCH_WAIT_MS (or FETCH_MIN_BYTES of them)
+# before it answers a fetch: the reader asks at most ten times a second whatever the
+# request rate, and sees a request at most that late — well before any take-over
+FETCH_WAIT_MS = 100
+FETCH_MIN_BYTES = 64 * 1024
 
 
 def standby_consumer(c: QueryConsumerConfig) -> Any:
@@ -42,6 +46,7 @@ def standby_consumer(c: QueryConsumerConfig) -> Any:
         bootstrap_servers=bootstrap_servers(c.broker), group_id=None,
         client_id=f"{c.client_id}.standby", enable_auto_commit=False,
         auto_offset_reset="latest", fetch_max_wait_ms=FETCH_WAIT_MS,
+        fetch_min_bytes=FETCH_MIN_BYTES,
         **c.security.client_options(),
     )
 
