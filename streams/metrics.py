@@ -280,8 +280,14 @@ GROUP_REJOINS = Counter(
 ERASURES = Counter(
     "memstream_erasures_total",
     "Erasure requests handled, by target and outcome (done, repeated, dry_run, rejected, "
-    "blocked).",
+    "blocked, requeued: its turn was over, continued from the end of the queue).",
     ["target", "outcome"],
+)
+ERASURE_BLOCKED = Counter(
+    "memstream_erasures_blocked_total",
+    "Erasures stopped by an error no attempt mends, by its code: database (a statement "
+    "the database refuses for good), provider, internal.",
+    ["code"],
 )
 ERASED = Counter(
     "memstream_erased_total",

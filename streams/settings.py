@@ -239,9 +239,9 @@ class HealthSettings(BaseModel):
     stall_timeout_s: float = Field(
         120.0,
         gt=0,
-        description="/health/live fails when one stage (ingest, consolidation, query) has lag and "
-        "none of its committed offsets advanced for this long (a stuck stage); must exceed the "
-        "longest batch.",
+        description="/health/live fails when one stage (ingest, consolidation, erasure, query) "
+        "has lag and none of its committed offsets advanced for this long (a stuck stage); must "
+        "exceed the longest batch.",
     )
     max_rebalance_s: float = Field(
         900.0,
@@ -747,6 +747,14 @@ class ErasureSettings(BaseModel):
     )
     chunk_rows: int = Field(
         1000, ge=1, description="Rows deleted per transaction by an erasure or a retention run."
+    )
+    turn_s: float = Field(
+        30.0, gt=0, description=(
+            "How long one delivery of an erasure request carries its erasure before the "
+            "request goes to the end of the queue again (it continues where it stopped): a "
+            "long erasure, an outage or a fence a stopped ingest partition has not passed "
+            "never holds up the erasures behind it. A rebalance or a shutdown ends the turn "
+            "at once. At most half of MEMSTREAM_HEALTH__STALL_TIMEOUT_S is used."),
     )
     message_retention_days: float | None = Field(
         None, gt=0, le=36500, description=(

@@ -58,13 +58,17 @@ class CubeWork:
 
 class MemoryCopies:
     def __init__(self, origins: Origins, tables: Deletes, builtin: BuiltinMemories,
-                 providers: ProviderRegistry, locks: CubeLocks, retry: Retry) -> None:
+                 providers: ProviderRegistry, locks: CubeLocks, retry: Retry, *,
+                 stop: Callable[[], bool] = lambda: False) -> None:
+        """``retry``: runs a call until it passes, within the erasure's turn; ``stop``:
+        whether the turn is over (the built-in provider's deletes stop at a chunk)."""
         self.origins = origins
         self.tables = tables
         self.builtin = builtin
         self.providers = providers
         self.locks = locks
         self.retry = retry
+        self.stop = stop
 
     async def erase(self, sel: Selection, record: RecordCounts, count: Count) -> None:
         """Every copy of the subject's memories, cube by cube (``record``: counts inside
@@ -158,7 +162,8 @@ class MemoryCopies:
 
     async def _builtin(self, tenant_id: str, rows: BuiltinRows,
                        record: RecordCounts) -> None:
-        await self.retry("erase-memory", lambda: self.builtin.erase(tenant_id, rows, record))
+        await self.retry("erase-memory",
+                         lambda: self.builtin.erase(tenant_id, rows, record, self.stop))
 
     async def _sweep(self, scope: Scope, cube: str, count: Count, once: bool) -> None:
         """What each external provider still returns from the subject's own cube."""

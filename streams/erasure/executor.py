@@ -10,23 +10,38 @@ it stopped:
 recorded   find the conversations it touches (``planned``)
 planned    a fence through every ingest partition: each takes the erasure in
            (events it covers are skipped from then on), tombstones the sessions
-           table entries of the conversations that go whole as it finds them,
-           and records that it passed once everything it stored before is
-           written (``fenced``)
-fenced     delete (``deleting``): the conversations are looked up again (a
-           partition may have stored one more before its fence), then the
-           long-term memories cube by cube (:mod:`.copies`), the tables one by
-           one, the messages last, the Redis keys; all of it once more, for what
-           a consolidation that had started before the erasure wrote
+           table entries of an erased tenant or conversation, and records that
+           it passed once everything it stored before is written. For a user,
+           the conversations are then looked up again (complete now: nothing the
+           erasure covers is stored any more), and a second round of fences
+           goes to the partitions holding those only the user spoke in, which
+           tombstone them from that list (``fenced``)
+fenced     delete (``deleting``): the conversations are looked up again, then
+           the long-term memories cube by cube (:mod:`.copies`), the tables one
+           by one, the messages last, the Redis keys; all of it once more, for
+           what a consolidation that had started before the erasure wrote
            meanwhile; ``done``
 done       nothing: the receipt of the first run again
+blocked    an error no attempt mends stopped it (``error`` says which): the
+           same request starts it again from ``recorded``
 ========== ==================================================================
 
 Every delete adds its count to the record in its own transaction, so the
 receipt counts each row once however often the erasure was resumed. A failure
 that may pass (the database, Redis, Kafka, a provider answering 5xx) is retried
-until it does; anything else stops the erasure where it is
-(:func:`transient`). Nothing of the erased content is logged or recorded.
+until it does; anything else (:func:`transient`) stops the erasure where it is,
+``blocked`` with the error. Nothing of the erased content is logged or recorded.
+
+**Turns.** An erasure never holds the queue (and the worker's rebalances) for
+long: one delivery of the request carries it for at most ``turn_s``, and not
+past the start of a rebalance or a shutdown (``should_release``). Every wait
+(for the fences, between the attempts of an outage, for a cube lock) and every
+chunk of deletes is a checkpoint; at the first one past its turn the erasure
+raises :class:`ErasureReleased`, its request is produced to the end of the
+queue again, and the next delivery continues where the record says. A fence
+that a stopped or paused ingest partition has not passed therefore never stops
+a rebalance (which waits for every record the worker was handed) nor the
+erasures behind it.
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -68,6 +83,7 @@ from streams.memory.cube_locks import CubeLockLost, CubeLocks, CubeLockTimeout
 from streams.memory.provider import RetryableProviderError
 from streams.memory.registry import ProviderRegistry
 from streams.metrics import ERASED
+from streams.redaction import error_text
 from streams.stores import CacheUnavailable, StoreUnavailable
 from streams.wire.envelope import Outgoing, Publisher, PublishFailed
 from streams.wire.erasure import ErasureError, ErasureFence, ErasureReceipt, ErasureRequest
@@ -81,11 +97,22 @@ EXTERNAL_NOTES = {
 RefusalCode = Literal["bad_request", "not_found", "conflict", "unauthorized"]
 TRANSIENT = (StoreUnavailable, OSError, TimeoutError, CacheUnavailable, PublishFailed,
              RetryableProviderError, CubeLockTimeout, CubeLockLost)
+ReleaseReason = Literal["rebalance", "turn"]
 
 
 def transient(exc: BaseException) -> bool:
     """A failure another attempt may get past (an outage), not a refusal or a bug."""
     return isinstance(exc, TRANSIENT)
+
+
+class ErasureReleased(Exception):
+    """The erasure let the queue go before it finished: a rebalance or a shutdown
+    began (``rebalance``), or its turn ran out (``turn``). Its request goes to the
+    end of the queue again; the record says where it continues."""
+
+    def __init__(self, reason: ReleaseReason) -> None:
+        super().__init__(f"erasure released ({reason})")
+        self.reason: ReleaseReason = reason
 
 
 class ErasureRefused(Exception):
@@ -98,11 +125,17 @@ class ErasureRefused(Exception):
 
 @dataclass(frozen=True)
 class ErasureConfig:
+    """``turn_s``: how long one delivery of a request may carry its erasure (None: no
+    limit); ``home``: the ingest partition of a conversation (None: a user erasure's
+    second round of fences goes to every partition)."""
+
     idle_topic: str
     partitions: int
     fence_poll_s: float = 0.2
     retry_initial_s: float = 0.2
     retry_max_s: float = 10.0
+    turn_s: float | None = 30.0
+    home: Callable[[str], int] | None = None
 
 
 class ErasureExecutor:
@@ -110,7 +143,9 @@ class ErasureExecutor:
                  origins: Origins, builtin: BuiltinMemories, providers: ProviderRegistry,
                  cache: CachedConversations, publisher: Publisher, registry: ErasureRegistry,
                  locks: CubeLocks, *, chat_offsets: ChatOffsets,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 should_release: Callable[[], bool] = lambda: False,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.log = erasure_log
         self.tables = tables
@@ -120,18 +155,65 @@ class ErasureExecutor:
         self.registry = registry
         self.chat_offsets = chat_offsets
         self.clock = clock
-        self.copies = MemoryCopies(origins, tables, builtin, providers, locks, self._retry)
+        self.should_release = should_release
+        self.monotonic = monotonic
+        self._turn_ends: float | None = None
+        self._deleted = False  # this turn deleted something
+        self.copies = MemoryCopies(origins, tables, builtin, providers, locks, self._retry,
+                                   stop=self.stop)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
+    # ----------------------------------------------------------------- turns
+    def start_turn(self) -> None:
+        """A delivery of a request begins: its turn starts now (one erasure at a time)."""
+        turn = self.config.turn_s
+        self._turn_ends = None if turn is None else self.monotonic() + turn
+        self._deleted = False
+
+    def _released(self, waiting: bool = False) -> ReleaseReason | None:
+        """Why the erasure must let the queue go now, if it must. A turn that is over
+        ends at a wait, or once the turn has deleted something: a turn that only went
+        over what earlier turns did is never cut short, so every turn makes progress
+        or waits for something that has to come first."""
+        if self.should_release():
+            return "rebalance"
+        if self._turn_ends is not None and self.monotonic() >= self._turn_ends \
+                and (waiting or self._deleted):
+            return "turn"
+        return None
+
+    def stop(self) -> bool:
+        """Whether the erasure must let the queue go at its next checkpoint."""
+        return self._released() is not None
+
+    def checkpoint(self, *, waiting: bool = False) -> None:
+        """Raise :class:`ErasureReleased` when the turn is over."""
+        reason = self._released(waiting)
+        if reason is not None:
+            raise ErasureReleased(reason)
+
+    async def pause(self, seconds: float) -> None:
+        """Wait ``seconds``, a checkpoint at least every ``fence_poll_s``."""
+        end = self.monotonic() + seconds
+        while True:
+            self.checkpoint(waiting=True)
+            left = end - self.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, self.config.fence_poll_s))
+
     async def _retry(self, what: str, call: Callable[[], Awaitable[object]]) -> None:
-        """Until it passes; a failure that is not :func:`transient` (a provider refusing
-        for good, not configured) stops the erasure where it is: it stays unfinished,
-        and the same request continues it."""
+        """Until it passes, within the turn; a failure that is not :func:`transient` (a
+        provider refusing for good, not configured, the database refusing a statement)
+        stops the erasure where it is: it is marked blocked, and the same request
+        starts it again."""
+        self.checkpoint()
         await retry_forever(call, what=what, initial_s=self.config.retry_initial_s,
-                            max_s=self.config.retry_max_s,
+                            max_s=self.config.retry_max_s, sleep=self.pause,
                             give_up=lambda exc: not transient(exc))
+        self.checkpoint()  # a call that stopped at a chunk for the turn left the rest
 
     # ------------------------------------------------------------------ flow
     async def erase(self, req: ErasureRequest) -> ErasureReceipt:
@@ -147,8 +229,25 @@ class ErasureExecutor:
                                  f"another erasure of this tenant ({mark.target})")
         self.registry.add(mark)
         if rec.status != "done":
-            await self._carry_out(rec)
+            try:
+                await self._carry_out(rec)
+            except (ErasureReleased, ErasureRefused):
+                raise
+            except Exception as exc:
+                if not transient(exc):
+                    await self._blocked(mark, exc)
+                raise
         return await self.receipt(req, mark.seq, started)
+
+    async def _blocked(self, mark: ErasureMark, exc: Exception) -> None:
+        """Record that ``exc`` stopped the erasure (its class and message, redacted; a
+        database error's is its class and number, never a statement or a value); a
+        failure to record it is only logged."""
+        try:
+            await self.log.set_status(mark.seq, "blocked", self.now(), error=error_text(exc))
+        except Exception as failed:  # the receipt and the dead letter say it all the same
+            log.warning("erasure %s: recording it blocked failed: %s", mark.erasure_id,
+                        error_text(failed))
 
     async def receipt(self, req: ErasureRequest, seq: int,
                       started: datetime) -> ErasureReceipt:
@@ -189,13 +288,17 @@ class ErasureExecutor:
 
     async def _carry_out(self, rec: ErasureRecord) -> None:
         mark, status = rec.mark, rec.status
-        if status == "recorded":
+        if status in ("recorded", "blocked"):  # every step is idempotent: from the start
             await self.log.plan(mark.seq, await self._conversations(mark), self.now())
             status = "planned"
         if status == "planned":
             if mark.target != "memory":
                 await self._fence(mark)
+            if mark.target == "user":  # complete now: nothing it covers is stored any more
+                await self.log.plan(mark.seq, await self._conversations(mark))
+                await self._tombstones(mark)
             await self.log.set_status(mark.seq, "fenced", self.now())
+        self.checkpoint()
         await self.log.set_status(mark.seq, "deleting", self.now())
         log.info("erasure %s: deleting (%s in tenant %r)", mark.erasure_id, mark.target,
                  mark.tenant_id)
@@ -226,9 +329,16 @@ class ErasureExecutor:
         return []
 
     # ----------------------------------------------------------------- fence
-    async def _fence(self, mark: ErasureMark) -> None:
-        """Send the fence to every ingest partition; wait until each passed it."""
-        parts = range(self.config.partitions)
+    async def _fence(self, mark: ErasureMark, round: int = 1,
+                     partitions: Iterable[int] | None = None) -> None:
+        """Send the fence of ``round`` to the ingest partitions (by default every one)
+        that have not passed it; wait, within the turn, until each has. A partition
+        that does not pass it in time (stopped, or paused by a rebalance) gets it
+        again at the next turn."""
+        wanted = set(range(self.config.partitions) if partitions is None else partitions)
+        todo = sorted(wanted - await self.log.fences(mark.seq, round))
+        if not todo:
+            return
         issued = self.now()
         fences = [Outgoing(self.config.idle_topic, f"erasure:{mark.seq}".encode(),
                            ErasureFence(
@@ -236,20 +346,34 @@ class ErasureExecutor:
                                tenant_id=mark.tenant_id, target=mark.target,
                                subject=mark.subject, cutoff=mark.cutoff.replace(tzinfo=UTC),
                                chat_offsets=mark.chat_offsets, partition=p, issued_at=issued,
-                               ).model_dump_json().encode(), partition=p) for p in parts]
+                               round=round).model_dump_json().encode(), partition=p)
+                  for p in todo]
         await self._retry("erasure-fence", lambda: self.publisher.publish(fences))
-        wanted, said = set(parts), time.monotonic()
-        while not wanted <= (passed := await self.log.fences(mark.seq)):
-            await asyncio.sleep(self.config.fence_poll_s)
-            if time.monotonic() - said >= FENCE_LOG_S:
-                said = time.monotonic()
+        said = self.monotonic()
+        while not wanted <= (passed := await self.log.fences(mark.seq, round)):
+            await self.pause(self.config.fence_poll_s)
+            if self.monotonic() - said >= FENCE_LOG_S:
+                said = self.monotonic()
                 log.info("erasure %s: waiting for ingest partitions %s to pass its fence",
                          mark.erasure_id, sorted(wanted - passed))
+
+    async def _tombstones(self, mark: ErasureMark) -> None:
+        """A user erasure's second round: the partitions holding a conversation only
+        the user spoke in delete its session state (from the recorded list)."""
+        whole = [c.conversation_id for c in await self.log.conversations(mark.seq) if c.whole]
+        if not whole:
+            return
+        home = self.config.home
+        homes = None if home is None else {home(c) for c in whole}
+        if homes is not None and not homes <= set(range(self.config.partitions)):
+            homes = None  # the topics disagree on their partitions: ask every one
+        await self._fence(mark, 2, homes)
 
     # ------------------------------------------------------------- deleting
     def _record_counts(self, seq: int) -> RecordCounts:
         async def record(conn: object, counts: dict[str, int]) -> None:
             await self.log.add_count(conn, seq, counts)
+            self._deleted = self._deleted or any(counts.values())
         return record
 
     def _count(self, seq: int) -> Callable[[dict[str, int]], Awaitable[None]]:
@@ -257,6 +381,7 @@ class ErasureExecutor:
         async def count(counts: dict[str, int]) -> None:
             if any(counts.values()):
                 await self.log.add_counts(seq, counts)
+                self._deleted = True
         return count
 
     async def _sub_agent_candidates(self, mark: ErasureMark, sel: Selection) -> None:
@@ -275,7 +400,7 @@ class ErasureExecutor:
         done: list[int] = []
 
         async def run() -> None:
-            done.append(await self.tables.delete(step, record))
+            done.append(await self.tables.delete(step, record, stop=self.stop))
 
         await self._retry(f"erase-{step.name}", run)
         if done[-1]:

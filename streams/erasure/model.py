@@ -15,8 +15,11 @@ from datetime import datetime
 from typing import Literal
 
 Target = Literal["user", "conversation", "memory", "tenant"]
-Status = Literal["recorded", "planned", "fenced", "deleting", "done"]
+Status = Literal["recorded", "planned", "fenced", "deleting", "done", "blocked"]
 STATUS_ORDER: tuple[Status, ...] = ("recorded", "planned", "fenced", "deleting", "done")
+"""The progress of an erasure; ``blocked`` (an error no attempt mends stopped it)
+is outside it: the same request starts it again from ``recorded``, every step
+being idempotent."""
 
 # the stores a receipt counts, beside the database tables (named by table)
 REDIS_KEYS = "redis_keys"
@@ -100,6 +103,8 @@ class ErasureRecord:
     reference: str | None
     requested_at: datetime
     finished_at: datetime | None
+    error: str | None = None
+    """Why it is ``blocked``: the error's class (and the database's error number)."""
 
 
 @dataclass(frozen=True)

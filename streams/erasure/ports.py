@@ -47,17 +47,21 @@ class ErasureLog(Protocol):
 
     async def get(self, tenant_id: str, erasure_id: str) -> ErasureRecord | None: ...
 
-    async def set_status(self, seq: int, status: Status, now: datetime) -> None: ...
+    async def set_status(self, seq: int, status: Status, now: datetime,
+                         error: str | None = None) -> None:
+        """Move the erasure on (clearing any error), or mark it ``blocked`` by ``error``."""
+        ...
 
     async def plan(self, seq: int, conversations: Sequence[EraseConversation],
                    now: datetime | None = None) -> None:
-        """Add the conversations the erasure touches; with ``now``, mark it planned."""
+        """Add the conversations the erasure touches; with ``now``, mark it planned (a
+        blocked erasure's error cleared)."""
         ...
 
     async def conversations(self, seq: int) -> list[EraseConversation]: ...
 
-    async def fences(self, seq: int) -> set[int]:
-        """The ingest partitions that passed the erasure's fence."""
+    async def fences(self, seq: int, round: int = 1) -> set[int]:
+        """The ingest partitions that passed the erasure's fence (of ``round``)."""
         ...
 
     async def counts(self, seq: int) -> dict[str, int]:
@@ -85,8 +89,10 @@ class ErasureLog(Protocol):
         ...
 
     async def pass_fence(self, seq: int, partition: int, tombstones: int,
-                         now: datetime) -> None:
-        """An ingest partition took the erasure in, writing ``tombstones``."""
+                         now: datetime, round: int = 1) -> None:
+        """An ingest partition passed the erasure's fence of ``round`` (1: took the
+        erasure in; 2: deleted the states of the conversations it takes whole),
+        writing ``tombstones``."""
         ...
 
 
@@ -122,9 +128,11 @@ class Deletes(Protocol):
 
     async def delete(self, step: DeleteStep, record: RecordCounts | None = None,
                      touched: Callable[[list[tuple[str, str]]], Awaitable[None]] | None = None,
-                     ) -> int:
-        """Delete the step's rows, ``record`` adding each chunk's count in its
-        transaction; ``touched`` hears the (tenant, conversation) pairs of each chunk."""
+                     stop: Callable[[], bool] | None = None) -> int:
+        """Delete the step's rows, a chunk per transaction, ``record`` adding each
+        chunk's count in its transaction; ``touched`` hears the (tenant, conversation)
+        pairs of each chunk; ``stop`` is asked after each chunk (True: the rest stays
+        for the next call)."""
         ...
 
     async def candidates_from(self, tenant_id: str, conversations: Sequence[str],
@@ -177,9 +185,11 @@ class BuiltinMemories(Protocol):
     """The built-in provider's memories, selected by :class:`BuiltinRows`
     (:class:`~streams.adapters.db.builtin_erasure.BuiltinCopies`)."""
 
-    async def erase(self, tenant_id: str, rows: BuiltinRows, record: RecordCounts) -> None:
+    async def erase(self, tenant_id: str, rows: BuiltinRows, record: RecordCounts,
+                    stop: Callable[[], bool] | None = None) -> None:
         """Delete them (rows, postings, vectors, statistics), each chunk counted in its
-        transaction. Raises the provider's errors (a database failure is a
+        transaction; ``stop`` is asked after each chunk (True: the rest stays for the
+        next call). Raises the provider's errors (a database failure is a
         :class:`~streams.memory.provider.RetryableProviderError`)."""
         ...
 

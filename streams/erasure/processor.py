@@ -6,12 +6,17 @@ also a bad one (``status: rejected`` and the reason); one naming a topic the
 reply rules refuse is dead-lettered unread and nothing is erased. A request that
 cannot be answered (no reply topic) and cannot be carried out (malformed,
 unknown memory, refused signature) is dead-lettered, never dropped. An erasure a
-provider blocks for good, or that a fault of memstream's own stops
-(``status: blocked``), is answered and dead-lettered both: ``memstream replay``
-re-drives it once the cause is fixed, and it continues where it stopped. An
-outage (the database, Redis, Kafka, a provider's 5xx) is waited out. With
-:class:`~streams.wire.signing.Signing`, a request must be signed with its tenant's
-key, as a query.
+provider blocks for good, one whose statement the database refuses for good
+(``error.code: database``: a constraint, a value a column cannot hold), or one a
+fault of memstream's own stops (``status: blocked``), is answered and dead-lettered
+both, its record marked ``blocked`` with the error, and the erasures behind it go
+on: ``memstream replay`` re-drives it once the cause is fixed, and it starts
+again. An outage (the database, Redis, Kafka, a provider's 5xx) is waited out —
+within the erasure's turn (:class:`~streams.erasure.executor.ErasureExecutor`):
+past it, or when a rebalance or a shutdown begins, the request is produced to the
+end of the queue again (``requeued``; signed afresh when requests are signed) and
+the next delivery continues it. With :class:`~streams.wire.signing.Signing`, a
+request must be signed with its tenant's key, as a query.
 """
 
 from __future__ import annotations
@@ -24,11 +29,18 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from streams.backoff import retry_forever
-from streams.erasure.executor import ErasureExecutor, ErasureRefused, refusal, transient
+from streams.erasure.executor import (
+    ErasureExecutor,
+    ErasureRefused,
+    ErasureReleased,
+    refusal,
+    transient,
+)
 from streams.memory.provider import PermanentProviderError
-from streams.metrics import DEAD_LETTERS, ERASURE_SECONDS, ERASURES
+from streams.metrics import DEAD_LETTERS, ERASURE_BLOCKED, ERASURE_SECONDS, ERASURES
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.redaction import error_text
+from streams.stores import StoreRefused
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
 from streams.wire.erasure import ErasureError, ErasureReceipt, ErasureRequest
@@ -39,6 +51,9 @@ from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_addre
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+REQUEUED = "requeued"
+"""The outcome of a request let go before its erasure finished: ``ToSend`` holds its
+copy, to be produced to the erasure topic before the request is acknowledged."""
 
 
 class ErasureProcessor:
@@ -112,6 +127,7 @@ class ErasureProcessor:
         once the cause is fixed."""
         started = time.perf_counter()
         known = None
+        self.executor.start_turn()
         try:
             if req.dry_run:
                 receipt = await self._retry(lambda: self.executor.dry_run(req))
@@ -124,27 +140,45 @@ class ErasureProcessor:
                 ERASURE_SECONDS.observe(time.perf_counter() - started)
         except ErasureRefused as exc:
             return self._refused(rec, addr, req, exc)
+        except ErasureReleased as exc:
+            ERASURES.labels(req.target, REQUEUED).inc()
+            log.info("erasure %s of tenant %r: its turn is over (%s), continued from the end "
+                     "of the queue", req.erasure_id, req.tenant_id, exc.reason)
+            return ToSend((self._requeue(rec, addr, req),), REQUEUED)
         except Exception as exc:  # an answer and a dead letter, never a stopped agent
             ERASURES.labels(req.target, "blocked").inc()
             message = error_text(exc)
-            permanent = isinstance(exc, PermanentProviderError)
+            code = ("database" if isinstance(exc, StoreRefused) else
+                    "provider" if isinstance(exc, PermanentProviderError) else "internal")
+            ERASURE_BLOCKED.labels(code).inc()
             log.error("erasure %s blocked: %s", req.erasure_id, message,
-                      exc_info=None if permanent else exc)
+                      exc_info=exc if code == "internal" else None)
             receipt = ErasureReceipt(
                 erasure_id=req.erasure_id, tenant_id=req.tenant_id, target=req.target,
                 subject=req.subject, status="blocked",
-                error=ErasureError(code="provider" if permanent else "internal",
-                                   message=message))
+                error=ErasureError(code=code, message=message))
             return self._dead(rec, "erasure_blocked", type(exc).__name__, message,
                               self._receipt(rec, addr, receipt))
         ERASURES.labels(req.target, outcome).inc()
         return _to_send(self._receipt(rec, addr, receipt), outcome)
 
     async def _retry(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``call`` until it passes; what is not an outage is raised at once."""
+        """``call`` until it passes, within the turn; what is not an outage is raised
+        at once."""
         return await retry_forever(call, what="erasure", initial_s=self.retry_initial_s,
-                                   max_s=self.retry_max_s,
+                                   max_s=self.retry_max_s, sleep=self.executor.pause,
                                    give_up=lambda exc: not transient(exc))
+
+    def _requeue(self, rec: SourceRecord, addr: ReplyAddress | None,
+                 req: ErasureRequest) -> Outgoing:
+        """The request as it came (key, value, headers: the receipt goes where it was
+        asked to), signed again now when requests are signed, so that its signature is
+        fresh whenever it comes back."""
+        headers = list(rec.headers)
+        if self.signing is not None:
+            headers = self.signing.signed_again(req.tenant_id, headers, rec.value or b"",
+                                                addr.topic if addr else "", self.clock())
+        return Outgoing(rec.topic, rec.key, rec.value, headers)
 
     def _refused(self, rec: SourceRecord, addr: ReplyAddress | None, req: ErasureRequest | None,
                  exc: ErasureRefused, *, reason: str | None = None) -> Handled:

@@ -6,6 +6,14 @@ earlier in the same batch. Its tombstones (the deletes of the erased
 conversations' session states) are staged with the batch's states, and the
 fence is recorded as passed only once everything stored before it is written
 (the batch's second stage), its tombstones included.
+
+A tenant's or a conversation's tombstones are known from the fence itself. A
+user's depend on which conversations only they spoke in: the erasure looks that
+up once every partition has taken it in (nothing it covers is stored after
+that) and sends a second round of fences (``round`` 2) to the partitions that
+hold those conversations, which read the list the erasure recorded — a read of
+the erasure's own rows, never a scan of the messages inside an ingest batch,
+which would hold up every tenant of the partition.
 """
 
 from __future__ import annotations
@@ -59,9 +67,9 @@ class ErasureFences:
     async def tombstones(self, fences: Sequence[Fence]) -> list[tuple[ErasureFence, int]]:
         """Stage the deletes of the sessions-table entries the fences erase that live
         in the fence's partition: every conversation of an erased tenant; the erased
-        conversation; the conversations only an erased user spoke in, as the database
-        holds them now (everything this partition stored before the fence is in it).
-        Each fence with how many it deleted."""
+        conversation; at a user erasure's second round, the conversations only the
+        user spoke in, as the erasure recorded them (its first round takes the
+        erasure in only). Each fence with how many it deleted."""
         out = []
         for rec, fence in fences:
             if fence.target == "tenant":
@@ -69,8 +77,8 @@ class ErasureFences:
                 keys = [k for k in self.states.stored_keys() if k.startswith(prefix)]
             elif fence.target == "conversation":
                 keys = [table_key(fence.tenant_id, fence.subject)]
-            elif self.whole is not None:
-                lookup = partial(self.whole.whole_conversations, fence.tenant_id, fence.subject)
+            elif fence.round == 2 and self.whole is not None:
+                lookup = partial(self.whole.whole_conversations, fence.seq)
                 keys = [table_key(fence.tenant_id, c) for c in await retry_forever(
                     lookup, what="erasure-fence", initial_s=self.config.retry_initial_s,
                     max_s=self.config.retry_max_s)]

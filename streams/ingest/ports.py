@@ -75,9 +75,10 @@ class RowBatches(Protocol):
 
 
 class WholeConversations(Protocol):
-    async def whole_conversations(self, tenant_id: str, user_id: str) -> list[str]:
-        """The conversations only ``user_id`` has messages in, as stored now: those a
-        user erasure takes whole. Raises on any failure."""
+    async def whole_conversations(self, seq: int) -> list[str]:
+        """The conversations user erasure ``seq`` takes whole, as the erasure recorded
+        them once every partition had taken it in (a read of the erasure's own record,
+        never of the messages). Raises on any failure."""
         ...
 
 

@@ -24,4 +24,4 @@ class FencePassingPublisher:
         for r in records:
             f = ErasureFence.model_validate_json(r.value or b"")
             self.fences.append(f)
-            await self.log.pass_fence(f.seq, f.partition, 0, self.passed_at)
+            await self.log.pass_fence(f.seq, f.partition, 0, self.passed_at, f.round)

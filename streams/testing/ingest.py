@@ -69,12 +69,12 @@ class InMemoryMessageStore:
 
 class StaticWholeConversations:
     """:class:`~streams.ingest.ports.WholeConversations` answering ``whole`` for every
-    user; ``asked``: the ``(tenant_id, user_id)`` pairs asked about."""
+    erasure; ``asked``: the erasures (``seq``) asked about."""
 
     def __init__(self, whole: Iterable[str] = ()) -> None:
         self.whole = list(whole)
-        self.asked: list[tuple[str, str]] = []
+        self.asked: list[int] = []
 
-    async def whole_conversations(self, tenant_id: str, user_id: str) -> list[str]:
-        self.asked.append((tenant_id, user_id))
+    async def whole_conversations(self, seq: int) -> list[str]:
+        self.asked.append(seq)
         return list(self.whole)

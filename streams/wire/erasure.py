@@ -75,7 +75,11 @@ class ErasureRequest(BaseModel):
 
 class ErasureError(BaseModel):
     code: Literal["bad_request", "not_found", "conflict", "unauthorized", "provider",
-                  "internal"]
+                  "database", "internal"] = Field(description=(
+        "Why the request was `rejected` (`bad_request`, `not_found`, `conflict`, "
+        "`unauthorized`) or the erasure is `blocked`: `provider` (a provider refused for "
+        "good or is not configured), `database` (the database refused one of its "
+        "statements for good: a constraint, a value a column cannot hold), `internal`."))
     message: str
 
 
@@ -88,8 +92,10 @@ class ErasureReceipt(BaseModel):
     subject: str | None = Field(None, description="The user, conversation or memory id.")
     status: Literal["done", "dry_run", "rejected", "blocked"] = Field(description=(
         "`done`; `dry_run` (counted only); `rejected` (a bad request: `error` says why); "
-        "`blocked`: a provider refused for good or is not configured, the erasure stays "
-        "unfinished and the same request continues it (`error` says which)."))
+        "`blocked`: a provider refused for good or is not configured, the database refused "
+        "a statement for good, or a fault of memstream's own; the erasure stays unfinished "
+        "(recorded `blocked` with the error) and the same request starts it again "
+        "(`error` says which)."))
     cutoff: datetime | None = Field(None, description=(
         "Events of the subject up to this time (and up to the recorded chat-topic offsets) "
         "are erased, and skipped when a topic is replayed."))
@@ -107,8 +113,9 @@ class ErasureFence(BaseModel):
     """Internal, on ``memory.session-idle`` (one per partition): the ingest stage takes
     the erasure in (events it covers are skipped from then on), tombstones the
     sessions-table entries of the conversations that go whole and live in this
-    partition (found in the database as they are then), and records that the
-    partition passed the fence."""
+    partition, and records that the partition passed the fence. A user erasure's
+    conversations that go whole are tombstoned at its second round, from the list
+    the erasure recorded once every partition had passed the first."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -123,3 +130,6 @@ class ErasureFence(BaseModel):
         "Per chat-topic partition, the end offset when the erasure was recorded."))
     partition: int = Field(ge=0)
     issued_at: AwareDatetime
+    round: int = Field(1, ge=1, le=2, description=(
+        "1: take the erasure in; 2 (a user erasure): delete the session states of the "
+        "conversations it takes whole, as the erasure recorded them."))

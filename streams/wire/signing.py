@@ -104,3 +104,14 @@ class Signing:
         return refusal(self.keys, tenant, header(headers, TIMESTAMP), header(headers, SIGNATURE),
                        reply_topic, partition, header(headers, CORRELATION_ID), body or b"",
                        now=now, max_age_s=self.max_age_s)
+
+    def signed_again(self, tenant: str, headers: Headers, body: bytes, reply_topic: str,
+                     now: float) -> Headers:
+        """``headers`` of a request this worker accepted, its signature made anew at
+        ``now`` with the tenant's key (a request memstream puts back in its queue would
+        otherwise come back older than ``max_age_s``). Everything else stays."""
+        raw = header(headers, REPLY_PARTITION)
+        partition = None if raw is None else int.from_bytes(raw, "big", signed=True)
+        kept = [(k, v) for k, v in headers if k not in (TIMESTAMP, SIGNATURE)]
+        return kept + signed_headers(self.keys[tenant], int(now), reply_topic, partition,
+                                     header(headers, CORRELATION_ID), body)

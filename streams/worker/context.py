@@ -28,7 +28,7 @@ from streams.adapters.kafka.query_standby import QueryStandby
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.backoff import retry_forever
 from streams.consolidation.retry_scheduler import RetryScheduler
-from streams.erasure.processor import ErasureProcessor
+from streams.erasure.processor import REQUEUED, ErasureProcessor
 from streams.erasure.retention import RetentionRunner
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
@@ -236,11 +236,16 @@ class WorkerContext:
             k = self.settings.kafka
             count = len(await partitions(k, k.idle_topic)) or k.partitions
             return (await self.wiring()).erasure_processor(
-                lambda: end_offsets_or_unavailable(k, k.chat_topic), count)
+                lambda: end_offsets_or_unavailable(k, k.chat_topic), count,
+                should_release=self.rebalancing)
         return await self._once("erasure", build)
 
     async def deliver_erasure(self, handled: Handled) -> None:
-        """The dead letter to the dead-letter topic, then the receipt to its caller."""
+        """The dead letter to the dead-letter topic, then the receipt to its caller; a
+        request let go before its erasure finished, to the erasure topic again."""
+        if isinstance(handled, ToSend) and handled.outcome == REQUEUED:
+            await self.publisher.publish(handled.records)
+            return
         receipts = handled.records if isinstance(handled, ToSend) else handled.replies
         if isinstance(handled, DeadLettered):
             await self.publisher.publish([handled.dead_letter])

@@ -6,11 +6,13 @@ recovery) is in progress, the group coordinator answers, and the query
 consumer runs and has had its first assignment. Otherwise 503: rolling
 updates, the PodDisruptionBudget and load balancers wait for it.
 
-Live (200) unless a stage is stuck: one of ingest, consolidation or query
-(:mod:`streams.adapters.kafka.progress`) has lag on its partitions and none of its committed
-offsets has advanced for ``MEMSTREAM_HEALTH__STALL_TIMEOUT_S``, whatever the
-other stages do — the failure Faust users report after broker outages (faust
-#523) and rebalances (#629), where the process runs but nothing moves — or one
+Live (200) unless a stage is stuck: one of ingest, consolidation, erasure or
+query (:mod:`streams.adapters.kafka.progress`) has lag on its partitions and none
+of its committed offsets has advanced for ``MEMSTREAM_HEALTH__STALL_TIMEOUT_S``,
+whatever the other stages do (an erasure acknowledges its request at the end of
+every turn, done or requeued, well within that time) — the failure Faust users
+report after broker outages (faust #523) and rebalances (#629), where the
+process runs but nothing moves — or one
 rebalance of either consumer group has lasted longer than
 ``MEMSTREAM_HEALTH__MAX_REBALANCE_S``. Then 503, naming the stage, and an
 orchestrator restarts the worker; the new consumers resume from the committed

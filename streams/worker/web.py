@@ -55,10 +55,13 @@ class Observability:
 
 
 def faust_stages(settings: Settings) -> dict[str, str]:
-    """The stages of Faust's consumer, by topic (the retry topic is exempt)."""
+    """The stages of Faust's consumer, by topic (the retry topic is exempt). An erasure
+    acknowledges its request at the end of each turn (``MEMSTREAM_ERASURE__TURN_S``, at
+    most half the stall timeout), done or requeued, so a stage ``erasure`` that does not
+    move is stuck, not busy."""
     k = settings.kafka
     return {k.chat_topic: "ingest", k.subagent_topic: "ingest", k.idle_topic: "ingest",
-            k.session_closed_topic: "consolidation"}
+            k.session_closed_topic: "consolidation", k.erasures_topic: "erasure"}
 
 
 def install(app: Any, runtime: Runtime, settings: Settings,

@@ -198,7 +198,8 @@ class Wiring:
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None
         await self.erasures.log.pass_fence(fence.seq, fence.partition, tombstones,
-                                           datetime.fromtimestamp(self.clock(), UTC))
+                                           datetime.fromtimestamp(self.clock(), UTC),
+                                           fence.round)
 
     def idle_scanner(self) -> IdleScanner:
         """The scanner of idle sessions, one per wiring: the ingest processors' writes
@@ -302,9 +303,14 @@ class Wiring:
         return provider
 
     def erasure_processor(self, chat_offsets: Callable[[], Awaitable[dict[int, int]]],
-                          partitions: int) -> ErasureProcessor:
+                          partitions: int, *,
+                          should_release: Callable[[], bool] = lambda: False,
+                          ) -> ErasureProcessor:
         """Erasure requests; ``chat_offsets``: the chat topic's end offsets now,
-        ``partitions``: those of the ingest stage's topics (each gets a fence)."""
+        ``partitions``: those of the ingest stage's topics (each gets a fence);
+        ``should_release``: a rebalance or a shutdown began (the erasure in progress lets
+        the queue go, its request requeued). A turn is at most half the stall timeout
+        of the liveness check, so a long erasure commits its queue's offsets in time."""
         if self.erasures is None:
             raise ValueError("the erasure processor needs the erasure registry")
         s, p = self.settings, self.parts
@@ -312,11 +318,13 @@ class Wiring:
         executor = ErasureExecutor(
             ErasureConfig(idle_topic=s.kafka.idle_topic, partitions=partitions,
                           retry_initial_s=s.ingest.retry_initial_s,
-                          retry_max_s=s.ingest.retry_max_s),
+                          retry_max_s=s.ingest.retry_max_s,
+                          turn_s=min(s.erasure.turn_s, s.health.stall_timeout_s / 2),
+                          home=home_partitions(s.kafka.partitions)),
             self.erasures.log, TableDeletes(engine, chunk=s.erasure.chunk_rows),
             OriginRows(engine), BuiltinCopies(self._builtin()), p.providers, p.cache,
             self.publisher, self.erasures, UnavailableCubeLocks(self.cube_locks()),
-            chat_offsets=chat_offsets, clock=self.clock)
+            chat_offsets=chat_offsets, clock=self.clock, should_release=should_release)
         return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
                                 signing=self.signing(), clock=self.clock,
                                 retry_initial_s=s.ingest.retry_initial_s,

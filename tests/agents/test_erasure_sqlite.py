@@ -134,10 +134,11 @@ async def test_a_user_erased_on_sqlite(engine: AsyncEngine) -> None:
             "SELECT (SELECT COUNT(*) FROM memory WHERE valid_to IS NULL), "
             "(SELECT SUM(doc_count) FROM memory_scope_stats)"))).one()
     assert valid == counted
-    assert [f.subject for f in s.publisher.fences] == ["u1"]
+    # taken in by every partition, then the states of c1 (only u1 spoke in it) deleted
+    assert [(f.subject, f.round) for f in s.publisher.fences] == [("u1", 1), ("u1", 2)]
 
     again = await s.executor.erase(request(target="user", user_id="u1"))
-    assert again.counts == receipt.counts and len(s.publisher.fences) == 1
+    assert again.counts == receipt.counts and len(s.publisher.fences) == 2
 
 
 async def test_one_memory_erased_on_sqlite(engine: AsyncEngine) -> None:

@@ -1,8 +1,10 @@
 """The ingest stage and an erasure's fence: from the fence on, events the erasure
 covers are skipped (also those earlier in the fence's own batch, and those
 delivered again by a replay), the erased conversations' session states are
-deleted (tombstones), the fence is recorded as passed only after the batch's
-second stage, and a later event of the same user is stored as new."""
+deleted (tombstones: a user's at the fence's second round, from the list the
+erasure recorded, never looked up in the messages by ingest), the fence is
+recorded as passed only after the batch's second stage, and a later event of the
+same user is stored as new."""
 
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ class FakeErasureLog:
     passed: list[tuple[str, int, int]] = field(default_factory=list)
 
     async def pass_fence(self, seq: int, partition: int, tombstones: int,
-                         now: datetime) -> None:
-        self.passed.append((f"e-{seq}", partition, tombstones))
+                         now: datetime, round: int = 1) -> None:
+        self.passed.append((f"e-{seq}" + ("" if round == 1 else f"/{round}"), partition,
+                            tombstones))
 
 
 @dataclass
@@ -40,17 +43,18 @@ class FakeRegistry:
 
 
 def fence(offset: int, *, target: str = "user", subject: str = "u1",
-          chat_end: int = 3) -> SourceRecord:
+          chat_end: int = 3, round: int = 1) -> SourceRecord:
     doc = ErasureFence(type="erasure_fence", seq=1, erasure_id="e-1", tenant_id="t1",
                        target=target, subject=subject, cutoff=CUTOFF,  # type: ignore[arg-type]
-                       chat_offsets={0: chat_end}, partition=0, issued_at=CUTOFF)
+                       chat_offsets={0: chat_end}, partition=0, issued_at=CUTOFF,
+                       round=round)
     return SourceRecord("idle", 0, offset, b"erasure:e-1", doc.model_dump_json().encode())
 
 
 def build(whole: list[str] | None = None,
           ) -> tuple[IngestProcessor, InMemoryMessageStore, InMemorySessionTable, FakeRegistry]:
-    """The processor; ``whole``: the conversations the database says the user alone
-    spoke in, when a fence asks."""
+    """The processor; ``whole``: the conversations the erasure recorded as the user's
+    alone, when a second-round fence asks."""
     store, cache = InMemoryMessageStore(), InMemoryHotCopy()
     table, registry = InMemorySessionTable(), FakeRegistry()
     stale = StaleHistories(cache, InMemoryStaleMarks())
@@ -73,9 +77,14 @@ async def test_after_the_fence_the_users_events_are_skipped_and_their_states_gon
     await proc.process(first)
     assert set(table.data) == {"t1/c1", "t1/c2"}
 
-    await proc.process([fence(0)])
+    await proc.process([fence(0)])  # taken in: nothing is looked up, nothing deleted yet
+    assert set(table.data) == {"t1/c1", "t1/c2"} and registry.log.passed == [("e-1", 0, 0)]
+    whole = proc.fences.whole
+    assert isinstance(whole, StaticWholeConversations) and whole.asked == []
+
+    await proc.process([fence(1, round=2)])  # the erasure's list of what goes whole
     assert "t1/c1" not in table.data and "t1/c2" in table.data  # the tombstone
-    assert registry.log.passed == [("e-1", 0, 1)]
+    assert registry.log.passed == [("e-1", 0, 0), ("e-1/2", 0, 1)] and whole.asked == [1]
 
     # a replay delivers the same records again: nothing of u1 is stored again
     store.rows.clear()

@@ -124,6 +124,7 @@ async def test_every_kind_of_difference_is_proposed(mariadb: Any) -> None:
         ("add_table", "memory_search_log", None),  # with its indexes
         ("add_index", "memory_search_log", "ix_memory_search_log_tenant_id_created_at"),
         ("add_index", "memory_search_log", "ix_memory_search_log_created_at"),
+        ("add_index", "memory_search_log", "ix_memory_search_log_tenant_id_user_id"),
         ("add_index", "memory", "ix_memory_tenant_id_created_at"),
         ("modify_type", "memory", "content"),
         ("modify_type", "memory", "cube"),  # the collation

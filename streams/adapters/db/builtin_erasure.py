@@ -6,6 +6,8 @@ vectors and statistics."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import ColumnElement, and_, true
 
 from streams.adapters.db.schema.memory import memory
@@ -32,8 +34,9 @@ class BuiltinCopies:
     def __init__(self, builtin: BuiltinProvider) -> None:
         self.builtin = builtin
 
-    async def erase(self, tenant_id: str, rows: BuiltinRows, record: RecordCounts) -> None:
-        await self.builtin.erase(tenant_id, where(rows), record)
+    async def erase(self, tenant_id: str, rows: BuiltinRows, record: RecordCounts,
+                    stop: Callable[[], bool] | None = None) -> None:
+        await self.builtin.erase(tenant_id, where(rows), record, stop)
 
     async def count(self, tenant_id: str, rows: BuiltinRows) -> dict[str, int]:
         with db_unavailable():

@@ -8,6 +8,13 @@ transaction with the count it adds to the erasure's record, so an interrupted
 erasure resumes with exact counts; or only counts (a dry run). Every step is
 idempotent: a second run finds nothing left.
 
+Every condition starts from the tenant and the subject (or the retention's
+time) through an index (migration 0014). A chunk is found with a ``SELECT ...
+LIMIT`` (which MariaDB joins through those indexes) and deleted by primary key:
+MariaDB reads a single-table ``DELETE ... IN (SELECT ...)`` row by row through
+the whole table. ``tests/integration/test_erasure_explain.py`` EXPLAINs every
+statement an erasure sends.
+
 The built-in provider's memories (rows, postings, vectors, scope statistics)
 are deleted by the provider itself
 (:meth:`streams.memory.providers.builtin.provider.BuiltinProvider.erase`);
@@ -20,8 +27,9 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, and_, false, func, or_, select
+from sqlalchemy import ColumnElement, Select, Table, and_, false, func, or_, select, tuple_, union
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db import erasure_reads
@@ -59,18 +67,22 @@ _rs, _rj = reprocess_session.c, reprocess_job.c
 
 @dataclass(frozen=True)
 class TableStep:
-    """Delete the rows of ``table`` matching ``where``; ``chunk_by``: the integer key
-    deleted a chunk at a time (None: one statement); ``cached``: the Redis keys of
-    the conversations whose rows went must go too (what a retention run deletes)."""
+    """Delete the rows of ``table`` matching any of ``parts`` (each a condition an
+    index serves: an ``OR`` of two subqueries is split in two, as no index serves
+    it), a chunk of primary keys per transaction; ``cached``: the Redis keys of the
+    conversations whose rows went must go too (what a retention run deletes)."""
 
     table: Table
-    where: ColumnElement[bool]
-    chunk_by: str | None = None
+    parts: tuple[ColumnElement[bool], ...]
     cached: bool = False
 
     @property
     def name(self) -> str:
         return self.table.name
+
+
+def step(table: Table, *parts: ColumnElement[bool], cached: bool = False) -> TableStep:
+    return TableStep(table, parts, cached)
 
 
 def _in(column: ColumnElement[str], values: tuple[str, ...]) -> ColumnElement[bool]:
@@ -86,87 +98,90 @@ def _jobs(tenant_id: str) -> Select[tuple[str]]:
 
 
 def erasure_steps(sel: Selection) -> list[TableStep]:
-    """The tables an erasure deletes from, in order (memories aside)."""
+    """The tables an erasure deletes from, in order (memories aside). Every condition
+    starts from the tenant and the subject through an index (migration 0014), so a
+    step reads the subject's rows, not the table."""
     t = sel.tenant_id
+    cand, ledger, expiry = consolidation_candidate.c, consolidation_ledger.c, pending_expiry.c
     if sel.target == "memory":
         return [
-            TableStep(consolidation_candidate, and_(
-                consolidation_candidate.c.memory_id == sel.subject,
-                consolidation_candidate.c.closed_id.in_(_runs(_r.tenant_id == t)))),
-            TableStep(reprocess_retire, and_(reprocess_retire.c.memory_id == sel.subject,
-                                             reprocess_retire.c.job_id.in_(_jobs(t)))),
+            step(consolidation_candidate, and_(cand.memory_id == sel.subject,
+                                               cand.closed_id.in_(_runs(_r.tenant_id == t)))),
+            step(reprocess_retire, and_(reprocess_retire.c.memory_id == sel.subject,
+                                        reprocess_retire.c.job_id.in_(_jobs(t)))),
         ]
     if sel.target == "tenant":
         mine: Callable[[Table], ColumnElement[bool]] = lambda tb: tb.c.tenant_id == t  # noqa: E731
-        runs = _runs(_r.tenant_id == t)
         return [
-            TableStep(consolidation_candidate, consolidation_candidate.c.closed_id.in_(runs)),
-            TableStep(pending_expiry, mine(pending_expiry)),
-            TableStep(consolidation_run, mine(consolidation_run)),
-            TableStep(consolidation_ledger, mine(consolidation_ledger)),
-            TableStep(consolidation_progress, mine(consolidation_progress)),
-            TableStep(reprocess_message, reprocess_message.c.closed_id.in_(
+            step(consolidation_candidate, cand.closed_id.in_(_runs(_r.tenant_id == t))),
+            step(pending_expiry, mine(pending_expiry)),
+            step(consolidation_run, mine(consolidation_run)),
+            step(consolidation_ledger, mine(consolidation_ledger)),
+            step(consolidation_progress, mine(consolidation_progress)),
+            step(reprocess_message, reprocess_message.c.closed_id.in_(
                 select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t))))),
-            TableStep(reprocess_session, _rs.job_id.in_(_jobs(t))),
-            TableStep(reprocess_retire, reprocess_retire.c.job_id.in_(_jobs(t))),
-            TableStep(reprocess_job, mine(reprocess_job)),
-            TableStep(conversation_summary, mine(conversation_summary)),
-            TableStep(conversation_session, mine(conversation_session)),
-            TableStep(stale_history_mark, mine(stale_history_mark)),
-            TableStep(memory_search_log, mine(memory_search_log)),
-            TableStep(memory_origin, mine(memory_origin)),
-            TableStep(conversation_message, _m.tenant_id == t, chunk_by="id"),
+            step(reprocess_session, _rs.job_id.in_(_jobs(t))),
+            step(reprocess_retire, reprocess_retire.c.job_id.in_(_jobs(t))),
+            step(reprocess_job, mine(reprocess_job)),
+            step(conversation_summary, mine(conversation_summary)),
+            step(conversation_session, mine(conversation_session)),
+            step(stale_history_mark, mine(stale_history_mark)),
+            step(memory_search_log, mine(memory_search_log)),
+            step(memory_origin, mine(memory_origin)),
+            step(conversation_message, _m.tenant_id == t),
         ]
     whole, touched = sel.whole, sel.touched
     if sel.target == "user":
         u = sel.subject
-        runs = _runs(and_(_r.tenant_id == t, or_(_r.user_id == u, _in(_r.conversation_id, whole))))
+        theirs = and_(_r.tenant_id == t, or_(_r.user_id == u, _in(_r.conversation_id, whole)))
         sessions = select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t)), or_(
             _rs.user_id == u, _in(_rs.conversation_id, whole)))
-        cand = consolidation_candidate.c
-        ledger = consolidation_ledger.c
         said = select(_m.event_id).where(_m.tenant_id == t, _m.user_id == u)
         return [
-            TableStep(consolidation_candidate, or_(cand.closed_id.in_(runs), and_(
-                cand.user_id == u, cand.closed_id.in_(_runs(_r.tenant_id == t))))),
-            TableStep(pending_expiry, and_(pending_expiry.c.tenant_id == t,
-                                           pending_expiry.c.user_id == u)),
-            TableStep(consolidation_run, and_(_r.tenant_id == t, or_(
-                _r.user_id == u, _in(_r.conversation_id, whole)))),
-            TableStep(consolidation_ledger, and_(ledger.tenant_id == t, or_(
-                _in(ledger.conversation_id, whole), ledger.event_id.in_(said)))),
+            step(consolidation_candidate, cand.closed_id.in_(_runs(theirs)),
+                 and_(cand.user_id == u, cand.closed_id.in_(_runs(_r.tenant_id == t)))),
+            step(pending_expiry, and_(expiry.tenant_id == t, expiry.user_id == u)),
+            step(consolidation_run, theirs),
+            # the ledger rows of the conversations that go whole, and of the user's
+            # messages (in the conversations they spoke in)
+            step(consolidation_ledger,
+                 and_(ledger.tenant_id == t, _in(ledger.conversation_id, whole)),
+                 and_(ledger.tenant_id == t, _in(ledger.conversation_id, touched),
+                      ledger.event_id.in_(said))),
             *_conversation_rows(t, whole, touched),
-            TableStep(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
-            TableStep(reprocess_session, _rs.closed_id.in_(sessions)),
-            TableStep(reprocess_retire, and_(reprocess_retire.c.job_id.in_(_jobs(t)),
-                                             reprocess_retire.c.user_id == u)),
-            TableStep(reprocess_job, and_(_rj.tenant_id == t, _rj.user_id == u,
-                                          _rj.active.is_(None))),
-            TableStep(memory_search_log, and_(memory_search_log.c.tenant_id == t,
-                                              memory_search_log.c.user_id == u)),
-            TableStep(memory_origin, and_(memory_origin.c.tenant_id == t,
-                                          memory_origin.c.user_id == u)),
-            TableStep(conversation_message, and_(_m.tenant_id == t, _m.user_id == u),
-                      chunk_by="id"),
+            step(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
+            step(reprocess_session, and_(_rs.job_id.in_(_jobs(t)), or_(
+                _rs.user_id == u, _in(_rs.conversation_id, whole)))),
+            step(reprocess_retire, and_(reprocess_retire.c.job_id.in_(_jobs(t)),
+                                        reprocess_retire.c.user_id == u)),
+            step(reprocess_job, and_(_rj.tenant_id == t, _rj.user_id == u,
+                                     _rj.active.is_(None))),
+            step(memory_search_log, and_(memory_search_log.c.tenant_id == t,
+                                         memory_search_log.c.user_id == u)),
+            step(memory_origin, and_(memory_origin.c.tenant_id == t,
+                                     memory_origin.c.user_id == u)),
+            step(conversation_message, and_(_m.tenant_id == t, _m.user_id == u)),
         ]
     c = sel.subject  # one conversation, every speaker (a sub-agent's: in its parents too)
     runs = _runs(and_(_r.tenant_id == t, _r.conversation_id == c))
     sessions = select(_rs.closed_id).where(_rs.job_id.in_(_jobs(t)), _rs.conversation_id == c)
     sub_agent = select(_m.event_id).where(_m.tenant_id == t, _m.origin_conversation_id == c)
-    ledger = consolidation_ledger.c
     return [
-        TableStep(consolidation_candidate, consolidation_candidate.c.closed_id.in_(runs)),
-        TableStep(pending_expiry, pending_expiry.c.closed_id.in_(runs)),
-        TableStep(consolidation_run, and_(_r.tenant_id == t, _r.conversation_id == c)),
-        TableStep(consolidation_ledger, and_(ledger.tenant_id == t, or_(
-            ledger.conversation_id == c, ledger.event_id.in_(sub_agent)))),
+        step(consolidation_candidate, cand.closed_id.in_(runs)),
+        step(pending_expiry, expiry.closed_id.in_(runs)),
+        step(consolidation_run, and_(_r.tenant_id == t, _r.conversation_id == c)),
+        # its own ledger rows, and those of its messages stored in its parents
+        step(consolidation_ledger,
+             and_(ledger.tenant_id == t, ledger.conversation_id == c),
+             and_(ledger.tenant_id == t, _in(ledger.conversation_id, touched or (c,)),
+                  ledger.event_id.in_(sub_agent))),
         *_conversation_rows(t, whole or (c,), touched or (c,)),
-        TableStep(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
-        TableStep(reprocess_session, _rs.closed_id.in_(sessions)),
-        TableStep(memory_origin, and_(memory_origin.c.tenant_id == t,
-                                      memory_origin.c.conversation_id == c)),
-        TableStep(conversation_message, and_(_m.tenant_id == t, or_(
-            _m.conversation_id == c, _m.origin_conversation_id == c)), chunk_by="id"),
+        step(reprocess_message, reprocess_message.c.closed_id.in_(sessions)),
+        step(reprocess_session, and_(_rs.job_id.in_(_jobs(t)), _rs.conversation_id == c)),
+        step(memory_origin, and_(memory_origin.c.tenant_id == t,
+                                 memory_origin.c.conversation_id == c)),
+        step(conversation_message, and_(_m.tenant_id == t, _m.conversation_id == c),
+             and_(_m.tenant_id == t, _m.origin_conversation_id == c)),
     ]
 
 
@@ -177,8 +192,8 @@ def _conversation_rows(tenant_id: str, whole: tuple[str, ...],
     stale-history mark (every conversation touched: the summary was made from the
     erased messages too)."""
     def of(table: Table, ids: tuple[str, ...]) -> TableStep:
-        return TableStep(table, and_(table.c.tenant_id == tenant_id,
-                                     _in(table.c.conversation_id, ids)))
+        return step(table, and_(table.c.tenant_id == tenant_id,
+                                _in(table.c.conversation_id, ids)))
     return [of(consolidation_progress, whole), of(conversation_summary, touched),
             of(conversation_session, whole), of(stale_history_mark, touched)]
 
@@ -190,15 +205,35 @@ def retention_steps(messages_before: datetime | None,
     steps = []
     if messages_before is not None:
         before = naive_utc(messages_before)
+        ledger = consolidation_ledger.c
         steps += [
-            TableStep(consolidation_ledger, consolidation_ledger.c.message_id.in_(
-                select(_m.id).where(_m.created_at < before))),
-            TableStep(conversation_message, _m.created_at < before, chunk_by="id", cached=True),
+            # found from the messages (their time index), each ledger row by its
+            # conversation and message
+            step(consolidation_ledger, tuple_(
+                ledger.tenant_id, ledger.conversation_id, ledger.message_id).in_(
+                select(_m.tenant_id, _m.conversation_id, _m.id).where(_m.created_at < before))),
+            step(conversation_message, _m.created_at < before, cached=True),
         ]
     if summaries_before is not None:
-        steps.append(TableStep(conversation_summary, conversation_summary.c.updated_at
-                               < naive_utc(summaries_before), cached=True))
+        steps.append(step(conversation_summary, conversation_summary.c.updated_at
+                          < naive_utc(summaries_before), cached=True))
     return steps
+
+
+def _key(table: Table) -> list[ColumnElement[object]]:
+    return list(table.primary_key.columns)
+
+
+def by_keys(keys: Sequence[ColumnElement[Any]],
+            values: Sequence[Sequence[object]]) -> ColumnElement[bool]:
+    """The rows with these primary keys, as an index range on MariaDB: a list of keys
+    of one column, or of tuples; a single tuple as equalities (MariaDB reads ``(a, b)
+    IN ((x, y))`` as a row comparison no index serves)."""
+    if len(keys) == 1:
+        return keys[0].in_([v[0] for v in values])
+    if len(values) == 1:
+        return and_(*(k == v for k, v in zip(keys, values[0], strict=True)))
+    return tuple_(*keys).in_([tuple(v) for v in values])
 
 
 def _table_step(step: DeleteStep) -> TableStep:
@@ -225,71 +260,85 @@ class TableDeletes:
 
     @unavailable_on_db_errors
     async def count(self, step: DeleteStep) -> int:
+        """The rows the step would delete (a row matching several parts counts once)."""
         step = _table_step(step)
+        if len(step.parts) == 1:
+            q = select(func.count()).select_from(step.table).where(step.parts[0])
+        else:
+            keys = _key(step.table)
+            q = select(func.count()).select_from(
+                union(*(select(*keys).where(p) for p in step.parts)).subquery())
         async with self.engine.connect() as conn:
-            return int((await conn.execute(
-                select(func.count()).select_from(step.table).where(step.where))).scalar_one())
+            return int((await conn.execute(q)).scalar_one())
 
     @unavailable_on_db_errors
     async def delete(self, step: DeleteStep, record: RecordCounts | None = None,
                      touched: Callable[[list[tuple[str, str]]], Awaitable[None]] | None = None,
-                     ) -> int:
-        """Delete the step's rows; ``record`` adds each chunk's count in its
-        transaction. ``touched`` hears, after each chunk, the (tenant, conversation)
-        pairs it deleted rows of (tables with a ``conversation_id``)."""
+                     stop: Callable[[], bool] | None = None) -> int:
+        """Delete the step's rows, a chunk per transaction; ``record`` adds each
+        chunk's count in its transaction. ``touched`` hears, after each chunk, the
+        (tenant, conversation) pairs it deleted rows of (tables with a
+        ``conversation_id``); ``stop`` is asked after each chunk (True: the rest stays
+        for the next call)."""
         step = _table_step(step)
         done = 0
-        while True:
-            async with self.engine.begin() as conn:
-                n, pairs = await self._chunk(conn, step, touched is not None)
-                if n and record is not None:
-                    await record(conn, {step.name: n})
-            done += n
-            if pairs and touched is not None:
-                await touched(pairs)
-            if step.chunk_by is None or n < self.chunk:
-                return done
+        for part in step.parts:
+            while True:
+                async with self.engine.begin() as conn:
+                    found, n, pairs = await self._chunk(conn, step.table, part,
+                                                        touched is not None)
+                    if n and record is not None:
+                        await record(conn, {step.name: n})
+                done += n
+                if pairs and touched is not None:
+                    await touched(pairs)
+                if found < self.chunk:
+                    break
+                if stop is not None and stop():
+                    return done
+        return done
 
-    async def _chunk(self, conn: AsyncConnection, step: TableStep,
-                     want_pairs: bool) -> tuple[int, list[tuple[str, str]]]:
-        c = step.table.c
-        pairs: list[tuple[str, str]] = []
+    async def _chunk(self, conn: AsyncConnection, table: Table, where: ColumnElement[bool],
+                     want_pairs: bool) -> tuple[int, int, list[tuple[str, str]]]:
+        """Up to ``chunk`` rows matching ``where`` found, then deleted by their primary
+        keys (no ORDER BY: it would lead the optimizer down the primary key instead of
+        the index ``where`` starts from); how many were found and deleted, and the
+        pairs they belonged to."""
+        c = table.c
+        keys = _key(table)
         with_pairs = want_pairs and "conversation_id" in c
-        if step.chunk_by is None:
-            if with_pairs:
-                pairs = [(str(t), str(v)) for t, v in (await conn.execute(
-                    select(c.tenant_id, c.conversation_id).where(step.where).distinct())).all()]
-            n = (await conn.execute(step.table.delete().where(step.where))).rowcount
-            return int(n or 0), pairs
-        key = c[step.chunk_by]
-        cols = [key, c.tenant_id, c.conversation_id] if with_pairs else [key]
-        rows = (await conn.execute(select(*cols).where(step.where).order_by(key)
+        extra = [c.tenant_id, c.conversation_id] if with_pairs else []
+        rows = (await conn.execute(select(*keys, *extra).where(where)
                                    .limit(self.chunk))).all()
         if not rows:
-            return 0, []
-        n = (await conn.execute(step.table.delete().where(key.in_([r[0] for r in rows])))).rowcount
-        if with_pairs:
-            pairs = sorted({(str(r[1]), str(r[2])) for r in rows})
-        return int(n or 0), pairs
+            return 0, 0, []
+        width = len(keys)
+        found = [tuple(r[:width]) for r in rows]
+        n = int((await conn.execute(table.delete().where(by_keys(keys, found)))).rowcount or 0)
+        pairs = sorted({(str(r[width]), str(r[width + 1])) for r in rows}) if with_pairs else []
+        return len(rows), n, pairs
 
     @unavailable_on_db_errors
     async def candidates_from(self, tenant_id: str, conversations: Sequence[str],
                               events: set[str], record: RecordCounts) -> int:
         """Delete the candidates consolidated in ``conversations`` from any of ``events``
-        (the judged text of a sub-agent's messages, in its parents' runs)."""
+        (the judged text of a sub-agent's messages, in its parents' runs), a chunk per
+        transaction."""
         c = consolidation_candidate.c
         q = (select(c.closed_id, c.seq, c.source_event_ids)
              .where(c.closed_id.in_(_runs(and_(_r.tenant_id == tenant_id,
                                                 _r.conversation_id.in_(list(conversations)))))))
-        async with self.engine.begin() as conn:
+        async with self.engine.connect() as conn:
             keys = [(str(r.closed_id), int(r.seq)) for r in await conn.execute(q)
                     if events & set(json_ids(r.source_event_ids))]
-            n = 0
-            for closed_id, seq in keys:
-                n += int((await conn.execute(consolidation_candidate.delete().where(
-                    c.closed_id == closed_id, c.seq == seq))).rowcount or 0)
-            if n:
-                await record(conn, {consolidation_candidate.name: n})
+        n = 0
+        for i in range(0, len(keys), self.chunk):
+            async with self.engine.begin() as conn:
+                done = int((await conn.execute(consolidation_candidate.delete().where(
+                    by_keys([c.closed_id, c.seq], keys[i: i + self.chunk])))).rowcount or 0)
+                if done:
+                    await record(conn, {consolidation_candidate.name: done})
+            n += done
         return n
 
     @unavailable_on_db_errors

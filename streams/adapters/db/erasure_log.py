@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.engine import insert_ignoring_duplicates, is_sqlite
 from streams.adapters.db.schema.erasure import (
+    ERROR_LEN,
     erasure,
     erasure_conversation,
     erasure_count,
@@ -52,7 +53,8 @@ def _mark(r: Row[tuple[object, ...]]) -> ErasureMark:
 
 
 def _record(r: Row[tuple[object, ...]]) -> ErasureRecord:
-    return ErasureRecord(_mark(r), r.status, r.reference, r.requested_at, r.finished_at)
+    return ErasureRecord(_mark(r), r.status, r.reference, r.requested_at, r.finished_at,
+                         r.error)
 
 
 class TableErasureLog:
@@ -64,7 +66,8 @@ class TableErasureLog:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._insert = insert_ignoring_duplicates(engine, erasure, ["tenant_id", "erasure_id"])
-        self._fence = insert_ignoring_duplicates(engine, erasure_fence, ["seq", "partition"])
+        self._fence = insert_ignoring_duplicates(engine, erasure_fence,
+                                                 ["seq", "round", "partition"])
         self._conversation = insert_ignoring_duplicates(engine, erasure_conversation,
                                                         ["seq", "conversation_id"])
 
@@ -116,11 +119,13 @@ class TableErasureLog:
         return [_record(r) for r in rows]
 
     @unavailable_on_db_errors
-    async def set_status(self, seq: int, status: Status, now: datetime) -> None:
+    async def set_status(self, seq: int, status: Status, now: datetime,
+                         error: str | None = None) -> None:
         at = naive_utc(now)
         async with self.engine.begin() as conn:
             await conn.execute(update(erasure).where(_e.seq == seq).values(
-                status=status, updated_at=at, finished_at=at if status == "done" else None))
+                status=status, updated_at=at, finished_at=at if status == "done" else None,
+                error=error[:ERROR_LEN] if error else None))
             if status == "done":  # the conversation ids served their turn
                 await conn.execute(delete(erasure_conversation).where(
                     erasure_conversation.c.seq == seq))
@@ -137,7 +142,7 @@ class TableErasureLog:
                 await conn.execute(self._conversation, rows[i: i + 1000])
             if now is not None:
                 await conn.execute(update(erasure).where(_e.seq == seq).values(
-                    status="planned", updated_at=naive_utc(now)))
+                    status="planned", updated_at=naive_utc(now), error=None))
 
     @unavailable_on_db_errors
     async def conversations(self, seq: int) -> list[EraseConversation]:
@@ -148,20 +153,22 @@ class TableErasureLog:
         return [EraseConversation(str(r.conversation_id), bool(r.whole)) for r in rows]
 
     async def pass_fence(self, seq: int, partition: int, tombstones: int,
-                         now: datetime) -> None:
-        """Partition ``partition`` of the ingest stage took the erasure in, writing
-        ``tombstones`` to the sessions table (counted once per partition)."""
+                         now: datetime, round: int = 1) -> None:
+        """Partition ``partition`` of the ingest stage passed the erasure's fence of
+        ``round``, writing ``tombstones`` to the sessions table (counted once per
+        partition and round)."""
         async with self.engine.begin() as conn:
             result = await conn.execute(self._fence, {
-                "seq": seq, "partition": partition, "passed_at": naive_utc(now)})
+                "seq": seq, "round": round, "partition": partition,
+                "passed_at": naive_utc(now)})
             if result.rowcount:
                 await self.add_count(conn, seq, {"sessions_table": tombstones})
 
     @unavailable_on_db_errors
-    async def fences(self, seq: int) -> set[int]:
+    async def fences(self, seq: int, round: int = 1) -> set[int]:
         f = erasure_fence.c
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(f.partition).where(f.seq == seq))
+            rows = await conn.execute(select(f.partition).where(f.seq == seq, f.round == round))
             return {int(r.partition) for r in rows}
 
     @unavailable_on_db_errors

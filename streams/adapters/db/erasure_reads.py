@@ -2,10 +2,13 @@
 conversations a user has messages in, and which of them nobody else spoke in (an
 erasure of the user takes those whole).
 
-:class:`ConversationReads` is the ingest stage's read of it
-(:class:`streams.ingest.ports.WholeConversations`), for an erasure fence;
-:meth:`streams.adapters.db.erasure_deletes.TableDeletes.conversations_of` reads the
-same for the erasure itself.
+The erasure looks them up itself
+(:meth:`streams.adapters.db.erasure_deletes.TableDeletes.conversations_of`, through
+the user's index on ``conversation_message``) and records them with the erasure
+(``erasure_conversation``). :class:`ConversationReads` is the ingest stage's read
+of that record (:class:`streams.ingest.ports.WholeConversations`), for the second
+round of a user erasure's fence: a primary-key range of the erasure's own rows,
+never a scan of the messages inside an ingest batch.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.erasure import erasure_conversation
 from streams.erasure.model import EraseConversation
 
 _m = conversation_message.c
@@ -37,7 +41,10 @@ class ConversationReads:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def whole_conversations(self, tenant_id: str, user_id: str) -> list[str]:
-        """The conversations only ``user_id`` has messages in. Raises the driver's error."""
-        found = await conversations_of(self.engine, tenant_id, user_id)
-        return [c.conversation_id for c in found if c.whole]
+    async def whole_conversations(self, seq: int) -> list[str]:
+        """The conversations erasure ``seq`` takes whole, as it recorded them (none once
+        it is done). Raises the driver's error."""
+        c = erasure_conversation.c
+        async with self.engine.connect() as conn:
+            return [str(v) for v in (await conn.execute(select(c.conversation_id).where(
+                c.seq == seq, c.whole.is_(True)))).scalars()]

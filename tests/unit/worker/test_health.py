@@ -219,3 +219,28 @@ def test_the_query_group_rebalances_on_its_own_clock() -> None:
     query.on_rebalance_end(701.0)
     assert liveness(state(faust, 720.0, query=query), STALL, MAX_REBALANCE).status == 200
     assert liveness(state(faust, 732.0, query=query), STALL, MAX_REBALANCE).status == 503
+
+
+def test_the_erasure_queue_is_a_stage_of_the_worker_judged_on_its_own() -> None:
+    """Issue 41: an erasure stuck on its single-partition queue makes the worker not
+    live, named as the ``erasure`` stage, while ingest flows; an erasure acknowledges
+    its request at the end of each turn (at most half the stall timeout), so a long
+    one that is working is never taken for stuck."""
+    from streams.settings import Settings
+    from streams.worker.web import faust_stages
+
+    settings = Settings()
+    stages = faust_stages(settings)
+    assert stages[settings.kafka.erasures_topic] == "erasure"
+    assert settings.erasure.turn_s <= settings.health.stall_timeout_s / 2
+
+    t = tracker(stages=stages)
+    erasures, chat = settings.kafka.erasures_topic, settings.kafka.chat_topic
+    t.on_lag({(erasures, 0): 3, (chat, 0): 10}, 1.0)
+    for now in (10.0, 20.0, 30.0):  # ingest commits all the time
+        t.on_commit({(chat, 0): int(now)}, now)
+    t.on_commit({(erasures, 0): 1}, 15.0)  # a turn ended: requeued, acknowledged
+    assert liveness(state(t, 15.0 + STALL - 1), STALL, MAX_REBALANCE).status == 200
+    v = liveness(state(t, 15.0 + STALL + 1), STALL, MAX_REBALANCE)
+    assert v.status == 503 and v.body["stalled_stages"] == ["erasure"]
+    assert "in the erasure stage" in v.body["reason"]

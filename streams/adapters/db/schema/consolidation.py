@@ -101,6 +101,8 @@ consolidation_run = Table(
     Column("updated_at", Timestamp, nullable=False),
     Column("finished_at", Timestamp),
     Index(None, "status", "updated_at"),
+    Index(None, "tenant_id", "user_id"),  # an erasure's runs (0014)
+    Index(None, "tenant_id", "conversation_id"),
 )
 
 consolidation_candidate = Table(
@@ -129,6 +131,8 @@ consolidation_candidate = Table(
     Column("role", String(16)),
     Column("span_start", Integer),
     Column("span_end", Integer),
+    Index(None, "user_id"),  # an erasure's candidates (0014)
+    Index(None, "memory_id"),
 )
 
 pending_expiry = Table(
@@ -148,6 +152,7 @@ pending_expiry = Table(
     Column("last_error", Text),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "next_attempt_at"),
+    Index(None, "tenant_id", "user_id"),  # an erasure's (0014)
 )
 
 memory_origin = Table(
@@ -166,4 +171,6 @@ memory_origin = Table(
     Column("retired_at", Timestamp),
     Index(None, "tenant_id", "conversation_id", "event_time"),
     Index(None, "closed_id"),
+    Index(None, "tenant_id", "user_id"),  # an erasure's memories (0014)
+    Index(None, "tenant_id", "memory_id"),
 )

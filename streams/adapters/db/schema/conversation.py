@@ -92,6 +92,10 @@ conversation_message = Table(
     Index(None, "tenant_id", "conversation_id", "id"),
     Index(None, "tenant_id", "conversation_id", "session_seq"),
     Index(None, "created_at"),  # retention (streams.erasure.retention)
+    # an erasure of a user (their conversations, agents, messages) and of a
+    # sub-agent conversation stored in its parents (0014)
+    Index(None, "tenant_id", "user_id", "conversation_id"),
+    Index(None, "tenant_id", "origin_conversation_id"),
 )
 
 # The last closed session of a conversation whose state left the sessions table,
@@ -115,6 +119,7 @@ conversation_summary = Table(
     Column("covered_count", Integer, nullable=False),
     Column("token_count", Integer, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    Index(None, "updated_at"),  # retention (streams.erasure.retention, 0014)
 )
 
 # One row per conversation whose Redis list may miss stored messages (a write

@@ -7,7 +7,9 @@ where, never *what*:
     subject, the event-time ``cutoff`` and the chat-topic end offsets when it was
     recorded (JSON ``{partition: offset}``),
     its progress (``recorded`` -> ``planned`` -> ``fenced`` -> ``deleting`` ->
-    ``done``). A memory erasure also keeps the memory's cube, user and source
+    ``done``, or ``blocked`` with the ``error`` that stopped it: the database
+    refused a statement for good, a provider refused, a fault of memstream's
+    own). A memory erasure also keeps the memory's cube, user and source
     event ids, so the same messages do not promote it again. Kept for good:
     ingest, replay and reprocess skip what it covers.
 ``erasure_count``
@@ -15,7 +17,9 @@ where, never *what*:
     ``memos``, ``mem0``), added in the transaction that deleted it, so a
     resumed erasure reports the whole count.
 ``erasure_fence``
-    the partitions of the ingest stage that passed the erasure's fence.
+    the partitions of the ingest stage that passed the erasure's fence
+    (``round`` 1: took the erasure in; ``round`` 2: deleted the session states
+    of the conversations a user erasure takes whole).
 ``erasure_conversation``
     the conversations a user or conversation erasure touches, found when it is
     planned and again after its fence (``whole``: the conversation goes entirely);
@@ -39,6 +43,7 @@ from sqlalchemy import (
 from streams.adapters.db.schema.conversation import BigId, BinaryKey, Timestamp, metadata
 
 ERASURE_ID_LEN = 64
+ERROR_LEN = 255
 
 erasure = Table(
     "erasure",
@@ -58,8 +63,10 @@ erasure = Table(
     Column("requested_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     Column("finished_at", Timestamp),
+    Column("error", String(ERROR_LEN)),  # why it is blocked: the error's class and code, no SQL
     UniqueConstraint("tenant_id", "erasure_id"),
     Index(None, "tenant_id", "target", "subject"),
+    Index(None, "status", "seq"),  # last_done(), every second on every worker (0014)
 )
 
 erasure_count = Table(
@@ -74,6 +81,7 @@ erasure_fence = Table(
     "erasure_fence",
     metadata,
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("round", Integer, primary_key=True, autoincrement=False, server_default="1"),
     Column("partition", Integer, primary_key=True, autoincrement=False),
     Column("passed_at", Timestamp, nullable=False),
 )

@@ -86,6 +86,7 @@ memory = Table(
     Column("span_end", Integer),
     UniqueConstraint("scope_id", "content_hash"),
     Index(None, "scope_id", "session_key", "seq"),
+    Index(None, "tenant_id", "user_id", "cube"),  # an erasure of a user's memories (0014)
     mysql_charset="utf8mb4",
 )
 
@@ -109,6 +110,7 @@ memory_embedding = Table(
     Column("memory_id", BigInteger, primary_key=True),
     Column("dim", Integer, nullable=False),
     Column("vector", LargeBinary, nullable=False),
+    Index(None, "memory_id"),  # an erasure deletes vectors by memory (0014)
     mysql_charset="utf8mb4",
 )
 

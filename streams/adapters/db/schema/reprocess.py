@@ -43,6 +43,7 @@ reprocess_job = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     Column("finished_at", Timestamp),
+    Index(None, "tenant_id", "user_id"),  # the jobs an erasure finds (0014)
 )
 
 reprocess_session = Table(

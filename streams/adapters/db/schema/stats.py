@@ -56,6 +56,7 @@ memory_search_log = Table(
     Column("outcome", String(16), nullable=False),
     Index(None, "tenant_id", "created_at"),
     Index(None, "created_at"),
+    Index(None, "tenant_id", "user_id"),  # an erasure of a user (0014)
     mysql_charset="utf8mb4",
 )
 

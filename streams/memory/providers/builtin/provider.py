@@ -241,12 +241,14 @@ class BuiltinProvider:
             return (await self.eraser.erase(scope.tenant_id, where)).get("memory", 0)
 
     async def erase(self, tenant_id: str, where: ColumnElement[bool],
-                    record: Record | None = None) -> dict[str, int]:
+                    record: Record | None = None,
+                    stop: Callable[[], bool] | None = None) -> dict[str, int]:
         """Delete the memories of ``tenant_id`` matching ``where`` in any cube (an
         erasure's selection); counts per table, each chunk's added by ``record``
-        inside its transaction."""
+        inside its transaction; ``stop`` is asked after each chunk (True: the rest
+        stays for the next call)."""
         async with self._call("forget"):
-            return await self.eraser.erase(tenant_id, where, record)
+            return await self.eraser.erase(tenant_id, where, record, stop)
 
     def drop_caches(self) -> None:
         """Forget every scope state and memory this worker holds (after an erasure); a
