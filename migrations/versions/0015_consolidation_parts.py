@@ -7,7 +7,7 @@ through (``claimed_until_id``) and whether the session has messages after it
 (``has_more``). Runs claimed before are whole sessions: nothing after them.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-09
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
