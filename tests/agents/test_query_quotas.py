@@ -113,12 +113,12 @@ async def test_a_request_taken_over_counts_once_and_over_quota_is_left_to_its_ow
     rescuer, engine, replies, _ = build(rescuer_quotas, clock, record)
     await rescuer(request("loud-c", 0))  # the rescuer's own consumer: its quota is spent
     await rescuer(request("loud-c", 1))
-    assert not await rescuer.rescue(request("loud-c", 2))  # over it: left to its owner
+    assert await rescuer.rescue(request("loud-c", 2)) == "left"  # over it: left to its owner
     assert rescuer_quotas.tally("loud-c", clock()).refused == 0  # looked at, not counted
     await owner(request("loud-c", 2))
     assert errors(owner_replies, "loud-c") == [None]
 
-    assert await rescuer.rescue(request("calm-c", 0))  # taken over: the quota only looked at
+    assert await rescuer.rescue(request("calm-c", 0)) == "taken"  # the quota only looked at
     assert rescuer_quotas.tally("calm-c", clock()).allowed == 0
     await owner(request("calm-c", 0))  # its owner, coming later, counts it once
     assert owner_replies.sent[1:] == []
