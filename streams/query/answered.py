@@ -41,7 +41,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from streams.backoff import FailureBackoff
-from streams.query.model import Claim, TakeOver
+from streams.query.model import Claim
 from streams.query.ports import AnsweredRecord, DurableAnswers
 from streams.stores import CacheUnavailable
 from streams.wire.query import MAX_TIMEOUT_MS
@@ -155,35 +155,31 @@ class AnsweredRequests:
             found = False
         return Claim(answered=True) if found else Claim(answered=False, began_ms=began)
 
-    async def take_over(self, key: str, stale_after_s: float | None = None) -> TakeOver:
-        """For a request another member holds: taken only when the quick copy says that
-        no attempt began (this one is now marked as begun) — or, with ``stale_after_s``,
-        that the one which began more than that ago recorded nothing (taken from it, once
-        among all who ask) — and the database does not have its answer either (an owner
-        that answered while Redis was away, or before it restarted empty, recorded it
-        there only). Not taken when anything else is known, or nothing is (no Redis, or
-        it failed): the request is then left to its partition's owner, so that it is not
-        answered by every member at once. The database is read only when the quick copy
-        has given the request over."""
+    async def take_over(self, key: str) -> bool:
+        """For a request another member holds: True only when the quick copy says that
+        no attempt began and no answer was recorded — and now marks that this one begins —
+        and the database does not have its answer either (an owner that answered while
+        Redis was away, or before it restarted empty, recorded it there only). False when
+        anything else is known, or nothing is (no Redis, or it failed): the request is
+        then left to its partition's owner, so that it is not answered by every member
+        at once. The database is read only when the quick copy has taken it over."""
         record = self._usable()
         if record is None:
-            return TakeOver(False)
-        now_ms = int(self._wall_clock() * 1000)
-        stale_before = None if stale_after_s is None else now_ms - int(stale_after_s * 1000)
+            return False
         try:
-            got = await record.take_over(key, now_ms, stale_before)
+            if not await record.take_over(key, int(self._wall_clock() * 1000)):
+                return False
         except CacheUnavailable as exc:
             self._failed("take-over", exc)
-            return TakeOver(False)
-        if not got.taken or self.durable is None:
-            return got
+            return False
+        if self.durable is None:
+            return True
         try:
-            found = await self.durable.exists(key)
+            return not await self.durable.exists(key)
         except Exception as exc:  # a safeguard, never a gate
             log.warning("answered-request record: database read failed: %s: %s",
                         type(exc).__name__, exc)
-            return got
-        return TakeOver(False) if found else got
+            return True
 
     async def remember(self, key: str) -> None:
         """The reply was acknowledged by the broker: both copies are written."""

@@ -50,8 +50,6 @@ SEND_GRACE_S = 5.0
 # caller's wait (at most IN_FLIGHT_MAX_S), its record looked at every POLL_S
 IN_FLIGHT_SHARE = 0.5
 POLL_S = 0.02
-TAKEN, UNDER_WAY, LEFT = "taken", "under_way", "left"
-"""What came of :meth:`QueryAnswering.rescue`."""
 
 
 class QueryAnswering:
@@ -96,32 +94,18 @@ class QueryAnswering:
                     raise
                 return  # answered after all: finished, and committed with the others
 
-    async def rescue(self, rec: SourceRecord, stale_after_s: float | None = None) -> str:
+    async def rescue(self, rec: SourceRecord) -> bool:
         """Answer a request of a partition another member holds, when no attempt at it has
-        begun — or, with ``stale_after_s``, when the one that began more than that ago has
-        recorded nothing (a worker killed as it answered): its reply is looked for in the
-        reply topic first (:meth:`~streams.query.answered.AnsweredRequests.take_over`).
-        The reply is sent and recorded as by :meth:`__call__`, so that the owner, should it
-        come to the request later, finds it answered (or finds an attempt's mark, and the
-        reply in the reply topic). Anything else is left to the owner. ``taken`` when this
-        worker answered it, ``under_way`` when an attempt began elsewhere and had not
-        recorded an answer, else ``left``; raises nothing but cancellation."""
+        begun (:meth:`~streams.query.answered.AnsweredRequests.take_over`): the reply is
+        sent and recorded as by :meth:`__call__`, so that its owner, should it come to the
+        request later, finds it answered (or finds this attempt's mark, and the reply in
+        the reply topic). Anything else is left to the owner. True when this worker
+        answered it; raises nothing but cancellation."""
         taken: list[str] = []
-        under_way: list[bool] = []
 
         async def take_over(to: ReplyAddress, key: str) -> bool:
-            cid = to.correlation_id
-            if cid is None:  # nothing to match it by
-                return False
-            got = await self.answered.take_over(key, stale_after_s)
-            under_way.append(got.under_way)
-            if not got.taken:
-                return False
-            if got.stale_began_ms is not None and self.sent_replies is not None and (
-                    await self.sent_replies.sent(to.topic, cid, got.stale_began_ms,
-                                                 to.partition)):
-                await self.answered.remember(key)  # the dead attempt's reply went out
-                return False
+            if to.correlation_id is None or not await self.answered.take_over(key):
+                return False  # no correlation id: nothing to match it by
             taken.append(key)
             return True
 
@@ -130,11 +114,11 @@ class QueryAnswering:
         except Exception:
             log.exception("query request %s[%d]@%d: rescue failed", rec.topic, rec.partition,
                           rec.offset)
-            return LEFT
+            return False
         if not isinstance(handled, ToSend) or handled.outcome != ANSWERED or not taken:
-            return UNDER_WAY if any(under_way) else LEFT
+            return False
         delivered = [await self._reply(reply, taken[0]) for reply in handled.records]
-        return TAKEN if all(delivered) else LEFT
+        return all(delivered)
 
     async def _sent_before(self, rec: SourceRecord, asked: list[str], to: ReplyAddress,
                            key: str) -> bool:

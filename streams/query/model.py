@@ -13,14 +13,3 @@ class Claim:
     # when an earlier attempt began (epoch ms) that recorded no answer: its reply
     # may have gone out all the same
     began_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TakeOver:
-    """What came of trying to take over a request another member holds."""
-
-    taken: bool  # this attempt is now the request's: it answers it
-    # taken from an earlier attempt that began then (epoch ms), recorded no answer and
-    # looks dead: its reply may have gone out all the same
-    stale_began_ms: int | None = None
-    under_way: bool = False  # not taken: an attempt began elsewhere and may still answer

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from streams.query.model import Claim, TakeOver
+from streams.query.model import Claim
 from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.query import MemoryQuery, MemoryReply
 
@@ -61,13 +61,10 @@ class AnsweredRecord(Protocol):
         Raises :class:`~streams.stores.CacheUnavailable` when it failed."""
         ...
 
-    async def take_over(self, key: str, now_ms: int,
-                        stale_before_ms: int | None = None) -> TakeOver:
-        """When no answer is recorded: mark that an attempt begins at ``now_ms`` if no
-        attempt's mark is there (taken); if one is, and it began before
-        ``stale_before_ms``, take the request from that attempt — once, whoever asks
-        (taken, with the earlier attempt's beginning); else it is under way. One atomic
-        round trip. Raises :class:`~streams.stores.CacheUnavailable` when it failed."""
+    async def take_over(self, key: str, now_ms: int) -> bool:
+        """Mark that an attempt begins at ``now_ms`` only when no answer is recorded and no
+        attempt's mark is there; whether it was marked. One atomic round trip. Raises
+        :class:`~streams.stores.CacheUnavailable` when it failed."""
         ...
 
     async def remember(self, key: str) -> None:

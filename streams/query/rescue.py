@@ -11,11 +11,7 @@ consumer's; any other is due at :func:`~streams.query.rules.rescue.take_over_at`
 and then handed to ``answer`` (:meth:`~streams.query.answering.QueryAnswering.rescue`),
 which answers it only if no attempt at it began anywhere — one Redis round trip
 decides that atomically, so one worker takes it over, and its owner, coming to
-it later, finds it answered. A request found begun elsewhere and not answered
-is looked at once more, ``RECHECK`` delays after it was produced: if the
-attempt began more than a delay before and still recorded nothing (its worker
-was killed as it answered), it is taken from it, once, after its reply is
-looked for in the reply topic.
+it later, finds it answered.
 
 Bounded: at most ``max_pending`` requests wait for their time (more are
 dropped) and ``concurrency`` are checked or answered at once (a due
@@ -43,12 +39,8 @@ from streams.wire.envelope import SourceRecord
 log = logging.getLogger(__name__)
 
 
-RECHECK = 1.75  # a request found under way is looked at again this many delays after
-# it was produced: an attempt begun then more than one delay ago is taken as dead
-
-
 class Rescuer:
-    def __init__(self, answer: Callable[[SourceRecord, float | None], Awaitable[str]],
+    def __init__(self, answer: Callable[[SourceRecord], Awaitable[bool]],
                  held: Callable[[], set[int]], *, after_s: float, share: float = 0.5,
                  concurrency: int = 8, max_pending: int = 10_000,
                  clock: Callable[[], float] = time.time) -> None:
@@ -59,8 +51,7 @@ class Rescuer:
         self.max_pending = max_pending
         self.clock = clock
         self._slots = asyncio.Semaphore(concurrency)
-        # (due, order, request, its take-over delay when this is its second look)
-        self._pending: list[tuple[float, int, SourceRecord, float | None]] = []
+        self._pending: list[tuple[float, int, SourceRecord]] = []
         self._order = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
@@ -76,13 +67,10 @@ class Rescuer:
         if due is None:
             QUERY_RESCUES.labels("left").inc()
             return
-        self._push(due, rec, None)
-
-    def _push(self, due: float, rec: SourceRecord, stale_after_s: float | None) -> None:
         if len(self._pending) >= self.max_pending:
             QUERY_RESCUES.labels("dropped").inc()
             return
-        heapq.heappush(self._pending, (due, next(self._order), rec, stale_after_s))
+        heapq.heappush(self._pending, (due, next(self._order), rec))
         self._changed.set()
 
     def pending(self) -> int:
@@ -96,8 +84,8 @@ class Rescuer:
                 self._changed.clear()
                 now = self.clock()
                 while self._pending and self._pending[0][0] <= now:
-                    _, _, rec, stale_after_s = heapq.heappop(self._pending)
-                    self._start(rec, stale_after_s)
+                    _, _, rec = heapq.heappop(self._pending)
+                    self._start(rec)
                 wait = self._pending[0][0] - now if self._pending else None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), wait)
@@ -106,38 +94,27 @@ class Rescuer:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _start(self, rec: SourceRecord, stale_after_s: float | None) -> None:
+    def _start(self, rec: SourceRecord) -> None:
         if rec.partition in self.held():  # taken over by this worker's own consumer since
             QUERY_RESCUES.labels("own").inc()
             return
         if self._slots.locked():
             QUERY_RESCUES.labels("dropped").inc()
             return
-        task = asyncio.get_running_loop().create_task(self._one(rec, stale_after_s))
+        task = asyncio.get_running_loop().create_task(self._one(rec))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _one(self, rec: SourceRecord, stale_after_s: float | None) -> None:
+    async def _one(self, rec: SourceRecord) -> None:
         async with self._slots:
             try:
-                outcome = await self.answer(rec, stale_after_s)
+                taken = await self.answer(rec)
             except asyncio.CancelledError:
                 raise
             except Exception:  # answer raises nothing but cancellation; the loop goes on
                 log.exception("query rescue failed")
-                outcome = "left"
-        if outcome == "under_way" and stale_after_s is None and rec.timestamp is not None:
-            # begun elsewhere: looked at once more, and taken if that attempt died
-            delay = self._delay(rec)
-            self._push(rec.timestamp + RECHECK * delay, rec, delay)
-            return
-        taken = outcome == "taken"
+                taken = False
         QUERY_RESCUES.labels("taken" if taken else "left").inc()
         if taken:
             log.info("query request %s[%d]@%d answered for its partition's owner",
                      rec.topic, rec.partition, rec.offset)
-
-    def _delay(self, rec: SourceRecord) -> float:
-        due = take_over_at(rec.timestamp, caller_wait_ms(rec.value), after_s=self.after_s,
-                           share=self.share)
-        return 0.0 if due is None or rec.timestamp is None else due - rec.timestamp

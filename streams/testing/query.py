@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
-from streams.query.model import Claim, TakeOver
+from streams.query.model import Claim
 from streams.stores import CacheUnavailable
 from streams.wire.envelope import Outgoing
 from streams.wire.query import MemoryQuery, MemoryReply
@@ -63,7 +63,6 @@ class MemoryAnsweredRecord:
     def __init__(self) -> None:
         self.answered: set[str] = set()
         self.began: dict[str, int] = {}
-        self.rescuing: set[str] = set()
         self.calls = 0
         self.down = False
         self.gate: asyncio.Event | None = None
@@ -83,19 +82,12 @@ class MemoryAnsweredRecord:
         self.began.setdefault(key, now_ms)
         return Claim(answered=False, began_ms=earlier)
 
-    async def take_over(self, key: str, now_ms: int,
-                        stale_before_ms: int | None = None) -> TakeOver:
+    async def take_over(self, key: str, now_ms: int) -> bool:
         await self._round_trip()
-        if key in self.answered:
-            return TakeOver(False)
-        began = self.began.get(key)
-        if began is None:
-            self.began[key] = now_ms
-            return TakeOver(True)
-        if stale_before_ms is None or began >= stale_before_ms or key in self.rescuing:
-            return TakeOver(False, under_way=True)
-        self.rescuing.add(key)
-        return TakeOver(True, stale_began_ms=began)
+        if key in self.answered or key in self.began:
+            return False
+        self.began[key] = now_ms
+        return True
 
     async def remember(self, key: str) -> None:
         await self._round_trip()
