@@ -35,7 +35,7 @@ from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES, QUERY_WAITED_FOR
 from streams.query.answered import AnsweredRequests
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
-from streams.query.processor import ANSWERED, DUPLICATE, QueryProcessor
+from streams.query.processor import ANSWERED, DUPLICATE, REFUSED, QueryProcessor
 from streams.query.rules.rescue import caller_wait_ms, in_flight_until
 from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord, ToSend
 from streams.wire.spring_reply import ReplyAddress
@@ -82,8 +82,10 @@ class QueryAnswering:
         if handled.outcome == DUPLICATE:
             QUERY_DUPLICATES.inc()
             return
+        # a refusal (over quota) is not an answer: it is sent, not recorded
+        key = asked[0] if asked and handled.outcome != REFUSED else None
         for reply in handled.records:  # the one reply (none when its caller gave up)
-            sending = asyncio.ensure_future(self._reply(reply, asked[0] if asked else None))
+            sending = asyncio.ensure_future(self._reply(reply, key))
             try:
                 await asyncio.shield(sending)
             except asyncio.CancelledError:

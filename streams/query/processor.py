@@ -10,9 +10,11 @@ refuses (``reply_topic_not_allowed``): nothing is written there, and nothing
 of the request is read. With :class:`Signing`, a request not signed with its
 tenant's key gets an ``unauthorized`` error reply carrying its ``request_id``
 only. With a :class:`~streams.quotas.book.QuotaBook`, a valid, signed, awaited
-request over its tenant's ``queries`` quota gets an ``over_quota`` error reply at
-once: no engine work, no round trip to Redis (so it is not recorded as answered,
-and a redelivery of a request answered before may get it too).
+request over its tenant's ``queries`` quota gets an ``over_quota`` error reply
+without engine work — unless it was answered before (a redelivery, or a request
+another worker took over), which the answered-request record is asked first, so
+a caller never gets a refusal after its answer. A request counts against the
+quota of the worker that answers it.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReply
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
 
 
-ANSWERED, EXPIRED, DUPLICATE, LEFT = "answered", "expired", "duplicate", "left"
+ANSWERED, EXPIRED, DUPLICATE, LEFT, REFUSED = (
+    "answered", "expired", "duplicate", "left", "refused")
 """What :meth:`QueryProcessor.handle` says of a request it sends nothing for
 (``expired``: its caller gave up; ``duplicate``: its reply was sent before), or
-of one it replies to (``answered``: the reply is the one record to send);
+of one it replies to (``answered``: the reply is the one record to send;
+``refused``: its reply is an ``over_quota`` refusal, not recorded as an answer);
 :meth:`QueryProcessor.rescue` says ``left`` of a request it leaves to its
 partition's owner."""
 LEFT_ALONE = ToSend(outcome=LEFT)
@@ -71,6 +75,7 @@ class _Admitted:
     query: MemoryQuery
     doc: dict[str, Any]
     key: str
+    over_quota: str | None = None  # why its tenant's quota refuses it, if it does
 
 
 def _short_errors(exc: ValidationError) -> str:
@@ -153,9 +158,8 @@ class QueryProcessor:
         says this worker takes it over. Anything else — a request to dead-letter, to
         refuse or past its deadline, or one taken by another — is left to its partition's
         owner (``ToSend``, outcome ``left``), neither sent, counted nor logged here, so
-        that nothing is done twice. So is a request over its tenant's quota here: the
-        quota is only looked at, never taken from — a request counts against it once,
-        where its partition's owner takes it."""
+        that nothing is done twice. So is a request over its tenant's quota here; one
+        taken over counts against the quota here, where it is answered."""
         start = time.perf_counter()
         admitted = self._admit(rec, start, quiet=True)
         if not isinstance(admitted, _Admitted):
@@ -219,22 +223,38 @@ class QueryProcessor:
             return self._reply(rec, addr, MemoryReply(
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         assert not isinstance(doc, Rejected)
+        over: str | None = None
         if self.quotas is not None:
-            decision = (self.quotas.peek if quiet else self.quotas.take)(query.tenant_id,
-                                                                         self.clock())
+            decision = self.quotas.peek(query.tenant_id, self.clock())
             if not decision.allowed:
-                return LEFT_ALONE if quiet else self._over_quota(rec, addr, query,
-                                                                 decision.message, start)
+                if quiet:
+                    return LEFT_ALONE
+                over = decision.message
         key = request_key(query.tenant_id, addr.topic, addr.partition,
                           addr.correlation_id or b"", rec.value or b"")
-        return _Admitted(addr, query, doc, key)
+        return _Admitted(addr, query, doc, key, over)
+
+    def _take_quota(self, tenant_id: str) -> None:
+        """This request is answered here: it counts against its tenant's quota."""
+        if self.quotas is not None:
+            self.quotas.take(tenant_id, self.clock())
 
     async def _answer_admitted(
             self, rec: SourceRecord, a: _Admitted, start: float,
             sent_before: Callable[[ReplyAddress, str], Awaitable[bool]] | None,
             likely_new: bool) -> ToSend:
-        if sent_before is not None and not likely_new and await sent_before(a.addr, a.key):
+        if a.over_quota is not None:
+            # refused only if it was not answered before (a redelivery, a copy taken
+            # over by another worker): a caller never gets a refusal after its answer
+            if sent_before is not None and await sent_before(a.addr, a.key):
+                return ToSend(outcome=DUPLICATE)
+            decision = self.quotas.take(a.query.tenant_id, self.clock()) if self.quotas else None
+            if decision is None or not decision.allowed:
+                return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
+        elif sent_before is not None and not likely_new and await sent_before(a.addr, a.key):
             return ToSend(outcome=DUPLICATE)
+        else:
+            self._take_quota(a.query.tenant_id)
         answering = asyncio.ensure_future(self._answer(a.query, self._budget(rec, a.query)))
         try:
             if sent_before is not None and likely_new and await sent_before(a.addr, a.key):
@@ -282,7 +302,7 @@ class QueryProcessor:
             error=ReplyError(code="over_quota", message=message),
             latency_ms=round((time.perf_counter() - start) * 1000, 3))
         QUERY_REPLIES.labels("error").inc()
-        return self._reply(rec, addr, reply)
+        return ToSend(self._reply(rec, addr, reply).records, REFUSED)
 
     def _error(self, rec: SourceRecord, addr: ReplyAddress, doc: object, message: str,
                start: float) -> ToSend:

@@ -13,9 +13,11 @@ which answers it only if no attempt at it began anywhere — one Redis round tri
 decides that atomically, so one worker takes it over, and its owner, coming to
 it later, finds it answered.
 
-Bounded: at most ``max_pending`` requests wait for their time (more are
-dropped) and ``concurrency`` are checked or answered at once (a due
-request finding no free slot is dropped): a flood of requests costs this worker
+Bounded: a request of more than ``MAX_REQUEST_BYTES`` is left to its owner
+unread; a timestamp ahead of the worker's clock counts as now; at most
+``max_pending`` requests wait for their time (more are dropped) and
+``concurrency`` are checked or answered at once (a due request finding none
+free is dropped): a flood of requests costs this worker
 a bounded share, and the owner still answers every request it can. Every
 request offered ends counted in ``memstream_query_rescues_total`` by outcome:
 ``own`` (a partition held here), ``taken`` (answered here), ``left`` (begun or
@@ -38,6 +40,8 @@ from streams.wire.envelope import SourceRecord
 
 log = logging.getLogger(__name__)
 
+MAX_REQUEST_BYTES = 64 * 1024  # a request bigger than this is left to its owner
+
 
 class Rescuer:
     def __init__(self, answer: Callable[[SourceRecord], Awaitable[bool]],
@@ -50,7 +54,8 @@ class Rescuer:
         self.share = share
         self.max_pending = max_pending
         self.clock = clock
-        self._slots = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self._running = 0  # checks or answers under way (counted when started)
         self._pending: list[tuple[float, int, SourceRecord]] = []
         self._order = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -62,11 +67,17 @@ class Rescuer:
         if rec.partition in self.held():
             QUERY_RESCUES.labels("own").inc()
             return
+        if rec.value is None or len(rec.value) > MAX_REQUEST_BYTES:
+            QUERY_RESCUES.labels("left").inc()  # no request is this big: its owner's
+            return
         due = take_over_at(rec.timestamp, caller_wait_ms(rec.value), after_s=self.after_s,
                            share=self.share)
         if due is None:
             QUERY_RESCUES.labels("left").inc()
             return
+        # a timestamp ahead of this clock (a producer's clock, or a made-up one) is not
+        # waited for: the request is looked at as if produced now
+        due = min(due, self.clock() + self.after_s)
         if len(self._pending) >= self.max_pending:
             QUERY_RESCUES.labels("dropped").inc()
             return
@@ -98,22 +109,26 @@ class Rescuer:
         if rec.partition in self.held():  # taken over by this worker's own consumer since
             QUERY_RESCUES.labels("own").inc()
             return
-        if self._slots.locked():
+        if self._running >= self.concurrency:
             QUERY_RESCUES.labels("dropped").inc()
             return
+        self._running += 1
         task = asyncio.get_running_loop().create_task(self._one(rec))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._running -= 1
 
     async def _one(self, rec: SourceRecord) -> None:
-        async with self._slots:
-            try:
-                taken = await self.answer(rec)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # answer raises nothing but cancellation; the loop goes on
-                log.exception("query rescue failed")
-                taken = False
+        try:
+            taken = await self.answer(rec)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # answer raises nothing but cancellation; the loop goes on
+            log.exception("query rescue failed")
+            taken = False
         QUERY_RESCUES.labels("taken" if taken else "left").inc()
         if taken:
             log.info("query request %s[%d]@%d answered for its partition's owner",

@@ -84,9 +84,9 @@ async def test_a_loud_tenant_over_its_quota_is_refused_and_a_calm_one_answered()
     answered = loud.count(None)
     assert 5 + 2 * 5 <= answered <= 5 + 3 * 5  # then 5 a second
     assert set(loud) == {None, "over_quota"}
-    # refused without engine work nor a Redis round trip
+    # refused without engine work; one round trip asks whether it was answered before
     assert sum(q.tenant_id == "loud-a" for q in engine.asked) == answered
-    assert record.calls == 2 * (answered + 6)  # claim + remember, answered requests only
+    assert record.calls == 2 * (answered + 6) + (150 - answered)  # a refusal: no record
     assert decisions("loud-a", "refused") == 150 - answered
     assert decisions("loud-a", "allowed") == answered
     assert decisions("calm-a", "allowed") == 6
@@ -104,7 +104,7 @@ async def test_the_over_quota_reply_says_which_quota_and_when_to_retry() -> None
     assert body["memories"] == [] and body["user_profile"] == ""
 
 
-async def test_a_request_taken_over_counts_once_and_over_quota_is_left_to_its_owner() -> None:
+async def test_a_request_taken_over_counts_once_where_answered_and_over_quota_is_left() -> None:
     clock = Clock()
     record = MemoryAnsweredRecord()
     owner_quotas = QuotaBook("queries", Limit(1.0, 2.0))
@@ -113,16 +113,16 @@ async def test_a_request_taken_over_counts_once_and_over_quota_is_left_to_its_ow
     rescuer, engine, replies, _ = build(rescuer_quotas, clock, record)
     await rescuer(request("loud-c", 0))  # the rescuer's own consumer: its quota is spent
     await rescuer(request("loud-c", 1))
-    assert await rescuer.rescue(request("loud-c", 2)) == "left"  # over it: left to its owner
+    assert not await rescuer.rescue(request("loud-c", 2))  # over it: left to its owner
     assert rescuer_quotas.tally("loud-c", clock()).refused == 0  # looked at, not counted
     await owner(request("loud-c", 2))
     assert errors(owner_replies, "loud-c") == [None]
 
-    assert await rescuer.rescue(request("calm-c", 0)) == "taken"  # the quota only looked at
-    assert rescuer_quotas.tally("calm-c", clock()).allowed == 0
-    await owner(request("calm-c", 0))  # its owner, coming later, counts it once
+    assert await rescuer.rescue(request("calm-c", 0))  # answered here: counted here
+    assert rescuer_quotas.tally("calm-c", clock()).allowed == 1
+    await owner(request("calm-c", 0))  # its owner, coming later, finds it answered
     assert owner_replies.sent[1:] == []
-    assert owner_quotas.tally("calm-c", clock()).allowed == 1
+    assert owner_quotas.tally("calm-c", clock()).allowed == 0
     assert errors(replies, "calm-c") == [None]
 
 

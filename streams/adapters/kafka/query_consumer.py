@@ -245,7 +245,12 @@ class QueryConsumer:
             self._backlog_end.pop(tp, None)
 
     async def _assigned(self, assigned: Iterable[Any]) -> None:
-        tps = list(assigned)
+        try:
+            await self._take(list(assigned))
+        finally:  # whatever happened, the partitions are this worker's again
+            self._rebalancing = False
+
+    async def _take(self, tps: list[Any]) -> None:
         consumer = self._consumer
         if consumer is not None and tps:
             try:
@@ -264,7 +269,6 @@ class QueryConsumer:
                     if end is not None:
                         self._backlog_end[(tp.topic, int(tp.partition))] = int(end)
         self.tracker.on_rebalance_end(self.clock())
-        self._rebalancing = False
         self._assigned_once.set()
         log.info("query partitions assigned: %s",
                  ", ".join(str(p) for p in sorted(int(tp.partition) for tp in tps)) or "none")
