@@ -143,14 +143,22 @@ async def test_the_rescuer_hands_over_only_other_partitions_requests_when_due() 
     assert 0.2 <= at[b"slow"] - now < 0.3
 
 
-async def test_the_rescuer_is_bounded_in_what_waits_and_what_runs() -> None:
-    gate = asyncio.Event()
-    started: list[SourceRecord] = []
+class Held:
+    """A rescue that holds each request it is given until ``gate`` opens; left."""
 
-    async def answer(rec: SourceRecord) -> bool:
-        started.append(rec)
-        await gate.wait()
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started: list[SourceRecord] = []
+
+    async def __call__(self, rec: SourceRecord) -> bool:
+        self.started.append(rec)
+        await self.gate.wait()
         return False
+
+
+async def test_the_rescuer_is_bounded_in_what_waits_and_what_runs() -> None:
+    answer = Held()
+    gate, started = answer.gate, answer.started
 
     rescuer = Rescuer(answer, set, after_s=0.05, concurrency=2, max_pending=3)
     dropped = dropped_count()
@@ -225,19 +233,13 @@ async def test_a_request_answered_while_redis_was_away_is_not_taken_over() -> No
 
 
 def dropped_count() -> float:
-    return sum(sample.value for m in REGISTRY.collect() for sample in m.samples
-               if sample.name == "memstream_query_rescues_total"
-               and sample.labels.get("outcome") == "dropped")
+    return REGISTRY.get_sample_value("memstream_query_rescues_total",
+                                     {"outcome": "dropped"}) or 0.0
 
 
 async def test_requests_due_together_start_no_more_checks_than_the_bound() -> None:
-    gate = asyncio.Event()
-    started: list[SourceRecord] = []
-
-    async def answer(rec: SourceRecord) -> bool:
-        started.append(rec)
-        await gate.wait()
-        return False
+    answer = Held()
+    gate, started = answer.gate, answer.started
 
     rescuer = Rescuer(answer, set, after_s=0.01, concurrency=2, max_pending=10_000)
     before = dropped_count()
