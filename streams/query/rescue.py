@@ -8,7 +8,9 @@ reads every query partition outside the group (the standby reader,
 :class:`~streams.adapters.kafka.query_standby.QueryStandby`) and offers each
 request it reads here. A request of a partition this worker holds is its own
 consumer's; any other is due at :func:`~streams.query.rules.rescue.take_over_at`
-and then handed to ``answer`` (:meth:`~streams.query.answering.QueryAnswering.rescue`),
+— at once while this worker's own query consumer rebalances (``stopped``): in an
+eager rebalance no member of the group reads, so nobody begins it — and then
+handed to ``answer`` (:meth:`~streams.query.answering.QueryAnswering.rescue`),
 which answers it only if no attempt at it began anywhere — one Redis round trip
 decides that atomically, so one worker takes it over, and its owner, coming to
 it later, finds it answered.
@@ -41,15 +43,18 @@ from streams.wire.envelope import SourceRecord
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 64 * 1024  # a request bigger than this is left to its owner
+STOPPED_POLL_S = 0.05  # how soon a rebalance beginning makes the waiting requests due
 
 
 class Rescuer:
     def __init__(self, answer: Callable[[SourceRecord], Awaitable[bool]],
                  held: Callable[[], set[int]], *, after_s: float, share: float = 0.5,
                  concurrency: int = 8, max_pending: int = 10_000,
+                 stopped: Callable[[], bool] = lambda: False,
                  clock: Callable[[], float] = time.time) -> None:
         self.answer = answer
         self.held = held
+        self.stopped = stopped
         self.after_s = after_s
         self.share = share
         self.max_pending = max_pending
@@ -78,6 +83,8 @@ class Rescuer:
         # a timestamp ahead of this clock (a producer's clock, or a made-up one) is not
         # waited for: the request is looked at as if produced now
         due = min(due, self.clock() + self.after_s)
+        if self.stopped():  # the group does not read: nobody else will begin it now
+            due = self.clock()
         if len(self._pending) >= self.max_pending:
             QUERY_RESCUES.labels("dropped").inc()
             return
@@ -94,10 +101,12 @@ class Rescuer:
             while True:
                 self._changed.clear()
                 now = self.clock()
-                while self._pending and self._pending[0][0] <= now:
+                every = self.stopped()
+                while self._pending and (every or self._pending[0][0] <= now):
                     _, _, rec = heapq.heappop(self._pending)
                     self._start(rec)
-                wait = self._pending[0][0] - now if self._pending else None
+                # a rebalance beginning makes every waiting request due: looked for often
+                wait = min(self._pending[0][0] - now, STOPPED_POLL_S) if self._pending else None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), wait)
         finally:

@@ -219,7 +219,8 @@ class WorkerContext:
         answering = await self.query_answering()
         rescuer = Rescuer(answering.rescue, lambda: set(self.queries.partitions()),
                           after_s=q.rescue_after_s, share=q.rescue_share,
-                          concurrency=q.rescue_concurrency, max_pending=q.rescue_pending_max)
+                          concurrency=q.rescue_concurrency, max_pending=q.rescue_pending_max,
+                          stopped=self.queries.rebalancing)
         self._rescuing = asyncio.get_running_loop().create_task(rescuer.run())
         self.standby.start(rescuer.offer)
         return True

@@ -143,6 +143,38 @@ async def test_the_rescuer_hands_over_only_other_partitions_requests_when_due() 
     assert 0.2 <= at[b"slow"] - now < 0.3
 
 
+async def test_while_its_own_group_rebalances_the_rescuer_hands_over_at_once() -> None:
+    """In an eager rebalance no member reads: requests waiting for their time, and those
+    offered meanwhile, are handed over without waiting for it."""
+    handed: list[tuple[bytes, float]] = []
+
+    async def answer(rec: SourceRecord) -> bool:
+        handed.append((header(rec.headers, "kafka_correlationId") or b"", time.time()))
+        return True
+
+    stopped = False
+    rescuer = Rescuer(answer, set, after_s=0.4, share=0.5, stopped=lambda: stopped)
+    runner = asyncio.get_running_loop().create_task(rescuer.run())
+    try:
+        now = time.time()
+        rescuer.offer(_at(1, now, b"waiting"))  # due at 0.4 s
+        await asyncio.sleep(0.1)
+        assert handed == []
+        stopped = True  # the group begins to rebalance
+        await asyncio.sleep(0.1)
+        rescuer.offer(_at(2, time.time(), b"offered"))
+        await asyncio.sleep(0.05)
+        stopped = False
+        rescuer.offer(_at(3, time.time(), b"after"))  # waits again for its time
+        await asyncio.sleep(0.1)
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    at = dict(handed)
+    assert set(at) == {b"waiting", b"offered"}
+    assert at[b"waiting"] - now < 0.3
+
+
 class Held:
     """A rescue that holds each request it is given until ``gate`` opens; left."""
 

@@ -162,10 +162,19 @@ def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
     moving = [at for at, _ in c.outcomes if not within(at, outages) and within(at, rebalances)]
     late = [at for at in c.late() if at not in out]
     return DeadlineTally(
-        c.name, c.deadline_s, len(c.outcomes), len(late), [round(at - started, 1) for at in late],
+        c.name, c.deadline_s, c.late_allowed, len(c.outcomes), len(late),
+        [round(at - started, 1) for at in late],
         len(out), sum(1 for at in c.late() if at in out),
         len(moving), sum(1 for at in c.late() if at in moving), max(answered, default=0.0),
         c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped)
+
+
+LATE_AT_300_MS = 0.10
+"""Share of the 300 ms callers' queries asked while a worker was live that may come
+late: every process of the test (broker, databases, workers, callers) shares two
+cores, and a worker starting beside the only live one slows it by a few hundred
+milliseconds. Without hedging and take-over those asked in a rebalance or after a
+SIGKILL come late: 12-30 of the 84 a run asks."""
 
 
 async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
@@ -195,7 +204,8 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                                   cfg.query_rate)
             callers = DeadlineCallers(
                 w, stack.topics["queries"], f"{stack.name}.deadline-replies",
-                f"{stack.name}-query", [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3)],
+                f"{stack.name}-query",
+                [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3, LATE_AT_300_MS)],
                 cfg.deadline_rate)
             driver = FaultDriver(cluster, schedule, observer)
             tasks = [asyncio.create_task(queries.run(timeline.note)),

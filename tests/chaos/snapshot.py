@@ -52,6 +52,7 @@ class DeadlineTally:
 
     name: str
     deadline_s: float
+    late_allowed: float  # share of those asked while a worker was live that may come late
     asked: int
     late: int  # no reply within the deadline, asked while a worker was live
     late_at: list[float]  # when each of those was asked, seconds into the phase
@@ -63,6 +64,10 @@ class DeadlineTally:
     hedges_sent: int
     hedges_won: int
     duplicates_dropped: int  # second replies the client did not pass on
+
+    @property
+    def too_late(self) -> bool:
+        return self.late > self.late_allowed * (self.asked - self.outage_asked)
 
 
 @dataclass

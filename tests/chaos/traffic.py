@@ -162,6 +162,8 @@ class DeadlineClass:
 
     name: str
     deadline_s: float
+    late_allowed: float = 0.0
+    """share of the queries asked while a worker was live that may come late"""
     outcomes: list[tuple[float, QueryOutcome]] = field(default_factory=list)
     """(when it was asked, monotonic; what came of it)"""
     stats: ClientStats = field(default_factory=ClientStats)

@@ -210,16 +210,20 @@ def test_stretches_group_nearby_positions() -> None:
         "0.1%-9.0% (3)", "50.0%-52.0% (2)", "90.0%-90.0% (1)"]
 
 
-@pytest.mark.parametrize(("deadline_s", "asked", "late", "ok"), [
-    (1.0, 100, 0, True),
-    (1.0, 100, 1, False),
-    (0.3, 100, 0, True),
-    (0.3, 100, 1, False),
-    (0.3, 10, 1, False),
+@pytest.mark.parametrize(("allowed", "asked", "outage", "late", "ok"), [
+    (0.0, 100, 0, 0, True),
+    (0.0, 100, 0, 1, False),
+    (0.05, 100, 0, 5, True),
+    (0.05, 100, 0, 6, False),
+    (0.05, 10, 0, 1, False),
+    # a share of those asked while a worker was live, not of all asked
+    (0.05, 100, 20, 4, True),
+    (0.05, 100, 20, 5, False),
 ])
-def test_deadline_callers_are_never_late_while_a_worker_is_live(
-        deadline_s: float, asked: int, late: int, ok: bool) -> None:
-    tally = DeadlineTally("c", deadline_s, asked, late, [1.0] * late, 0, 0, 0, 0, 0.5, 0, 0, 0)
+def test_deadline_callers_are_late_at_most_their_allowed_share_while_a_worker_is_live(
+        allowed: float, asked: int, outage: int, late: int, ok: bool) -> None:
+    tally = DeadlineTally("c", 0.3, allowed, asked, late, [1.0] * late, outage, 0, 0, 0, 0.5,
+                          0, 0, 0)
     assert deadline_queries_in_time(Snapshot(deadline=[tally])).ok is ok
 
 

@@ -292,6 +292,11 @@ class QueryConsumer:
         except Exception:
             return set()
 
+    def rebalancing(self) -> bool:
+        """This worker's query partitions were revoked and new ones not assigned yet: in
+        an eager rebalance no member of the group reads."""
+        return self._rebalancing
+
     def partitions(self) -> list[int]:
         """The partitions whose requests this worker answers now: none while the group
         rebalances (their fetching stopped when they were revoked)."""
