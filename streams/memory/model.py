@@ -17,6 +17,8 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Literal, get_args
 
+from streams.wire.records import AGENT_CUBE_PREFIX
+
 MemoryType = Literal["text", "preference", "skill", "tool"]
 ScopeKind = Literal["user", "agent"]  # the layer; who owns a memory is provider.Scope
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
@@ -27,7 +29,7 @@ MAX_MEMORY_CHARS = 200
 
 
 def agent_cube(agent_id: str) -> str:
-    return f"agent_{agent_id}"
+    return f"{AGENT_CUBE_PREFIX}{agent_id}"
 
 
 def cube_for(scope: ScopeKind, agent_id: str) -> str:

@@ -90,7 +90,11 @@ def parse_time(raw: str, name: str) -> datetime:
     except ValueError:
         raise BadRequest("invalid_parameter", f"{name}: not an ISO 8601 time: {raw!r}",
                          name) from None
-    value = naive_utc(value)
+    try:
+        value = naive_utc(value)
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is past the last UTC time
+        raise BadRequest("invalid_parameter", f"{name}: not a time in UTC: {raw!r}",
+                         name) from None
     if value < EARLIEST:
         raise BadRequest("invalid_parameter", f"{name}: times before 1970 are not supported",
                          name)

@@ -23,6 +23,7 @@ from streams.wire.erasure import ErasureFence
 from streams.wire.json_doc import MAX_DEPTH, load_object
 from streams.wire.records import EVENT_TYPES, ChatEvent, ChatMessage, IdleCheck, SessionEnd
 from streams.wire.rejections import (
+    BAD_ID,
     BAD_TIME,
     INVALID_TEXT,
     MISSING_TENANT,
@@ -38,8 +39,9 @@ from streams.wire.rejections import (
 )
 
 __all__ = [
-    "INVALID_TEXT", "MAX_DEPTH", "MISSING_TENANT", "OUT_OF_RANGE", "REASONS", "SCHEMA",
-    "TOO_DEEP", "TOO_LARGE", "UNDECODABLE", "UNKNOWN_TYPE", "UNSTORABLE", "Rejected",
+    "BAD_ID", "BAD_TIME", "INVALID_TEXT", "MAX_DEPTH", "MISSING_TENANT", "OUT_OF_RANGE",
+    "REASONS", "SCHEMA", "TOO_DEEP", "TOO_LARGE", "UNDECODABLE", "UNKNOWN_TYPE", "UNSTORABLE",
+    "Rejected",
     "decode_chat_event", "decode_idle_record", "decode_record",
 ]
 
@@ -47,7 +49,7 @@ M = TypeVar("M", bound=BaseModel)
 
 _adapter: TypeAdapter[ChatMessage | SessionEnd] = TypeAdapter(ChatEvent)
 # validation errors whose type is itself a reason (raised by the models' own rules)
-_REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE, BAD_TIME})
+_REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE, BAD_TIME, BAD_ID})
 
 
 def decode_chat_event(

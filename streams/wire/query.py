@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from streams.wire.records import Ident, TenantId
+from streams.wire.records import AgentId, Ident, TenantId
 
 # the longest a caller may wait (``options.timeout_ms``); an older request is never answered
 MAX_TIMEOUT_MS = 60_000
@@ -72,7 +72,7 @@ class MemoryQuery(_Lenient):
     request_id: str | None = Field(None, max_length=128, description="Echoed in the reply.")
     tenant_id: TenantId
     user_id: Ident
-    agent_id: Ident
+    agent_id: AgentId
     conversation_id: Ident | None = None
     message: str = Field(min_length=1, max_length=65536, description="The user's new message.")
     context: str | None = Field(

@@ -58,7 +58,27 @@ SUBAGENT_PREFIX = "agent:"
 
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
 MAX_ID_LEN = 255  # user, agent and conversation ids
-Ident = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LEN)]
+AGENT_CUBE_PREFIX = "agent_"  # an agent's cube is this and its id (streams.memory.model)
+MAX_AGENT_ID_LEN = MAX_ID_LEN - len(AGENT_CUBE_PREFIX)  # its cube's name fits the column
+TRIMMED_PATTERN = r"^\S(?:[\s\S]*\S)?$"
+BAD_ID_MESSAGE = "ids may not begin or end with whitespace (they are compared exactly)"
+
+
+def _trimmed(value: str) -> str:
+    """An id as stored and compared: nothing at either end that a database (MySQL
+    ignores trailing spaces) or a provider would strip or compare away."""
+    if value != value.strip():
+        raise PydanticCustomError("bad_id", BAD_ID_MESSAGE)
+    return value
+
+
+Label = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LEN)]
+"""A name or an opaque id memstream stores as given and never looks up by."""
+Ident = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LEN),
+                  AfterValidator(_trimmed), Field(json_schema_extra={"pattern": TRIMMED_PATTERN})]
+AgentId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_AGENT_ID_LEN),
+                    AfterValidator(_trimmed),
+                    Field(json_schema_extra={"pattern": TRIMMED_PATTERN})]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -93,7 +113,7 @@ class _Event(BaseModel):
     event_id: EventId = Field(description="Idempotency key, unique per tenant.")
     tenant_id: TenantId = Field(description="Tenant; every row, key and lookup is scoped by it.")
     user_id: Ident
-    agent_id: Ident
+    agent_id: AgentId
     conversation_id: Ident = Field(
         description=(
             "Conversation; ids starting with `agent:` are a sub-agent's virtual conversation."
@@ -128,12 +148,12 @@ class ChatMessage(_Event):
     type: Literal["message"]
     role: Role
     content: str = Field(description="Message text (may be empty for a pure tool call).")
-    name: Ident | None = Field(None, description="Speaker name.")
+    name: Label | None = Field(None, description="Speaker name.")
     tool_calls: list[dict[str, Any]] | None = Field(
         None, description="OpenAI-style tool calls made by an assistant message "
         "(at most 65,535 bytes as JSON)."
     )
-    tool_call_id: Ident | None = Field(None, description="The call a `tool` message answers.")
+    tool_call_id: Label | None = Field(None, description="The call a `tool` message answers.")
     parent_conversation_id: Ident | None = Field(
         None,
         description=(
@@ -188,7 +208,7 @@ class SessionClosed(BaseModel):
     closed_id: str = Field(description="Idempotency key: conversation, session number.")
     tenant_id: TenantId
     user_id: Ident
-    agent_id: Ident
+    agent_id: AgentId
     conversation_id: Ident
     trigger: Literal["explicit", "idle", "late"] = Field(description=(
         "`explicit` (a session_end), `idle` (inactivity), or `late`: messages of a session "

@@ -24,13 +24,15 @@ OUT_OF_RANGE: Final = "out_of_range"
 """A date-time that cannot be represented in UTC, or outside 1000-01-01 to 9999-12-31."""
 BAD_TIME: Final = "bad_time"
 """``created_at`` in no form memstream reads (see ``streams.wire.records.TIME_FORMS``)."""
+BAD_ID: Final = "bad_id"
+"""A user, agent or conversation id beginning or ending with whitespace."""
 SCHEMA: Final = "schema"
 UNSTORABLE: Final = "unstorable"
 """The database refused the row for good (only its own row: the rest of its batch was stored)."""
 
 REASONS: Final = (
     UNDECODABLE, TOO_DEEP, INVALID_TEXT, MISSING_TENANT, UNKNOWN_TYPE, TOO_LARGE, OUT_OF_RANGE,
-    BAD_TIME, SCHEMA, UNSTORABLE,
+    BAD_TIME, BAD_ID, SCHEMA, UNSTORABLE,
 )
 
 

@@ -30,6 +30,9 @@ BAD: list[tuple[bytes, str]] = [
     (json.dumps(chat_event(0, "bad", content="x" * 70_000)).encode(), "too_large"),
     (json.dumps(chat_event(0, "bad", role="robot")).encode(), "schema"),
     (json.dumps(chat_event(0, "bad", created_at="last tuesday")).encode(), "bad_time"),
+    # an id a store or provider would trim: refused at the door, never stuck later
+    (json.dumps(chat_event(0, "bad", user_id="alice ")).encode(), "bad_id"),
+    (json.dumps(session_end_event("bad", user_id="alice ")).encode(), "bad_id"),
 ]
 
 
@@ -95,6 +98,7 @@ async def test_dead_letters_are_counted_by_reason(running: Stack) -> None:
     assert counts['memstream_dead_letters_total{reason="undecodable",stage="ingest"}'] == 2
     for reason in ("missing_tenant", "unknown_type", "too_large", "schema", "bad_time"):
         assert counts[f'memstream_dead_letters_total{{reason="{reason}",stage="ingest"}}'] == 1
+    assert counts['memstream_dead_letters_total{reason="bad_id",stage="ingest"}'] == 2
 
 
 async def test_same_conversation_id_under_two_tenants_stays_two(running: Stack) -> None:

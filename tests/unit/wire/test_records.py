@@ -6,6 +6,7 @@ from datetime import UTC
 import pytest
 
 from streams.wire.decode import (
+    BAD_ID,
     BAD_TIME,
     INVALID_TEXT,
     MISSING_TENANT,
@@ -124,6 +125,14 @@ def tool_calls_of(size: int) -> list[dict[str, str]]:
         (enc(tenant_id="t" * 65), SCHEMA),
         (enc(type=["message"]), UNKNOWN_TYPE),
         (enc(content=None), SCHEMA),  # NOT NULL
+        # ids are compared exactly: what MySQL or a provider would trim is refused
+        (enc(user_id="alice "), BAD_ID),
+        (enc(user_id=" alice"), BAD_ID),
+        (enc(user_id="alice\t"), BAD_ID),
+        (enc(agent_id="bot\u00a0"), BAD_ID),  # a no-break space
+        (enc(conversation_id="c1\n"), BAD_ID),
+        (enc(user_id=" "), BAD_ID),
+        (enc(agent_id="a" * 250), SCHEMA),  # its cube, agent_ and the id, is 256 characters
     ],
 )
 def test_rejections_name_one_reason(raw: bytes | None, reason: str) -> None:
