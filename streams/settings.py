@@ -549,7 +549,7 @@ class QuerySettings(BaseModel):
             "memories' share of it is left out of their score."),
     )
     unheld_recent_vectors: int = Field(
-        2_000, ge=0, description=(
+        1_000, ge=0, description=(
             "Vectors of a scope not held read per search, the newest memories' (dense "
             "candidates besides the memories found by their words; 0: only those)."),
     )

@@ -80,7 +80,7 @@ class UnheldLimits:
     """What one query reads of a scope not held: postings a term, newest vectors."""
 
     term_postings: int = 2_000
-    recent_vectors: int = 2_000
+    recent_vectors: int = 1_000
 
 
 class UnheldReads:
@@ -113,7 +113,7 @@ class UnheldReads:
         rows += await self._neighbours(conn, sid, tenant, neighbour_slots(rows))
         rows.sort(key=lambda r: int(r.id))
         st = ScopeState(sid, int(stats.version), n, total, 0)
-        st.add_rows(rows)
+        st.add_rows(rows, index=False)  # its postings: the ones read
         if self.model is not None:
             st._buf = np.zeros((0, self.model[1]), np.float32)
             if qvec is not None:
