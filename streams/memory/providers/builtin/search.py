@@ -148,7 +148,7 @@ class Search:
         """``unheld``: how a scope too large to hold (:meth:`ScopeCache.too_large`) is
         read per query (default: :class:`.unheld.UnheldReads` of the cache's model)."""
         self.engine = engine
-        self.unheld = unheld if unheld is not None else UnheldReads(cache.model)
+        self.unheld = unheld
         self.held = held
         self.cache = cache
         self.memories = rows
@@ -220,9 +220,10 @@ class Search:
                         await asyncio.gather(*(self.cache.fresh(s) for s in small)),
                         strict=True))
         vec = None if qvec is None else await qvec
+        reads = self.unheld if self.unheld is not None else UnheldReads(self.cache.model)
         async with self.engine.connect() as conn:
             postings = await self._terms(conn, list(held.values()), terms, None)
-            parts = {int(s.id): await self.unheld.read(conn, s, scope.tenant_id, terms, vec,
+            parts = {int(s.id): await reads.read(conn, s, scope.tenant_id, terms, vec,
                                                        self.candidates)
                      for s in stats if int(s.id) in over}
             for sid, part in parts.items():
