@@ -101,7 +101,8 @@ async def open_engine(url: str, embedder: str = "none") -> tuple[Any, Any]:
     settings = Settings(database=DatabaseSettings(url=SecretStr(url)),
                         redis=RedisSettings(url=None),
                         embedding=EmbeddingSettings(kind=embedder),
-                        query=QuerySettings(scope_cache_memories=300_000))
+                        query=QuerySettings(scope_cache_memories=300_000,
+                                            scope_hold_max=300_000))
     rt = await Runtime(settings, migrate=False).start()
     engine = Wiring(settings, rt, publisher=Discard(),  # type: ignore[arg-type]
                     agent_configs=StaticAgentConfigs()).query_processor().engine

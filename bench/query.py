@@ -359,7 +359,8 @@ def run_settings(run: str, url: str, embedder: str, held: int = 200_000) -> Sett
         redis=RedisSettings(url=SecretStr(f"redis://127.0.0.1:{REDIS_PORT}/6"),
                             key_prefix=f"qb{run}"),
         embedding=EmbeddingSettings(kind=embedder),
-        query=QuerySettings(reply_topic=f"qbench-{run}.replies", scope_cache_memories=held),
+        query=QuerySettings(reply_topic=f"qbench-{run}.replies", scope_cache_memories=held,
+                            scope_hold_max=held),
         web=WebSettings(port=free_port()),
     )
 

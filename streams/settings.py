@@ -527,14 +527,31 @@ class QuerySettings(BaseModel):
     )
     pref_top_k: int = Field(6, ge=0, le=100, description="Preference memories searched per query.")
     scope_cache_memories: int = Field(
-        200_000, ge=1, description=(
+        50_000, ge=1, description=(
             "Memories of the built-in provider's scopes a worker holds in memory, indexed, "
-            "with their rows (the least recently searched scopes go first; one scope larger "
-            "than this is still held alone). Measured: about 330 MB of a worker's memory per "
-            "100,000 memories held lexical, about 790 MB with the local embedder's vectors "
-            "and graphs (docs/benchmarks.md, query at scale). Each held memory's budget "
-            "line is counted as its scope is read and the count memoised (with 50,000 "
-            "other texts): up to about 18 MB more per 100,000."),
+            "with their rows (the least recently searched scopes go first). Measured: about "
+            "3.3 kB of a worker's memory per memory held lexical, 7.9 kB with the local "
+            "embedder's vectors and graphs, plus up to 0.18 kB for its memoised budget line "
+            "(docs/operations.md, memory per worker: the default fits a 1 GiB pod with the "
+            "embedder on)."),
+    )
+    scope_hold_max: int = Field(
+        20_000, ge=1, description=(
+            "Most valid memories of one scope (a user's or an agent's cube) a worker holds "
+            "(at most `scope_cache_memories`). A larger scope is never loaded whole: each "
+            "search reads the postings of its terms, the newest vectors and the rows it "
+            "needs from the database (docs/retrieval.md, scopes not held)."),
+    )
+    unheld_term_postings: int = Field(
+        2_000, ge=1, description=(
+            "Postings of one query term read from a scope not held, the newest memories' "
+            "first; a term with more has its document frequency counted, and older "
+            "memories' share of it is left out of their score."),
+    )
+    unheld_recent_vectors: int = Field(
+        1_000, ge=0, description=(
+            "Vectors of a scope not held read per search, the newest memories' (dense "
+            "candidates besides the memories found by their words; 0: only those)."),
     )
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."

@@ -181,6 +181,7 @@ class Runtime:
     def providers(self) -> ProviderRegistry:
         """The built-in provider always; MemOS and Mem0 when their URLs are set."""
         from streams.memory.providers.builtin.provider import BuiltinProvider
+        from streams.memory.providers.builtin.unheld import UnheldLimits
         from streams.query.line_counts import BudgetLineCounts
 
         s, c = self.settings, self.settings.consolidation
@@ -199,6 +200,8 @@ class Runtime:
             recency=Recency(depth=r.recency_depth, band=r.recency_band),
             ann_min_vectors=s.embedding.ann_min_vectors,
             vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held,
+            scope_hold_max=s.query.scope_hold_max,
+            unheld=UnheldLimits(s.query.unheld_term_postings, s.query.unheld_recent_vectors),
             rows_read=BudgetLineCounts(self.tokens, s.query.max_memory_chars),
             held_reads=self._held_reads())
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,

@@ -28,7 +28,8 @@ async def test_the_token_memo_follows_the_memories_a_worker_holds(held: int,
         tokens = rt.tokens
         assert tokens._count.maxsize == held + MEMO_TEXTS
         assert tokens("two words") == 2
-        assert Settings().query.scope_cache_memories == 200_000
+        assert Settings().query.scope_cache_memories == 50_000
+        assert rt.providers.get("mysql").provider.cache.hold_max == min(held, 20_000)
         lines = rt.providers.get("mysql").provider.cache.rows_read
         assert isinstance(lines, BudgetLineCounts)
         assert (lines.counter, lines.max_chars) == (tokens, 500)

@@ -256,9 +256,9 @@ class KeptParts:
 
 
 def _parts_of(p: PostingArrays, n: int, avg: float, k1: float, b: float,
-              ) -> tuple[npt.NDArray[np.float64], int, int]:
+              df: int | None = None) -> tuple[npt.NDArray[np.float64], int, int]:
     doc_ids, tf, dl = p
-    df = len(doc_ids)
+    df = len(doc_ids) if df is None else max(df, len(doc_ids))
     idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
     denom = tf + k1 * (1.0 - b + b * dl / avg)
     # the lowest and highest id: (in whatever order a term's postings are)
@@ -274,11 +274,13 @@ def bm25_arrays(
     k1: float = 1.2,
     b: float = 0.75,
     kept: KeptParts | None = None,
+    df: Mapping[str, int] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """:func:`bm25` over posting arrays: the same scores, bit for bit, as ``(ids, scores)``
     in the order :func:`bm25`'s dict has them (query-term order, then ascending id);
     the terms' parts taken from ``kept`` while they hold there. A term's postings name
-    an id once (the index's key is the term and the memory)."""
+    an id once (the index's key is the term and the memory). ``df``: the document
+    frequency of a term whose postings are only a part of its own (else their number)."""
     n = max(n_docs, 1)
     avg = avg_len if avg_len > 0 else 1.0
     ids: list[npt.NDArray[np.int64]] = []
@@ -289,7 +291,8 @@ def bm25_arrays(
         p = postings.get(term)
         if p is None or not len(p[0]):
             continue
-        part, first, last = (_parts_of(p, n, avg, k1, b) if kept is None
+        part, first, last = (_parts_of(p, n, avg, k1, b, None if df is None else df.get(term))
+                             if kept is None or (df is not None and term in df)
                              else kept.parts_of(term, p, n, avg, k1, b))
         ids.append(p[0])
         parts.append(part)

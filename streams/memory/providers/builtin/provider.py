@@ -62,6 +62,7 @@ from streams.memory.providers.builtin.rows import (
 )
 from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.memory.providers.builtin.search import Search
+from streams.memory.providers.builtin.unheld import UnheldLimits, UnheldReads
 from streams.memory.providers.builtin.writes import Writes, prepare
 from streams.memory.rules.fusion import FusionWeights, Ramp
 from streams.memory.rules.recency import Recency
@@ -86,6 +87,8 @@ class BuiltinProvider:
         ramp: Ramp = Ramp(),  # noqa: B008 - frozen
         recency: Recency = Recency(),  # noqa: B008 - frozen
         vector_cache_rows: int = 200_000,
+        scope_hold_max: int | None = None,
+        unheld: UnheldLimits = UnheldLimits(),  # noqa: B008 - frozen
         cache_postings: int = 4_000_000,
         row_cache_rows: int = 200_000,
         rows_read: RowsRead | None = None,
@@ -100,14 +103,14 @@ class BuiltinProvider:
         self.name = name
         model = (self.embedder.name, self.embedder.dim) if self.embedder is not None else None
         self.memories = MemoryCache(row_cache_rows)
-        self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows,
+        self.cache = ScopeCache(engine, model, max_rows=vector_cache_rows, hold_max=scope_hold_max,
                                 max_postings=cache_postings, rows=self.memories,
                                 rows_read=rows_read, ann_min_vectors=ann_min_vectors)
         self.held_reads = held_reads
         self._search = Search(engine, self.cache, self.memories, weights=weights,
                               candidates=candidates, mmr_lambda=mmr_lambda, ramp=ramp,
-                              recency=recency,
-                              held=self.held_reads)
+                              recency=recency, held=self.held_reads,
+                              unheld=UnheldReads(model, unheld))
         self._writes = Writes(engine, clock)
         self.eraser = Eraser(engine)
 

@@ -71,6 +71,7 @@ class ScopeCache:
 
     def __init__(self, engine: AsyncEngine, model: tuple[str, int] | None, *,
                  max_rows: int = 200_000, max_postings: int = 4_000_000,
+                 hold_max: int | None = None,
                  rows: MemoryCache | None = None, rows_read: RowsRead | None = None,
                  ann_min_vectors: int = 0,
                  ann_params: AnnParams = AnnParams()) -> None:  # noqa: B008
@@ -78,8 +79,10 @@ class ScopeCache:
         read anyway; ``rows_read`` prepares whatever else the rows the memory cache
         holds need (in a load's thread). A scope with at least ``ann_min_vectors``
         vectors (0: none) gets a graph of them (:mod:`.ann`), built in a thread once
-        the scope is held."""
+        the scope is held. A scope of more than ``hold_max`` valid memories (default:
+        ``max_rows``) is never held (:meth:`too_large`; :mod:`.unheld` searches it)."""
         self.engine = engine
+        self.hold_max = max_rows if hold_max is None else min(hold_max, max_rows)
         self.model = model
         self.rows = rows
         self.rows_read = rows_read
@@ -212,6 +215,11 @@ class ScopeCache:
             if current is not None and current.version >= int(stats.version):
                 return current
             if self._dropped(stats, since):
+                return (loaded or await self._load(conn, stats))[0]
+            if self.too_large(stats):  # grew past the ceiling since its caller looked
+                if delta is not None and old is not None:
+                    self._apply(old, delta)  # serves its callers, held no more
+                    return old
                 return (loaded or await self._load(conn, stats))[0]
             if delta is not None and old is not None and current is old:
                 self._apply(old, delta)
@@ -385,6 +393,28 @@ class ScopeCache:
             self._rows -= rows
             self._postings -= postings
         SCOPE_MEMORIES.set(self._rows)
+
+    def too_large(self, stats: DbRow) -> bool:
+        """Whether ``stats``' scope holds more valid memories than a worker holds of one
+        scope; its state is let go if it was held (it grew past the ceiling)."""
+        if int(stats.doc_count) <= self.hold_max:
+            return False
+        sid = int(stats.id)
+        if self._states.pop(sid, None) is not None:
+            self._keys.pop(sid, None)
+            rows, postings = self._weights.pop(sid)
+            self._rows -= rows
+            self._postings -= postings
+            SCOPE_MEMORIES.set(self._rows)
+        return True
+
+    @property
+    def held_memories(self) -> int:
+        """Memories of the scopes held."""
+        return self._rows
+
+    def holds(self, scope_id: int) -> bool:
+        return scope_id in self._states
 
     def clear(self) -> None:
         """Drop every state (a refresh in flight finishes for its callers only)."""

@@ -81,9 +81,9 @@ class ScopeState:
         assert self._buf is not None
         return self._buf[: len(self.vec_keys)]
 
-    def add_rows(self, rows: Sequence[DbRow]) -> None:
-        """Whole memory rows (ids above every held one): places, word sets and the
-        postings of their text."""
+    def add_rows(self, rows: Sequence[DbRow], *, index: bool = True) -> None:
+        """Whole memory rows (ids above every held one): places, word sets and (unless
+        not ``index``) the postings of their text."""
         self.bm25_parts.clear()
         grown: dict[str, tuple[list[int], list[float], list[float]]] = {}
         ids: list[int] = []
@@ -116,7 +116,9 @@ class ScopeState:
             words.extend(mine)
             counts.append(len(mine))
             dl = float(r.doc_len)
-            for term, tf in term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)).items():
+            counted = (term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)) if index
+                       else {})
+            for term, tf in counted.items():
                 entry = grown.get(term)
                 if entry is None:
                     entry = grown[term] = ([], [], [])

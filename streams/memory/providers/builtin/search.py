@@ -47,6 +47,7 @@ from streams.memory.providers.builtin.scope_state import (
     is_subject,
     postings_of,
 )
+from streams.memory.providers.builtin.unheld import UnheldReads
 from streams.memory.rules.fusion import FusionWeights, Ramp, confidence, fuse_arrays
 from streams.memory.rules.lexical import (
     bm25_arrays,
@@ -143,8 +144,11 @@ class Search:
     def __init__(self, engine: AsyncEngine, cache: ScopeCache, rows: MemoryCache, *,
                  weights: FusionWeights, candidates: int, mmr_lambda: float,
                  ramp: Ramp | None = None, recency: Recency | None = None,
-                 held: HeldReads | None = None) -> None:
+                 held: HeldReads | None = None, unheld: UnheldReads | None = None) -> None:
+        """``unheld``: how a scope too large to hold (:meth:`ScopeCache.too_large`) is
+        read per query (default: :class:`.unheld.UnheldReads` of the cache's model)."""
         self.engine = engine
+        self.unheld = unheld
         self.held = held
         self.cache = cache
         self.memories = rows
@@ -179,7 +183,8 @@ class Search:
             stats = await self._stats(conn, scope, pairs)
             if not stats:
                 return []
-            for s in stats:
+            over = {int(s.id) for s in stats if self.cache.too_large(s)}
+            for s in stats if not over else ():
                 if (st := await self.cache.fresh_on(conn, s)) is None:
                     break  # not held, or being refreshed: wait below, connection back
                 states.append(st)
@@ -189,6 +194,8 @@ class Search:
                 if qvec is None:
                     return await self._rank(conn, scope, request, stats, states, postings, terms,
                                             None, since)
+        if over:
+            return await self._partly_held(scope, request, stats, over, terms, qvec, since)
         if len(states) < len(stats):
             states = list(await asyncio.gather(*(self.cache.fresh(s) for s in stats)))
             async with self.engine.connect() as conn:
@@ -200,23 +207,55 @@ class Search:
         return await self._rank(None, scope, request, stats, states, postings, terms,
                                 await qvec, since)
 
+    async def _partly_held(self, scope: Scope, request: SearchRequest, stats: list[DbRow],
+                           over: set[int], terms: list[str],
+                           qvec: asyncio.Future[Vector] | None, since: int,
+                           ) -> list[StoredMemory]:
+        """A search of some scopes too large to hold: the others held as ever (no
+        connection held meanwhile), the query vector awaited, then one connection reads
+        the large ones' parts (:mod:`.unheld`), the held ones' missing postings and the
+        rows."""
+        small = [s for s in stats if int(s.id) not in over]
+        held = dict(zip([int(s.id) for s in small],
+                        await asyncio.gather(*(self.cache.fresh(s) for s in small)),
+                        strict=True))
+        vec = None if qvec is None else await qvec
+        reads = self.unheld if self.unheld is not None else UnheldReads(self.cache.model)
+        async with self.engine.connect() as conn:
+            postings = await self._terms(conn, list(held.values()), terms, None)
+            parts = {int(s.id): await reads.read(conn, s, scope.tenant_id, terms, vec,
+                                                       self.candidates)
+                     for s in stats if int(s.id) in over}
+            for sid, part in parts.items():
+                postings[sid] = part.postings
+            states = [held[sid] if sid in held else parts[sid].state
+                      for sid in (int(s.id) for s in stats)]
+            lexical = {sid: Signal(*part.lexical) for sid, part in parts.items()}
+            return await self._rank(conn, scope, request, stats, states, postings, terms, vec,
+                                    since, lexical)
+
     async def _rank(self, conn: AsyncConnection | None, scope: Scope, request: SearchRequest,
                     stats: list[DbRow], states: list[ScopeState],
                     postings: dict[int, dict[str, Postings]], terms: list[str],
-                    qvec: Vector | None, since: int) -> list[StoredMemory]:
+                    qvec: Vector | None, since: int,
+                    lexical: dict[int, Signal] | None = None) -> list[StoredMemory]:
         """Each scope ranked on its own (its best hit scores 1.0): a user's many memories
         never push the agent's few out of a search of both cubes. One read of the rows
-        (the memory cache's generation ``since`` when the search's reads began)."""
-        ranked = [self._scored(request, st, postings, terms, qvec) for st in states]
+        (the memory cache's generation ``since`` when the search's reads began).
+        ``lexical``: the lexical signal of a scope not held, by scope id."""
+        given = lexical or {}
+        ranked = [self._scored(request, st, postings, terms, qvec, given.get(st.scope_id))
+                  for st in states]
         return await self._choose(conn, scope, request, [int(s.id) for s in stats], states,
                                   ranked, since)
 
     def _scored(self, request: SearchRequest, st: ScopeState,
                 postings: dict[int, dict[str, Postings]], terms: list[str],
-                qvec: Vector | None) -> tuple[Ids, Floats]:
-        """One scope's fused scores, as ``(ids, scores)``."""
+                qvec: Vector | None, given: Signal | None = None) -> tuple[Ids, Floats]:
+        """One scope's fused scores, as ``(ids, scores)`` (``given``: its lexical signal,
+        when it was not computed from the scope's postings)."""
         states = [st]
-        lexical = self._lexical(states, postings, terms)
+        lexical = given if given is not None else self._lexical(states, postings, terms)
         dense = None
         if qvec is not None:  # a graph proposes for large scopes (kinds: all scanned, .only)
             dense = (NearSignal(st, qvec, self.candidates) if st.ann is not None

@@ -1,0 +1,120 @@
+"""A scope larger than a worker holds (``query.scope_hold_max``) on MariaDB: searched
+from the database per query (``streams/memory/providers/builtin/unheld.py``), never
+held, with the held path's results, and never a memory expired, erased or of another
+tenant."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema.memory import memory_scope_stats
+from streams.memory.model import USER_CUBE, agent_cube
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.memory.providers.builtin.unheld import UnheldLimits
+from tests.integration.test_builtin_ann import QUERIES, TopicEmbedder, turns
+from tests.support.services import create_database, drop_database, unique
+
+ALICE = Scope("acme", "alice", "helper")
+MALLORY = Scope("other", "alice", "helper")  # the same user and agent names, another tenant
+CUBES = [USER_CUBE, agent_cube("helper")]
+
+
+@pytest.fixture
+async def engine() -> AsyncIterator[AsyncEngine]:
+    database = unique("ms_unheld_")
+    eng = create_async_engine(create_database(database), pool_size=4)
+    try:
+        await upgrade(eng)
+        yield eng
+    finally:
+        await eng.dispose()
+        drop_database(database)
+
+
+async def fill(p: BuiltinProvider, scope: Scope = ALICE, sessions: int = 10,
+               per: int = 30) -> list[str]:
+    ids: list[str] = []
+    for s in range(sessions):
+        ids += (await p.add(scope, USER_CUBE, turns(s, per))).ids
+    await p.add(scope, agent_cube("helper"), turns(99, 12))
+    return ids
+
+
+def provider(engine: AsyncEngine, **kw: Any) -> BuiltinProvider:
+    return BuiltinProvider(engine, embedder=TopicEmbedder(), candidates=40, **kw)
+
+
+async def top(p: BuiltinProvider, q: str, scope: Scope = ALICE, n: int = 8,
+              cubes: list[str] = CUBES) -> list[str]:
+    got = await p.search(scope, SearchRequest(query=q, cubes=cubes, top_k=n, relativity=0.0))
+    return [m.id for m in got]
+
+
+async def user_scope(engine: AsyncEngine) -> int:
+    s = memory_scope_stats.c
+    async with engine.connect() as conn:
+        return int((await conn.execute(select(s.id).where(
+            s.tenant_id == ALICE.tenant_id, s.cube == USER_CUBE))).scalar_one())
+
+
+async def test_a_scope_over_the_ceiling_is_searched_unheld_as_the_held_path_ranks_it(
+        engine: AsyncEngine) -> None:
+    held = provider(engine)
+    await fill(held)
+    unheld = provider(engine, scope_hold_max=50)  # the user's 300: over; the agent's 12: held
+    for q in QUERIES:
+        assert await top(unheld, q) == await top(held, q), q
+    sid = await user_scope(engine)
+    assert held.cache.holds(sid)
+    assert not unheld.cache.holds(sid)
+    assert unheld.cache.held_memories == 12  # the agent's scope only
+
+
+async def test_a_tight_read_still_finds_the_held_paths_best(engine: AsyncEngine) -> None:
+    """Few postings a term and few newest vectors: the best memory is still found."""
+    held = provider(engine)
+    await fill(held)
+    tight = provider(engine, scope_hold_max=50, unheld=UnheldLimits(60, 50))
+    same = 0
+    for q in QUERIES:
+        want, got = await top(held, q, n=3), await top(tight, q, n=3)
+        same += want[0] == got[0]
+        assert set(got) <= set(await top(held, q, n=40)), q
+    assert same >= len(QUERIES) - 1
+    assert not tight.cache.holds(await user_scope(engine))
+
+
+async def test_a_scope_growing_past_the_ceiling_is_let_go(engine: AsyncEngine) -> None:
+    p = provider(engine, scope_hold_max=200)
+    await fill(p, sessions=5)  # 150: held
+    await top(p, QUERIES[0])
+    sid = await user_scope(engine)
+    assert p.cache.holds(sid)
+    await p.add(ALICE, USER_CUBE, turns(50, 60))  # 210: over
+    assert await top(p, QUERIES[0])
+    assert not p.cache.holds(sid)
+    assert p.cache.held_memories == 12
+
+
+async def test_expired_erased_and_other_tenants_memories_never_come_back(
+        engine: AsyncEngine) -> None:
+    p = provider(engine, scope_hold_max=50)
+    await fill(p)
+    others = set(await fill(p, MALLORY))
+    best = {q: await top(p, q, cubes=[USER_CUBE]) for q in QUERIES}
+    assert not others & {i for ids in best.values() for i in ids}
+    expired = {ids[0] for ids in best.values()}
+    await p.expire(ALICE, USER_CUBE, sorted(expired), superseded_by="newer")
+    erased = {ids[1] for ids in best.values()} - expired
+    assert await p.forget(ALICE, USER_CUBE, sorted(erased)) == len(erased)
+    for q in QUERIES:
+        got = await top(p, q, n=40, cubes=[USER_CUBE])
+        assert got and not set(got) & (expired | erased | others), q
+    assert not p.cache.holds(await user_scope(engine))
