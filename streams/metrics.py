@@ -312,8 +312,9 @@ RETENTION_DELETED = Counter(
 # ----------------------------------------------------------------- quotas
 QUOTA_DECISIONS = Counter(
     "memstream_quota_decisions_total",
-    "Requests weighed against their tenant's quota on this worker, by tenant, quota "
-    "(queries, erasures) and decision (allowed, refused). A tenant's series go when it "
+    "Requests and events weighed against their tenant's quota on this worker, by tenant, "
+    "quota (queries, events) and decision (allowed; refused for queries, dead_lettered for "
+    "events). A tenant's series go when it "
     "drops out of the quota's most recently seen tenants (quotas.max_tenants).",
     ["tenant", "quota", "decision"],
 )

@@ -793,6 +793,10 @@ class TenantQuota(BaseModel):
     queries_per_s: float | None = Field(
         None, ge=0, description="Queries a second answered for the tenant (0: no limit).")
     queries_burst: int | None = Field(None, ge=1, description="Queries at once, above the rate.")
+    events_per_s: float | None = Field(
+        None, ge=0, description=(
+            "Chat events a second taken into ingest for the tenant (0: no limit)."))
+    events_burst: int | None = Field(None, ge=1, description="Chat events at once, above the rate.")
 
 
 class QuotaSettings(BaseModel):
@@ -804,6 +808,15 @@ class QuotaSettings(BaseModel):
             "`over_quota` error reply at once. 0: no limit."))
     queries_burst: int = Field(
         200, ge=1, description="Queries of one tenant one worker answers at once above the rate.")
+    events_per_s: float = Field(
+        0.0, ge=0, description=(
+            "Chat events a second one worker takes into ingest for one tenant, counted where "
+            "an event is first read (`chat.messages`); one over it is dead-lettered, reason "
+            "`over_quota`. 0: no limit (the default: a limit refuses events, so it is set "
+            "where wanted, by default or per tenant)."))
+    events_burst: int = Field(
+        2000, ge=1, description=(
+            "Chat events of one tenant one worker takes into ingest at once above the rate."))
     max_tenants: int = Field(
         10_000, ge=1, description=(
             "Tenants whose quota a worker keeps (the least recently seen are forgotten, and "
@@ -811,7 +824,8 @@ class QuotaSettings(BaseModel):
     tenant_overrides: dict[str, TenantQuota] = Field(
         default_factory=dict, description=(
             'Quotas of named tenants, JSON `{"acme": {"queries_per_s": 500, '
-            '"queries_burst": 1000}, ...}`; unset fields take the defaults.'))
+            '"queries_burst": 1000, "events_per_s": 200}, ...}`; unset fields take the '
+            'defaults.'))
 
     @field_validator("tenant_overrides")
     @classmethod

@@ -4,8 +4,10 @@ A record is decoded (bad input is dead-lettered, as is an event dated further
 ahead of the worker's clock than ``max_future_s``), skipped when an erasure
 covers it, and placed (:mod:`streams.ingest.rules.routing`): stored where it
 was read, stored in its parent conversation (sub-agent chat), re-keyed to its
-conversation's home partition, refused, or dropped. Idle checks are taken as
-they are; erasure fences were taken in before (:mod:`streams.ingest.fences`).
+conversation's home partition, refused, or dropped. An event read on the chat
+topic is weighed against its tenant's quota of events first, and dead-lettered
+over it (:mod:`streams.ingest.rules.quota`). Idle checks are taken as they are;
+erasure fences were taken in before (:mod:`streams.ingest.fences`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections.abc import Callable, Sequence
 from streams.clock import naive_utc
 from streams.erasure.rules.coverage import ErasureIndex, EventPlace
 from streams.ingest.model import IngestConfig, IngestResult, Taken, Tally
+from streams.ingest.rules.quota import counts, over_quota
 from streams.ingest.rules.routing import place
 from streams.ingest.rules.subagent import as_parent_message
 from streams.metrics import DEAD_LETTERS, ERASURE_SKIPPED
+from streams.quotas.book import QuotaBook
 from streams.wire.dead_letter import dead_letter
 from streams.wire.decode import (
     OUT_OF_RANGE,
@@ -50,11 +54,14 @@ def rejected_record(rec: SourceRecord, rejected: Rejected, tally: Tally, *,
 
 class Classifier:
     """``home``: a conversation's home partition (None: where the producer put it);
-    ``erasures``: the erasures taken in, whose events are skipped."""
+    ``erasures``: the erasures taken in, whose events are skipped; ``quota``: the
+    quota of events per tenant (None: no limit)."""
 
     def __init__(self, config: IngestConfig, erasures: ErasureIndex, *,
-                 clock: Callable[[], float], home: Callable[[str], int] | None) -> None:
+                 clock: Callable[[], float], home: Callable[[str], int] | None,
+                 quota: QuotaBook | None = None) -> None:
         self.config = config
+        self.quota = quota
         self.erasures = erasures
         self.clock = clock
         self.home = home
@@ -86,6 +93,11 @@ class Classifier:
                 ERASURE_SKIPPED.labels("ingest").inc()
                 result.erased += 1
                 continue
+            if self.quota is not None and counts(rec.topic, chat_topic=cfg.chat_topic):
+                decision = self.quota.take(decoded.tenant_id, self.clock())
+                if not decision.allowed:
+                    dlq.append(self.dead_letter(rec, over_quota(decision.message), tally))
+                    continue
             where = place(decoded, internal=rec.topic == cfg.subagent_topic,
                           partition=rec.partition, home=self.home,
                           rekeyed=header(rec.headers, ORIGIN_PARTITION) is not None)

@@ -2,7 +2,8 @@
 
 Order per batch, and why:
 
-1. decode; bad input is dead-lettered (delivered before anything is acknowledged);
+1. decode; bad input, and an event over its tenant's quota of events, is
+   dead-lettered (delivered before anything is acknowledged);
 2. sub-agent chat is re-keyed to the parent conversation's topic partition;
 3. the session transitions are planned (:mod:`streams.session.rules.batch`):
    each message is stamped with the session it belongs to, sessions close on
@@ -54,6 +55,7 @@ from streams.ingest.ports import ClosedSessions, FencePassed, RowBatches, WholeC
 from streams.ingest.publishing import ClosingEvents, Delivery
 from streams.ingest.store import MessageWriter
 from streams.metrics import INGEST_BATCH, INGEST_EVENTS, SINK_FAILURES
+from streams.quotas.book import QuotaBook
 from streams.session.model import ConversationKey, MessageDoc
 from streams.session.ports import HotCopy, SessionTable
 from streams.session.rules.batch import SessionPlan
@@ -69,7 +71,8 @@ class IngestProcessor:
     ``home``: a conversation's home partition (None: where the producer put it);
     ``erasures``: the erasures taken in, whose events are skipped; ``fence_passed``
     and ``whole``: where a fence is recorded as passed, what a user erasure takes
-    whole (see :mod:`streams.ingest.fences`)."""
+    whole (see :mod:`streams.ingest.fences`); ``quota``: the quota of chat events
+    per tenant, an event over it dead-lettered (None: no limit)."""
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class IngestProcessor:
         erasures: ErasureIndex | None = None,
         fence_passed: FencePassed | None = None,
         whole: WholeConversations | None = None,
+        quota: QuotaBook | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -96,7 +100,7 @@ class IngestProcessor:
         erasures = erasures if erasures is not None else ErasureIndex()
         deliver = Delivery(publisher, config)
         self.deliver = deliver
-        self.classifier = Classifier(config, erasures, clock=clock, home=home)
+        self.classifier = Classifier(config, erasures, clock=clock, home=home, quota=quota)
         self.fences = ErasureFences(config, erasures, self.states, home=home, whole=whole,
                                     passed=fence_passed)
         self.outbox = ClosingEvents(config, self.states, deliver)

@@ -1,4 +1,5 @@
-"""Quotas per tenant: how much of a worker one tenant's requests may take.
+"""Quotas per tenant: how much of a worker one tenant's requests (queries, chat
+events into ingest) may take.
 
 * :mod:`streams.quotas.rules` — the token bucket, pure (time is an argument);
 * :mod:`streams.quotas.book` — one quota's buckets, one per tenant seen lately

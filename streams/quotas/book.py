@@ -1,10 +1,12 @@
-"""One quota (``queries``, ``erasures``) of every tenant on this worker.
+"""One quota (``queries``, ``events``) of every tenant on this worker.
 
 :meth:`QuotaBook.take` decides a request of a tenant and counts the decision
-(``memstream_quota_decisions_total{tenant,quota,decision}``, and the tenant's
-own tally, :meth:`QuotaBook.tally`); :meth:`QuotaBook.peek` only tells what it
-would decide, counting nothing. Memory is bounded: the bucket and tally of at
-most ``max_tenants`` tenants are kept, the least recently seen dropped first
+(``memstream_quota_decisions_total{tenant,quota,decision}``: ``allowed``, or the
+quota's name for a refusal, ``refused_as`` — ``refused`` for queries,
+``dead_lettered`` for events — and the tenant's own tally, :meth:`QuotaBook.tally`);
+:meth:`QuotaBook.peek` only tells what it would decide, counting nothing. Memory
+is bounded: the bucket and tally of at most ``max_tenants`` tenants are kept,
+the least recently seen dropped first
 (with its metric series); a tenant dropped and seen again starts with a full
 bucket, its counts from zero.
 """
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from streams.metrics import QUOTA_DECISIONS
 from streams.quotas.rules import Bucket, Limit, peek, take
 
-ALLOWED, REFUSED = "allowed", "refused"
+ALLOWED, REFUSED, DEAD_LETTERED = "allowed", "refused", "dead_lettered"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,10 @@ class Tally:
 
 class QuotaBook:
     def __init__(self, quota: str, default: Limit, overrides: Mapping[str, Limit] | None = None,
-                 *, max_tenants: int = 10_000, unit_s: float = 1.0) -> None:
+                 *, max_tenants: int = 10_000, unit_s: float = 1.0,
+                 refused_as: str = REFUSED) -> None:
         self.quota = quota
+        self.refused_as = refused_as
         self.default = default
         self.overrides = dict(overrides or {})
         self.max_tenants = max_tenants
@@ -88,7 +92,8 @@ class QuotaBook:
             entry.allowed += 1
         else:
             entry.refused += 1
-        QUOTA_DECISIONS.labels(tenant, self.quota, ALLOWED if verdict.allowed else REFUSED).inc()
+        QUOTA_DECISIONS.labels(tenant, self.quota,
+                               ALLOWED if verdict.allowed else self.refused_as).inc()
         return Decision(self.quota, tenant, verdict.allowed, limit, verdict.retry_after_s,
                         self.unit_s)
 
@@ -114,7 +119,7 @@ class QuotaBook:
             return entry
         while len(self._tenants) >= self.max_tenants:
             gone, _ = self._tenants.popitem(last=False)
-            for decision in (ALLOWED, REFUSED):
+            for decision in (ALLOWED, self.refused_as):
                 with contextlib.suppress(KeyError):  # never counted
                     QUOTA_DECISIONS.remove(gone, self.quota, decision)
         entry = self._tenants[tenant] = _Entry()

@@ -179,5 +179,6 @@ class StatsService:
             out.append({"quota": name, "limited": not t.limit.unlimited,
                         "rate": t.limit.rate * book.unit_s, "per_s": book.unit_s,
                         "burst": t.limit.burst, "available": round(t.tokens, 3),
-                        "allowed": t.allowed, "refused": t.refused})
+                        "allowed": t.allowed, "refused": t.refused,
+                        "over_quota": book.refused_as})
         return {"tenant": tenant, "quotas": out}

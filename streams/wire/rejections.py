@@ -29,10 +29,12 @@ BAD_ID: Final = "bad_id"
 SCHEMA: Final = "schema"
 UNSTORABLE: Final = "unstorable"
 """The database refused the row for good (only its own row: the rest of its batch was stored)."""
+OVER_QUOTA: Final = "over_quota"
+"""An event over its tenant's quota of events into ingest (``quotas.events_per_s``)."""
 
 REASONS: Final = (
     UNDECODABLE, TOO_DEEP, INVALID_TEXT, MISSING_TENANT, UNKNOWN_TYPE, TOO_LARGE, OUT_OF_RANGE,
-    BAD_TIME, BAD_ID, SCHEMA, UNSTORABLE,
+    BAD_TIME, BAD_ID, SCHEMA, UNSTORABLE, OVER_QUOTA,
 )
 
 

@@ -51,7 +51,13 @@ from streams.worker.faust_glue import (
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
 from streams.worker.web import install as install_web
-from streams.worker.wiring import Consolidation, Wiring, queries_quota, query_consumer_config
+from streams.worker.wiring import (
+    Consolidation,
+    Wiring,
+    events_quota,
+    queries_quota,
+    query_consumer_config,
+)
 
 T = TypeVar("T")
 
@@ -78,6 +84,7 @@ class WorkerContext:
         self._search_log: SearchLogWriter | None = None
         # one per process: the query processors take from it, /stats/quotas reads it
         self.query_quotas = queries_quota(settings)
+        self.event_quotas = events_quota(settings)
 
     def install(self) -> None:
         """What must be in place before Faust starts: the consumer fixes, the
@@ -87,7 +94,7 @@ class WorkerContext:
                              out_of_order_topics=[self.settings.kafka.retry_topic],
                              recover_after_s=self.settings.kafka.redeliver_after_s)
         install_web(self.app, self.runtime, self.settings, self.queries,
-                    {self.query_quotas.quota: self.query_quotas})
+                    {b.quota: b for b in (self.query_quotas, self.event_quotas) if b is not None})
         self.app.on_before_shutdown.connect(self._on_shutdown)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
@@ -134,7 +141,7 @@ class WorkerContext:
             return Wiring(self.settings, self.runtime, publisher=self.publisher,
                           agent_configs=TableAgentConfigs(agent_configs),
                           sessions=FaustTable(sessions), erasures=self.runtime.erasures,
-                          query_quotas=self.query_quotas)
+                          query_quotas=self.query_quotas, event_quotas=self.event_quotas)
         return await self._once("wiring", build)
 
     async def ingest_processor(self) -> IngestProcessor:

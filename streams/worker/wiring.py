@@ -74,7 +74,7 @@ from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.quotas.book import QuotaBook
+from streams.quotas.book import DEAD_LETTERED, QuotaBook
 from streams.quotas.rules import Limit
 from streams.session.idle import IdleScanner, WatchedSessions
 from streams.session.ports import SessionTable
@@ -145,8 +145,8 @@ class Wiring:
     every part built here that reads the wall clock or draws a jitter, so a test
     can drive them (the database retries of the stores wait on their own).
     ``erasures``: the process's erasure registry; without it nothing is skipped.
-    ``query_quotas``: the process's quota of queries per tenant (by default one of
-    its own, from the settings).
+    ``query_quotas``, ``event_quotas``: the process's quotas of queries and of chat
+    events into ingest per tenant (by default one of its own, from the settings).
     """
 
     def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
@@ -154,9 +154,11 @@ class Wiring:
                  clock: Callable[[], float] = time.time,
                  rng: Callable[[], float] = random.random,
                  erasures: ErasureRegistry | None = None,
-                 query_quotas: QuotaBook | None = None) -> None:
+                 query_quotas: QuotaBook | None = None,
+                 event_quotas: QuotaBook | None = None) -> None:
         self.settings = settings
         self.query_quotas = query_quotas if query_quotas is not None else queries_quota(settings)
+        self.event_quotas = event_quotas if event_quotas is not None else events_quota(settings)
         self.parts = parts
         self.publisher = publisher
         self.agent_configs = agent_configs
@@ -193,7 +195,7 @@ class Wiring:
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
             erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
-            whole=ConversationReads(self.parts.engine))
+            whole=ConversationReads(self.parts.engine), quota=self.event_quotas)
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None
@@ -410,6 +412,19 @@ def queries_quota(s: Settings) -> QuotaBook:
                  for t, o in q.tenant_overrides.items()}
     return QuotaBook("queries", Limit(q.queries_per_s, q.queries_burst), overrides,
                      max_tenants=q.max_tenants)
+
+
+def events_quota(s: Settings) -> QuotaBook | None:
+    """The quota of chat events into ingest per tenant; None when no tenant has a limit."""
+    q = s.quotas
+    overrides = {t: Limit(o.events_per_s if o.events_per_s is not None else q.events_per_s,
+                          o.events_burst if o.events_burst is not None else q.events_burst)
+                 for t, o in q.tenant_overrides.items()}
+    default = Limit(q.events_per_s, q.events_burst)
+    if default.unlimited and all(limit.unlimited for limit in overrides.values()):
+        return None
+    return QuotaBook("events", default, overrides, max_tenants=q.max_tenants,
+                     refused_as=DEAD_LETTERED)
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 from streams.quotas.book import QuotaBook
 from streams.quotas.rules import Limit
 from streams.settings import Settings, TenantQuota
-from streams.worker.wiring import queries_quota
+from streams.worker.wiring import events_quota, queries_quota
 
 
 def decisions(tenant: str, quota: str, decision: str) -> float | None:
@@ -104,3 +104,27 @@ def test_overrides_name_tenants(monkeypatch: pytest.MonkeyPatch) -> None:
                                                                      queries_burst=3)
     with pytest.raises(ValueError, match="not tenant ids: a/b"):
         Settings(quotas={"tenant_overrides": {"a/b": {}}})
+
+
+def test_events_quota_from_settings_dead_letters_and_is_off_by_default() -> None:
+    assert events_quota(Settings()) is None  # no tenant has a limit: nothing weighed
+    s = Settings(quotas={"events_per_s": 10, "events_burst": 20,
+                         "tenant_overrides": {"acme": TenantQuota(events_per_s=0),
+                                              "trial": TenantQuota(events_burst=2)}})
+    b = events_quota(s)
+    assert b is not None and b.quota == "events"
+    assert (b.limit("other"), b.limit("acme"), b.limit("trial")) == (
+        Limit(10.0, 20.0), Limit(0.0, 20.0), Limit(10.0, 2.0))
+    only = events_quota(Settings(quotas={"tenant_overrides": {"loud": {"events_per_s": 5}}}))
+    assert only is not None and only.limit("loud").rate == 5 and only.limit("x").unlimited
+
+
+def test_a_refusal_is_counted_under_the_quota_s_own_name() -> None:
+    b = QuotaBook("events", Limit(1.0, 1.0), refused_as="dead_lettered", max_tenants=1)
+    assert [b.take("loud-7", 0.0).allowed for _ in range(3)] == [True, False, False]
+    assert decisions("loud-7", "events", "allowed") == 1
+    assert decisions("loud-7", "events", "dead_lettered") == 2
+    assert decisions("loud-7", "events", "refused") is None
+    assert b.tally("loud-7", 0.0).refused == 2
+    b.take("other-7", 0.0)  # forgotten with both its series
+    assert decisions("loud-7", "events", "dead_lettered") is None

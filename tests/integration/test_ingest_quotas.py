@@ -1,0 +1,105 @@
+"""Chat events a second per tenant on a real worker over Kafka, MariaDB and
+Redis: a loud tenant's events over its quota are dead-lettered (``over_quota``)
+while a calm tenant's events, on the same partition, are all stored; the loud
+tenant's stored events keep their order per conversation, every one of its
+events is stored or dead-lettered, none stored twice — across a SIGKILL of the
+worker in the middle; the decisions show on ``/metrics`` and ``/stats/quotas``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import httpx
+
+from streams.adapters.kafka.partitioning import java_partition
+from streams.stats.access import new_token, token_hash
+from streams.wire.headers import header
+from tests.integration.conftest import Stack, chat_event
+from tests.support.worker import eventually
+
+TOKEN = new_token()
+RATE, BURST = 5, 20
+HALF = 120  # loud events a half; calm ones: a quarter of that
+
+
+def same_partition(stack: Stack) -> tuple[str, list[str]]:
+    """A calm conversation and two loud ones, all on one chat partition."""
+    calm = "calm-conv"
+    home = java_partition(calm.encode(), stack.partitions)
+    loud = [c for c in (f"loud-conv-{i}" for i in range(100))
+            if java_partition(c.encode(), stack.partitions) == home][:2]
+    return calm, loud
+
+
+def events(half: int, calm: str, loud: list[str]) -> list[dict[str, object]]:
+    """``HALF`` loud events, alternating between the loud conversations, with a calm
+    one after every fourth."""
+    out: list[dict[str, object]] = []
+    for i in range(half * HALF, (half + 1) * HALF):
+        out.append(chat_event(i, loud[i % 2], tenant="loud"))
+        if i % 4 == 3:
+            out.append(chat_event(i // 4, calm, tenant="calm"))
+    return out
+
+
+def stored(stack: Stack, tenant: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in stack.sql(
+        f"SELECT conversation_id, event_id FROM conversation_message "
+        f"WHERE tenant_id = '{tenant}' ORDER BY id")]
+
+
+async def test_a_loud_tenant_is_dead_lettered_and_a_calm_one_stored(stack: Stack) -> None:
+    env = {"MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps(
+               {"loud": {"events_per_s": RATE, "events_burst": BURST}}),
+           "MEMSTREAM_WEB__STATS_TOKENS": json.dumps([{"sha256": token_hash(TOKEN),
+                                                       "tenants": ["*"]}])}
+    calm, loud = same_partition(stack)
+    first, second = events(0, calm, loud), events(1, calm, loud)
+    worker = stack.worker(**env).start()
+    await stack.produce(first)
+    await eventually(lambda: len(stored(stack, "calm")) >= HALF // 8, 60,
+                     "the worker storing the first half")
+    worker.kill()  # in the middle: what it did not commit is read again
+    worker = stack.worker(**env).start()
+    await stack.produce(second)
+    n_calm = 2 * HALF // 4
+    await eventually(lambda: len(stored(stack, "calm")) == n_calm, 90, "every calm event stored")
+
+    sent = [e for e in first + second if e["tenant_id"] == "loud"]
+
+    async def accounted() -> bool:
+        dead = await stack.read_topic(stack.topics["dlq"])
+        kept = {e for _, e in stored(stack, "loud")}
+        return {str(e["event_id"]) for e in sent} <= kept | {
+            json.loads(m.value)["event_id"] for m in dead}
+    await eventually(accounted, 90, "every loud event stored or dead-lettered")
+
+    assert stored(stack, "calm") == [(calm, f"calm-{calm}-{i}") for i in range(n_calm)]
+    rows = stored(stack, "loud")
+    assert len(rows) == len(set(rows)), "an event stored twice"
+    for conv in loud:  # in produce order, with gaps where events were dead-lettered
+        order = [str(e["event_id"]) for e in sent if e["conversation_id"] == conv]
+        mine = [e for c, e in rows if c == conv]
+        assert mine == sorted(mine, key=order.index)
+    dead = await stack.read_topic(stack.topics["dlq"])
+    assert dead and {header(m.headers, "memstream.error.reason") for m in dead} == {
+        b"over_quota"}
+    assert Counter(json.loads(m.value)["tenant_id"] for m in dead).keys() == {"loud"}
+    assert header(dead[0].headers, "memstream.error.message").startswith(
+        b"over the events quota of tenant 'loud' (5 a second, 20 at once): retry in ")
+    # two workers, each with a full bucket, over the time it took
+    assert len(rows) < len(sent) // 2, len(rows)
+
+    port = worker.env["MEMSTREAM_WEB__PORT"]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
+                                 headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        metrics = (await http.get("/metrics")).text
+        assert 'memstream_quota_decisions_total{decision="dead_lettered",quota="events",' \
+               'tenant="loud"}' in metrics
+        assert 'decision="dead_lettered",quota="events",tenant="calm"' not in metrics
+        body = (await http.get("/stats/quotas", params={"tenant": "loud"})).json()
+        events_quota = next(q for q in body["quotas"] if q["quota"] == "events")
+        assert (events_quota["rate"], events_quota["burst"]) == (RATE, BURST)
+        assert events_quota["over_quota"] == "dead_lettered"
+        assert events_quota["refused"] > 0 and events_quota["allowed"] >= BURST
