@@ -489,6 +489,27 @@ class ConsolidationSettings(BaseModel):
         gt=0,
         description="How often failed expiries are tried again and the ledger is purged.",
     )
+    episode_max_age_days: float | None = Field(
+        None, gt=0, le=36500, description=(
+            "Episodes (built-in provider) older than this (by when they were stored) are "
+            "expired once their conversation's summary covers their message "
+            "(docs/operations.md, episode retention); unset: kept. Per tenant: "
+            "`quotas.tenant_overrides`."),
+    )
+    episodes_max_per_cube: int | None = Field(
+        None, ge=1, description=(
+            "Valid episodes one cube (built-in provider) keeps: the oldest beyond it are "
+            "expired once their conversation's summary covers their message; unset: no "
+            "limit. Per tenant: `quotas.tenant_overrides`."),
+    )
+    episode_retention_interval_s: float = Field(
+        3600.0, gt=0, description="How often the leader runs an episode retention pass.",
+    )
+    episode_retention_chunk: int = Field(
+        1000, ge=1, le=100_000, description=(
+            "Most episodes one retention pass examines (and so expires); the next pass "
+            "goes on where it stopped."),
+    )
 
 class QuerySettings(BaseModel):
     """Memory lookups on the query topic."""
@@ -776,6 +797,21 @@ class TenantQuota(BaseModel):
     queries_per_s: float | None = Field(
         None, ge=0, description="Queries a second answered for the tenant (0: no limit).")
     queries_burst: int | None = Field(None, ge=1, description="Queries at once, above the rate.")
+    erasures_per_min: float | None = Field(
+        None, ge=0, description="Erasure requests a minute taken in (0: no limit).")
+    erasures_burst: int | None = Field(None, ge=1, description="Erasures at once, above the rate.")
+    memories_per_cube: int | None = Field(
+        None, ge=0, description="Valid memories of one cube before its episodes stop (0: none).")
+    sessions_consolidating: int | None = Field(
+        None, ge=0, description=(
+            "Consolidation slots of a worker the tenant's runs hold at once (default "
+            "`consolidation.tenant_share`; 0: half of them)."))
+    episode_max_age_days: float | None = Field(
+        None, ge=0, description=(
+            "`consolidation.episode_max_age_days` for the tenant (0: episodes kept)."))
+    episodes_max_per_cube: int | None = Field(
+        None, ge=0, description=(
+            "`consolidation.episodes_max_per_cube` for the tenant (0: no limit)."))
 
 
 class QuotaSettings(BaseModel):
@@ -787,6 +823,19 @@ class QuotaSettings(BaseModel):
             "`over_quota` error reply at once. 0: no limit."))
     queries_burst: int = Field(
         200, ge=1, description="Queries of one tenant one worker answers at once above the rate.")
+    erasures_per_min: float = Field(
+        60.0, ge=0, description=(
+            "Erasure requests a minute one worker takes in for one tenant; one over it is "
+            "refused at once (receipt `rejected`, error `over_quota`; without a reply topic "
+            "dead-lettered `erasure_over_quota`) and nothing is erased. A request whose "
+            "erasure has begun already is never refused. 0: no limit."))
+    erasures_burst: int = Field(
+        30, ge=1, description="Erasure requests of one tenant taken in at once above the rate.")
+    memories_per_cube: int = Field(
+        0, ge=0, description=(
+            "Valid memories one cube (built-in provider) holds before consolidation stops "
+            "adding episodes to it (facts and summaries are still written; the episodes "
+            "of the run are dropped and counted). 0: no limit."))
     max_tenants: int = Field(
         10_000, ge=1, description=(
             "Tenants whose quota a worker keeps (the least recently seen are forgotten, and "
