@@ -5,16 +5,16 @@ cube; ``sessions_consolidating``: runs holding a consolidation slot), not a rate
 the decision (``memstream_quota_decisions_total{tenant,quota,decision}`` and the
 tenant's :meth:`CountQuota.tally`); :meth:`CountQuota.record` counts a decision taken
 elsewhere (the consolidation slots pass a run over, or start it). A limit of 0 is no
-limit. As in :class:`~streams.quotas.book.QuotaBook`, the tallies of at most
-``max_tenants`` tenants are kept, the least recently seen dropped first with their
-metric series.
+limit (``effective`` may read it otherwise: a share of 0 is half the slots). As in
+:class:`~streams.quotas.book.QuotaBook`, the tallies of at most ``max_tenants``
+tenants are kept, the least recently seen dropped first with their metric series.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,16 +30,19 @@ class _Counts:
 
 class CountQuota:
     def __init__(self, quota: str, default: int, overrides: Mapping[str, int] | None = None,
-                 *, max_tenants: int = 10_000) -> None:
+                 *, max_tenants: int = 10_000,
+                 effective: Callable[[int], int] | None = None) -> None:
         self.quota = quota
+        self.effective = effective
         self.default = default
         self.overrides = dict(overrides or {})
         self.max_tenants = max_tenants
         self._tenants: OrderedDict[str, _Counts] = OrderedDict()
 
     def limit(self, tenant: str) -> int:
-        """The tenant's limit (0: none)."""
-        return self.overrides.get(tenant, self.default)
+        """The tenant's limit (0: none), as ``effective`` reads the configured one."""
+        configured = self.overrides.get(tenant, self.default)
+        return self.effective(configured) if self.effective else configured
 
     def decide(self, tenant: str, held: int) -> bool:
         """Whether one more fits beside the ``held`` the tenant holds; counted."""

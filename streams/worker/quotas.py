@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streams.consolidation.rules.episode_retention import RetentionLimits
+from streams.consolidation.rules.fairness import tenant_share
 from streams.quotas.book import QuotaBook
 from streams.quotas.counts import CountQuota
 from streams.quotas.rules import Limit
@@ -79,7 +80,8 @@ def process_quotas(s: Settings) -> Quotas:
         sessions_consolidating=CountQuota(
             "sessions_consolidating", c.tenant_share,
             {t: v.sessions_consolidating for t, v in o.items()
-             if v.sessions_consolidating is not None}, max_tenants=q.max_tenants),
+             if v.sessions_consolidating is not None}, max_tenants=q.max_tenants,
+            effective=lambda n: tenant_share(c.concurrency, n)),
         retention=RetentionLimits(
             max_age_days=c.episode_max_age_days or 0.0,
             max_per_cube=c.episodes_max_per_cube or 0,

@@ -274,6 +274,8 @@ class Wiring:
         processor = ConsolidationProcessor(
             pipeline, router, self.publisher, concurrency=c.concurrency,
             tenant_share=c.tenant_share,
+            tenant_shares=self.quotas.sessions_consolidating.overrides,
+            share_quota=self.quotas.sessions_consolidating,
             infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s,
             rand=self.rng)
         sweeper = ExpirySweeper(expiries, p.providers, initial_s=c.expiry_sweep_interval_s,
