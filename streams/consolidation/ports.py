@@ -4,7 +4,7 @@ The database adapters implement them (``streams.adapters.db``: ``LedgerStore``
 and ``ReprocessClaims`` the :class:`Ledger`, ``RunStore`` the :class:`Runs`,
 ``ExpiryStore`` the :class:`Expiries`, ``SummaryRows`` the :class:`Summaries`,
 ``ReprocessStore`` the :class:`ReprocessJobs`, ``EpisodeRows`` the
-:class:`EpisodeScan`), the Redis conversation cache the
+:class:`EpisodeScan` and the :class:`CubeSizes`), the Redis conversation cache the
 :class:`SummaryCache`; :class:`~streams.memory.provider.ChatCompleter` (the chat
 model) and :class:`~streams.memory.cube_locks.CubeLocks` are memory's ports.
 
@@ -211,4 +211,13 @@ class EpisodeScan(Protocol):
         """At most ``limit`` valid episodes with an id above ``after_id``, each with its
         rank in its cube and whether its conversation's summary covers it; and the last
         id read (None: no episode is left above ``after_id``)."""
+        ...
+
+
+class CubeSizes(Protocol):
+    """How many valid memories a cube holds."""
+
+    async def valid(self, tenant_id: str, cube: str, owner: str) -> int:
+        """The valid memories of the cube (``owner``: the user of a user's cube, ``""``
+        for an agent's); 0 for a cube not written yet."""
         ...

@@ -48,6 +48,7 @@ from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
+from streams.consolidation.cube_quota import CubeQuota
 from streams.consolidation.episode_retention import EpisodeRetention
 from streams.consolidation.expiry import ExpirySweeper
 from streams.consolidation.failures import FailureRouter
@@ -258,7 +259,8 @@ class Wiring:
                                     c.passages_per_message),
                 late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,
-            refresh_erasures=self.erasures.refresh if self.erasures else None)
+            refresh_erasures=self.erasures.refresh if self.erasures else None,
+            cube_quota=CubeQuota(EpisodeRows(engine), self.quotas.cube_memories))
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts

@@ -1,7 +1,8 @@
 """EpisodeRows: the built-in provider's valid episodes, a page at a time, as the
 episode retention weighs them.
 
-Implements the ``EpisodeScan`` port of :mod:`streams.consolidation.ports`. A page
+Implements the ``EpisodeScan`` and ``CubeSizes`` ports of
+:mod:`streams.consolidation.ports` (a cube's size: its statistics row). A page
 is read on one connection with no lock held: the episodes (primary-key order,
 ``kind = 'episode'``, ``valid_to`` unset), then per scope of the page the count of
 its valid episodes newer than the page's (an index range of the scope), the
@@ -24,7 +25,7 @@ from sqlalchemy import and_, func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.conversation import conversation_message, conversation_summary
-from streams.adapters.db.schema.memory import memory
+from streams.adapters.db.schema.memory import memory, memory_scope_stats
 from streams.clock import aware_utc
 from streams.consolidation.rules.episode_retention import Episode, ranks
 
@@ -43,6 +44,14 @@ def first_event(source_event_ids: str) -> str | None:
 class EpisodeRows:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+
+    async def valid(self, tenant_id: str, cube: str, owner: str) -> int:
+        """The cube's valid memories, from its statistics row (the ``CubeSizes`` port)."""
+        s = memory_scope_stats.c
+        async with self.engine.connect() as conn:
+            n = (await conn.execute(select(s.doc_count).where(
+                s.tenant_id == tenant_id, s.cube == cube, s.owner_id == owner))).scalar()
+        return int(n or 0)
 
     async def page(self, after_id: int, limit: int) -> tuple[list[Episode], int | None]:
         q = (select(_mem.id, _mem.scope_id, _mem.tenant_id, _mem.user_id, _mem.agent_id,
