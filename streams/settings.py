@@ -358,7 +358,8 @@ class ConsolidationSettings(BaseModel):
         0, ge=0, description=(
             "A tenant's share of a worker's consolidation slots (`concurrency`): beyond it, "
             "its runs take a free slot only while no other tenant's run waits, and never the "
-            "last free one (kept for another tenant). 0: half of them, at least one."),
+            "last free one (kept for another tenant). 0: half of them, at least one. A "
+            "tenant's own: `sessions_consolidating` in `quotas.tenant_overrides`."),
     )
     max_messages: int = Field(
         2000, ge=1, description=(
@@ -843,7 +844,9 @@ class QuotaSettings(BaseModel):
     tenant_overrides: dict[str, TenantQuota] = Field(
         default_factory=dict, description=(
             'Quotas of named tenants, JSON `{"acme": {"queries_per_s": 500, '
-            '"queries_burst": 1000}, ...}`; unset fields take the defaults.'))
+            '"queries_burst": 1000, "erasures_per_min": 10, "memories_per_cube": 20000, '
+            '"sessions_consolidating": 2, "episodes_max_per_cube": 5000}, ...}`; unset '
+            'fields take the defaults.'))
 
     @field_validator("tenant_overrides")
     @classmethod
