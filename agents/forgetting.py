@@ -1,6 +1,6 @@
 """Every worker reads the erasure log now and then (new erasures are skipped by its
 ingest and consolidation, finished ones drop its caches); the leader runs the
-retention deletes when a retention is configured."""
+retention deletes and the episode retention when they are configured."""
 
 from __future__ import annotations
 
@@ -30,3 +30,14 @@ async def apply_retention() -> None:
         await (await worker.retention()).run()
     except Exception as exc:  # the next run goes on where this one stopped
         log.warning("retention run failed: %s: %s", type(exc).__name__, exc)
+
+
+@timer(app, settings.consolidation.episode_retention_interval_s, on_leader=True,
+       name="episode-retention")
+async def retire_episodes() -> None:
+    try:
+        retention = await worker.episode_retention()
+        if retention.enabled:
+            await retention.run()
+    except Exception as exc:  # the next pass goes on where this one stopped
+        log.warning("episode retention failed: %s: %s", type(exc).__name__, exc)

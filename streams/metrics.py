@@ -303,6 +303,12 @@ ERASURE_SKIPPED = Counter(
     "Events and session ends skipped because an erasure covers them, by stage.",
     ["stage"],
 )
+EPISODES_RETIRED = Counter(
+    "memstream_episodes_retired_total",
+    "Episodes expired by the episode retention (their conversation's summary covers "
+    "them), by tenant and reason (age, count).",
+    ["tenant", "reason"],
+)
 RETENTION_DELETED = Counter(
     "memstream_retention_deleted_total",
     "Rows and keys deleted by the retention runs, by store.",
@@ -313,8 +319,8 @@ RETENTION_DELETED = Counter(
 QUOTA_DECISIONS = Counter(
     "memstream_quota_decisions_total",
     "Requests and events weighed against their tenant's quota on this worker, by tenant, "
-    "quota (queries, events) and decision (allowed; refused for queries, dead_lettered for "
-    "events). A tenant's series go when it "
+    "quota (queries, events, erasures, cube_memories, sessions_consolidating) and decision "
+    "(allowed; refused, or dead_lettered for events). A tenant's series go when it "
     "drops out of the quota's most recently seen tenants (quotas.max_tenants).",
     ["tenant", "quota", "decision"],
 )

@@ -358,7 +358,8 @@ class ConsolidationSettings(BaseModel):
         0, ge=0, description=(
             "A tenant's share of a worker's consolidation slots (`concurrency`): beyond it, "
             "its runs take a free slot only while no other tenant's run waits, and never the "
-            "last free one (kept for another tenant). 0: half of them, at least one."),
+            "last free one (kept for another tenant). 0: half of them, at least one. A "
+            "tenant's own: `sessions_consolidating` in `quotas.tenant_overrides`."),
     )
     max_messages: int = Field(
         2000, ge=1, description=(
@@ -488,6 +489,27 @@ class ConsolidationSettings(BaseModel):
         60.0,
         gt=0,
         description="How often failed expiries are tried again and the ledger is purged.",
+    )
+    episode_max_age_days: float | None = Field(
+        None, gt=0, le=36500, description=(
+            "Episodes (built-in provider) older than this (by when they were stored) are "
+            "expired once their conversation's summary covers their message "
+            "(docs/operations.md, episode retention); unset: kept. Per tenant: "
+            "`quotas.tenant_overrides`."),
+    )
+    episodes_max_per_cube: int | None = Field(
+        None, ge=1, description=(
+            "Valid episodes one cube (built-in provider) keeps: the oldest beyond it are "
+            "expired once their conversation's summary covers their message; unset: no "
+            "limit. Per tenant: `quotas.tenant_overrides`."),
+    )
+    episode_retention_interval_s: float = Field(
+        3600.0, gt=0, description="How often the leader runs an episode retention pass.",
+    )
+    episode_retention_chunk: int = Field(
+        1000, ge=1, le=100_000, description=(
+            "Most episodes one retention pass examines (and so expires); the next pass "
+            "goes on where it stopped."),
     )
 
 class QuerySettings(BaseModel):
@@ -797,6 +819,21 @@ class TenantQuota(BaseModel):
         None, ge=0, description=(
             "Chat events a second taken into ingest for the tenant (0: no limit)."))
     events_burst: int | None = Field(None, ge=1, description="Chat events at once, above the rate.")
+    erasures_per_min: float | None = Field(
+        None, ge=0, description="Erasure requests a minute taken in (0: no limit).")
+    erasures_burst: int | None = Field(None, ge=1, description="Erasures at once, above the rate.")
+    memories_per_cube: int | None = Field(
+        None, ge=0, description="Valid memories of one cube before its episodes stop (0: none).")
+    sessions_consolidating: int | None = Field(
+        None, ge=0, description=(
+            "Consolidation slots of a worker the tenant's runs hold at once (default "
+            "`consolidation.tenant_share`; 0: half of them)."))
+    episode_max_age_days: float | None = Field(
+        None, ge=0, description=(
+            "`consolidation.episode_max_age_days` for the tenant (0: episodes kept)."))
+    episodes_max_per_cube: int | None = Field(
+        None, ge=0, description=(
+            "`consolidation.episodes_max_per_cube` for the tenant (0: no limit)."))
 
 
 class QuotaSettings(BaseModel):
@@ -817,6 +854,19 @@ class QuotaSettings(BaseModel):
     events_burst: int = Field(
         2000, ge=1, description=(
             "Chat events of one tenant one worker takes into ingest at once above the rate."))
+    erasures_per_min: float = Field(
+        60.0, ge=0, description=(
+            "Erasure requests a minute one worker takes in for one tenant; one over it is "
+            "refused at once (receipt `rejected`, error `over_quota`; without a reply topic "
+            "dead-lettered `erasure_over_quota`) and nothing is erased. A request whose "
+            "erasure has begun already is never refused. 0: no limit."))
+    erasures_burst: int = Field(
+        30, ge=1, description="Erasure requests of one tenant taken in at once above the rate.")
+    memories_per_cube: int = Field(
+        0, ge=0, description=(
+            "Valid memories one cube (built-in provider) holds before consolidation stops "
+            "adding episodes to it (facts and summaries are still written; the episodes "
+            "of the run are dropped and counted). 0: no limit."))
     max_tenants: int = Field(
         10_000, ge=1, description=(
             "Tenants whose quota a worker keeps (the least recently seen are forgotten, and "
@@ -824,8 +874,9 @@ class QuotaSettings(BaseModel):
     tenant_overrides: dict[str, TenantQuota] = Field(
         default_factory=dict, description=(
             'Quotas of named tenants, JSON `{"acme": {"queries_per_s": 500, '
-            '"queries_burst": 1000, "events_per_s": 200}, ...}`; unset fields take the '
-            'defaults.'))
+            '"queries_burst": 1000, "events_per_s": 200, "erasures_per_min": 10, '
+            '"memories_per_cube": 20000, "sessions_consolidating": 2, '
+            '"episodes_max_per_cube": 5000}, ...}`; unset fields take the defaults.'))
 
     @field_validator("tenant_overrides")
     @classmethod

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from streams.clock import naive_utc
+from streams.consolidation.cube_quota import CubeQuota
 from streams.consolidation.judge import MemoryJudge
 from streams.consolidation.model import PlannedCandidate, Run, SessionMessage
 from streams.consolidation.ports import ChatCompleter, Ledger, Runs
@@ -134,7 +135,8 @@ class ConsolidationPipeline:
                  configs: AgentConfigs,
                  config: PipelineConfig, clock: Callable[[], float] = time.time, *,
                  erasures: ErasureIndex | None = None,
-                 refresh_erasures: Callable[[], Awaitable[None]] | None = None) -> None:
+                 refresh_erasures: Callable[[], Awaitable[None]] | None = None,
+                 cube_quota: CubeQuota | None = None) -> None:
         self.ledger = ledger
         self.runs = runs
         self.judge = judge
@@ -147,6 +149,7 @@ class ConsolidationPipeline:
         self.clock = clock
         self.erasures = erasures if erasures is not None else ErasureIndex()
         self.refresh_erasures = refresh_erasures
+        self.cube_quota = cube_quota
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -273,7 +276,10 @@ class ConsolidationPipeline:
         authors = {m.event_id: Author(m.role, m.user_id) for m in chat if m.user_id}
         planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c, user_id=(
             attributed_user(c.source_event_ids, authors, run.user_id))) for c in kept]
-        return judged.kind, [p for p in planned + episodes if not self._erased_memory(run, p)]
+        planned = [p for p in planned + episodes if not self._erased_memory(run, p)]
+        if self.cube_quota is not None:  # episodes of a cube at its quota dropped
+            planned = await self.cube_quota.keep(run, planned)
+        return judged.kind, planned
 
     def _erased_memory(self, run: Run, p: PlannedCandidate) -> bool:
         """A candidate that would bring an erased memory back (its cube and user, judged

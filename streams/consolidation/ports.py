@@ -3,7 +3,8 @@
 The database adapters implement them (``streams.adapters.db``: ``LedgerStore``
 and ``ReprocessClaims`` the :class:`Ledger`, ``RunStore`` the :class:`Runs`,
 ``ExpiryStore`` the :class:`Expiries`, ``SummaryRows`` the :class:`Summaries`,
-``ReprocessStore`` the :class:`ReprocessJobs`), the Redis conversation cache the
+``ReprocessStore`` the :class:`ReprocessJobs`, ``EpisodeRows`` the
+:class:`EpisodeScan` and the :class:`CubeSizes`), the Redis conversation cache the
 :class:`SummaryCache`; :class:`~streams.memory.provider.ChatCompleter` (the chat
 model) and :class:`~streams.memory.cube_locks.CubeLocks` are memory's ports.
 
@@ -34,6 +35,7 @@ from streams.consolidation.model import (
     SummaryInput,
     SummaryStored,
 )
+from streams.consolidation.rules.episode_retention import Episode
 from streams.consolidation.rules.parts import PartBound
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
 from streams.memory.cube_locks import CubeLocks
@@ -200,3 +202,22 @@ class ReprocessJobs(Protocol):
                    planned: Sequence[tuple[str, PlannedSession]]) -> int: ...
 
     async def messages(self, tenant_id: str, ids: Sequence[int]) -> list[SessionMessage]: ...
+
+
+class EpisodeScan(Protocol):
+    """The valid episodes of the built-in provider, in id order, a page at a time."""
+
+    async def page(self, after_id: int, limit: int) -> tuple[list[Episode], int | None]:
+        """At most ``limit`` valid episodes with an id above ``after_id``, each with its
+        rank in its cube and whether its conversation's summary covers it; and the last
+        id read (None: no episode is left above ``after_id``)."""
+        ...
+
+
+class CubeSizes(Protocol):
+    """How many valid memories a cube holds."""
+
+    async def valid(self, tenant_id: str, cube: str, owner: str) -> int:
+        """The valid memories of the cube (``owner``: the user of a user's cube, ``""``
+        for an agent's); 0 for a cube not written yet."""
+        ...

@@ -3,8 +3,9 @@
 ``process(records)`` takes a batch from ``memory.session-closed``; events of
 different conversations run concurrently, events of one conversation one after
 another, in order. Each run holds one of the worker's ``concurrency`` slots,
-and one tenant's runs at most ``tenant_share`` of them (:mod:`.slots`); a run
-waiting for a cube's lock holds none. ``handle(record)`` does one event
+and one tenant's runs at most its share of them (the ``sessions_consolidating``
+quota, by default ``tenant_share``: :mod:`.slots`); a run waiting for a cube's lock
+holds none. ``handle(record)`` does one event
 (the retry agent calls it for records from ``memory.retry``). A process-wide
 lock per conversation also keeps a retried event and a fresh one of the same
 conversation from running at the same time.
@@ -30,7 +31,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from streams.backoff import forever, retry_forever
@@ -46,6 +47,7 @@ from streams.metrics import (
     CONSOLIDATIONS_IN_FLIGHT,
     DEAD_LETTERS,
 )
+from streams.quotas.counts import CountQuota
 from streams.wire.decode import Rejected, decode_record
 from streams.wire.envelope import Outgoing, Publisher, SourceRecord
 from streams.wire.records import SessionClosed
@@ -69,14 +71,17 @@ class Handled:
 class ConsolidationProcessor:
     def __init__(self, pipeline: ConsolidationPipeline, router: FailureRouter,
                  publisher: Publisher, *, concurrency: int = 8, tenant_share: int = 0,
-                 slots: TenantSlots | None = None, infra_initial_s: float = 0.5,
+                 tenant_shares: Mapping[str, int] | None = None,
+                 share_quota: CountQuota | None = None, slots: TenantSlots | None = None,
+                 infra_initial_s: float = 0.5,
                  infra_max_s: float = 10.0, locks: KeyedLocks | None = None,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
                  rand: Callable[[], float] = random.random) -> None:
         self.pipeline = pipeline
         self.router = router
         self.publisher = publisher
-        self.slots = slots or TenantSlots(concurrency, tenant_share)
+        self.slots = slots or TenantSlots(concurrency, tenant_share, shares=tenant_shares,
+                                          quota=share_quota)
         self.infra_initial_s = infra_initial_s
         self.infra_max_s = infra_max_s
         self.infra_backoff = forever(infra_initial_s, infra_max_s)

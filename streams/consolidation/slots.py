@@ -23,14 +23,15 @@ connection.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from streams.consolidation.rules.fairness import Waiting, pick, tenant_share
+from streams.consolidation.rules.fairness import Waiting, over_share, pick, tenant_share
 from streams.memory.cube_locks import CubeLocks, CubeLockTimeout, HeldCube, KeyedLocks
 from streams.memory.model import CubeKey
+from streams.quotas.counts import CountQuota
 
 
 @dataclass
@@ -38,6 +39,7 @@ class _Waiter:
     who: Waiting
     granted: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
+    passed_over: bool = False  # counted refused by the quota
 
 
 @dataclass
@@ -70,11 +72,22 @@ def current_slot() -> Slot | None:
 
 
 class TenantSlots:
-    def __init__(self, slots: int, share: int = 0) -> None:
+    """``slots`` runs at once, a tenant's at most its share: ``shares[tenant]`` or
+    ``share`` (each as :func:`~.rules.fairness.tenant_share` reads it). With ``quota``
+    (``sessions_consolidating``) each run is counted once: allowed when it takes a
+    slot, refused when it is first passed over because its tenant holds its share."""
+
+    def __init__(self, slots: int, share: int = 0, *, shares: Mapping[str, int] | None = None,
+                 quota: CountQuota | None = None) -> None:
         self.slots = slots
         self.share = tenant_share(slots, share)
+        self.shares = {t: tenant_share(slots, n) for t, n in (shares or {}).items()}
+        self.quota = quota
         self.running: dict[str, int] = {}
         self._waiting: list[_Waiter] = []
+
+    def share_of(self, tenant: str) -> int:
+        return self.shares.get(tenant, self.share)
 
     @property
     def in_use(self) -> int:
@@ -120,12 +133,21 @@ class TenantSlots:
 
     def _dispatch(self) -> None:
         while (i := pick([w.who for w in self._waiting], self.running, self.slots,
-                         self.share)) is not None:
+                         self.share, self.shares)) is not None:
             waiter = self._waiting.pop(i)
             if waiter.granted.done():  # cancelled while waiting
                 continue
             self.running[waiter.who.tenant] = self.running.get(waiter.who.tenant, 0) + 1
             waiter.granted.set_result(None)
+            if self.quota is not None and not waiter.who.resuming:
+                self.quota.record(waiter.who.tenant, True)
+        if self.quota is None:
+            return
+        for waiter in self._waiting:
+            if not waiter.passed_over and not waiter.who.resuming and over_share(
+                    waiter.who.tenant, self.running, self.share, self.shares):
+                waiter.passed_over = True
+                self.quota.record(waiter.who.tenant, False)
 
 
 class SlotFreeLocks:

@@ -94,7 +94,7 @@ EXTERNAL_NOTES = {
     "mem0": "mem0 keeps the text of deleted memories in its history database "
             "(history_db_path); purge it there (docs/providers.md)",
 }
-RefusalCode = Literal["bad_request", "not_found", "conflict", "unauthorized"]
+RefusalCode = Literal["bad_request", "not_found", "conflict", "unauthorized", "over_quota"]
 TRANSIENT = (StoreUnavailable, OSError, TimeoutError, CacheUnavailable, PublishFailed,
              RetryableProviderError, CubeLockTimeout, CubeLockLost)
 ReleaseReason = Literal["rebalance", "turn"]

@@ -17,6 +17,14 @@ past it, or when a rebalance or a shutdown begins, the request is produced to th
 end of the queue again (``requeued``; signed afresh when requests are signed) and
 the next delivery continues it. With :class:`~streams.wire.signing.Signing`, a
 request must be signed with its tenant's key, as a query.
+
+With ``quotas`` (the ``erasures`` quota, a minute), a request whose erasure is not
+in the erasure log yet (a new erasure, or a dry run) takes one from its tenant's
+quota; over it, it is refused at once, as a bad request is (``rejected``, error
+``over_quota`` saying when to retry; without a reply topic dead-lettered
+``erasure_over_quota``): nothing is erased or recorded, and the same request may be
+sent again. An erasure begun already (requeued at the end of its turn, blocked and
+replayed, or repeated) is never refused.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from streams.erasure.executor import (
 from streams.memory.provider import PermanentProviderError
 from streams.metrics import DEAD_LETTERS, ERASURE_BLOCKED, ERASURE_SECONDS, ERASURES
 from streams.query.rules.reply_targets import ReplyTargets
+from streams.quotas.book import QuotaBook
 from streams.redaction import error_text
 from streams.stores import StoreRefused
 from streams.wire.dead_letter import dead_letter
@@ -60,8 +69,9 @@ class ErasureProcessor:
     def __init__(self, executor: ErasureExecutor, dlq_topic: str, *,
                  reply_targets: ReplyTargets | None = None, signing: Signing | None = None,
                  clock: Callable[[], float] = time.time, retry_initial_s: float = 0.2,
-                 retry_max_s: float = 10.0) -> None:
+                 retry_max_s: float = 10.0, quotas: QuotaBook | None = None) -> None:
         self.executor = executor
+        self.quotas = quotas
         self.retry_initial_s = retry_initial_s
         self.retry_max_s = retry_max_s
         self.dlq_topic = dlq_topic
@@ -130,11 +140,14 @@ class ErasureProcessor:
         self.executor.start_turn()
         try:
             if req.dry_run:
+                self._take_quota(req)
                 receipt = await self._retry(lambda: self.executor.dry_run(req))
                 outcome = "dry_run"
             else:
                 known = await self._retry(
                     lambda: self.executor.log.get(req.tenant_id, req.erasure_id))
+                if known is None:
+                    self._take_quota(req)
                 receipt = await self._retry(lambda: self.executor.erase(req))
                 outcome = "repeated" if known is not None and known.status == "done" else "done"
                 ERASURE_SECONDS.observe(time.perf_counter() - started)
@@ -161,6 +174,16 @@ class ErasureProcessor:
                               self._receipt(rec, addr, receipt))
         ERASURES.labels(req.target, outcome).inc()
         return _to_send(self._receipt(rec, addr, receipt), outcome)
+
+    def _take_quota(self, req: ErasureRequest) -> None:
+        """Count a new request against its tenant's ``erasures`` quota; over it, the
+        request is refused (``over_quota``) before anything is erased or recorded."""
+        if self.quotas is None:
+            return
+        decision = self.quotas.take(req.tenant_id, self.clock())
+        if not decision.allowed:
+            log.warning("erasure %s refused: %s", req.erasure_id, decision.message)
+            raise ErasureRefused("over_quota", decision.message)
 
     async def _retry(self, call: Callable[[], Awaitable[T]]) -> T:
         """``call`` until it passes, within the turn; what is not an outage is raised

@@ -1,4 +1,4 @@
-"""One quota (``queries``, ``events``) of every tenant on this worker.
+"""One rate quota (``queries``, ``events``, ``erasures``) of every tenant on this worker.
 
 :meth:`QuotaBook.take` decides a request of a tenant and counts the decision
 (``memstream_quota_decisions_total{tenant,quota,decision}``: ``allowed``, or the
@@ -17,6 +17,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from streams.metrics import QUOTA_DECISIONS
 from streams.quotas.rules import Bucket, Limit, peek, take
@@ -111,6 +112,14 @@ class QuotaBook:
         entry = self._tenants.get(tenant) or _Entry()
         tokens = peek(entry.bucket, limit, now).bucket.tokens
         return Tally(limit, tokens, entry.allowed, entry.refused)
+
+    def view(self, tenant: str, now: float) -> dict[str, Any]:
+        """The tenant's row of ``GET /stats/quotas``."""
+        t = self.tally(tenant, now)
+        return {"quota": self.quota, "limited": not t.limit.unlimited,
+                "rate": t.limit.rate * self.unit_s, "per_s": self.unit_s,
+                "burst": t.limit.burst, "available": round(t.tokens, 3),
+                "allowed": t.allowed, "refused": t.refused, "over_quota": self.refused_as}
 
     def _entry(self, tenant: str) -> _Entry:
         entry = self._tenants.get(tenant)

@@ -18,12 +18,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from streams.quotas.book import QuotaBook
 from streams.stats import queries, trends
 from streams.stats.buckets import BUCKETS, time_range
 from streams.stats.params import (
@@ -79,13 +78,19 @@ def _path_value(path: Mapping[str, str], name: str) -> str:
     return value
 
 
+class QuotaView(Protocol):
+    """A quota of this worker: its row for a tenant (``docs/stats-api.yaml``, ``Quota``)."""
+
+    def view(self, tenant: str, now: float) -> dict[str, Any]: ...
+
+
 class StatsService:
     """Answers the ``/stats/*`` endpoints from the database ``engine()`` returns, and
     ``/stats/quotas`` from ``quotas`` (this worker's quota books, by quota name)."""
 
     def __init__(self, engine: Callable[[], Awaitable[AsyncEngine]], *, max_limit: int = 100,
                  max_buckets: int = 1000, timeout_s: float = 10.0,
-                 quotas: Mapping[str, QuotaBook] | None = None,
+                 quotas: Mapping[str, QuotaView] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
         self.quotas = dict(quotas or {})
@@ -173,12 +178,5 @@ class StatsService:
 
     def _quotas(self, v: Values) -> dict[str, Any]:
         tenant, now = v.text("tenant"), self.clock()
-        out = []
-        for name, book in sorted(self.quotas.items()):
-            t = book.tally(tenant, now)
-            out.append({"quota": name, "limited": not t.limit.unlimited,
-                        "rate": t.limit.rate * book.unit_s, "per_s": book.unit_s,
-                        "burst": t.limit.burst, "available": round(t.tokens, 3),
-                        "allowed": t.allowed, "refused": t.refused,
-                        "over_quota": book.refused_as})
-        return {"tenant": tenant, "quotas": out}
+        return {"tenant": tenant,
+                "quotas": [book.view(tenant, now) for _, book in sorted(self.quotas.items())]}

@@ -74,12 +74,14 @@ class ErasureRequest(BaseModel):
 
 
 class ErasureError(BaseModel):
-    code: Literal["bad_request", "not_found", "conflict", "unauthorized", "provider",
-                  "database", "internal"] = Field(description=(
+    code: Literal["bad_request", "not_found", "conflict", "unauthorized", "over_quota",
+                  "provider", "database", "internal"] = Field(description=(
         "Why the request was `rejected` (`bad_request`, `not_found`, `conflict`, "
-        "`unauthorized`) or the erasure is `blocked`: `provider` (a provider refused for "
-        "good or is not configured), `database` (the database refused one of its "
-        "statements for good: a constraint, a value a column cannot hold), `internal`."))
+        "`unauthorized`, `over_quota`: its tenant's erasure requests are over their quota "
+        "a minute, nothing was erased, send it again later) or the erasure is `blocked`: "
+        "`provider` (a provider refused for good or is not configured), `database` (the "
+        "database refused one of its statements for good: a constraint, a value a column "
+        "cannot hold), `internal`."))
     message: str
 
 

@@ -27,6 +27,7 @@ from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.query_standby import QueryStandby
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.backoff import retry_forever
+from streams.consolidation.episode_retention import EpisodeRetention
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.erasure.processor import REQUEUED, ErasureProcessor
 from streams.erasure.retention import RetentionRunner
@@ -48,16 +49,11 @@ from streams.worker.faust_glue import (
     install_commit_guard,
     seek_uncommitted_to_start,
 )
+from streams.worker.quotas import process_quotas
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
 from streams.worker.web import install as install_web
-from streams.worker.wiring import (
-    Consolidation,
-    Wiring,
-    events_quota,
-    queries_quota,
-    query_consumer_config,
-)
+from streams.worker.wiring import Consolidation, Wiring, query_consumer_config
 
 T = TypeVar("T")
 
@@ -82,9 +78,8 @@ class WorkerContext:
         self._publisher: ExactlyOnceDeadLetters | None = None
         self._replies: ReplyPublisher | None = None
         self._search_log: SearchLogWriter | None = None
-        # one per process: the query processors take from it, /stats/quotas reads it
-        self.query_quotas = queries_quota(settings)
-        self.event_quotas = events_quota(settings)
+        # one per process: the processors take from them, /stats/quotas reads them
+        self.quotas = process_quotas(settings)
 
     def install(self) -> None:
         """What must be in place before Faust starts: the consumer fixes, the
@@ -94,7 +89,7 @@ class WorkerContext:
                              out_of_order_topics=[self.settings.kafka.retry_topic],
                              recover_after_s=self.settings.kafka.redeliver_after_s)
         install_web(self.app, self.runtime, self.settings, self.queries,
-                    {b.quota: b for b in (self.query_quotas, self.event_quotas) if b is not None})
+                    self.quotas.views())
         self.app.on_before_shutdown.connect(self._on_shutdown)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
@@ -141,7 +136,7 @@ class WorkerContext:
             return Wiring(self.settings, self.runtime, publisher=self.publisher,
                           agent_configs=TableAgentConfigs(agent_configs),
                           sessions=FaustTable(sessions), erasures=self.runtime.erasures,
-                          query_quotas=self.query_quotas, event_quotas=self.event_quotas)
+                          quotas=self.quotas)
         return await self._once("wiring", build)
 
     async def ingest_processor(self) -> IngestProcessor:
@@ -263,6 +258,11 @@ class WorkerContext:
     async def sync_erasures(self) -> None:
         await self.runtime.start()
         await self.runtime.erasures.refresh()
+
+    async def episode_retention(self) -> EpisodeRetention:
+        async def build() -> EpisodeRetention:
+            return (await self.wiring()).episode_retention()
+        return await self._once("episode_retention", build)
 
     async def retention(self) -> RetentionRunner:
         async def build() -> RetentionRunner:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -31,12 +32,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from streams.adapters.kafka.progress import ProgressTracker
 from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.clock import naive_utc_now
-from streams.quotas.book import QuotaBook
 from streams.settings import Settings
 from streams.stats.access import StatsAccess, TokenGrant
 from streams.stats.http import install_stats
 from streams.stats.search_log import SearchLog
-from streams.stats.service import StatsService
+from streams.stats.service import QuotaView, StatsService
 from streams.worker.faust_glue import timer
 from streams.worker.health import HealthChecks, install_health
 from streams.worker.kafka_monitor import ConsumerProbe, KafkaMonitor, LagSampler
@@ -65,7 +65,7 @@ def faust_stages(settings: Settings) -> dict[str, str]:
 
 
 def install(app: Any, runtime: Runtime, settings: Settings,
-            queries: QueryConsumer, quotas: dict[str, QuotaBook] | None = None) -> Observability:
+            queries: QueryConsumer, quotas: Mapping[str, QuotaView] | None = None) -> Observability:
     """Install the monitor, the timers and every page on ``app``'s web server;
     ``quotas``: the worker's quota books, read by ``/stats/quotas``."""
     tracker = ProgressTracker(started_at=time.monotonic(), stage_of=faust_stages(settings),

@@ -26,6 +26,7 @@ from streams.adapters.db.answered_store import AnsweredStore
 from streams.adapters.db.builtin_erasure import BuiltinCopies
 from streams.adapters.db.cube_lock import NamedCubeLocks
 from streams.adapters.db.engine import is_sqlite
+from streams.adapters.db.episode_rows import EpisodeRows
 from streams.adapters.db.erasure_deletes import TableDeletes
 from streams.adapters.db.erasure_origins import OriginRows
 from streams.adapters.db.erasure_reads import ConversationReads
@@ -47,6 +48,8 @@ from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.clock import naive_utc
+from streams.consolidation.cube_quota import CubeQuota
+from streams.consolidation.episode_retention import EpisodeRetention
 from streams.consolidation.expiry import ExpirySweeper
 from streams.consolidation.failures import FailureRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
@@ -74,8 +77,7 @@ from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
 from streams.query.ports import MaybeSeen, ReplySink, SentReplies
 from streams.query.processor import QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.quotas.book import DEAD_LETTERED, QuotaBook
-from streams.quotas.rules import Limit
+from streams.quotas.book import QuotaBook
 from streams.session.idle import IdleScanner, WatchedSessions
 from streams.session.ports import SessionTable
 from streams.session.reader import SessionReader
@@ -85,6 +87,7 @@ from streams.tokens import TokenCounter
 from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
+from streams.worker.quotas import Quotas, process_quotas
 
 
 class Parts(Protocol):
@@ -145,8 +148,8 @@ class Wiring:
     every part built here that reads the wall clock or draws a jitter, so a test
     can drive them (the database retries of the stores wait on their own).
     ``erasures``: the process's erasure registry; without it nothing is skipped.
-    ``query_quotas``, ``event_quotas``: the process's quotas of queries and of chat
-    events into ingest per tenant (by default one of its own, from the settings).
+    ``quotas``: the process's quotas per tenant (by default its own, from the
+    settings); ``query_quotas`` replaces its quota of queries.
     """
 
     def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
@@ -154,11 +157,11 @@ class Wiring:
                  clock: Callable[[], float] = time.time,
                  rng: Callable[[], float] = random.random,
                  erasures: ErasureRegistry | None = None,
-                 query_quotas: QuotaBook | None = None,
-                 event_quotas: QuotaBook | None = None) -> None:
+                 query_quotas: QuotaBook | None = None, quotas: Quotas | None = None) -> None:
         self.settings = settings
-        self.query_quotas = query_quotas if query_quotas is not None else queries_quota(settings)
-        self.event_quotas = event_quotas if event_quotas is not None else events_quota(settings)
+        self.quotas = quotas if quotas is not None else process_quotas(settings)
+        if query_quotas is not None:
+            self.quotas.queries = query_quotas
         self.parts = parts
         self.publisher = publisher
         self.agent_configs = agent_configs
@@ -195,7 +198,7 @@ class Wiring:
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
             erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
-            whole=ConversationReads(self.parts.engine), quota=self.event_quotas)
+            whole=ConversationReads(self.parts.engine), quota=self.quotas.events)
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None
@@ -256,7 +259,8 @@ class Wiring:
                                     c.passages_per_message),
                 late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,
-            refresh_erasures=self.erasures.refresh if self.erasures else None)
+            refresh_erasures=self.erasures.refresh if self.erasures else None,
+            cube_quota=CubeQuota(EpisodeRows(engine), self.quotas.cube_memories))
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts
@@ -272,6 +276,8 @@ class Wiring:
         processor = ConsolidationProcessor(
             pipeline, router, self.publisher, concurrency=c.concurrency,
             tenant_share=c.tenant_share,
+            tenant_shares=self.quotas.sessions_consolidating.overrides,
+            share_quota=self.quotas.sessions_consolidating,
             infra_initial_s=s.ingest.retry_initial_s, infra_max_s=s.ingest.retry_max_s,
             rand=self.rng)
         sweeper = ExpirySweeper(expiries, p.providers, initial_s=c.expiry_sweep_interval_s,
@@ -330,7 +336,14 @@ class Wiring:
         return ErasureProcessor(executor, s.kafka.dlq_topic, reply_targets=self.reply_targets(),
                                 signing=self.signing(), clock=self.clock,
                                 retry_initial_s=s.ingest.retry_initial_s,
-                                retry_max_s=s.ingest.retry_max_s)
+                                retry_max_s=s.ingest.retry_max_s, quotas=self.quotas.erasures)
+
+    def episode_retention(self) -> EpisodeRetention:
+        """Episodes beyond their tenant's limits expired (the built-in provider's)."""
+        c = self.settings.consolidation
+        return EpisodeRetention(EpisodeRows(self.parts.engine), self.parts.providers,
+                                self.quotas.retention, chunk=c.episode_retention_chunk,
+                                clock=self.clock)
 
     def retention(self) -> RetentionRunner:
         e = self.settings.erasure
@@ -353,7 +366,7 @@ class Wiring:
             p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
                               reply_targets=self.reply_targets(), signing=self.signing(),
-                              quotas=self.query_quotas)
+                              quotas=self.quotas.queries)
 
     def reply_targets(self) -> ReplyTargets:
         """Where replies and receipts may go: never to memstream's own topics."""
@@ -402,29 +415,6 @@ class Wiring:
             answered, retry_initial_s=s.ingest.retry_initial_s,
             retry_max_s=s.ingest.retry_max_s, maybe_seen=maybe_seen or (lambda rec: True),
             sent_replies=sent_replies or ReplyLookup(s.kafka, every_partition=every_partition))
-
-
-def queries_quota(s: Settings) -> QuotaBook:
-    """The quota of queries per tenant: the defaults, and each tenant's override."""
-    q = s.quotas
-    overrides = {t: Limit(o.queries_per_s if o.queries_per_s is not None else q.queries_per_s,
-                          o.queries_burst if o.queries_burst is not None else q.queries_burst)
-                 for t, o in q.tenant_overrides.items()}
-    return QuotaBook("queries", Limit(q.queries_per_s, q.queries_burst), overrides,
-                     max_tenants=q.max_tenants)
-
-
-def events_quota(s: Settings) -> QuotaBook | None:
-    """The quota of chat events into ingest per tenant; None when no tenant has a limit."""
-    q = s.quotas
-    overrides = {t: Limit(o.events_per_s if o.events_per_s is not None else q.events_per_s,
-                          o.events_burst if o.events_burst is not None else q.events_burst)
-                 for t, o in q.tenant_overrides.items()}
-    default = Limit(q.events_per_s, q.events_burst)
-    if default.unlimited and all(limit.unlimited for limit in overrides.values()):
-        return None
-    return QuotaBook("events", default, overrides, max_tenants=q.max_tenants,
-                     refused_as=DEAD_LETTERED)
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

@@ -44,7 +44,8 @@ class Harness:
                  configs: dict[tuple[str, str], Any] | None = None, episodes: bool = True,
                  extra_providers: dict[str, FakeMemoryProvider] | None = None,
                  max_attempts: int = 3, atomic: bool = True,
-                 consolidation: dict[str, Any] | None = None) -> None:
+                 consolidation: dict[str, Any] | None = None,
+                 quotas: dict[str, Any] | None = None) -> None:
         self.engine = engine
         self.clock = Clock()
         self.store = MessageStore(engine)
@@ -65,7 +66,7 @@ class Harness:
             consolidation={"retry_attempts": max_attempts, "retry_backoff_initial_s": 1.0,
                            "retry_backoff_max_s": 4.0, "concurrency": 4,
                            "expiry_sweep_interval_s": 1.0, "cube_lock_timeout_s": 10.0,
-                           **(consolidation or {})})
+                           **(consolidation or {})}, quotas=quotas or {})
         parts = FakeParts(engine=engine, store=self.store, cache=self.cache,
                           providers=self.registry, models=models)
         self.wiring = wiring(parts, publisher=self.publisher, settings=settings,

@@ -95,6 +95,38 @@ async def test_one_tenants_backlog_never_holds_every_slot(engine: AsyncEngine) -
     assert max(n for n, _ in peaks) <= 2
 
 
+async def test_a_tenants_own_share_of_the_slots_is_its_sessions_quota(
+        engine: AsyncEngine) -> None:
+    h = Harness(engine, consolidation={"concurrency": 2, "tenant_share": 2},
+                quotas={"tenant_overrides": {"loud": {"sessions_consolidating": 1}}})
+    slots, quota = h.processor.slots, h.wiring.quotas.sessions_consolidating
+    assert (slots.share_of("loud"), slots.share_of("calm")) == (1, 2)
+    peaks = watch(slots)
+    gate = asyncio.Event()
+    add = h.provider.add
+
+    async def slow(scope: Scope, cube: str, memories: Any) -> Any:
+        await gate.wait()
+        return await add(scope, cube, memories)
+
+    h.provider.add = slow  # type: ignore[method-assign]
+    for tenant, share in (("loud", 1), ("calm", 2)):
+        gate.clear()
+        runs = [await _said(h, tenant, f"u{i}", f"{tenant}{i}", f"I live in Rome {i}.")
+                for i in range(3)]
+        batch = asyncio.ensure_future(h.processor.process(runs))
+        await eventually(lambda n=3 - share: slots.waiting == n, 8, "runs in their slots", 0.02)
+        await asyncio.sleep(0.05)
+        assert slots.running == {tenant: share}  # the last free slot is kept for others
+        gate.set()
+        handled = await asyncio.wait_for(batch, 10)
+        assert [x.outcome for x in handled] == ["done"] * 3
+        assert max(by.get(tenant, 0) for _, by in peaks) == share
+    assert quota.tally("loud") == (3, 2)  # each run counted once: two passed over first
+    assert quota.tally("calm") == (3, 1)
+    assert quota.view("loud", 0.0)["limit"] == 1
+
+
 async def test_the_conflict_model_is_asked_outside_the_lock_and_its_decision_checked_in_it(
     engine: AsyncEngine,
 ) -> None:

@@ -78,10 +78,13 @@ async def test_a_flooding_tenant_is_refused_and_the_other_answered(stack: Stack)
         assert 'memstream_quota_decisions_total{decision="refused",quota="queries",' \
                'tenant="calm"}' not in metrics
         body = (await http.get("/stats/quotas", params={"tenant": "loud"})).json()
-        (queries,) = body["quotas"]
+        by_name = {q["quota"]: q for q in body["quotas"]}
+        assert sorted(by_name) == ["cube_memories", "erasures", "queries",
+                                   "sessions_consolidating"]
+        queries = by_name["queries"]
         assert (queries["quota"], queries["rate"], queries["burst"]) == ("queries", 5, 5)
         assert (queries["allowed"], queries["refused"]) == (answered, FLOOD - answered)
         calm_stats = (await http.get("/stats/quotas", params={"tenant": "calm"})).json()
-        calm_stats = calm_stats["quotas"][0]
+        calm_stats = next(q for q in calm_stats["quotas"] if q["quota"] == "queries")
         assert calm_stats["refused"] == 0 and calm_stats["allowed"] >= 31
         assert calm_stats["rate"] == 100

@@ -1,7 +1,9 @@
 """Which consolidation run takes the next free slot: a share per tenant.
 
 A worker consolidates at most ``slots`` runs at once, and one tenant's runs
-hold at most ``share`` of them (:func:`tenant_share`), so one tenant's backlog
+hold at most ``share`` of them (:func:`tenant_share`; a tenant's own share, the
+``sessions_consolidating`` quota of ``quotas.tenant_overrides``, before it), so one
+tenant's backlog
 never takes every slot: another tenant's run finds one free, or the next one
 freed, whatever the first tenant has queued.
 
@@ -39,24 +41,33 @@ class Waiting:
     resuming: bool = False
 
 
-def may_start(tenant: str, running: Mapping[str, int], slots: int, share: int) -> bool:
+def over_share(tenant: str, running: Mapping[str, int], share: int,
+               shares: Mapping[str, int] | None = None) -> bool:
+    """Whether ``tenant``'s runs hold its share (``shares``: tenants' own, before
+    ``share``) already."""
+    return running.get(tenant, 0) >= (shares or {}).get(tenant, share)
+
+
+def may_start(tenant: str, running: Mapping[str, int], slots: int, share: int,
+              shares: Mapping[str, int] | None = None) -> bool:
     """Whether a run of ``tenant`` may take a slot now (``running``: slots held by
     tenant)."""
-    return sum(running.values()) < slots and running.get(tenant, 0) < share
+    return sum(running.values()) < slots and not over_share(tenant, running, share, shares)
 
 
 def pick(waiting: Sequence[Waiting], running: Mapping[str, int], slots: int,
-         share: int) -> int | None:
+         share: int, shares: Mapping[str, int] | None = None) -> int | None:
     """The index in ``waiting`` (in arrival order) of the run that takes the next
     slot, or None when no slot is free, or every waiting tenant holds its share and
-    only one slot is free (kept for another tenant)."""
+    only one slot is free (kept for another tenant). ``shares``: the tenants whose
+    share is their own (``quotas.tenant_overrides``), each at most ``slots``."""
     free = slots - sum(running.values())
     if free <= 0:
         return None
     first: int | None = None
     borrower: int | None = None
     for i, w in enumerate(waiting):
-        if not may_start(w.tenant, running, slots, share):
+        if not may_start(w.tenant, running, slots, share, shares):
             if borrower is None:
                 borrower = i
             continue

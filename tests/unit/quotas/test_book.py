@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 from streams.quotas.book import QuotaBook
 from streams.quotas.rules import Limit
 from streams.settings import Settings, TenantQuota
-from streams.worker.wiring import events_quota, queries_quota
+from streams.worker.quotas import events_quota, queries_quota
 
 
 def decisions(tenant: str, quota: str, decision: str) -> float | None:

@@ -194,10 +194,16 @@ class Writes:
 
     async def expire(self, scope: Scope, cube: str, owner: str, ids: list[int],
                      superseded_by: str | None) -> None:
-        """Retire the valid ones of ``ids`` in the scope; others are ignored."""
-        m = memory.c
+        """Retire the valid ones of ``ids`` in the scope; others are ignored. A scope
+        with no row (none ever written, or an erasure took its last memory) is left
+        without one: an expiry never creates a scope."""
+        m, s = memory.c, memory_scope_stats.c
         async with self.engine.begin() as conn:
-            scope_id = await self.lock_scope(conn, scope, cube, owner)
+            scope_id = (await conn.execute(select(s.id).where(
+                s.tenant_id == scope.tenant_id, s.cube == cube, s.owner_id == owner)
+                .with_for_update())).scalar_one_or_none()
+            if scope_id is None:
+                return
             q = select(m.id, m.doc_len).where(m.scope_id == scope_id, m.id.in_(ids),
                                               m.valid_to.is_(None))
             live = (await conn.execute(q)).all()
@@ -212,7 +218,6 @@ class Writes:
                 t.memory_id.in_(live_ids), t.scope_id == scope_id))
             await conn.execute(memory_embedding.delete().where(
                 e.scope_id == scope_id, e.memory_id.in_(live_ids)))
-            s = memory_scope_stats.c
             await conn.execute(update(memory_scope_stats).where(s.id == scope_id).values(
                 doc_count=s.doc_count - len(live), version=s.version + 1, updated_at=now,
                 total_len=s.total_len - sum(int(r.doc_len) for r in live)))

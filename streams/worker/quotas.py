@@ -1,0 +1,108 @@
+"""The quotas of one process, from the settings: each quota's defaults and every
+tenant's overrides (``quotas.tenant_overrides``), as plain values for the stages.
+
+* ``queries`` — a second, taken by the query processors;
+* ``events`` — chat events a second into ingest (none when no tenant has a limit);
+* ``erasures`` — a minute, taken by the erasure processor for each new erasure;
+* ``cube_memories`` — valid memories of a cube before consolidation adds no episodes;
+* ``sessions_consolidating`` — consolidation slots one tenant's runs hold at once
+  (default ``consolidation.tenant_share``);
+* the episode retention of each tenant (``consolidation.episode_max_age_days``,
+  ``consolidation.episodes_max_per_cube``), not a quota but overridden per tenant the
+  same way.
+
+One :class:`Quotas` per process: the processors take from its books and
+``GET /stats/quotas`` reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streams.consolidation.rules.episode_retention import RetentionLimits
+from streams.consolidation.rules.fairness import tenant_share
+from streams.quotas.book import DEAD_LETTERED, QuotaBook
+from streams.quotas.counts import CountQuota
+from streams.quotas.rules import Limit
+from streams.settings import Settings
+from streams.stats.service import QuotaView
+
+
+@dataclass
+class Quotas:
+    queries: QuotaBook
+    events: QuotaBook | None
+    erasures: QuotaBook
+    cube_memories: CountQuota
+    sessions_consolidating: CountQuota
+    retention: RetentionLimits
+
+    def views(self) -> dict[str, QuotaView]:
+        """Every quota by name, as ``GET /stats/quotas`` shows them."""
+        books: list[QuotaBook | CountQuota | None] = [
+            self.queries, self.events, self.erasures, self.cube_memories,
+            self.sessions_consolidating]
+        return {b.quota: b for b in books if b is not None}
+
+
+def queries_quota(s: Settings) -> QuotaBook:
+    """The quota of queries per tenant: the defaults, and each tenant's override."""
+    q = s.quotas
+    overrides = {t: Limit(o.queries_per_s if o.queries_per_s is not None else q.queries_per_s,
+                          o.queries_burst if o.queries_burst is not None else q.queries_burst)
+                 for t, o in q.tenant_overrides.items()}
+    return QuotaBook("queries", Limit(q.queries_per_s, q.queries_burst), overrides,
+                     max_tenants=q.max_tenants)
+
+
+def events_quota(s: Settings) -> QuotaBook | None:
+    """The quota of chat events into ingest per tenant; None when no tenant has a limit."""
+    q = s.quotas
+    overrides = {t: Limit(o.events_per_s if o.events_per_s is not None else q.events_per_s,
+                          o.events_burst if o.events_burst is not None else q.events_burst)
+                 for t, o in q.tenant_overrides.items()}
+    default = Limit(q.events_per_s, q.events_burst)
+    if default.unlimited and all(limit.unlimited for limit in overrides.values()):
+        return None
+    return QuotaBook("events", default, overrides, max_tenants=q.max_tenants,
+                     refused_as=DEAD_LETTERED)
+
+
+def erasures_quota(s: Settings) -> QuotaBook:
+    """The quota of erasure requests per tenant, a minute."""
+    q = s.quotas
+
+    def limit(per_min: float, burst: int) -> Limit:
+        return Limit(per_min / 60.0, burst)
+
+    overrides = {t: limit(o.erasures_per_min if o.erasures_per_min is not None
+                          else q.erasures_per_min,
+                          o.erasures_burst if o.erasures_burst is not None else q.erasures_burst)
+                 for t, o in q.tenant_overrides.items()}
+    return QuotaBook("erasures", limit(q.erasures_per_min, q.erasures_burst), overrides,
+                     max_tenants=q.max_tenants, unit_s=60.0)
+
+
+def process_quotas(s: Settings) -> Quotas:
+    q, c = s.quotas, s.consolidation
+    o = q.tenant_overrides
+    return Quotas(
+        queries=queries_quota(s),
+        events=events_quota(s),
+        erasures=erasures_quota(s),
+        cube_memories=CountQuota(
+            "cube_memories", q.memories_per_cube,
+            {t: v.memories_per_cube for t, v in o.items() if v.memories_per_cube is not None},
+            max_tenants=q.max_tenants),
+        sessions_consolidating=CountQuota(
+            "sessions_consolidating", c.tenant_share,
+            {t: v.sessions_consolidating for t, v in o.items()
+             if v.sessions_consolidating is not None}, max_tenants=q.max_tenants,
+            effective=lambda n: tenant_share(c.concurrency, n)),
+        retention=RetentionLimits(
+            max_age_days=c.episode_max_age_days or 0.0,
+            max_per_cube=c.episodes_max_per_cube or 0,
+            age_overrides={t: v.episode_max_age_days for t, v in o.items()
+                           if v.episode_max_age_days is not None},
+            count_overrides={t: v.episodes_max_per_cube for t, v in o.items()
+                             if v.episodes_max_per_cube is not None}))
