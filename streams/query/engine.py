@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.model import StoredMemory, readable_cubes
@@ -53,7 +53,7 @@ from streams.query.rules.query_text import build_query_text
 from streams.query.rules.same_source import COVERS, fold_same_source
 from streams.query.rules.window_access import may_read_window
 from streams.redaction import error_text
-from streams.session.reader import SessionReader
+from streams.session.reader import SessionReader, SessionWindow
 from streams.tokens import CountTokens
 from streams.wire.query import (
     BudgetInfo,
@@ -149,13 +149,13 @@ class QueryEngine:
         finally:
             QUERY_STAGE_LATENCY.labels(stage).observe(self.clock() - start)
 
-    async def _short_term(self, q: MemoryQuery) -> dict[str, Any] | None:
+    async def _short_term(self, q: MemoryQuery) -> SessionWindow | None:
         if not (q.options.include_short_term and q.conversation_id):
             return None
         window = await self.reader.window(q.tenant_id, q.conversation_id, last_n=q.options.last_n)
         if not may_read_window(window.speakers, q.user_id):
             raise WindowWithheld(q.conversation_id)
-        return window.to_dict()
+        return window
 
     async def _long_term(self, q: MemoryQuery) -> _LongTerm:
         config = self.agent_configs.get(q.tenant_id, q.agent_id)
@@ -224,8 +224,12 @@ class QueryEngine:
         elif isinstance(short, BaseException):
             reply.warnings.append(_warning("short_term_failed", short))
         elif short is not None:
-            reply.short_term = short
-            reply.summary = short.get("summary")
+            reply.short_term = short.to_dict()
+            reply.summary = short.summary
+            if short.unverified:
+                reply.warnings.append(Warning_(code="short_term_unverified", message=(
+                    "the Session window was read from Redis without the database's word "
+                    "that the list missed no write (no answer in time)")))
         if isinstance(long, BaseException):
             reply.warnings.append(_warning("long_term_failed", long))
             reply.long_term = LongTermInfo(keyword_only=q.options.just_keyword_search)

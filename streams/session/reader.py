@@ -27,6 +27,9 @@ from streams.tokens import CountTokens
 log = logging.getLogger(__name__)
 
 Source = Literal["cache", "database"]
+Read = Literal["cache", "unverified", "database"]
+"""Where a read's messages came from; ``unverified``: Redis, while the database did not
+say in time whether the list missed a write (``StaleHistories.lookup``)."""
 
 
 @dataclass
@@ -43,10 +46,13 @@ class SessionWindow:
     considered: int = 0
     # the users speaking in the messages considered (not on the wire)
     speakers: list[str] = field(default_factory=list)
+    # read from Redis without the database's word that the list missed no write
+    # (not on the wire: the reply says so in a warning)
+    unverified: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
-        del doc["speakers"]
+        del doc["speakers"], doc["unverified"]
         return doc
 
 
@@ -74,7 +80,7 @@ class SessionReader:
 
     async def messages(
         self, tenant_id: str, conversation_id: str, last_n: int
-    ) -> tuple[list[dict[str, Any]], Source]:
+    ) -> tuple[list[dict[str, Any]], Read]:
         """The newest ``last_n`` messages, oldest first, and where they came from."""
         if last_n <= 0:
             raise ValueError("last_n must be positive")
@@ -97,7 +103,7 @@ class SessionReader:
             return await self._rebuild(tenant_id, conversation_id, last_n, lookup), "database"
         if cached is not None:
             CACHE_READS.labels("hit" if lookup.checked else "unchecked").inc()
-            return cached, "cache"
+            return cached, "cache" if lookup.checked else "unverified"
         CACHE_READS.labels("miss").inc()
         return await self._rebuild(tenant_id, conversation_id, last_n, None), "database"
 
@@ -178,7 +184,8 @@ class SessionReader:
             summary=summary if w.summary_used else None,
             tokens=w.tokens,
             truncated=w.truncated,
-            source=source,
+            source="database" if source == "database" else "cache",
             considered=len(docs),
             speakers=sorted({str(d["user_id"]) for d in docs if d.get("user_id") is not None}),
+            unverified=source == "unverified",
         )

@@ -196,3 +196,44 @@ async def test_a_database_that_does_not_answer_does_not_hold_cached_reads_up() -
         asyncio.gather(stale.lookup(*C1), stale.lookup(*C2)), 1.0)
     assert (held.stale, held.checked) == (True, False)
     assert (other.stale, other.checked) == (False, False)
+
+
+async def test_a_list_read_without_the_databases_word_is_served_with_a_warning() -> None:
+    """A mark another worker stored cannot be seen while the database does not answer:
+    the list is served then, but never as verified — the reply says so."""
+    from streams.query.engine import QueryConfig, QueryEngine
+    from streams.session.reader import SessionReader
+    from streams.wire.query import MemoryQuery
+
+    class HangingMarks(InMemoryStaleMarks):
+        async def get(self, tenant_id: str, conversation_id: str) -> None:
+            await asyncio.sleep(3600)
+
+    class NoLog:
+        async def recent(self, tenant_id: str, conversation_id: str,
+                         limit: int) -> list[dict[str, object]]:
+            return []
+
+        async def summary(self, tenant_id: str, conversation_id: str) -> None:
+            return None
+
+    def docs(marks: InMemoryStaleMarks) -> SessionReader:
+        cache = InMemoryHotCopy()
+        cache.lists[C1] = [{"event_id": "e1", "role": "user", "user_id": "u1",
+                            "content": "hello", "created_at": "2026-11-30T08:00:00+00:00"}]
+        return SessionReader(NoLog(), cache, lambda text: len(text.split()),  # type: ignore[arg-type]
+                             stale=StaleHistories(cache, marks, lookup_timeout_s=0.01))
+
+    query = MemoryQuery.model_validate({"tenant_id": "t1", "user_id": "u1", "agent_id": "a1",
+                                        "conversation_id": "c1", "message": "hi"})
+    for marks, warned in ((InMemoryStaleMarks(), False), (HangingMarks(), True)):
+        reader = docs(marks)
+        window = await reader.window(*C1)
+        assert [m["content"] for m in window.messages] == ["hello"]
+        assert (window.source, window.unverified) == ("cache", warned)
+        engine = QueryEngine(QueryConfig(default_long_memory=False), reader,
+                             type("NoConfigs", (), {"get": lambda *a: None})(),
+                             None, lambda text: len(text.split()))  # type: ignore[arg-type]
+        reply = await engine.answer(query)
+        codes = [w.code for w in reply.warnings]
+        assert ("short_term_unverified" in codes) is warned, codes
