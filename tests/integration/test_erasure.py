@@ -250,7 +250,7 @@ async def test_retention_runs_on_a_schedule(stack: Stack) -> None:
 
 async def test_erasing_a_sub_agent_conversation(stack: Stack) -> None:
     """A sub-agent's chat is stored in its parent conversation: erasing it takes those
-    messages (ids compared exactly: ``agent:TASK`` and ``agent:task `` are others), what
+    messages (ids compared exactly: ``agent:TASK`` and ``agent:Task`` are others), what
     was judged from them, the parent's cached list and summary; the parent's own
     messages stay."""
     stack.extra_env.update(FAST)
@@ -266,7 +266,7 @@ async def test_erasing_a_sub_agent_conversation(stack: Stack) -> None:
         sub(2, "agent:task", "P1", "u1", "I keep bees."),
         chat_event(3, "P1", role="assistant", content="Welcome back."),
         sub(1, "agent:TASK", "P2", "u2", "I live in Rome."),
-        sub(1, "agent:task ", "P3", "u3", "I live in Bergen."),
+        sub(1, "agent:Task", "P3", "u3", "I live in Bergen."),
         session_end_event("P1", created_at="2026-11-30T08:01:00Z")])
     await eventually(lambda: run_status(stack, "t1/P1#1") == "done", 90, "P1 consolidated")
 
