@@ -450,7 +450,8 @@ class ErasureExecutor:
 def selection(mark: ErasureMark, conversations: Sequence[EraseConversation]) -> Selection:
     return Selection(mark.tenant_id, mark.target, mark.subject,
                      whole=tuple(c.conversation_id for c in conversations if c.whole),
-                     touched=tuple(c.conversation_id for c in conversations))
+                     touched=tuple(c.conversation_id for c in conversations),
+                     cutoff=mark.cutoff, seq=mark.seq)
 
 
 def refusal(req: ErasureRequest | None, exc: ErasureRefused) -> ErasureReceipt:

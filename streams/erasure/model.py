@@ -85,13 +85,17 @@ class EraseConversation:
 class Selection:
     """What one erasure deletes, in the terms the stores need: the tenant, the target
     and its subject, and for a user or conversation erasure the conversations it
-    touches (``touched``) and those that go whole (``whole``)."""
+    touches (``touched``) and those that go whole (``whole``); ``cutoff`` and ``seq``:
+    the erasure's, the messages it deletes dated after ``cutoff`` are remembered
+    (None: nothing remembered)."""
 
     tenant_id: str
     target: Target
     subject: str
     whole: tuple[str, ...] = ()
     touched: tuple[str, ...] = ()
+    cutoff: datetime | None = None  # naive UTC
+    seq: int = 0
 
 
 @dataclass(frozen=True)

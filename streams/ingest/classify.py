@@ -2,9 +2,12 @@
 
 A record is decoded (bad input is dead-lettered, as is an event dated further
 ahead of the worker's clock than ``max_future_s``), skipped when an erasure
-covers it, and placed (:mod:`streams.ingest.rules.routing`): stored where it
-was read, stored in its parent conversation (sub-agent chat), re-keyed to its
-conversation's home partition, refused, or dropped. An event read on the chat
+covers it (a session end only a user erasure covers still closes its session,
+stripped of its sender; a message an erasure deleted past its cutoff is skipped
+once looked up, :meth:`Classifier.drop_erased`), and placed
+(:mod:`streams.ingest.rules.routing`): stored where it was read, stored in its
+parent conversation (sub-agent chat), re-keyed to its conversation's home
+partition, refused, or dropped. An event read on the chat
 topic is weighed against its tenant's quota of events first, and dead-lettered
 over it (:mod:`streams.ingest.rules.quota`). Idle checks are taken as they are;
 erasure fences were taken in before (:mod:`streams.ingest.fences`).
@@ -13,15 +16,20 @@ erasure fences were taken in before (:mod:`streams.ingest.fences`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
+from streams.backoff import retry_forever
 from streams.clock import naive_utc
+from streams.erasure.model import ErasureMark
 from streams.erasure.rules.coverage import ErasureIndex, EventPlace
 from streams.ingest.model import IngestConfig, IngestResult, Taken, Tally
+from streams.ingest.ports import ErasedEvents
 from streams.ingest.rules.quota import counts, over_quota
 from streams.ingest.rules.routing import place
 from streams.ingest.rules.subagent import as_parent_message
 from streams.metrics import DEAD_LETTERS, ERASURE_SKIPPED
 from streams.quotas.book import QuotaBook
+from streams.session.rules.batch import BareEnd
 from streams.wire.dead_letter import dead_letter
 from streams.wire.decode import (
     OUT_OF_RANGE,
@@ -55,12 +63,15 @@ def rejected_record(rec: SourceRecord, rejected: Rejected, tally: Tally, *,
 class Classifier:
     """``home``: a conversation's home partition (None: where the producer put it);
     ``erasures``: the erasures taken in, whose events are skipped; ``quota``: the
-    quota of events per tenant (None: no limit)."""
+    quota of events per tenant (None: no limit); ``erased_events``: the messages
+    erasures deleted past their cutoff, skipped too (None: not looked up)."""
 
     def __init__(self, config: IngestConfig, erasures: ErasureIndex, *,
                  clock: Callable[[], float], home: Callable[[str], int] | None,
-                 quota: QuotaBook | None = None) -> None:
+                 quota: QuotaBook | None = None,
+                 erased_events: ErasedEvents | None = None) -> None:
         self.config = config
+        self.erased_events = erased_events
         self.quota = quota
         self.erasures = erasures
         self.clock = clock
@@ -88,7 +99,10 @@ class Classifier:
             if isinstance(decoded, Rejected):
                 dlq.append(self.dead_letter(rec, decoded, tally))
                 continue
-            if self._erased(decoded, rec):
+            if (covered := self._erased(decoded, rec)) is not None:
+                if isinstance(covered, BareEnd):  # an erased user's end: closes, for the others
+                    items.append(Taken(rec, covered))
+                    continue
                 tally.add(rec.topic, "erased")
                 ERASURE_SKIPPED.labels("ingest").inc()
                 result.erased += 1
@@ -129,16 +143,52 @@ class Classifier:
     def dead_letter(self, rec: SourceRecord, rejected: Rejected, tally: Tally) -> Outgoing:
         return rejected_record(rec, rejected, tally, dlq_topic=self.config.dlq_topic)
 
-    def _erased(self, event: ChatMessage | SessionEnd, rec: SourceRecord) -> bool:
-        """Whether an erasure covers ``event``: of its subject, and up to its cutoff or
-        read below the chat-topic offsets recorded with it."""
+    def _erased(self, event: ChatMessage | SessionEnd,
+                rec: SourceRecord) -> ErasureMark | BareEnd | None:
+        """The erasure covering ``event`` (of its subject, and up to its cutoff or read
+        below the chat-topic offsets recorded with it), if any. A session end only a
+        user erasure covers still closes its conversation's session for the users
+        left: it comes back stripped of its sender (:class:`BareEnd`)."""
         if not len(self.erasures):
-            return False
+            return None
         parent = getattr(event, "parent_conversation_id", None)
         conversations = (event.conversation_id, parent) if parent else (event.conversation_id,)
-        return self.erasures.event_covered(event.tenant_id, event.user_id, conversations,
-                                           naive_utc(event.created_at),
-                                           self._chat_places(rec)) is not None
+        at, places = naive_utc(event.created_at), self._chat_places(rec)
+        mark = self.erasures.event_covered(event.tenant_id, event.user_id, conversations,
+                                           at, places)
+        if (mark is not None and isinstance(event, SessionEnd)
+                and self.erasures.event_covered(event.tenant_id, event.user_id, conversations,
+                                                at, places, users=False) is None):
+            return BareEnd(event.tenant_id, event.conversation_id)
+        return mark
+
+    async def drop_erased(self, items: list[Taken], result: IngestResult,
+                          tally: Tally) -> list[Taken]:
+        """``items`` without the messages an erasure deleted and remembered (dated
+        after its cutoff, so not covered by it): an upstream sending one again does
+        not bring it back. Only events of a tenant, user or conversation an erasure
+        names are looked up."""
+        if self.erased_events is None or not len(self.erasures):
+            return items
+        keys = {(i.event.tenant_id, i.event.event_id) for i in items
+                if isinstance(i.event, ChatMessage) and self.erasures.names(
+                    i.event.tenant_id, i.event.user_id,
+                    (i.event.conversation_id, i.origin) if i.origin
+                    else (i.event.conversation_id,))}
+        if not keys:
+            return items
+        lookup = partial(self.erased_events.erased, sorted(keys))
+        erased = await retry_forever(lookup, what="mysql", initial_s=self.config.retry_initial_s,
+                                     max_s=self.config.retry_max_s)
+        kept = []
+        for i in items:
+            if isinstance(i.event, ChatMessage) and (i.event.tenant_id, i.event.event_id) in erased:
+                tally.add(i.record.topic, "erased")
+                ERASURE_SKIPPED.labels("ingest").inc()
+                result.erased += 1
+            else:
+                kept.append(i)
+        return kept
 
     def _chat_places(self, rec: SourceRecord) -> list[EventPlace]:
         """Where on the chat topic ``rec`` was read: here, where ingest re-keyed it from,

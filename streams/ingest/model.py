@@ -14,6 +14,7 @@ from typing import Any
 
 from streams.clock import naive_utc
 from streams.session.model import MessageDoc
+from streams.session.rules.batch import BareEnd
 from streams.wire.envelope import SourceRecord
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
@@ -56,10 +57,11 @@ class IngestResult:
 class Taken:
     """An event of the batch that reaches the session rules (and, a message, the
     store): where it was read, and for sub-agent chat stored in its parent
-    conversation, the sub-agent conversation it came from."""
+    conversation, the sub-agent conversation it came from. A session end of an
+    erased user is a :class:`~streams.session.rules.batch.BareEnd`."""
 
     record: SourceRecord
-    event: ChatMessage | SessionEnd | IdleCheck
+    event: ChatMessage | SessionEnd | IdleCheck | BareEnd
     origin: str | None = None
 
 

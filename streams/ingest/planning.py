@@ -33,7 +33,13 @@ from streams.ingest.ports import ClosedSessions
 from streams.ingest.publishing import ClosingEvents
 from streams.metrics import SESSION_STATES_DROPPED, SESSIONS_CLOSED, SESSIONS_CUT
 from streams.session.model import ConversationKey, MessageDoc, table_key
-from streams.session.rules.batch import SessionPlan, SessionRules, SourcedEvent, plan_sessions
+from streams.session.rules.batch import (
+    BareEnd,
+    SessionPlan,
+    SessionRules,
+    SourcedEvent,
+    plan_sessions,
+)
 from streams.session.state_buffer import SessionStateBuffer
 from streams.wire.envelope import SourceRecord
 from streams.wire.records import ChatMessage, IdleCheck
@@ -61,7 +67,7 @@ class SessionPlanning:
             if key not in current:
                 current[key] = self.states.get(key)
         unknown = {(i.event.tenant_id, i.event.conversation_id) for i in items
-                   if not isinstance(i.event, IdleCheck)
+                   if not isinstance(i.event, IdleCheck | BareEnd)
                    and current[table_key(i.event.tenant_id, i.event.conversation_id)] is None}
 
         async def lookup() -> dict[ConversationKey, int]:

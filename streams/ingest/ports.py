@@ -6,7 +6,9 @@
   never takes (:class:`streams.adapters.db.isolation.IsolatedBatches`);
 * :class:`WholeConversations`: what a user erasure takes whole
   (:class:`streams.adapters.db.erasure_reads.ConversationReads`);
-* :class:`FencePassed`: the erasure log, told a fence was passed.
+* :class:`FencePassed`: the erasure log, told a fence was passed;
+* :class:`ErasedEvents`: the events an erasure deleted that its cutoff does not
+  cover (:class:`streams.adapters.db.messages.MessageStore`).
 
 The Redis copy and the stale-history marks are the session stage's ports
 (:mod:`streams.session.ports`); events go out through
@@ -31,6 +33,8 @@ class MessageRows(Protocol):
 
     async def store(self, rows: Sequence[MessageRow]) -> set[EventKey]:
         """Insert the rows not stored yet, in order, at once; the keys that were new.
+        A row whose event an erasure deleted and remembered (:class:`ErasedEvents`)
+        counts as stored: it is not stored again.
         Raises the store's own error on any failure, nothing stored then (a
         :class:`RowBatch` tells a refused row from an outage by it)."""
         ...
@@ -86,4 +90,11 @@ class FencePassed(Protocol):
     async def __call__(self, fence: ErasureFence, tombstones: int) -> None:
         """Record that this partition passed ``fence``, having deleted ``tombstones``
         session states. Raises on any failure, nothing recorded then."""
+        ...
+
+
+class ErasedEvents(Protocol):
+    async def erased(self, keys: Sequence[EventKey]) -> set[EventKey]:
+        """Those of ``keys`` an erasure deleted and remembered: dated after its cutoff,
+        which does not cover them when they are sent again. Raises on any failure."""
         ...

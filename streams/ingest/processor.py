@@ -51,7 +51,13 @@ from streams.ingest.classify import Classifier
 from streams.ingest.fences import ErasureFences
 from streams.ingest.model import IngestConfig, IngestResult, Tally
 from streams.ingest.planning import SessionPlanning
-from streams.ingest.ports import ClosedSessions, FencePassed, RowBatches, WholeConversations
+from streams.ingest.ports import (
+    ClosedSessions,
+    ErasedEvents,
+    FencePassed,
+    RowBatches,
+    WholeConversations,
+)
 from streams.ingest.publishing import ClosingEvents, Delivery
 from streams.ingest.store import MessageWriter
 from streams.metrics import INGEST_BATCH, INGEST_EVENTS, SINK_FAILURES
@@ -72,7 +78,8 @@ class IngestProcessor:
     ``erasures``: the erasures taken in, whose events are skipped; ``fence_passed``
     and ``whole``: where a fence is recorded as passed, what a user erasure takes
     whole (see :mod:`streams.ingest.fences`); ``quota``: the quota of chat events
-    per tenant, an event over it dead-lettered (None: no limit)."""
+    per tenant, an event over it dead-lettered (None: no limit); ``erased_events``:
+    the messages erasures deleted past their cutoff, not stored again."""
 
     def __init__(
         self,
@@ -91,6 +98,7 @@ class IngestProcessor:
         fence_passed: FencePassed | None = None,
         whole: WholeConversations | None = None,
         quota: QuotaBook | None = None,
+        erased_events: ErasedEvents | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -100,7 +108,8 @@ class IngestProcessor:
         erasures = erasures if erasures is not None else ErasureIndex()
         deliver = Delivery(publisher, config)
         self.deliver = deliver
-        self.classifier = Classifier(config, erasures, clock=clock, home=home, quota=quota)
+        self.classifier = Classifier(config, erasures, clock=clock, home=home, quota=quota,
+                                     erased_events=erased_events)
         self.fences = ErasureFences(config, erasures, self.states, home=home, whole=whole,
                                     passed=fence_passed)
         self.outbox = ClosingEvents(config, self.states, deliver)
@@ -134,6 +143,7 @@ class IngestProcessor:
         INGEST_BATCH.observe(len(records))
         fences = self.fences.take_in(records)
         items, dlq, reroute = self.classifier.classify(records, result, tally)
+        items = await self.classifier.drop_erased(items, result, tally)
         await self.deliver(dlq, "dlq")
         await self.deliver(reroute, "reroute")
 

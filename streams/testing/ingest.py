@@ -25,10 +25,13 @@ class InMemoryMessageStore:
 
     ``rows``: what is stored, in order; ``closed_sessions``: what is remembered;
     ``fail_next``: the next n writes raise :class:`DatabaseDown`; ``calls``: the row
-    writes tried; ``probes``: the probe writes."""
+    writes tried; ``probes``: the probe writes; ``erased_keys``: the events an
+    erasure deleted and remembered (:class:`~streams.ingest.ports.ErasedEvents`),
+    never stored again."""
 
     def __init__(self) -> None:
         self.rows: list[MessageRow] = []
+        self.erased_keys: set[EventKey] = set()
         self.fail_next = 0
         self.calls = 0
         self.closed_sessions: dict[ConversationKey, int] = {}
@@ -39,7 +42,7 @@ class InMemoryMessageStore:
         if self.fail_next:
             self.fail_next -= 1
             raise DatabaseDown("database unavailable")
-        have = {(r["tenant_id"], r["event_id"]) for r in self.rows}
+        have = {(r["tenant_id"], r["event_id"]) for r in self.rows} | self.erased_keys
         new = set()
         for r in rows:
             k = (r["tenant_id"], r["event_id"])
@@ -51,6 +54,9 @@ class InMemoryMessageStore:
 
     async def probe(self) -> None:
         self.probes += 1
+
+    async def erased(self, keys: Sequence[EventKey]) -> set[EventKey]:
+        return set(keys) & self.erased_keys
 
     async def last_closed_sessions(
         self, keys: Sequence[ConversationKey]

@@ -198,7 +198,8 @@ class Wiring:
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
             erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
-            whole=ConversationReads(self.parts.engine), quota=self.quotas.events)
+            whole=ConversationReads(self.parts.engine), quota=self.quotas.events,
+            erased_events=store)
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None

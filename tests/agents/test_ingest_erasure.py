@@ -130,3 +130,56 @@ async def test_a_re_driven_event_first_read_before_the_erasure_is_skipped() -> N
     assert result.erased == 1 and stored(store) == []
     new = SourceRecord("chat", 0, 51, b"c1", json.dumps(dated_ahead).encode(), [])
     assert (await proc.process([new])).erased == 0  # the same, sent after: new
+
+
+def session_end(conv: str, user: str, created_at: str) -> dict[str, object]:
+    return {"event_id": f"{conv}-end", "type": "session_end", "tenant_id": "t1",
+            "user_id": user, "agent_id": "a-of-the-end", "conversation_id": conv,
+            "created_at": created_at}
+
+
+async def test_an_erased_users_session_end_closes_a_group_chat_for_the_users_left() -> None:
+    """Already on the topic when the erasure overtook ingest (read below its offsets,
+    dated after its cutoff): the end still closes the session, under the state's ids."""
+    proc, _, table, _ = build()
+    await proc.process(recs([ev(0, "g4", user_id="u1"), ev(1, "g4", user_id="u1"),
+                             ev(2, "g4", user_id="u2"), ev(3, "g4", user_id="u2")]))
+    await proc.process([fence(0, chat_end=10)])
+    end = recs([session_end("g4", "u1", "2026-11-30T11:00:00Z")], start=5)
+    result = await proc.process(end)
+    assert result.erased == 0
+    [closed] = result.closed
+    assert (closed.user_id, closed.agent_id, closed.message_count) == ("u2", "a", 4)
+    assert table.data["t1/g4"]["open"] is False
+    sent = [json.loads(r.value) for r in proc.deliver.publisher.sent  # type: ignore[attr-defined]
+            if r.topic == "closed"]
+    assert sent and all("u1" not in json.dumps(doc) and "a-of-the-end" not in json.dumps(doc)
+                        for doc in sent), sent
+
+
+async def test_an_erased_users_session_end_makes_no_state_and_a_conversations_erasure_drops_it(
+        ) -> None:
+    proc, _, table, _ = build()
+    await proc.process([fence(0, chat_end=10)])  # the user's conversation went whole
+    result = await proc.process(recs([session_end("c7", "u1", "2026-11-30T08:30:00Z")],
+                                     start=5))
+    assert result.closed == [] and "t1/c7" not in table.data
+    proc, _, table, _ = build()
+    await proc.process(recs([ev(0, "g5", user_id="u1"), ev(1, "g5", user_id="u2")]))
+    await proc.process([fence(0, target="conversation", subject="g5", chat_end=10)])
+    result = await proc.process(recs([session_end("g5", "u1", "2026-11-30T08:30:00Z")],
+                                     start=5))
+    assert result.erased == 1 and result.closed == []
+
+
+async def test_an_event_an_erasure_deleted_past_its_cutoff_is_not_stored_when_sent_again(
+        ) -> None:
+    proc, store, table, _ = build()
+    await proc.process([fence(0, chat_end=3)])
+    store.erased_keys.add(("t1", "c1-7"))  # deleted by the erasure, dated after its cutoff
+    dated_ahead = ev(7, "c1", user_id="u1", created_at="2026-11-30T09:15:00Z")
+    result = await proc.process(recs([dated_ahead], start=40))
+    assert result.erased == 1 and stored(store) == [] and "t1/c1" not in table.data
+    other = ev(8, "c1", user_id="u1", created_at="2026-11-30T09:16:00Z")  # a new one: kept
+    result = await proc.process(recs([other], start=41))
+    assert result.erased == 0 and stored(store) == ["c1-8"]

@@ -16,8 +16,9 @@ from streams.wire.query import MemoryQuery, MemoryReply
 from tests.integration.conftest import Stack
 from tests.integration.consolidation_support import memstream
 
-# they hold who was erased (never what), by design
-ERASURE_TABLES = {"erasure", "erasure_count", "erasure_fence"}
+# they hold who was erased (never what) and the ids of events erased past the cutoff,
+# by design
+ERASURE_TABLES = {"erasure", "erasure_count", "erasure_fence", "erased_event"}
 
 
 def _quoted(values: Sequence[str]) -> str:

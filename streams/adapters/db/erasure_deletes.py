@@ -6,7 +6,10 @@ deleted (candidates before their runs, ledger rows before the messages they
 name). :class:`TableDeletes` runs a step in chunks, each chunk in one
 transaction with the count it adds to the erasure's record, so an interrupted
 erasure resumes with exact counts; or only counts (a dry run). Every step is
-idempotent: a second run finds nothing left.
+idempotent: a second run finds nothing left. The messages an erasure deletes
+that its cutoff does not cover (dated after it) are remembered in
+``erased_event`` in the chunk's transaction, so ingest refuses them when they
+are sent again.
 
 Every condition starts from the tenant and the subject (or the retention's
 time) through an index (migration 0014). A chunk is found with a ``SELECT ...
@@ -33,6 +36,7 @@ from sqlalchemy import ColumnElement, Select, Table, and_, false, func, or_, sel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db import erasure_reads
+from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.schema.consolidation import (
     consolidation_candidate,
     consolidation_ledger,
@@ -47,6 +51,7 @@ from streams.adapters.db.schema.conversation import (
     conversation_summary,
     stale_history_mark,
 )
+from streams.adapters.db.schema.erasure import erased_event
 from streams.adapters.db.schema.reprocess import (
     reprocess_job,
     reprocess_message,
@@ -66,23 +71,43 @@ _rs, _rj = reprocess_session.c, reprocess_job.c
 
 
 @dataclass(frozen=True)
+class Remember:
+    """Messages dated after ``cutoff`` that erasure ``seq`` deletes are remembered in
+    ``erased_event``: its cutoff does not cover them when they are sent again."""
+
+    cutoff: datetime  # naive UTC
+    seq: int
+
+
+@dataclass(frozen=True)
 class TableStep:
     """Delete the rows of ``table`` matching any of ``parts`` (each a condition an
     index serves: an ``OR`` of two subqueries is split in two, as no index serves
     it), a chunk of primary keys per transaction; ``cached``: the Redis keys of the
-    conversations whose rows went must go too (what a retention run deletes)."""
+    conversations whose rows went must go too (what a retention run deletes);
+    ``remember``: the messages the cutoff does not cover are remembered (an
+    erasure's messages)."""
 
     table: Table
     parts: tuple[ColumnElement[bool], ...]
     cached: bool = False
+    remember: Remember | None = None
 
     @property
     def name(self) -> str:
         return self.table.name
 
 
-def step(table: Table, *parts: ColumnElement[bool], cached: bool = False) -> TableStep:
-    return TableStep(table, parts, cached)
+def step(table: Table, *parts: ColumnElement[bool], cached: bool = False,
+         remember: Remember | None = None) -> TableStep:
+    return TableStep(table, parts, cached, remember)
+
+
+def _messages(sel: Selection, *parts: ColumnElement[bool]) -> TableStep:
+    """The erasure's step of ``conversation_message``: what its cutoff does not cover
+    is remembered as it goes."""
+    return step(conversation_message, *parts, remember=Remember(
+        naive_utc(sel.cutoff), sel.seq) if sel.cutoff is not None else None)
 
 
 def _in(column: ColumnElement[str], values: tuple[str, ...]) -> ColumnElement[bool]:
@@ -128,7 +153,7 @@ def erasure_steps(sel: Selection) -> list[TableStep]:
             step(stale_history_mark, mine(stale_history_mark)),
             step(memory_search_log, mine(memory_search_log)),
             step(memory_origin, mine(memory_origin)),
-            step(conversation_message, _m.tenant_id == t),
+            _messages(sel, _m.tenant_id == t),
         ]
     whole, touched = sel.whole, sel.touched
     if sel.target == "user":
@@ -160,7 +185,7 @@ def erasure_steps(sel: Selection) -> list[TableStep]:
                                          memory_search_log.c.user_id == u)),
             step(memory_origin, and_(memory_origin.c.tenant_id == t,
                                      memory_origin.c.user_id == u)),
-            step(conversation_message, and_(_m.tenant_id == t, _m.user_id == u)),
+            _messages(sel, and_(_m.tenant_id == t, _m.user_id == u)),
         ]
     c = sel.subject  # one conversation, every speaker (a sub-agent's: in its parents too)
     runs = _runs(and_(_r.tenant_id == t, _r.conversation_id == c))
@@ -180,8 +205,8 @@ def erasure_steps(sel: Selection) -> list[TableStep]:
         step(reprocess_session, and_(_rs.job_id.in_(_jobs(t)), _rs.conversation_id == c)),
         step(memory_origin, and_(memory_origin.c.tenant_id == t,
                                  memory_origin.c.conversation_id == c)),
-        step(conversation_message, and_(_m.tenant_id == t, _m.conversation_id == c),
-             and_(_m.tenant_id == t, _m.origin_conversation_id == c)),
+        _messages(sel, and_(_m.tenant_id == t, _m.conversation_id == c),
+                  and_(_m.tenant_id == t, _m.origin_conversation_id == c)),
     ]
 
 
@@ -213,6 +238,9 @@ def retention_steps(messages_before: datetime | None,
                 ledger.tenant_id, ledger.conversation_id, ledger.message_id).in_(
                 select(_m.tenant_id, _m.conversation_id, _m.id).where(_m.created_at < before))),
             step(conversation_message, _m.created_at < before, cached=True),
+            # an erased message that old would have gone by now: sent again, it is
+            # as any message that old
+            step(erased_event, erased_event.c.created_at < before),
         ]
     if summaries_before is not None:
         steps.append(step(conversation_summary, conversation_summary.c.updated_at
@@ -286,7 +314,7 @@ class TableDeletes:
             while True:
                 async with self.engine.begin() as conn:
                     found, n, pairs = await self._chunk(conn, step.table, part,
-                                                        touched is not None)
+                                                        touched is not None, step.remember)
                     if n and record is not None:
                         await record(conn, {step.name: n})
                 done += n
@@ -299,24 +327,39 @@ class TableDeletes:
         return done
 
     async def _chunk(self, conn: AsyncConnection, table: Table, where: ColumnElement[bool],
-                     want_pairs: bool) -> tuple[int, int, list[tuple[str, str]]]:
+                     want_pairs: bool, remember: Remember | None = None,
+                     ) -> tuple[int, int, list[tuple[str, str]]]:
         """Up to ``chunk`` rows matching ``where`` found, then deleted by their primary
         keys (no ORDER BY: it would lead the optimizer down the primary key instead of
         the index ``where`` starts from); how many were found and deleted, and the
-        pairs they belonged to."""
+        pairs they belonged to. ``remember``: the messages dated after its cutoff are
+        remembered first, in the same transaction."""
         c = table.c
         keys = _key(table)
         with_pairs = want_pairs and "conversation_id" in c
         extra = [c.tenant_id, c.conversation_id] if with_pairs else []
-        rows = (await conn.execute(select(*keys, *extra).where(where)
+        late = [c.tenant_id, c.event_id, c.created_at] if remember is not None else []
+        rows = (await conn.execute(select(*keys, *extra, *late).where(where)
                                    .limit(self.chunk))).all()
         if not rows:
             return 0, 0, []
         width = len(keys)
         found = [tuple(r[:width]) for r in rows]
+        if remember is not None:
+            await self._remember(conn, remember, [tuple(r[-3:]) for r in rows])
         n = int((await conn.execute(table.delete().where(by_keys(keys, found)))).rowcount or 0)
         pairs = sorted({(str(r[width]), str(r[width + 1])) for r in rows}) if with_pairs else []
         return len(rows), n, pairs
+
+    async def _remember(self, conn: AsyncConnection, remember: Remember,
+                        messages: Sequence[tuple[object, ...]]) -> None:
+        """Record the messages (tenant, event id, time) dated after the cutoff."""
+        rows = [{"tenant_id": tenant, "event_id": event_id, "created_at": at,
+                 "seq": remember.seq} for tenant, event_id, at in messages
+                if isinstance(at, datetime) and at > remember.cutoff]
+        if rows:
+            await conn.execute(insert_ignoring_duplicates(
+                self.engine, erased_event, ["tenant_id", "event_id"]), rows)
 
     @unavailable_on_db_errors
     async def candidates_from(self, tenant_id: str, conversations: Sequence[str],

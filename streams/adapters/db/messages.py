@@ -2,7 +2,8 @@
 
 Writes are idempotent on ``(tenant_id, event_id)``: storing an event that is
 already there adds no row and changes no row, so a topic can be replayed from
-offset 0. Reads always carry the tenant.
+offset 0; nor is an event an erasure remembered as deleted (``erased_event``)
+stored again. Reads always carry the tenant.
 
 Implements :class:`streams.ingest.ports.MessageRows` and
 :class:`streams.ingest.ports.ClosedSessions` (what ingest writes) and
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.engine import insert_ignoring_duplicates, upsert
@@ -26,11 +27,20 @@ from streams.adapters.db.schema.conversation import (
     conversation_session,
     conversation_summary,
 )
+from streams.adapters.db.schema.erasure import erased_event
 from streams.clock import naive_utc, naive_utc_now
 from streams.ingest.model import EventKey, MessageRow
 from streams.ingest.model import message_row as message_row
 from streams.ingest.model import row_to_doc as row_to_doc
 from streams.session.model import ConversationSummary, MessageDoc
+
+
+def _keys(t: Any, keys: Sequence[tuple[str, str]]) -> ColumnElement[bool]:
+    """``(tenant_id, event_id)`` in ``keys``, as one range of the key's index per tenant."""
+    by_tenant: dict[str, list[str]] = defaultdict(list)
+    for tenant, event_id in keys:
+        by_tenant[tenant].append(event_id)
+    return or_(*(and_(t.tenant_id == tn, t.event_id.in_(ids)) for tn, ids in by_tenant.items()))
 
 
 class MessageStore:
@@ -72,20 +82,28 @@ class MessageStore:
             await conn.execute(self._remember, rows)
 
     async def existing(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Which ``(tenant_id, event_id)`` pairs are already stored."""
+        """Which ``(tenant_id, event_id)`` pairs are already stored, or were erased
+        (remembered in ``erased_event``): one statement, so an erasure deleting one
+        of them meanwhile is seen either before (stored) or after (erased)."""
         if not keys:
             return set()
-        by_tenant: dict[str, list[str]] = defaultdict(list)
-        for tenant, event_id in keys:
-            by_tenant[tenant].append(event_id)
-        t = conversation_message.c
-        cond = or_(*(and_(t.tenant_id == tn, t.event_id.in_(ids)) for tn, ids in by_tenant.items()))
+        stored, erased = conversation_message.c, erased_event.c
+        q = union_all(select(stored.tenant_id, stored.event_id).where(_keys(stored, keys)),
+                      select(erased.tenant_id, erased.event_id).where(_keys(erased, keys)))
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(t.tenant_id, t.event_id).where(cond))
-            return {(r.tenant_id, r.event_id) for r in rows}
+            return {(r.tenant_id, r.event_id) for r in await conn.execute(q)}
+
+    async def erased(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which ``(tenant_id, event_id)`` pairs an erasure deleted and remembered."""
+        if not keys:
+            return set()
+        t = erased_event.c
+        async with self.engine.connect() as conn:
+            return {(r.tenant_id, r.event_id) for r in await conn.execute(
+                select(t.tenant_id, t.event_id).where(_keys(t, keys)))}
 
     async def store(self, rows: Sequence[MessageRow]) -> set[EventKey]:
-        """Insert the rows not stored yet, in order, in one transaction.
+        """Insert the rows not stored yet (nor erased), in order, in one transaction.
 
         Returns the keys that were new. Raises the driver's error when the
         database is unreachable; nothing is committed then.

@@ -5,9 +5,11 @@ An event of the erased subject is covered when it happened up to the erasure's
 re-keyed or re-driven from the dead-letter topic — from a chat-topic partition
 below the end offset recorded with the erasure (a producer whose clock runs
 ahead cannot slip an old event past it). An event published after the erasure, with a
-later ``created_at``, is new and is kept. Ingest skips covered events, so a replay
-of the chat topic from offset 0 brings nothing back; consolidation skips covered
-session ends.
+later ``created_at``, is new and is kept — unless the erasure deleted it (it was
+stored before, dated after the cutoff: the erasure remembers its event id, and
+ingest refuses that id). Ingest skips covered events, so a replay of the chat
+topic from offset 0 brings nothing back; consolidation skips covered session
+ends.
 
 :class:`ErasureIndex` holds every erasure a worker knows, indexed by tenant and
 subject, so a check costs a few dictionary lookups whatever the number of
@@ -89,16 +91,22 @@ class ErasureIndex:
         return out
 
     def event_covered(self, tenant_id: str, user_id: str, conversations: Iterable[str],
-                      created_at: datetime,
-                      places: Sequence[EventPlace] = ()) -> ErasureMark | None:
+                      created_at: datetime, places: Sequence[EventPlace] = (), *,
+                      users: bool = True) -> ErasureMark | None:
         """The erasure covering a chat event (``conversations``: the one it is stored
-        in and, for sub-agent chat, its own), if any."""
+        in and, for sub-agent chat, its own), if any; ``users`` False: only an
+        erasure of a conversation or of the tenant counts."""
         if not (self._by_tenant or self._by_user or self._by_conversation):
             return None
-        for mark in self._marks(tenant_id, user_id, conversations):
+        for mark in self._marks(tenant_id, user_id if users else None, conversations):
             if covers(mark, created_at, places):
                 return mark
         return None
+
+    def names(self, tenant_id: str, user_id: str, conversations: Iterable[str]) -> bool:
+        """Whether any erasure names the tenant, the user or one of ``conversations``
+        (whatever it covers): an event of theirs may be one an erasure deleted."""
+        return bool(self._marks(tenant_id, user_id, conversations))
 
     def session_covered(self, tenant_id: str, user_id: str, conversation_id: str,
                         last_activity: datetime) -> ErasureMark | None:

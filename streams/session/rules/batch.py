@@ -22,7 +22,8 @@ states and returns, without touching any store:
   retention), each with the last closed session number to remember durably.
 
 Idle checks (from the session scan) are re-checked here: a message may have
-arrived since the scan.
+arrived since the scan. A session end of an erased user arrives as a
+:class:`BareEnd`: it closes the open session and nothing more.
 """
 
 from __future__ import annotations
@@ -34,7 +35,21 @@ from datetime import timedelta
 from streams.session.model import SessionState, table_key
 from streams.wire.records import ChatMessage, IdleCheck, SessionClosed, SessionEnd
 
-Event = ChatMessage | SessionEnd | IdleCheck
+
+@dataclass(frozen=True, slots=True)
+class BareEnd:
+    """A session end whose sender an erasure of that user covers, stripped of its
+    sender: it closes the conversation's open session (for the users left) under
+    the ids the state holds, as an idle close would, and carries nothing of its
+    own — no user, agent or time. It never starts a state: a conversation with no
+    state (one only the erased user spoke in, whose state the erasure deleted)
+    has no session to close."""
+
+    tenant_id: str
+    conversation_id: str
+
+
+Event = ChatMessage | SessionEnd | IdleCheck | BareEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +120,9 @@ def plan_sessions(
                 if isinstance(ev, IdleCheck):  # not this worker's, or long gone
                     plan.outcomes[i] = "idle_unknown"
                     continue
+                if isinstance(ev, BareEnd):  # nothing open, nothing of it kept
+                    plan.outcomes[i] = "erased"
+                    continue
                 state = SessionState.new(ev, last_closed.get(key, 0))
                 if key not in last_closed:
                     plan.fresh.add((ev.tenant_id, ev.conversation_id))
@@ -112,7 +130,7 @@ def plan_sessions(
                 plan.fresh.add((ev.tenant_id, ev.conversation_id))
             plan.states[key] = state
         plan.last_item[key] = i
-        if not isinstance(ev, IdleCheck):
+        if not isinstance(ev, IdleCheck | BareEnd):
             plan.expired.pop(key, None)  # active again after all
         if isinstance(ev, ChatMessage):
             if state.seen(item.topic, item.offset):  # passed over before, or a redelivery
@@ -137,6 +155,11 @@ def plan_sessions(
                 state.mark(item.topic, item.offset)
                 state.observe(ev.created_at)
                 _closed(plan, state.close("explicit", now, ev, previous_until=ev.created_at))
+        elif isinstance(ev, BareEnd):
+            plan.outcomes[i] = "session_end"
+            if not state.seen(item.topic, item.offset):
+                state.mark(item.topic, item.offset)
+                _closed(plan, state.close("explicit", now))
         else:
             plan.outcomes[i] = _idle(plan, state, item, now, rules)
             if state.expired(now, rules.retention_s):
@@ -157,7 +180,7 @@ def _gap(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
     """An event whose time is a gap after the open session's last activity
     closes that session first (trigger ``idle``: it went idle in event time), so
     that a replay in one burst makes the sessions the live traffic made."""
-    assert not isinstance(item.event, IdleCheck)
+    assert not isinstance(item.event, IdleCheck | BareEnd)
     if state.closes_by_gap(item.event.created_at, rules.idle_timeout_s):
         last = state.session_last_activity
         assert last is not None

@@ -24,6 +24,13 @@ where, never *what*:
     the conversations a user or conversation erasure touches, found when it is
     planned and again after its fence (``whole``: the conversation goes entirely);
     dropped when done.
+``erased_event``
+    the messages an erasure deleted that its event-time ``cutoff`` does not
+    cover (dated after it: a producer whose clock runs ahead, or a message sent
+    while the erasure ran): tenant and event id, the event's own time and the
+    erasure's ``seq``. Ingest refuses these event ids, so an upstream re-sending
+    one does not bring it back; purged with the messages' retention
+    (``created_at``), kept for good without one.
 """
 
 from __future__ import annotations
@@ -92,4 +99,14 @@ erasure_conversation = Table(
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("conversation_id", BinaryKey(255), primary_key=True),
     Column("whole", Boolean, nullable=False),
+)
+
+erased_event = Table(
+    "erased_event",
+    metadata,
+    Column("tenant_id", BinaryKey(64), primary_key=True),
+    Column("event_id", BinaryKey(128), primary_key=True),
+    Column("created_at", Timestamp, nullable=False),  # the event's own time
+    Column("seq", BigInteger, nullable=False),  # the erasure that deleted it
+    Index(None, "created_at"),  # the retention (streams.erasure.retention)
 )

@@ -60,6 +60,38 @@ def test_the_index_finds_the_erasure_of_an_event(marks: list[ErasureMark], tenan
     assert (found is not None) is covered
 
 
+@pytest.mark.parametrize(("marks", "user", "conversations", "by_user", "without_users"), [
+    ([mark("user", "u1")], "u1", ("c1",), True, False),  # only the user is erased
+    ([mark("user", "u1"), mark("conversation", "c1")], "u1", ("c1",), True, True),
+    ([mark("tenant", "t1")], "u1", ("c1",), True, True),
+    ([mark("conversation", "c1")], "u2", ("c1",), True, True),
+])
+def test_a_users_erasure_can_be_told_from_one_of_the_conversation(
+        marks: list[ErasureMark], user: str, conversations: tuple[str, ...], by_user: bool,
+        without_users: bool) -> None:
+    """A session end only a user erasure covers still closes its session for the users
+    left; one an erasure of its conversation or tenant covers does not."""
+    index = ErasureIndex(marks)
+    assert (index.event_covered("t1", user, conversations, BEFORE) is not None) is by_user
+    assert (index.event_covered("t1", user, conversations, BEFORE, users=False)
+            is not None) is without_users
+
+
+@pytest.mark.parametrize(("marks", "tenant", "user", "conversations", "named"), [
+    ([mark("user", "u1")], "t1", "u1", ("c1",), True),  # whatever the event's time
+    ([mark("user", "u1")], "t1", "u2", ("c1",), False),
+    ([mark("user", "u1")], "t2", "u1", ("c1",), False),
+    ([mark("conversation", "c1")], "t1", "u2", ("c2", "c1"), True),
+    ([mark("tenant", "t1")], "t1", "u2", ("c2",), True),
+    ([mark("memory", "42", source=MemorySource("user_profile", "u1", frozenset({"e1"})))],
+     "t1", "u1", ("c1",), False),  # a memory erasure deletes no message
+])
+def test_the_index_names_the_subjects_whose_erased_events_are_looked_up(
+        marks: list[ErasureMark], tenant: str, user: str, conversations: tuple[str, ...],
+        named: bool) -> None:
+    assert ErasureIndex(marks).names(tenant, user, conversations) is named
+
+
 @pytest.mark.parametrize(("last_activity", "user", "conversation", "covered"), [
     (BEFORE, "u1", "c1", True),
     (AFTER, "u1", "c1", False),  # a session of the user after the erasure: new

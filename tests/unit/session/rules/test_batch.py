@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streams.session.model import SessionState
-from streams.session.rules.batch import SessionRules, SourcedEvent, plan_sessions
+from streams.session.rules.batch import BareEnd, SessionRules, SourcedEvent, plan_sessions
 from streams.wire.records import ChatMessage, IdleCheck, SessionEnd
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -185,3 +185,29 @@ def test_a_message_passed_over_is_stamped_with_its_session_and_is_a_late_candida
     assert again.late == {KEY: {1: [0, 1]}}  # offsets 1 and 2, of the closed session
     assert again.stamps[3] == 2  # offset 4 (seen too): session 2, still open
     assert again.closed == []
+
+
+def test_a_bare_end_closes_the_open_session_under_the_states_ids() -> None:
+    """The session end of an erased user, stripped of its sender, closes the session for
+    the users left: the closing event carries the state's ids, none of the end's."""
+    first = plan_sessions(src(msg(0), msg(1)), lambda k: None, {}, 0.0, RULES)
+    state = first.states[KEY]
+    state.user_id, state.agent_id = "u2", "a2"  # the last speaker: another user
+    plan = plan_sessions([SourcedEvent("chat", 5, BareEnd("t", "c"))],
+                         table(t_c=state).get, {}, 10.0, RULES)
+    assert plan.outcomes == {0: "session_end"}
+    [closed] = plan.closed
+    assert (closed.user_id, closed.agent_id, closed.trigger, closed.session_seq,
+            closed.message_count) == ("u2", "a2", "explicit", 1, 2)
+    assert plan.states[KEY].open is False and plan.states[KEY].stream_time == state.stream_time
+    again = plan_sessions([SourcedEvent("chat", 5, BareEnd("t", "c"))],
+                          table(t_c=plan.states[KEY]).get, {}, 11.0, RULES)
+    assert again.closed == []  # delivered again: nothing more
+
+
+def test_a_bare_end_without_a_state_starts_none() -> None:
+    """A conversation only the erased user spoke in has no state any more: nothing is
+    closed, and no state holding anything of the end is made."""
+    plan = plan_sessions([SourcedEvent("chat", 0, BareEnd("t", "c"))], lambda k: None,
+                         {KEY: 3}, 0.0, RULES)
+    assert plan.outcomes == {0: "erased"} and plan.states == {} and plan.closed == []
