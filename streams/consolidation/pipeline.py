@@ -282,7 +282,8 @@ class ConsolidationPipeline:
         return judged.kind, planned
 
     def _erased_memory(self, run: Run, p: PlannedCandidate) -> bool:
-        """A candidate that would bring an erased memory back (its cube and user, judged
-        from that memory's source events)."""
+        """A candidate that would bring an erased memory back (its cube, user and kind,
+        judged from that memory's source events; an episode, of that memory's part)."""
+        c = p.candidate
         return self.erasures.erased_memory(run.tenant_id, p.cube, p.user_id or run.user_id,
-                                           p.candidate.source_event_ids) is not None
+                                           c.source_event_ids, c.kind, c.span) is not None
