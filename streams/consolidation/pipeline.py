@@ -19,6 +19,13 @@ carries the closing event of the next part (``next``), to be sent once this
 part is done; a part found done again still hands it on while the next part's
 run does not exist, so a crash between the two loses no part.
 
+Erasures are read afresh before the run, once judged (candidates of users an
+erasure covers by then are not stored), once the candidates are read (those of
+users erased while they were stored are dropped from the run) and under each
+cube's lock (:class:`.writer.MemoryWriter`), always about the users the
+candidates belong to, not only the user who closed the session: in a group
+chat the closing event may name another speaker than the erased one.
+
 Exceptions propagate; the processor classifies them (retry topic, dead letter,
 or retry in place while the database is down).
 """
@@ -27,14 +34,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from streams.clock import naive_utc
 from streams.consolidation.cube_quota import CubeQuota
 from streams.consolidation.judge import MemoryJudge
-from streams.consolidation.model import PlannedCandidate, Run, SessionMessage
+from streams.consolidation.model import CandidateRow, PlannedCandidate, Run, SessionMessage
 from streams.consolidation.ports import ChatCompleter, Ledger, Runs
 from streams.consolidation.rules.attribution import Author, attributed_user
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
@@ -177,11 +184,12 @@ class ConsolidationPipeline:
             handle = self.registry.get(run.provider)
             model = self.models.for_agent(agent.model if agent else None)
             if run.status == "claimed":
-                await self._judge(run, handle, model, out)
-            rows = await self.runs.candidates(run.closed_id)
+                await self._judge(run, closed, handle, model, out)
+            rows = await self._without_erased(run, closed,
+                                              await self.runs.candidates(run.closed_id))
             out.candidates = len(rows)
-            out.stats = await self.writer.write(run, handle, model, rows,
-                                                erased=lambda: self._erased(closed))
+            out.stats = await self.writer.write(
+                run, handle, model, rows, erased=lambda users: self._erased_users(closed, users))
             out.judge = out.judge or (await self.runs.get(run.closed_id) or run).judge
             out.outcome = "done" if rows or run.message_count else "nothing_new"
         if await self._erased(closed):  # erased meanwhile: nothing more written, no summary
@@ -206,13 +214,33 @@ class ConsolidationPipeline:
         return following
 
     async def _erased(self, closed: SessionClosed) -> bool:
-        """Whether an erasure covers the session (read afresh: an erasure recorded on
-        another worker a moment ago counts)."""
+        """Whether an erasure covers the session of its closing user (read afresh: an
+        erasure recorded on another worker a moment ago counts)."""
+        return bool(await self._erased_users(closed, (closed.user_id,)))
+
+    async def _erased_users(self, closed: SessionClosed,
+                            users: Iterable[str]) -> set[str]:
+        """Which of ``users`` an erasure covers in the session (read afresh): every one
+        when the conversation or the tenant is erased."""
         if self.refresh_erasures is not None:
             await self.refresh_erasures()
-        return self.erasures.session_covered(
-            closed.tenant_id, closed.user_id, closed.conversation_id,
-            naive_utc(closed.last_activity)) is not None
+        last = naive_utc(closed.last_activity)
+        if self._conversation_erased(closed):
+            return set(users)
+        return {u for u in users if self.erasures.session_covered(
+            closed.tenant_id, u, closed.conversation_id, last) is not None}
+
+    async def _without_erased(self, run: Run, closed: SessionClosed,
+                              rows: Sequence[CandidateRow]) -> list[CandidateRow]:
+        """``rows`` but those of users an erasure covers, dropped from the run: an
+        erasure recorded while they were judged or saved may have deleted the run's
+        rows before they were stored."""
+        gone = await self._erased_users(closed, {r.owner(run) for r in rows})
+        doomed = [r.seq for r in rows if r.owner(run) in gone]
+        if doomed:
+            await self.runs.drop(run.closed_id, doomed)
+            ERASURE_SKIPPED.labels("consolidation").inc()
+        return [r for r in rows if r.owner(run) not in gone]
 
     def _conversation_erased(self, closed: SessionClosed) -> bool:
         """Whether the conversation itself (or its tenant) is erased, not only a user."""
@@ -235,10 +263,14 @@ class ConsolidationPipeline:
         assert run is not None
         return run
 
-    async def _judge(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                     out: Outcome) -> None:
+    async def _judge(self, run: Run, closed: SessionClosed, handle: ProviderHandle,
+                     model: ChatCompleter | None, out: Outcome) -> None:
+        """Judge the claimed messages and store the candidates, but those of users an
+        erasure covers by now (the judge may have taken long)."""
         messages = await self.ledger.claimed_messages(run.tenant_id, run.closed_id)
         judge, planned = await self.candidates(run, messages, handle, model)
+        gone = await self._erased_users(closed, {p.user_id or run.user_id for p in planned})
+        planned = [p for p in planned if (p.user_id or run.user_id) not in gone]
         saved = await self.runs.save_judgement(run.closed_id, judge, planned, self.now())
         if saved:
             out.judge = judge
@@ -282,7 +314,8 @@ class ConsolidationPipeline:
         return judged.kind, planned
 
     def _erased_memory(self, run: Run, p: PlannedCandidate) -> bool:
-        """A candidate that would bring an erased memory back (its cube and user, judged
-        from that memory's source events)."""
+        """A candidate that would bring an erased memory back (its cube, user and kind,
+        judged from that memory's source events; an episode, of that memory's part)."""
+        c = p.candidate
         return self.erasures.erased_memory(run.tenant_id, p.cube, p.user_id or run.user_id,
-                                           p.candidate.source_event_ids) is not None
+                                           c.source_event_ids, c.kind, c.span) is not None

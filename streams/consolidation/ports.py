@@ -97,6 +97,9 @@ class Runs(Protocol):
     async def reopen_unwritten(self, closed_id: str, seqs: Sequence[int]) -> int:
         """Forget the decisions of candidates neither written nor started; how many."""
 
+    async def drop(self, closed_id: str, seqs: Sequence[int]) -> int:
+        """Delete candidates ``seqs`` (an erasure covers their users); how many."""
+
     async def mark_write_started(self, closed_id: str, seqs: Sequence[int],
                                  now: datetime) -> None: ...
 

@@ -33,6 +33,12 @@ again inside it:
    supersedes as it would after the expiry). A failing expiry is handed to the
    pending-expiry table and retried later.
 
+Inside each lock, before anything else, the cube's rows whose user an erasure
+covers (the profile's user; in an agent cube, the speaker each row comes from)
+are dropped from the run: an erasure deletes a cube's memories under the same
+lock, so a run either wrote them before (they go with the rest) or writes
+nothing of them, whichever user closed the session.
+
 Two runs of one cube therefore decide one after the other, each seeing what
 the other wrote, as far as the provider's search reflects its writes: at once
 for the built-in provider; for MemOS and Mem0, when their index has taken the
@@ -53,7 +59,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -75,6 +81,8 @@ RECHECK_DECIDER = "recheck"
 # the memories a run's conflict checks must not see in a cube (a reprocess job's
 # memories it is replacing); the run, the cube, the user it is written for
 HiddenMemories = Callable[[Run, str, str], Awaitable[set[str]]]
+# which of the users an erasure covers in the run's session (asked under a cube's lock)
+ErasedUsers = Callable[[Collection[str]], Awaitable[Collection[str]]]
 
 
 @dataclass
@@ -149,12 +157,14 @@ class MemoryWriter:
 
     async def write(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                     rows: Sequence[CandidateRow], *,
-                    erased: Callable[[], Awaitable[bool]] | None = None) -> WriteStats:
+                    erased: ErasedUsers | None = None) -> WriteStats:
         """Decide, write and expire; ``rows`` as persisted. Each cube with anything
         left to decide or write is done under the cube's lock, on its rows as read
         again inside the lock (another attempt of this run may have recorded steps).
-        ``erased``, asked inside each lock: an erasure covers the run (an erasure
-        deletes a cube's memories under the same lock), so nothing more is written."""
+        ``erased``, asked inside each lock about the users the cube's rows belong to
+        (the profile's user; in an agent cube, each speaker): the rows of a user an
+        erasure covers are dropped from the run and nothing of theirs is written (an
+        erasure deletes a cube's memories under the same lock), the others are."""
         stats = WriteStats()
         current = {r.seq: r for r in rows}
         for key, cube_rows in _by_cube(run, rows).items():
@@ -163,8 +173,10 @@ class MemoryWriter:
                 continue
             scope = provider_scope(run, cube_rows[0].owner(run))
             fresh = await self._cube(run, handle, model, scope, key, stats, erased)
-            if fresh is None:
-                return stats
+            kept = {r.seq for r in fresh}
+            for r in cube_rows:
+                if r.seq not in kept:  # dropped: an erasure covers its user
+                    current.pop(r.seq, None)
             current.update((r.seq, r) for r in fresh)
             stats.skipped += sum(1 for r in fresh if r.action == "skip")
         for r in current.values():
@@ -174,10 +186,9 @@ class MemoryWriter:
 
     async def _cube(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                     scope: Scope, key: CubeKey, stats: WriteStats,
-                    erased: Callable[[], Awaitable[bool]] | None,
-                    ) -> list[CandidateRow] | None:
+                    erased: ErasedUsers | None) -> list[CandidateRow]:
         """One cube: decided ahead (with a model), then under the lock; again while what
-        was decided ahead no longer holds. None when an erasure covers the run."""
+        was decided ahead no longer holds. The cube's rows as recorded."""
         round_ = 0
         while True:
             ahead = None
@@ -185,10 +196,8 @@ class MemoryWriter:
                 ahead = await self._decide_ahead(run, handle, model, scope, key.cube)
                 stats.model_calls += ahead.model_calls
             async with self.locks.hold(key) as held:
-                if erased is not None and await erased():
-                    log.info("run %s: erased meanwhile; nothing written to %s",
-                             run.closed_id, key.cube)
-                    return None
+                if erased is not None:
+                    await self._drop_erased(run, scope, key.cube, erased)
                 fresh = await self._in_lock(run, handle, scope, key.cube, held, stats,
                                             ahead, last=ahead is None)
             if fresh is not None:
@@ -196,6 +205,17 @@ class MemoryWriter:
             log.info("run %s: what %s held changed since its decision; deciding again",
                      run.closed_id, key.cube)
             round_ += 1
+
+    async def _drop_erased(self, run: Run, scope: Scope, cube: str,
+                           erased: ErasedUsers) -> None:
+        """Inside the cube's lock: drop the cube's rows whose user an erasure covers."""
+        rows = await self._cube_rows(run, scope, cube)
+        gone = set(await erased({r.owner(run) for r in rows}))
+        doomed = [r.seq for r in rows if r.owner(run) in gone]
+        if doomed:
+            await self.runs.drop(run.closed_id, doomed)
+            log.info("run %s: %d candidates of %s dropped, their users erased meanwhile",
+                     run.closed_id, len(doomed), cube)
 
     async def _ours(self, run: Run, scope: Scope, cube: str,
                     rows: Sequence[CandidateRow]) -> set[str]:

@@ -266,7 +266,8 @@ class ErasureExecutor:
         if req.target == "memory":
             found = await self._locate(req)
             first = found[0]
-            source = MemorySource(first.cube, first.user_id, frozenset(first.source_event_ids))
+            source = MemorySource(first.cube, first.user_id, frozenset(first.source_event_ids),
+                                  first.kind, first.span)
         offsets = {} if req.target == "memory" else await self.chat_offsets()
         now = self.now()
         return await self.log.record(

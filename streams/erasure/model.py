@@ -31,12 +31,16 @@ BUILTIN = "mysql"  # the built-in provider's route, as origin rows name it
 
 @dataclass(frozen=True)
 class MemorySource:
-    """Where an erased memory came from: a candidate of the same cube and user judged
-    from no other events is not written again."""
+    """Where an erased memory came from: a candidate of the same cube, user and kind
+    judged from no other events (for a passage, an episode overlapping its span) is
+    not written again. ``kind`` None (a record from before kinds were kept) stands
+    for every kind."""
 
     cube: str
     user_id: str
     event_ids: frozenset[str]
+    kind: str | None = None
+    span: tuple[int, int] | None = None  # a passage's offsets in its message
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,8 @@ class OriginRow:
 
 @dataclass(frozen=True)
 class LocatedMemory:
-    """One memory an erasure names: its provider, cube, owner and source events."""
+    """One memory an erasure names: its provider, cube, owner, source events, kind
+    (None when unknown) and, for a passage, its span."""
 
     provider: str
     memory_id: str
@@ -132,6 +137,8 @@ class LocatedMemory:
     user_id: str
     agent_id: str
     source_event_ids: tuple[str, ...]
+    kind: str | None = None
+    span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from streams.adapters.db.schema.erasure import (
     erasure_count,
     erasure_fence,
 )
+from streams.adapters.db.schema.memory import span_of
 from streams.adapters.db.unavailable import unavailable_on_db_errors
 from streams.clock import naive_utc
 from streams.erasure.model import (
@@ -46,7 +47,9 @@ def _mark(r: Row[tuple[object, ...]]) -> ErasureMark:
     source = None
     if r.memory_sources is not None:
         source = MemorySource(str(r.memory_cube), str(r.memory_user_id),
-                              frozenset(json.loads(r.memory_sources)))
+                              frozenset(json.loads(r.memory_sources)),
+                              None if r.memory_kind is None else str(r.memory_kind),
+                              span_of(r))
     return ErasureMark(str(r.erasure_id), str(r.tenant_id), r.target, str(r.subject),
                        r.cutoff, {int(p): int(o) for p, o in json.loads(r.chat_offsets).items()},
                        source, int(r.seq))
@@ -86,6 +89,9 @@ class TableErasureLog:
                 "memory_cube": source.cube if source else None,
                 "memory_user_id": source.user_id if source else None,
                 "memory_sources": json.dumps(sorted(source.event_ids)) if source else None,
+                "memory_kind": source.kind if source else None,
+                "span_start": source.span[0] if source and source.span else None,
+                "span_end": source.span[1] if source and source.span else None,
                 "status": "recorded", "requested_at": at, "updated_at": at})
             row = (await conn.execute(select(erasure).where(
                 _e.tenant_id == tenant_id, _e.erasure_id == erasure_id))).one()

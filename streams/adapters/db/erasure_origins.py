@@ -20,7 +20,7 @@ from streams.adapters.db.schema.consolidation import (
     consolidation_run,
     memory_origin,
 )
-from streams.adapters.db.schema.memory import memory
+from streams.adapters.db.schema.memory import memory, span_of
 from streams.adapters.db.unavailable import unavailable_on_db_errors
 from streams.erasure.model import BUILTIN, LocatedMemory, OriginRow, Selection
 from streams.erasure.ports import RecordCounts
@@ -112,21 +112,25 @@ class OriginRows:
         found: list[LocatedMemory] = []
         async with self.engine.connect() as conn:
             for r in (await conn.execute(q)).all():
-                sources = (await conn.execute(select(c.source_event_ids).where(
-                    c.closed_id == r.closed_id, c.memory_id == memory_id))).scalars().first()
-                found.append(LocatedMemory(str(r.provider), memory_id, str(r.cube),
-                                           str(r.user_id), str(r.agent_id),
-                                           _event_ids(sources)))
+                cand = (await conn.execute(select(
+                    c.source_event_ids, c.kind, c.span_start, c.span_end).where(
+                    c.closed_id == r.closed_id, c.memory_id == memory_id))).first()
+                found.append(LocatedMemory(
+                    str(r.provider), memory_id, str(r.cube), str(r.user_id), str(r.agent_id),
+                    _event_ids(cand.source_event_ids if cand else None),
+                    str(cand.kind) if cand else None, span_of(cand) if cand else None))
             number = decimal_id(memory_id)
             if not found and provider in (None, BUILTIN) and number is not None:
                 m = memory.c
                 row = (await conn.execute(select(m.cube, m.user_id, m.agent_id,
-                                                 m.source_event_ids).where(
+                                                 m.source_event_ids, m.kind, m.span_start,
+                                                 m.span_end).where(
                     m.tenant_id == tenant_id, m.id == number))).first()
                 if row is not None:
                     found.append(LocatedMemory(BUILTIN, memory_id, str(row.cube),
                                                str(row.user_id), str(row.agent_id),
-                                               _event_ids(row.source_event_ids)))
+                                               _event_ids(row.source_event_ids),
+                                               str(row.kind), span_of(row)))
         return found
 
 

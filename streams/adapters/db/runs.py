@@ -15,6 +15,9 @@ records, each in its own small transaction:
 * ``expired_at`` once the memories it supersedes were expired, or handed to
   the pending-expiry table.
 
+A candidate whose user an erasure covers is deleted (:meth:`RunStore.drop`),
+whatever step it reached: the run writes nothing more of it.
+
 A candidate with a write intent but no id was being written when the attempt
 stopped: the provider may or may not have stored it.
 """
@@ -202,6 +205,16 @@ class RunStore:
                 c.closed_id == closed_id, c.seq.in_(list(seqs)), c.memory_id.is_(None),
                 c.write_started_at.is_(None), c.action.is_not(None)).values(
                 action=None, expire_ids="[]", decider=None, reason=None))
+        return int(result.rowcount or 0)
+
+    async def drop(self, closed_id: str, seqs: Sequence[int]) -> int:
+        """Delete candidates ``seqs`` (an erasure covers their users); how many."""
+        if not seqs:
+            return 0
+        c = consolidation_candidate.c
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(consolidation_candidate).where(
+                c.closed_id == closed_id, c.seq.in_(list(seqs))))
         return int(result.rowcount or 0)
 
     async def mark_write_started(self, closed_id: str, seqs: Sequence[int], now: datetime) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from streams.erasure.model import ErasureMark
+from streams.erasure.model import ErasureMark, MemorySource
 
 
 @dataclass(frozen=True)
@@ -118,15 +118,32 @@ class ErasureIndex:
         return None
 
     def erased_memory(self, tenant_id: str, cube: str, user_id: str,
-                      source_event_ids: Iterable[str]) -> ErasureMark | None:
-        """The memory erasure whose memory a candidate would bring back: same cube and
-        user, judged from none but that memory's source events."""
+                      source_event_ids: Iterable[str], kind: str | None = None,
+                      span: tuple[int, int] | None = None) -> ErasureMark | None:
+        """The memory erasure whose memory a candidate would bring back: same cube, user
+        and kind, judged from none but that memory's source events, and for an episode
+        overlapping its span (:func:`same_part`). Another memory judged from the same
+        message (the fact beside an erased episode, the episode beside an erased fact)
+        is not that memory."""
         sources = frozenset(source_event_ids)
         if not sources:
             return None
         for mark in self._memories.get(tenant_id, ()):
             s = mark.source
             if (s is not None and s.cube == cube and s.user_id == user_id
-                    and sources <= s.event_ids):
+                    and sources <= s.event_ids and same_part(s, kind, span)):
                 return mark
         return None
+
+
+def same_part(source: MemorySource, kind: str | None, span: tuple[int, int] | None) -> bool:
+    """Whether a candidate of ``kind`` (an episode: of ``span`` in its message, None for
+    the whole message) stands for the erased memory's part of its messages: the same
+    kind (either unknown: any), and for episodes overlapping spans."""
+    if source.kind is None or kind is None:
+        return True
+    if source.kind != kind:
+        return False
+    if kind != "episode" or source.span is None or span is None:
+        return True
+    return source.span[0] < span[1] and span[0] < source.span[1]

@@ -9,8 +9,9 @@ where, never *what*:
     its progress (``recorded`` -> ``planned`` -> ``fenced`` -> ``deleting`` ->
     ``done``, or ``blocked`` with the ``error`` that stopped it: the database
     refused a statement for good, a provider refused, a fault of memstream's
-    own). A memory erasure also keeps the memory's cube, user and source
-    event ids, so the same messages do not promote it again. Kept for good:
+    own). A memory erasure also keeps the memory's cube, user, source
+    event ids, kind and (a passage) span, so the same messages do not promote
+    it again, and the other memories judged from them are still written. Kept for good:
     ingest, replay and reprocess skip what it covers.
 ``erasure_count``
     what went, per store (a table, ``redis_keys``, ``sessions_table``,
@@ -66,6 +67,9 @@ erasure = Table(
     Column("memory_cube", BinaryKey(255)),
     Column("memory_user_id", BinaryKey(255)),
     Column("memory_sources", Text),
+    Column("memory_kind", String(8)),  # the erased memory's kind; NULL: before 0016
+    Column("span_start", Integer),  # an erased passage's offsets in its message
+    Column("span_end", Integer),
     Column("status", String(16), nullable=False),
     Column("requested_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),

@@ -123,6 +123,32 @@ def test_a_candidate_that_would_bring_an_erased_memory_back(cube: str, user: str
     assert (index.erased_memory("t1", cube, user, sources) is not None) is erased
 
 
+EPISODE = MemorySource("user_profile", "u1", frozenset({"e1"}), "episode")
+PASSAGE = MemorySource("user_profile", "u1", frozenset({"e1"}), "episode", (100, 200))
+FACT = MemorySource("user_profile", "u1", frozenset({"e1"}), "fact")
+
+
+@pytest.mark.parametrize(("source", "kind", "span", "erased"), [
+    (EPISODE, "episode", None, True),
+    (EPISODE, "fact", None, False),  # the fact judged from the erased episode's message
+    (FACT, "episode", None, False),  # the episode of the erased fact's message
+    (FACT, "fact", None, True),
+    (SOURCE, "fact", None, True),  # recorded without a kind: every kind, as before
+    (SOURCE, "episode", (0, 10), True),
+    (EPISODE, None, None, True),  # a candidate of unknown kind: kept out
+    (PASSAGE, "episode", (150, 300), True),  # a passage cut otherwise, overlapping
+    (PASSAGE, "episode", (200, 300), False),  # the next passage of the message
+    (PASSAGE, "episode", None, True),  # the whole message
+    (EPISODE, "episode", (0, 10), True),  # a passage of the erased whole message
+])
+def test_only_the_erased_memorys_kind_and_part_are_kept_out(
+        source: MemorySource, kind: str | None, span: tuple[int, int] | None,
+        erased: bool) -> None:
+    index = ErasureIndex([mark("memory", "42", source=source)])
+    assert (index.erased_memory("t1", "user_profile", "u1", ("e1",), kind, span)
+            is not None) is erased
+
+
 def test_the_index_takes_each_erasure_once_and_follows_the_log() -> None:
     index = ErasureIndex()
     assert index.add(mark(seq=3)) and not index.add(mark(seq=3))
