@@ -24,7 +24,7 @@ from tests.integration.consolidation_support import FAST, run_status, set_agent
 from tests.support.worker import eventually
 
 pytestmark = pytest.mark.integration
-LET_GO = "waiting retries go"
+LET_GO = "waiting retries"
 REBALANCES = 4
 
 
