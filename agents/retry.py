@@ -16,7 +16,8 @@ async def consolidation_retry(stream: Any) -> None:
     scheduler = await worker.retry_scheduler()
     async with scheduler.running():
         async for event in stream.noack().events():
-            # held until due, acknowledged after its attempt (or released to
-            # the topic again when a rebalance starts)
-            done = partial(worker.acknowledge, stream, [event])
-            await scheduler.admit(source_record(event), done)
+            # held until due, acknowledged after its attempt (or let go undone
+            # when a rebalance starts: read again from the committed offset)
+            await scheduler.admit(source_record(event),
+                                  partial(worker.acknowledge, stream, [event]),
+                                  partial(worker.let_go, stream, [event]))

@@ -71,15 +71,6 @@ from streams.wire.headers import (
 _OWN = RETRY_OWN
 
 
-def keep_origin(record: SourceRecord) -> Headers:
-    """``record``'s headers, naming its origin: as they are when they name one,
-    else its own place (so that a copy is dead-lettered as the record it copies)."""
-    if header(record.headers, ORIGIN_PARTITION) is not None:
-        return list(record.headers)
-    return [*record.headers, (ORIGIN_TOPIC, record.topic.encode()),
-            (ORIGIN_PARTITION, str(record.partition).encode()),
-            (ORIGIN_OFFSET, str(record.offset).encode())]
-
 FailureKind = Literal["infrastructure", "requeue", "retry", "dead"]
 IsTransient = Callable[[BaseException], bool]
 """Whether an error is a database outage (every write fails now), not this event's."""

@@ -16,11 +16,12 @@ in memory; a record behind the held ones waits its turn even when it is due.
 
 Faust waits, on a rebalance or a shutdown, until every record it handed out
 was acknowledged. So when ``should_release()`` says one is under way, the
-records still waiting are released: each is produced again to the retry topic
-unchanged (same key, value and headers, so the same due time) and then
-acknowledged. Whichever worker owns the partition next picks the copies up.
-A crash between the two leaves both the copy and the original: the second run
-finds the first one's work done.
+records still waiting are let go: each is handed back through its ``let_go``
+callable, which acknowledges it to Faust without finishing it, so its offset is
+not committed (the worker's commit guard holds the commit at the first
+unfinished record) and whichever worker owns the partition next reads the
+original again from the committed offset. Nothing is copied: however many
+rebalances an outage spans, one record stays on the topic for each retry.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from streams.backoff import retry_forever
-from streams.consolidation.failures import due_at, keep_origin
+from streams.consolidation.failures import due_at
 from streams.consolidation.processor import ConsolidationProcessor
-from streams.wire.envelope import Outgoing, Publisher, SourceRecord
+from streams.wire.envelope import SourceRecord
 
 log = logging.getLogger(__name__)
 Ack = Callable[[], Awaitable[object]]
@@ -50,17 +50,16 @@ class _Held:
     seq: int
     record: SourceRecord = field(compare=False)
     ack: Ack = field(compare=False)
+    let_go: Ack = field(compare=False)
 
 
 class RetryScheduler:
-    def __init__(self, processor: ConsolidationProcessor, publisher: Publisher, *,
-                 retry_topic: str, should_release: Callable[[], bool] = lambda: False,
+    def __init__(self, processor: ConsolidationProcessor, *,
+                 should_release: Callable[[], bool] = lambda: False,
                  poll_s: float = 0.5, max_held: int = 10_000,
                  clock: Callable[[], float] = time.time,
                  longest_wait_s: float | None = None) -> None:
         self.processor = processor
-        self.publisher = publisher
-        self.retry_topic = retry_topic
         self.should_release = should_release
         self.poll_s = poll_s
         self.clock = clock
@@ -87,14 +86,16 @@ class RetryScheduler:
     def held(self) -> int:
         return len(self._heap) + len(self._running)
 
-    async def admit(self, record: SourceRecord, ack: Ack) -> None:
+    async def admit(self, record: SourceRecord, ack: Ack, let_go: Ack) -> None:
         """Hold ``record`` until it is due (at most ``longest_wait_s`` from now);
-        ``ack`` acknowledges it afterwards. Waits while ``max_held`` records are held."""
+        ``ack`` acknowledges it once its attempt is done, ``let_go`` hands it back
+        undone when it is released (it is read again from the committed offset).
+        Waits while ``max_held`` records are held."""
         while self.held >= self.max_held:
             self._room.clear()
             await self._room.wait()
         due = min(due_at(record), self.clock() + self.longest_wait_s)
-        heapq.heappush(self._heap, _Held(due, next(self._seq), record, ack))
+        heapq.heappush(self._heap, _Held(due, next(self._seq), record, ack, let_go))
         self._wake.set()
 
     def _freed(self, task: asyncio.Task[None]) -> None:
@@ -143,18 +144,15 @@ class RetryScheduler:
         await held.ack()
 
     async def release(self) -> int:
-        """Hand every waiting record back to the retry topic; returns how many."""
+        """Let every waiting record go, undone (see the module docstring); returns
+        how many."""
         held, self._heap = self._heap, []
         if not held:
             return 0
         self._room.set()
-        copies = [Outgoing(self.retry_topic, h.record.key, h.record.value, keep_origin(h.record))
-                  for h in held]
-        await retry_forever(lambda: self.publisher.publish(copies), what="retry-release",
-                            initial_s=0.2, max_s=5.0)
         for h in held:
-            await h.ack()
-        log.info("released %d waiting retries back to %s", len(held), self.retry_topic)
+            await h.let_go()
+        log.info("let %d waiting retries go: read again from the committed offset", len(held))
         return len(held)
 
     async def drain(self) -> None:

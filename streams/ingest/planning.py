@@ -6,7 +6,9 @@ session it belongs to and closes sessions on ``session_end``, on an event
 on an idle check still due; states closed and quiet for ``closed_retention_s``
 are dropped. It is made over the states as the table holds them; a
 conversation the table does not hold is looked up in the database (a state
-dropped after the retention left its last session number there).
+dropped after the retention left its last session number there), and so is
+one it holds quiet for the retention: a stale copy of a state dropped
+elsewhere numbers at or below that number, and is brought forward.
 
 Once the messages are stored, the planned states are staged
 (:class:`~streams.session.state_buffer.SessionStateBuffer`) and the stored
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from streams.backoff import retry_forever
 from streams.ingest.model import (
@@ -66,9 +69,16 @@ class SessionPlanning:
             key = table_key(i.event.tenant_id, i.event.conversation_id)
             if key not in current:
                 current[key] = self.states.get(key)
+        now = self.clock()
         unknown = {(i.event.tenant_id, i.event.conversation_id) for i in items
                    if not isinstance(i.event, IdleCheck | BareEnd)
                    and current[table_key(i.event.tenant_id, i.event.conversation_id)] is None}
+        # a state quiet for the retention may be a stale copy of one dropped elsewhere:
+        # its numbers are checked against the database too
+        unknown |= {(i.event.tenant_id, i.event.conversation_id) for i in items
+                    if (held := current[table_key(i.event.tenant_id, i.event.conversation_id)])
+                    is not None and now - float(cast(float, held.get("last_seen_at", 0.0)))
+                    >= self.config.closed_retention_s}
 
         async def lookup() -> dict[ConversationKey, int]:
             return await self.closed.last_closed_sessions(sorted(unknown))
@@ -81,7 +91,7 @@ class SessionPlanning:
                              max_messages=self.config.session_max_messages,
                              max_bytes=self.config.session_max_bytes)
         return plan_sessions(events, current.__getitem__,
-                             {table_key(*k): seq for k, seq in last.items()}, self.clock(), rules)
+                             {table_key(*k): seq for k, seq in last.items()}, now, rules)
 
     def apply(
         self,

@@ -277,6 +277,17 @@ class SessionState:
         return (not self.open and not self.outbox
                 and now - self.last_seen_at >= retention_s)
 
+    def brought_forward(self, last_session_seq: int) -> SessionState:
+        """This state numbers its sessions at or below ``last_session_seq``, the last
+        session remembered when the conversation's state was dropped: it is a stale
+        copy (kept by a worker after its partition moved away, come back after the
+        state was dropped elsewhere). Nothing of it is kept — not its user, its
+        outbox or its offsets: the state :meth:`new` makes for the conversation,
+        numbering on from ``last_session_seq`` (its ids set by its next message)."""
+        return SessionState(tenant_id=self.tenant_id, user_id="", agent_id="",
+                            conversation_id=self.conversation_id,
+                            session_seq=last_session_seq + 1)
+
     def idle_for(self, now: float) -> float:
         return now - self.last_seen_at if self.open else 0.0
 

@@ -70,7 +70,8 @@ class InMemoryMessageStore:
         if self.fail_next:
             self.fail_next -= 1
             raise DatabaseDown("database unavailable")
-        self.closed_sessions.update(marks)
+        for key, seq in marks.items():  # never lowered, as the database does
+            self.closed_sessions[key] = max(seq, self.closed_sessions.get(key, seq))
 
 
 class StaticWholeConversations:

@@ -298,6 +298,14 @@ class WorkerContext:
                 await stream.ack(event)
         return kept
 
+    async def let_go(self, stream: Any, events: Iterable[Any]) -> None:
+        """Hand events back undone: acknowledged to Faust only (it waits for every
+        record it handed out before a rebalance goes on), never finished, so the
+        commit guard keeps each one's offset uncommitted and the partition's next
+        owner reads the record again from the committed offset."""
+        for event in events:
+            await stream.ack(event)
+
     async def acknowledge(self, stream: Any, events: Iterable[Any]) -> None:
         """Acknowledge events whose records are stored or dead-lettered: the commit
         guard learns it first, then Faust."""

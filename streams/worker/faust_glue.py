@@ -16,6 +16,15 @@
   The patch seeks such partitions to their start (the app resets to
   ``earliest``); at worst a record is processed twice, which every sink
   tolerates.
+* ``partitioned_table``: a table whose worker forgets a partition it lost.
+  Faust's in-memory store knows the partition only of the keys it recovered
+  from the changelog, and forgets only those (``on_recovery_completed`` in
+  ``faust/stores/memory.py``): a key this worker wrote stays in its store after
+  its partition is revoked. Should the key be deleted elsewhere meanwhile and
+  its tombstone compacted away, the partition coming back brings the stale
+  value back with it — the changelog no longer says otherwise. The table
+  remembers the partition of every key it writes, and at every rebalance drops
+  each key of the partitions revoked from this worker.
 * ``topic_global_table``: a global table over an existing topic. Faust's
   assignor looks a global table's changelog up by its *default* name
   (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and
@@ -48,7 +57,7 @@ from contextlib import contextmanager
 from typing import Any, TypedDict, cast
 
 import faust
-from faust.streams import _current_event
+from faust.streams import _current_event, current_event
 from faust.tables.globaltable import GlobalTable
 from faust.transport.consumer import Consumer
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
@@ -71,6 +80,52 @@ def event_context(event: Any) -> Iterator[None]:
         yield
     finally:
         _current_event.reset(token)
+
+
+class _PartitionedTable(faust.Table[Any, Any]):
+    """See ``partitioned_table``; the store is Faust's in-memory one."""
+
+    def _partitions(self) -> dict[Any, int]:
+        return cast(dict[Any, int], cast(Any, self.data)._key_partition)
+
+    def on_key_set(self, key: Any, value: Any) -> None:
+        super().on_key_set(key, value)
+        event = current_event()
+        assert event is not None  # Faust's own on_key_set raised otherwise
+        self._partitions()[key] = event.message.partition
+
+    def on_key_del(self, key: Any) -> None:
+        super().on_key_del(key)
+        self._partitions().pop(key, None)
+
+    async def on_rebalance(self, assigned: set[TP], revoked: set[TP],
+                           newly_assigned: set[TP], generation_id: int = 0) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        changelog = self._changelog_topic_name()
+        self.forget({tp.partition for tp in revoked if tp.topic == changelog})
+
+    def forget(self, partitions: set[int]) -> int:
+        """Drop every key of ``partitions`` from this worker's store (no changelog
+        record: the partition's owner holds it); how many."""
+        if not partitions:
+            return 0
+        by_key = self._partitions()
+        gone = [k for k, p in by_key.items() if p in partitions]
+        for k in gone:
+            cast(Any, self.data).data.pop(k, None)
+            del by_key[k]
+        log.info("table %s: dropped %d keys of the revoked partitions %s", self.name,
+                 len(gone), sorted(partitions))
+        return len(gone)
+
+
+def partitioned_table(app: Any, name: str, *, key_type: type, help: str) -> Any:
+    """``app.Table(name)`` (no default, in-memory store) whose worker drops every
+    key of a partition revoked from it, its own writes included (see the module
+    docstring)."""
+    return app.tables.add(_PartitionedTable(app, name=name, default=None,
+                                            beacon=app.tables.beacon, key_type=key_type,
+                                            help=help))
 
 
 class _TopicGlobalTable(GlobalTable):

@@ -301,8 +301,7 @@ class Wiring:
     def retry_scheduler(self, consolidation: Consolidation,
                         should_release: Callable[[], bool]) -> RetryScheduler:
         s = self.settings
-        return RetryScheduler(consolidation.processor, self.publisher,
-                              retry_topic=s.kafka.retry_topic, should_release=should_release,
+        return RetryScheduler(consolidation.processor, should_release=should_release,
                               max_held=s.consolidation.retry_max_held, clock=self.clock)
 
     # ⑥ erasure and retention

@@ -9,17 +9,13 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.kafka.dead_letters import source_of
-from streams.consolidation.failures import attempt_of, due_at
+from streams.consolidation.failures import due_at
 from streams.consolidation.pipeline import Outcome
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import (
     ATTEMPT,
     NEXT_ATTEMPT_AT,
-    ORIGIN_OFFSET,
-    ORIGIN_PARTITION,
-    ORIGIN_TOPIC,
     header,
 )
 from streams.wire.records import SessionClosed
@@ -163,11 +159,15 @@ async def test_the_scheduler_runs_records_when_due_and_acks_after(engine: AsyncE
     retries = h.publisher.on("retry")
     assert len(retries) == 2
     acked: list[int] = []
-    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", clock=h.clock)
+    sched = RetryScheduler(h.processor, clock=h.clock)
+
+    async def let_go() -> None:
+        raise AssertionError("nothing is let go without a rebalance")
+
     for n, r in enumerate(retries):
         async def ack(n: int = n) -> None:
             acked.append(n)
-        await sched.admit(SourceRecord("retry", 0, n, r.key, r.value, r.headers), ack)
+        await sched.admit(SourceRecord("retry", 0, n, r.key, r.value, r.headers), ack, let_go)
     assert await sched.step() == 0 and sched.waiting == 2  # not due yet
     h.clock.advance(1.5)
     assert await sched.step() == 2
@@ -176,33 +176,61 @@ async def test_the_scheduler_runs_records_when_due_and_acks_after(engine: AsyncE
     assert sorted(h.provider.contents("fact")) == ["I live in Oslo.", "I live in Rome."]
 
 
-async def test_held_retries_are_released_when_a_rebalance_starts(engine: AsyncEngine) -> None:
+async def test_held_retries_are_let_go_undone_when_a_rebalance_starts(
+        engine: AsyncEngine) -> None:
     h = Harness(engine)
     rebalancing = False
-    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", clock=h.clock,
-                           should_release=lambda: rebalancing)
-    acked: list[str] = []
+    sched = RetryScheduler(h.processor, clock=h.clock, should_release=lambda: rebalancing)
+    done: list[str] = []
     headers = [(ATTEMPT, b"3"), (NEXT_ATTEMPT_AT, b"2099-01-01T00:00:00+00:00")]
     rec = SourceRecord("retry", 1, 5, b"c1", h.record(h.closed("c1")).value, headers)
 
     async def ack() -> None:
-        acked.append("x")
+        done.append("ack")
 
-    await sched.admit(rec, ack)
-    assert await sched.step() == 0 and acked == []
+    async def let_go() -> None:
+        done.append("let go")
+
+    await sched.admit(rec, ack, let_go)
+    assert await sched.step() == 0 and done == []
     rebalancing = True
     await sched.step()
-    assert acked == ["x"] and sched.waiting == 0
-    (copy,) = h.publisher.on("retry")
-    # a record that names no origin names itself in the copy: dead-lettered later, the
-    # copy is the same dead letter as the record it copies
-    assert (copy.key, copy.value) == (rec.key, rec.value)
-    assert copy.headers == [*headers, (ORIGIN_TOPIC, b"retry"), (ORIGIN_PARTITION, b"1"),
-                            (ORIGIN_OFFSET, b"5")]
-    assert attempt_of(SourceRecord("retry", 0, 0, None, None, copy.headers)) == 3
-    copied = SourceRecord("retry", 0, 99, copy.key, copy.value, copy.headers)
-    assert source_of(h.processor.router.reject(copied, "undecodable", "X", "bad")) == (
-        source_of(h.processor.router.reject(rec, "undecodable", "X", "bad")))
+    # handed back undone (its offset stays uncommitted, the next owner reads it
+    # again), and nothing copied to the topic
+    assert done == ["let go"] and sched.waiting == 0
+    assert h.publisher.on("retry") == []
+
+
+async def test_a_held_retry_stays_one_record_across_rebalances(engine: AsyncEngine) -> None:
+    """An outage spanning rebalances: at each one the partition's owner holds what it
+    read from the committed offset and lets it go. The committed offset never moves
+    past a record let go, so the records are read again — and the topic holds one
+    record per retry however many rebalances pass (no copy is added)."""
+    h = Harness(engine)
+    future = [(ATTEMPT, b"2"), (NEXT_ATTEMPT_AT, b"2099-01-01T00:00:00+00:00")]
+    value = h.record(h.closed("c1")).value
+    topic = [SourceRecord("retry", 0, n, b"c1", value, future) for n in range(3)]
+    committed = 0
+    for _ in range(5):  # five rebalances during the outage
+        sched = RetryScheduler(h.processor, clock=h.clock, should_release=lambda: True)
+        finished: list[int] = []
+        for rec in topic[committed:]:
+            async def ack(n: int = rec.offset, finished: list[int] = finished) -> None:
+                finished.append(n)
+
+            async def let_go() -> None:
+                pass
+
+            await sched.admit(rec, ack, let_go)
+        assert await sched.step() == 0 and sched.held == 0
+        # what may be committed: the offset after the records finished in order
+        while committed in finished:
+            committed += 1
+        copies = h.publisher.on("retry")
+        topic += [SourceRecord("retry", 0, len(topic), c.key, c.value, c.headers)
+                  for c in copies]
+        h.publisher.sent.clear()
+    assert committed == 0 and len(topic) == 3
 
 
 async def test_the_scheduler_loop_runs_in_the_background(engine: AsyncEngine) -> None:
@@ -213,9 +241,9 @@ async def test_the_scheduler_loop_runs_in_the_background(engine: AsyncEngine) ->
     async def ack() -> None:
         done.set()
 
-    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", poll_s=0.01)
+    sched = RetryScheduler(h.processor, poll_s=0.01)
     async with sched.running():
-        await sched.admit(h.record(h.closed("c1"), topic="retry"), ack)
+        await sched.admit(h.record(h.closed("c1"), topic="retry"), ack, ack)
         await asyncio.wait_for(done.wait(), 10)
     assert h.provider.contents("fact") == ["I live in Rome."]
 
@@ -224,8 +252,7 @@ async def test_the_scheduler_holds_a_bounded_number_of_records(engine: AsyncEngi
     """Beyond ``max_held`` the agent waits (and so stops taking records from the
     topic) instead of buffering a provider outage's worth of retries."""
     h = Harness(engine)
-    sched = RetryScheduler(h.processor, h.publisher, retry_topic="retry", clock=h.clock,
-                           max_held=2)
+    sched = RetryScheduler(h.processor, clock=h.clock, max_held=2)
     future = [(ATTEMPT, b"2"), (NEXT_ATTEMPT_AT, b"2099-01-01T00:00:00+00:00")]
     value = h.record(h.closed("c1")).value
 
@@ -233,9 +260,9 @@ async def test_the_scheduler_holds_a_bounded_number_of_records(engine: AsyncEngi
         pass
 
     for n in range(2):
-        await sched.admit(SourceRecord("retry", 0, n, b"c1", value, future), ack)
+        await sched.admit(SourceRecord("retry", 0, n, b"c1", value, future), ack, ack)
     third = asyncio.ensure_future(
-        sched.admit(SourceRecord("retry", 0, 2, b"c1", value, future), ack))
+        sched.admit(SourceRecord("retry", 0, 2, b"c1", value, future), ack, ack))
     await asyncio.sleep(0.05)
     assert not third.done() and sched.held == 2
     await sched.release()  # a rebalance hands the held ones back: room again

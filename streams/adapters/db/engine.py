@@ -11,9 +11,10 @@ context, not the driver options SQLAlchemy would pass)::
 from __future__ import annotations
 
 import ssl
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Table, func
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -76,10 +77,16 @@ def insert_ignoring_duplicates(engine: AsyncEngine, table: Table, key: list[str]
     return stmt.on_duplicate_key_update({key[-1]: table.c[key[-1]]})
 
 
-def upsert(engine: AsyncEngine, table: Table, key: list[str], update: list[str]) -> Insert:
-    """INSERT, or UPDATE ``update`` columns of the row with the same ``key``."""
+def upsert(engine: AsyncEngine, table: Table, key: list[str], update: list[str],
+           *, never_lower: Sequence[str] = ()) -> Insert:
+    """INSERT, or UPDATE ``update`` columns of the row with the same ``key``; a
+    column of ``never_lower`` keeps the greater of its value and the new one."""
     if is_sqlite(engine):
         s = sqlite.insert(table)
-        return s.on_conflict_do_update(index_elements=key, set_={c: s.excluded[c] for c in update})
+        return s.on_conflict_do_update(index_elements=key, set_={
+            c: func.max(table.c[c], s.excluded[c]) if c in never_lower else s.excluded[c]
+            for c in update})
     m = mysql.insert(table)
-    return m.on_duplicate_key_update({c: m.inserted[c] for c in update})
+    return m.on_duplicate_key_update({
+        c: func.greatest(table.c[c], m.inserted[c]) if c in never_lower else m.inserted[c]
+        for c in update})

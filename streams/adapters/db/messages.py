@@ -50,7 +50,7 @@ class MessageStore:
             engine, conversation_message, ["tenant_id", "event_id"]
         )
         self._remember = upsert(engine, conversation_session, ["tenant_id", "conversation_id"],
-                                ["last_closed_seq", "updated_at"])
+                                ["last_closed_seq", "updated_at"], never_lower=["last_closed_seq"])
 
     async def last_closed_sessions(
         self, keys: Sequence[tuple[str, str]]
@@ -73,7 +73,9 @@ class MessageStore:
     async def remember_closed_sessions(
         self, marks: Mapping[tuple[str, str], int], now: datetime
     ) -> None:
-        """Record each conversation's last closed session (before its state is dropped)."""
+        """Record each conversation's last closed session (before its state is
+        dropped). A number below the one recorded never lowers it: a stale state
+        cannot take back session numbers already used."""
         if not marks:
             return
         rows = [{"tenant_id": tenant, "conversation_id": conversation, "last_closed_seq": seq,

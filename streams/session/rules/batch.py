@@ -19,7 +19,9 @@ states and returns, without touching any store:
   still in the outbox of a state the batch touched (a crash after the state
   was written and before its event was published leaves it there);
 * the states to drop from the table (closed, published, and quiet for the
-  retention), each with the last closed session number to remember durably.
+  retention), each with the last closed session number to remember durably;
+  a state numbering at or below the number remembered is a stale copy and is
+  brought forward first (its sessions' numbers were used already).
 
 Idle checks (from the session scan) are re-checked here: a message may have
 arrived since the scan. A session end of an erased user arrives as a
@@ -107,8 +109,10 @@ def plan_sessions(
     rules: SessionRules,
 ) -> SessionPlan:
     """See the module docstring. ``current(key)`` reads a state as the table holds
-    it; ``last_closed`` gives, for conversations the table does not hold, the last
-    session number remembered when their state was dropped."""
+    it; ``last_closed`` gives, for conversations the table does not hold or holds
+    quiet for the retention, the last session number remembered when their state
+    was dropped (a state numbering at or below it is a stale copy, brought forward:
+    :meth:`SessionState.brought_forward`)."""
     plan = SessionPlan()
     for i, item in enumerate(events):
         ev = item.event
@@ -116,6 +120,8 @@ def plan_sessions(
         state = plan.states.get(key)
         if state is None:
             state = SessionState.from_table(current(key))
+            if state is not None and state.session_seq <= last_closed.get(key, 0):
+                state = state.brought_forward(last_closed[key])  # a stale copy
             if state is None:
                 if isinstance(ev, IdleCheck):  # not this worker's, or long gone
                     plan.outcomes[i] = "idle_unknown"
