@@ -146,6 +146,9 @@ dead_letter_ledger = Table(
     Column("sent", Integer, nullable=False),
     Column("recorded_at", Timestamp, nullable=False),
     Column("recorded_by", String(32), nullable=False),  # the attempt that recorded it
+    # a digest of the record (key, value, timestamp): after a topic is created again,
+    # another record at the same place replaces the row; NULL: recorded before 0016
+    Column("record_digest", String(64), nullable=True),
     Index(None, "recorded_at"),
 )
 
