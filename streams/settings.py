@@ -341,7 +341,9 @@ class ConsolidationSettings(BaseModel):
     ledger_retention_days: float = Field(
         7.0,
         gt=0,
-        description="How long processed-message hashes and finished runs are kept.",
+        description=("How long processed-message hashes, finished runs and runs left "
+                     "`judged` that nothing resumes any more (untouched this long) are "
+                     "kept."),
     )
     default_long_memory: bool = Field(
         True,
