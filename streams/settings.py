@@ -799,7 +799,8 @@ class ErasureSettings(BaseModel):
     )
     message_retention_days: float | None = Field(
         None, gt=0, le=36500, description=(
-            "Delete stored messages older than this (event time), with their ledger rows and "
+            "Delete messages memstream stored longer ago than this (when it stored them, not "
+            "their `created_at`) whose consolidation is over, with their ledger rows and "
             "cached lists; unset: kept until erased."),
     )
     summary_retention_days: float | None = Field(

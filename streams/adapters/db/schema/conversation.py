@@ -91,7 +91,8 @@ conversation_message = Table(
     UniqueConstraint("tenant_id", "event_id"),
     Index(None, "tenant_id", "conversation_id", "id"),
     Index(None, "tenant_id", "conversation_id", "session_seq"),
-    Index(None, "created_at"),  # retention (streams.erasure.retention)
+    Index(None, "created_at"),
+    Index(None, "ingested_at"),  # retention (streams.erasure.retention, 0017)
     # an erasure of a user (their conversations, agents, messages) and of a
     # sub-agent conversation stored in its parents (0014)
     Index(None, "tenant_id", "user_id", "conversation_id"),
