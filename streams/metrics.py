@@ -289,6 +289,11 @@ ERASURE_BLOCKED = Counter(
     "the database refuses for good), provider, internal.",
     ["code"],
 )
+ERASURE_KEY_MISMATCHES = Counter(
+    "memstream_erasure_key_mismatches_total",
+    "Erasure requests refused because their record key is not the "
+    "``{tenant_id}/{erasure_id}`` their body gives.",
+)
 ERASED = Counter(
     "memstream_erased_total",
     "Rows, keys and provider copies deleted by erasures, by store.",

@@ -341,7 +341,9 @@ class ConsolidationSettings(BaseModel):
     ledger_retention_days: float = Field(
         7.0,
         gt=0,
-        description="How long processed-message hashes and finished runs are kept.",
+        description=("How long processed-message hashes, finished runs and runs left "
+                     "`judged` that nothing resumes any more (untouched this long) are "
+                     "kept."),
     )
     default_long_memory: bool = Field(
         True,
@@ -797,7 +799,8 @@ class ErasureSettings(BaseModel):
     )
     message_retention_days: float | None = Field(
         None, gt=0, le=36500, description=(
-            "Delete stored messages older than this (event time), with their ledger rows and "
+            "Delete messages memstream stored longer ago than this (when it stored them, not "
+            "their `created_at`) whose consolidation is over, with their ledger rows and "
             "cached lists; unset: kept until erased."),
     )
     summary_retention_days: float | None = Field(

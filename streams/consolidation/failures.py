@@ -30,7 +30,8 @@
     event goes straight to ``memory.dlq``.
 
 Dead letters carry the closing event's original key and bytes and name the
-session-closed topic as their source, whether they failed there or on the
+session-closed topic as their source (and its timestamp there, which retry
+records carry as ``memstream.origin.timestamp``), whether they failed there or on the
 retry topic, so ``memstream replay`` re-drives them to the consolidation agent.
 
 The retry headers are read leniently and never raise: an unreadable
@@ -61,6 +62,7 @@ from streams.wire.headers import (
     NEXT_ATTEMPT_AT,
     ORIGIN_OFFSET,
     ORIGIN_PARTITION,
+    ORIGIN_TIMESTAMP,
     ORIGIN_TOPIC,
     RETRY_OWN,
     RETRY_REASON,
@@ -70,6 +72,10 @@ from streams.wire.headers import (
 
 _OWN = RETRY_OWN
 
+
+def _stamped(timestamp: float | None) -> Headers:
+    """The origin's timestamp header (milliseconds), none when it is unknown."""
+    return [] if timestamp is None else [(ORIGIN_TIMESTAMP, str(round(timestamp * 1000)).encode())]
 
 FailureKind = Literal["infrastructure", "requeue", "retry", "dead"]
 IsTransient = Callable[[BaseException], bool]
@@ -173,8 +179,9 @@ class FailureRouter:
                                 record.value, kept, record.timestamp, record.handle)
         named = header(record.headers, ORIGIN_TOPIC)
         topic = self.source_topic if named is None else named.decode("utf-8", "replace")
+        stamp = _int(header(record.headers, ORIGIN_TIMESTAMP))  # unknown: -1, not the copy's
         return SourceRecord(topic, _int(part), _int(off), record.key, record.value, kept,
-                            record.timestamp, record.handle)
+                            stamp / 1000 if stamp >= 0 else None, record.handle)
 
     def reject(self, record: SourceRecord, reason: str, error_class: str,
                message: str) -> Outgoing:
@@ -211,4 +218,5 @@ class FailureRouter:
             (RETRY_REASON, failure.reason.encode()),
             (ORIGIN_PARTITION, str(origin.partition).encode()),
             (ORIGIN_OFFSET, str(origin.offset).encode()),
+            *_stamped(origin.timestamp),
         ])

@@ -116,7 +116,9 @@ class Runs(Protocol):
     async def record_error(self, closed_id: str, error: str, now: datetime) -> None: ...
 
     async def purge(self, cutoff: datetime) -> int:
-        """Delete runs finished before ``cutoff`` (naive UTC) and their candidates."""
+        """Delete runs finished before ``cutoff`` (naive UTC), and runs left ``judged``
+        that nothing touched since (no candidate written since, no expiry pending),
+        with their candidates; how many."""
 
 
 class Expiries(Protocol):

@@ -18,6 +18,11 @@ end of the queue again (``requeued``; signed afresh when requests are signed) an
 the next delivery continues it. With :class:`~streams.wire.signing.Signing`, a
 request must be signed with its tenant's key, as a query.
 
+A request whose record key is not ``{tenant_id}/{erasure_id}`` of its body is refused
+as a bad request is (``rejected``, error ``bad_request``; without a reply topic
+dead-lettered ``erasure_bad_request``) and nothing is erased: on the compacted topic
+such a record could replace another request, another tenant's included.
+
 With ``quotas`` (the ``erasures`` quota, a minute), a request whose erasure is not
 in the erasure log yet (a new erasure, or a dry run) takes one from its tenant's
 quota; over it, it is refused at once, as a bad request is (``rejected``, error
@@ -45,7 +50,13 @@ from streams.erasure.executor import (
     transient,
 )
 from streams.memory.provider import PermanentProviderError
-from streams.metrics import DEAD_LETTERS, ERASURE_BLOCKED, ERASURE_SECONDS, ERASURES
+from streams.metrics import (
+    DEAD_LETTERS,
+    ERASURE_BLOCKED,
+    ERASURE_KEY_MISMATCHES,
+    ERASURE_SECONDS,
+    ERASURES,
+)
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.quotas.book import QuotaBook
 from streams.redaction import error_text
@@ -121,6 +132,15 @@ class ErasureProcessor:
                     for e in exc.errors()[:3])) from exc
         except ErasureRefused as exc:
             return self._refused(rec, addr, None, exc, reason=SCHEMA)
+        if rec.key != req.key():
+            log.warning("erasure %s of tenant %r refused: its key is not the one its body "
+                        "gives", req.erasure_id, req.tenant_id)
+            ERASURE_KEY_MISMATCHES.inc()
+            return self._refused(rec, addr, req, ErasureRefused("bad_request", (
+                f"the record's key must be {req.key().decode()!r} ({{tenant_id}}/"
+                f"{{erasure_id}} of its body), not "
+                f"{_shown(rec.key)}: on the compacted topic it would replace another "
+                "request")))
         if self.signing is not None and (why := self.signing.refusal(
                 req.tenant_id, rec.headers, rec.value, addr.topic if addr else "",
                 self.clock())) is not None:
@@ -211,6 +231,12 @@ class ErasureProcessor:
         if addr is not None:
             return _to_send(self._receipt(rec, addr, refusal(req, exc)), "rejected")
         return self._dead(rec, reason or f"erasure_{exc.code}", "ErasureRefused", str(exc))
+
+
+def _shown(key: bytes | None) -> str:
+    if key is None:
+        return "none"
+    return repr(key.decode(errors="replace")[:140])
 
 
 def _to_send(receipt: Outgoing | None, outcome: str) -> ToSend:

@@ -2,8 +2,9 @@
 
 Off unless ``MEMSTREAM_ERASURE__MESSAGE_RETENTION_DAYS`` or
 ``MEMSTREAM_ERASURE__SUMMARY_RETENTION_DAYS`` is set. It takes the paths of an
-erasure (:class:`~streams.erasure.ports.Deletes`): messages created before
-the cutoff go with their ledger rows, a chunk per transaction, and the Redis
+erasure (:class:`~streams.erasure.ports.Deletes`): messages memstream stored
+before the cutoff (never by the client's ``created_at``) whose consolidation is
+over go with their ledger rows, a chunk per transaction, and the Redis
 keys of every conversation a chunk touched are deleted after it (the next read
 rebuilds the list from what is left); summaries not updated since the cutoff go
 with their conversations' Redis keys. Long-term memories are not aged out:

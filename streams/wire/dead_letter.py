@@ -26,7 +26,8 @@ def dead_letter(
     extra: Headers | None = None,
 ) -> Outgoing:
     """``record`` as a dead letter: its own headers (but those a dead letter sets),
-    the stage, the reason, the error class and message, its place, the time, ``extra``."""
+    the stage, the reason, the error class and message, its place (and timestamp, when
+    known), the time, ``extra``."""
     when = (now or datetime.now(UTC)).isoformat()
     kept = [(k, v) for k, v in record.headers if k not in h.DEAD_LETTER_OWN]
     headers: Headers = [
@@ -38,6 +39,8 @@ def dead_letter(
         (h.SOURCE_TOPIC, record.topic.encode()),
         (h.SOURCE_PARTITION, str(record.partition).encode()),
         (h.SOURCE_OFFSET, str(record.offset).encode()),
+        *([] if record.timestamp is None else
+          [(h.SOURCE_TIMESTAMP, str(round(record.timestamp * 1000)).encode())]),
         (h.FAILED_AT, when.encode()),
         *(extra or []),
     ]

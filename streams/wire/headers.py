@@ -24,9 +24,11 @@ SOURCE_TOPIC: Final = "memstream.source.topic"
 SOURCE_PARTITION: Final = "memstream.source.partition"
 SOURCE_OFFSET: Final = "memstream.source.offset"
 SOURCE_PLACE: Final = (SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET)
+SOURCE_TIMESTAMP: Final = "memstream.source.timestamp"
+"""The source record's Kafka timestamp (milliseconds since the epoch), when known."""
 FAILED_AT: Final = "memstream.failed_at"
 DEAD_LETTER_OWN: Final = frozenset({STAGE, ERROR_REASON, ERROR_CLASS, ERROR_MESSAGE,
-                                    *SOURCE_PLACE, FAILED_AT})
+                                    *SOURCE_PLACE, SOURCE_TIMESTAMP, FAILED_AT})
 """The headers a dead letter sets itself (replacing any of the same name it carried)."""
 
 # ── a re-driven dead letter ─────────────────────────────────────────────────
@@ -42,11 +44,13 @@ ORIGIN_OFFSET: Final = "memstream.origin.offset"
 ORIGIN_TOPIC: Final = "memstream.origin.topic"
 """Set only when the origin is not on the session-closed topic: a record of the
 retry topic that names no origin, copied back to it by a rebalance, names itself."""
+ORIGIN_TIMESTAMP: Final = "memstream.origin.timestamp"
+"""The origin's Kafka timestamp (milliseconds), so its dead letter names it."""
 ATTEMPT: Final = "memstream.attempt"
 NEXT_ATTEMPT_AT: Final = "memstream.next_attempt_at"
 RETRY_REASON: Final = "memstream.retry.reason"
 RETRY_OWN: Final = frozenset({ATTEMPT, NEXT_ATTEMPT_AT, RETRY_REASON, ORIGIN_PARTITION,
-                              ORIGIN_OFFSET, ORIGIN_TOPIC})
+                              ORIGIN_OFFSET, ORIGIN_TOPIC, ORIGIN_TIMESTAMP})
 
 # ── a query's reply ────────────────────────────────────────────────────────
 ANSWERED_PARTITION: Final = "memstream.answered.partition"

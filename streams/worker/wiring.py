@@ -135,7 +135,7 @@ class Consolidation:
     clock: Callable[[], float] = time.time
 
     async def purge(self, retention_days: float) -> tuple[int, int]:
-        """Drop ledger rows and finished runs older than the retention."""
+        """Drop ledger rows, finished runs and stale judged runs older than the retention."""
         now = naive_utc(datetime.fromtimestamp(self.clock(), UTC))
         cutoff = now - timedelta(days=retention_days)
         return await self.ledger.purge(cutoff), await self.runs.purge(cutoff)

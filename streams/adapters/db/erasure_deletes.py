@@ -32,7 +32,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, and_, false, func, or_, select, tuple_, union
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    and_,
+    exists,
+    false,
+    func,
+    or_,
+    select,
+    tuple_,
+    union,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db import erasure_reads
@@ -225,27 +237,48 @@ def _conversation_rows(tenant_id: str, whole: tuple[str, ...],
 
 def retention_steps(messages_before: datetime | None,
                     summaries_before: datetime | None) -> list[TableStep]:
-    """Messages created before ``messages_before`` (with their ledger rows) and
-    summaries last updated before ``summaries_before``, in every tenant."""
+    """Messages memstream stored before ``messages_before`` (their ``ingested_at``,
+    never the client's ``created_at``) that are consolidated (:func:`consolidated`),
+    with their ledger rows, and summaries last updated before ``summaries_before``,
+    in every tenant."""
     steps = []
     if messages_before is not None:
-        before = naive_utc(messages_before)
+        old = and_(_m.ingested_at < naive_utc(messages_before), consolidated())
         ledger = consolidation_ledger.c
         steps += [
             # found from the messages (their time index), each ledger row by its
             # conversation and message
             step(consolidation_ledger, tuple_(
                 ledger.tenant_id, ledger.conversation_id, ledger.message_id).in_(
-                select(_m.tenant_id, _m.conversation_id, _m.id).where(_m.created_at < before))),
-            step(conversation_message, _m.created_at < before, cached=True),
+                select(_m.tenant_id, _m.conversation_id, _m.id).where(old))),
+            step(conversation_message, old, cached=True),
             # an erased message that old would have gone by now: sent again, it is
             # as any message that old
-            step(erased_event, erased_event.c.created_at < before),
+            step(erased_event, erased_event.c.created_at < naive_utc(messages_before)),
         ]
     if summaries_before is not None:
         steps.append(step(conversation_summary, conversation_summary.c.updated_at
                           < naive_utc(summaries_before), cached=True))
     return steps
+
+
+def consolidated() -> ColumnElement[bool]:
+    """A message whose consolidation is over: its session was claimed (its number
+    at most the conversation's ``claimed_session_seq``; a message stored before
+    sessions were stamped, at most ``claimed_until_id``), and no run of its
+    conversation is unfinished or has a part still to come (``has_more``: kept
+    until that run is purged with the ledger retention)."""
+    p, r = consolidation_progress.c, consolidation_run.c
+    claimed = exists().where(
+        p.tenant_id == _m.tenant_id, p.conversation_id == _m.conversation_id,
+        or_(_m.session_seq <= p.claimed_session_seq,
+            and_(_m.session_seq.is_(None), _m.id <= p.claimed_until_id)))
+    # a count, not NOT EXISTS: MariaDB turns that into a materialised scan of every run;
+    # a dependent count reads the conversation's runs through their index
+    busy = select(func.count()).select_from(consolidation_run).where(
+        r.tenant_id == _m.tenant_id, r.conversation_id == _m.conversation_id,
+        or_(r.status != "done", r.has_more.is_(True))).scalar_subquery()
+    return and_(claimed, busy == 0)
 
 
 def _key(table: Table) -> list[ColumnElement[object]]:

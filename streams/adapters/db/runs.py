@@ -30,14 +30,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import and_, bindparam, delete, select, update
+from sqlalchemy import and_, bindparam, delete, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.elements import ColumnElement
 
 from streams.adapters.db.engine import upsert
 from streams.adapters.db.schema.consolidation import (
     consolidation_candidate,
     consolidation_run,
     memory_origin,
+    pending_expiry,
 )
 from streams.adapters.db.schema.memory import role_and_span, span_of
 from streams.clock import aware_utc, naive_utc
@@ -285,13 +287,37 @@ class RunStore:
                 last_error=error[:4000], updated_at=naive_utc(now)))
 
     async def purge(self, cutoff: datetime) -> int:
-        """Delete runs finished before ``cutoff`` (naive UTC) and their candidates."""
+        """Delete the runs done before ``cutoff`` (naive UTC), and the runs left
+        ``judged`` that are stale (see :func:`stale_judged`), with their candidates;
+        in chunks of :data:`PURGE_CHUNK` runs, each its own transaction. How many."""
         r, c = consolidation_run.c, consolidation_candidate.c
-        old = select(r.closed_id).where(and_(r.status == "done", r.finished_at < cutoff))
-        async with self.engine.begin() as conn:
-            ids = [row.closed_id for row in (await conn.execute(old)).all()]
-            for i in range(0, len(ids), 500):
-                chunk = ids[i:i + 500]
-                await conn.execute(delete(consolidation_candidate).where(c.closed_id.in_(chunk)))
-                await conn.execute(delete(consolidation_run).where(r.closed_id.in_(chunk)))
-        return len(ids)
+        old = or_(and_(r.status == "done", r.finished_at < cutoff), stale_judged(cutoff))
+        total = 0
+        while True:
+            async with self.engine.begin() as conn:
+                ids = [row.closed_id for row in (await conn.execute(
+                    select(r.closed_id).where(old).limit(PURGE_CHUNK))).all()]
+                if ids:
+                    await conn.execute(delete(consolidation_candidate).where(
+                        c.closed_id.in_(ids)))
+                    await conn.execute(delete(consolidation_run).where(r.closed_id.in_(ids)))
+            total += len(ids)
+            if len(ids) < PURGE_CHUNK:
+                return total
+
+
+PURGE_CHUNK = 500
+
+
+def stale_judged(cutoff: datetime) -> ColumnElement[bool]:
+    """A run left ``judged`` that nothing resumes any more: no attempt touched it
+    since ``cutoff`` (its ``updated_at``: the judgement stored, an error recorded;
+    no write of a candidate started or ended since), and no expiry of it is pending
+    (the expiry sweeper still works on those). The retry topic gives up on a closing
+    event long before a retention of days; one re-driven after the purge starts a
+    new run, which claims and judges its messages again."""
+    r, c, p = consolidation_run.c, consolidation_candidate.c, pending_expiry.c
+    touched = exists().where(c.closed_id == r.closed_id,
+                             or_(c.write_started_at >= cutoff, c.written_at >= cutoff))
+    pending = exists().where(p.closed_id == r.closed_id)
+    return and_(r.status == "judged", r.updated_at < cutoff, ~touched, ~pending)

@@ -8,12 +8,19 @@ dead-letter topic that name their source (the ``memstream.source.*`` headers
 every dead letter carries) go through the :class:`DeadLetterLedger`:
 
 1. the source is recorded, with the dead-letter partition it goes to (fixed:
-   the source partition modulo the topic's partitions), before the publish;
-2. a source already marked *sent* is not published again;
-3. a source recorded earlier but not marked (the publisher died between
-   publish and mark) is looked for in its dead-letter partition, from just
-   before it was recorded: found, it is marked; not found, it is published;
+   the source partition modulo the topic's partitions) and a digest of the
+   record (its key, value and timestamp, :func:`record_digest`), before the
+   publish;
+2. a source already marked *sent* for the same record is not published again;
+3. a source recorded earlier for the same record but not marked (the publisher
+   died between publish and mark) is looked for in its dead-letter partition,
+   from just before it was recorded: found, it is marked; not found, it is
+   published;
 4. what was published is marked *sent*.
+
+A source recorded for another record — its topic was deleted and created again,
+so its offsets started over — is recorded afresh for this one and published: a
+new poison record is never taken for the old one at its offset.
 
 Everything else passes through unchanged. Ledger rows are purged with the
 consolidation ledger's retention.
@@ -22,6 +29,7 @@ consolidation ledger's retention.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +40,7 @@ from streams.adapters.kafka.clients import partitions, records_since
 from streams.metrics import DEAD_LETTERS_DEDUPLICATED
 from streams.settings import KafkaSettings
 from streams.wire.envelope import Outgoing, Publisher
-from streams.wire.headers import SOURCE_PLACE, header
+from streams.wire.headers import SOURCE_PLACE, SOURCE_TIMESTAMP, header
 
 log = logging.getLogger(__name__)
 LOOK_BACK = timedelta(seconds=10)
@@ -48,6 +56,16 @@ def source_of(record: Outgoing) -> SourceKey | None:
         return None
 
 
+def record_digest(record: Outgoing) -> str:
+    """A digest of the source record a dead letter carries: its key, value and
+    timestamp (the ``memstream.source.timestamp`` header), the same on every delivery
+    of that record (hex, 64 characters)."""
+    h = hashlib.sha256()
+    for part in (record.key, record.value, header(record.headers, SOURCE_TIMESTAMP)):
+        h.update(b"-" if part is None else b"%d:" % len(part) + part)
+    return h.hexdigest()
+
+
 class DeadLetterFinder:
     """Reads a dead-letter partition for the records that name given sources."""
 
@@ -58,16 +76,18 @@ class DeadLetterFinder:
         return len(await partitions(self.kafka, topic))
 
     async def published(self, topic: str, partition: int, since: datetime,
-                        wanted: set[SourceKey]) -> set[SourceKey]:
-        """Which of ``wanted`` have a dead letter in ``topic``/``partition`` since ``since``."""
+                        wanted: dict[SourceKey, str]) -> set[SourceKey]:
+        """Which of ``wanted`` (source -> record digest) have a dead letter of that
+        record in ``topic``/``partition`` since ``since``."""
         found: set[SourceKey] = set()
         async with contextlib.aclosing(records_since(
                 self.kafka, topic, partition, int(since.timestamp() * 1000))) as records:
             async for r in records:
-                key = source_of(Outgoing(topic, r.key, r.value, list(r.headers or ())))
-                if key in wanted:
+                letter = Outgoing(topic, r.key, r.value, list(r.headers or ()))
+                key = source_of(letter)
+                if key in wanted and record_digest(letter) == wanted[key]:
                     found.add(key)
-                    if found == wanted:
+                    if found == wanted.keys():
                         break
         return found
 
@@ -111,16 +131,17 @@ class ExactlyOnceDeadLetters:
             return
         ledger = self._ledger()
         now = datetime.fromtimestamp(self.clock(), UTC)
-        entries = await ledger.record({k: k[1] % n for k in letters}, now)
+        digests = {k: record_digest(r) for k, r in letters.items()}
+        entries = await ledger.record({k: (k[1] % n, digests[k]) for k in letters}, now)
         send: list[SourceKey] = []
-        earlier: dict[int, set[SourceKey]] = {}
+        earlier: dict[int, dict[SourceKey, str]] = {}
         since: dict[int, datetime] = {}
         for key in letters:
             entry = entries[key]
             if entry.sent:
                 DEAD_LETTERS_DEDUPLICATED.inc()
             elif not entry.mine:
-                earlier.setdefault(entry.dlq_partition, set()).add(key)
+                earlier.setdefault(entry.dlq_partition, {})[key] = digests[key]
                 since[entry.dlq_partition] = min(since.get(entry.dlq_partition, now),
                                                  entry.recorded_at)
             else:
@@ -131,7 +152,7 @@ class ExactlyOnceDeadLetters:
                                                 keys)
             DEAD_LETTERS_DEDUPLICATED.inc(len(there))
             published += there
-            send += sorted(keys - there)
+            send += sorted(set(keys) - there)
         if send:
             await self.inner.publish([
                 Outgoing(letters[k].topic, letters[k].key, letters[k].value,

@@ -181,3 +181,18 @@ def test_a_lock_timeout_is_requeued_with_its_attempt_unchanged(attempt: bytes | 
     assert attempt_of(again) == int(attempt or b"1") and due_at(again) == due
     assert header(out.headers, "memstream.retry.reason") == b"cube_lock_timeout"
     assert header(out.headers, "memstream.origin.offset") == b"17"
+
+
+def test_a_dead_letter_from_the_retry_topic_carries_the_timestamp_of_its_origin() -> None:
+    """Every copy on the retry topic has a timestamp of its own; the dead letter (and
+    so the dead-letter ledger's digest of the record) names the closing event's."""
+    first = SourceRecord("closed", 3, 17, b"c1", b"{}", [], 1700000000.123)
+    retry = _router().route(first, _router().classify(ProviderTimeout("slow")))
+    copy = SourceRecord("retry", 0, 5, retry.key, retry.value, retry.headers, 1700000555.0)
+    out = _router().route(copy, _router().classify(ProviderRequestRejected("bad")))
+    assert out.topic == "dlq"
+    assert header(out.headers, "memstream.source.timestamp") == b"1700000000123"
+    unknown = SourceRecord("retry", 0, 6, b"c1", b"{}", [
+        ("memstream.origin.partition", b"3"), ("memstream.origin.offset", b"17")], 1.0)
+    dead = _router().route(unknown, _router().classify(ProviderRequestRejected("bad")))
+    assert header(dead.headers, "memstream.source.timestamp") is None  # not the copy's

@@ -91,7 +91,8 @@ conversation_message = Table(
     UniqueConstraint("tenant_id", "event_id"),
     Index(None, "tenant_id", "conversation_id", "id"),
     Index(None, "tenant_id", "conversation_id", "session_seq"),
-    Index(None, "created_at"),  # retention (streams.erasure.retention)
+    Index(None, "created_at"),
+    Index(None, "ingested_at"),  # retention (streams.erasure.retention, 0017)
     # an erasure of a user (their conversations, agents, messages) and of a
     # sub-agent conversation stored in its parents (0014)
     Index(None, "tenant_id", "user_id", "conversation_id"),
@@ -146,6 +147,9 @@ dead_letter_ledger = Table(
     Column("sent", Integer, nullable=False),
     Column("recorded_at", Timestamp, nullable=False),
     Column("recorded_by", String(32), nullable=False),  # the attempt that recorded it
+    # a digest of the record (key, value, timestamp): after a topic is created again,
+    # another record at the same place replaces the row; NULL: recorded before 0016
+    Column("record_digest", String(64), nullable=True),
     Index(None, "recorded_at"),
 )
 
