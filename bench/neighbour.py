@@ -16,7 +16,7 @@ issue, calm-alone's median + 20 %.
 
 ``--no-session``, ``--no-erase``, ``--no-flood`` turn one part of loud's load
 off, to find which one hurts; other knobs come from ``NEIGHBOUR_*``
-(tests/chaos/neighbour_config.py). Needs the services of ``make services``.
+(tests/chaos/tenants.py). Needs the services of ``make services``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.chaos.neighbour import run_phase  # noqa: E402
-from tests.chaos.neighbour_config import NeighbourConfig  # noqa: E402
 from tests.chaos.neighbour_figures import PhaseFigures  # noqa: E402
+from tests.chaos.tenants import NeighbourConfig  # noqa: E402
 
 COMPARED = ("calm_p99_ms", "calm_p50_ms", "calm_delay_p50_s", "calm_delay_p95_s")
 

@@ -25,14 +25,16 @@ from streams.adapters.db.schema.memory import memory
 from streams.client import MemoryClient, QueryTimeoutError
 from tests.chaos.config import WorkloadSpec
 from tests.chaos.faults import Cluster
-from tests.chaos.neighbour_config import CALM, LOUD, NeighbourConfig
 from tests.chaos.neighbour_figures import PhaseFigures, read_figures
 from tests.chaos.observe import Observer
 from tests.chaos.phases import PARTITIONS, WORKER_ENV
 from tests.chaos.tenants import (
     AGENT,
+    CALM,
+    LOUD,
     CalmChat,
     Erasures,
+    NeighbourConfig,
     calm_conversations,
     flood,
     loud_session,
@@ -49,6 +51,8 @@ from tests.support.services import (
     drop_database,
     unique,
 )
+
+QUIET_POLLS = 5
 
 
 async def _warm(client: MemoryClient, limit_s: float = 120.0) -> None:
@@ -83,8 +87,9 @@ class Waits:
         done = {t: int(n) for t, s, n, _ in runs if s == "done"}
         covered = {t: int(k or 0) for t, s, _, k in runs if s == "done"}
         open_ = {t: int(n) for t, s, n, _ in runs if s != "done"}
+        replies = sum((await self.observer._ends([self.observer.reply_topic])).values())
         return (int(stored.get(CALM, 0)), done.get(CALM, 0), open_.get(CALM, 0),
-                int(stored.get(LOUD, 0)), covered.get(LOUD, 0), open_.get(LOUD, 0))
+                int(stored.get(LOUD, 0)), covered.get(LOUD, 0), open_.get(LOUD, 0), replies)
 
     async def pick_memory(self, erased: set[str]) -> str | None:
         """The newest live memory of loud's not erased yet."""
@@ -96,16 +101,22 @@ class Waits:
         return next((str(x.id) for x in rows if str(x.id) not in erased), None)
 
 
-async def settle(waits: Waits, calm: CalmChat, loud_sent: int, cfg: NeighbourConfig,
-                 timeline: Timeline) -> str:
+async def settle(waits: Waits, calm: CalmChat, loud_sent: int, flood_sent: int,
+                 cfg: NeighbourConfig, timeline: Timeline) -> str:
+    """Until calm's and loud's chat is stored and consolidated and loud's flood has a
+    reply each or none came for ``QUIET_POLLS`` seconds (the rest waited past their
+    ``timeout_ms`` and are dropped); or until nothing moved for ``stall_s``."""
     loop = asyncio.get_running_loop()
     began = last_move = loop.time()
     last: tuple[int, ...] | None = None
+    quiet = 0
     while True:
         c = await waits.counts()
-        calm_stored, calm_done, calm_open, loud_stored, loud_covered, loud_open = c
+        calm_stored, calm_done, calm_open, loud_stored, loud_covered, loud_open, replies = c
+        quiet = quiet + 1 if last is not None and replies == last[-1] else 0
         if (calm_stored >= len(calm.sent) and calm_done >= len(calm.ended) and calm_open == 0
-                and loud_covered >= loud_stored >= loud_sent and loud_open == 0):
+                and loud_covered >= loud_stored >= loud_sent and loud_open == 0
+                and (replies >= flood_sent or quiet >= QUIET_POLLS)):
             timeline.note(f"settled: {c}")
             return "complete"
         now = loop.time()
@@ -178,7 +189,7 @@ async def run_phase(name: str, cfg: NeighbourConfig, tmp: Path) -> PhaseFigures:
             timeline.note(f"traffic done: calm {len(calm.sent)} messages, {len(calm.ended)} "
                           f"sessions; loud {loud_sent} messages, {flood_sent} flood queries, "
                           f"{erasures.asked} erasures asked")
-            settled = await settle(waits, calm, loud_sent, cfg, timeline)
+            settled = await settle(waits, calm, loud_sent, flood_sent, cfg, timeline)
             await erasures.wait(max(10.0, cfg.stall_s))
         figures = await read_figures(name, observer, calm, callers.classes[0], loud_sent,
                                      flood_sent, erasures, watchdog)

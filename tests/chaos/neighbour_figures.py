@@ -18,9 +18,8 @@ from sqlalchemy import func, select
 from streams.adapters.db.schema.consolidation import consolidation_run
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.schema.memory import memory
-from tests.chaos.neighbour_config import CALM, LOUD
 from tests.chaos.observe import Observer
-from tests.chaos.tenants import CalmChat, Erasures
+from tests.chaos.tenants import CALM, LOUD, CalmChat, Erasures
 from tests.chaos.traffic import DeadlineClass
 from tests.chaos.watchdog import RssWatchdog
 
@@ -57,12 +56,14 @@ class PhaseFigures:
     loud_runs: int = 0
     loud_runs_done: int = 0
     loud_claimed: int = 0  # messages the done runs consolidated
+    loud_consolidation_s: float = math.nan  # first run of loud's begun -> last finished
     loud_memories: int = 0  # live memories of loud's (its cubes' size)
     loud_dead_letters: dict[str, int] = field(default_factory=dict)
     flood_sent: int = 0
     flood_answered: int = 0
     flood_over_quota: int = 0
     flood_other: dict[str, int] = field(default_factory=dict)
+    flood_unanswered: int = 0  # dropped unanswered: waited past their timeout_ms (60 s)
     erasures_asked: int = 0
     erasure_receipts: dict[str, int] = field(default_factory=dict)
     # the worker
@@ -95,6 +96,10 @@ async def _sql(f: PhaseFigures, observer: Observer, calm: CalmChat) -> None:
             f.loud_runs += int(n)
             if status == "done":
                 f.loud_runs_done, f.loud_claimed = int(n), int(k or 0)
+        first, last = (await conn.execute(select(func.min(r.created_at), func.max(
+            r.finished_at)).where(r.tenant_id == LOUD, r.status == "done"))).one()
+        if first is not None and last is not None:
+            f.loud_consolidation_s = (last - first).total_seconds()
         f.loud_memories = int((await conn.execute(select(func.count()).where(
             mem.tenant_id == LOUD, mem.valid_to.is_(None)))).scalar_one())
     delays = [(finished[cid] - at).total_seconds() for cid, at in calm.ended.items()
@@ -127,6 +132,7 @@ async def _topics(f: PhaseFigures, observer: Observer) -> None:
         else:
             other[str(code)] += 1
     f.flood_other = dict(other)
+    f.flood_unanswered = f.flood_sent - f.flood_answered - f.flood_over_quota - other.total()
 
 
 async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: DeadlineClass,
@@ -135,7 +141,7 @@ async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: Dea
     f = PhaseFigures(name, calm_sent=len(calm.sent), loud_sent=loud_sent,
                      flood_sent=flood_sent, erasures_asked=erasures.asked,
                      erasure_receipts=dict(erasures.receipts),
-                     rss_peak_mb=watchdog.peak / 2**20, restarts=watchdog.restarts,
+                     rss_peak_mb=watchdog.peak_mb, restarts=watchdog.restarts,
                      restart_reasons=list(watchdog.reasons))
     latencies = [o.latency_s * 1000 if o.answered else math.inf for _, o in calls.outcomes]
     f.calm_queries, f.calm_late = len(latencies), sum(1 for x in latencies if x == math.inf)

@@ -45,6 +45,11 @@ class RssWatchdog:
         self.restarts = 0
         self.reasons: list[str] = []
 
+    @property
+    def peak_mb(self) -> float:
+        """The largest resident size seen, MiB."""
+        return self.peak / 2**20
+
     def _note(self, what: str) -> None:
         self.reasons.append(what)
         self.cluster.timeline.note(what)
