@@ -50,7 +50,7 @@ AGENT = "concierge"
 
 @dataclass(frozen=True)
 class NeighbourConfig:
-    seconds: float = 60.0  # calm's traffic (and loud's erasures and flood) lasts this long
+    seconds: float = 45.0  # calm's traffic (and loud's erasures and flood) lasts this long
     calm_users: int = 20
     session_messages: int = 10  # messages of a calm session, its session_end after them
     calm_rate: float = 10.0  # calm chat events per second, all users together
