@@ -56,7 +56,7 @@ test-integration:  ## against real Kafka, Redis and MariaDB
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest tests/integration
 
-test-chaos:  ## faults under load vs an undisturbed run (CHAOS_* settings)
+test-chaos:  ## faults under load vs an undisturbed run (CHAOS_* settings); a calm tenant beside a loud one (NEIGHBOUR_*)
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest tests/chaos
 
