@@ -10,7 +10,7 @@ export PATH := $(PATH):/usr/sbin:/sbin
 .DEFAULT_GOAL := help
 .PHONY: help setup venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
-        bench-query bench-failover layout-report bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
+        bench-query bench-failover bench-neighbour layout-report bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
         bench-rotation bench-updates docs schemas clean
 
 help:  ## list the targets
@@ -56,7 +56,7 @@ test-integration:  ## against real Kafka, Redis and MariaDB
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest tests/integration
 
-test-chaos:  ## faults under load vs an undisturbed run (CHAOS_* settings)
+test-chaos:  ## faults under load vs an undisturbed run (CHAOS_* settings); a calm tenant beside a loud one (NEIGHBOUR_*)
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
 	$(PY) -m pytest tests/chaos
 
@@ -84,6 +84,9 @@ bench-query: $(STAMP) services  ## end-to-end query latency over Kafka, 1,000 us
 
 bench-failover: $(STAMP) services  ## queries with 1 s deadlines while one of two workers is SIGKILLed every 30 s (ARGS=--no-hedge, --no-rescue, --no-kill, --static)
 	$(PY) bench/failover.py $(ARGS)
+
+bench-neighbour: $(STAMP) services  ## a calm tenant alone and beside a loud one (long session, erasures, query flood), one worker under an RSS limit (ARGS=--repeat N, --no-session, --no-erase, --no-flood)
+	$(PY) bench/neighbour.py $(ARGS)
 
 layout-report: $(STAMP)  ## which stage modules import adapters or drivers, type: ignore in tests, modules per path
 	$(PY) scripts/layout_report.py

@@ -1,0 +1,151 @@
+"""What one noisy-neighbour phase did, read from the outside: SQL, the dead-letter
+and reply topics, the callers' own outcomes and the watchdog.
+
+Percentiles are nearest-rank; a calm query not answered within its deadline
+counts as infinitely slow, so a p99 is finite only when 99 % were answered in time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+
+from streams.adapters.db.schema.consolidation import consolidation_run
+from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.memory import memory
+from tests.chaos.observe import Observer
+from tests.chaos.tenants import CALM, LOUD, CalmChat, Erasures
+from tests.chaos.traffic import DeadlineClass
+from tests.chaos.watchdog import RssWatchdog
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class PhaseFigures:
+    name: str
+    settled: str = ""
+    seconds: float = 0.0
+    # calm's queries (1 s deadline)
+    calm_queries: int = 0
+    calm_late: int = 0
+    calm_p50_ms: float = math.nan
+    calm_p99_ms: float = math.nan
+    # calm's chat
+    calm_sent: int = 0
+    calm_stored: int = 0
+    calm_duplicates: int = 0
+    calm_sessions: int = 0
+    calm_consolidated: int = 0
+    calm_delay_p50_s: float = math.nan
+    calm_delay_p95_s: float = math.nan
+    calm_delay_max_s: float = math.nan
+    # loud
+    loud_sent: int = 0
+    loud_stored: int = 0
+    loud_runs: int = 0
+    loud_runs_done: int = 0
+    loud_claimed: int = 0  # messages the done runs consolidated
+    loud_consolidation_s: float = math.nan  # first run of loud's begun -> last finished
+    loud_memories: int = 0  # live memories of loud's (its cubes' size)
+    loud_dead_letters: dict[str, int] = field(default_factory=dict)
+    flood_sent: int = 0
+    flood_answered: int = 0
+    flood_over_quota: int = 0
+    flood_other: dict[str, int] = field(default_factory=dict)
+    flood_unanswered: int = 0  # dropped unanswered: waited past their timeout_ms (60 s)
+    erasures_asked: int = 0
+    erasure_receipts: dict[str, int] = field(default_factory=dict)
+    # the worker
+    rss_peak_mb: float = 0.0
+    restarts: int = 0
+    restart_reasons: list[str] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("timeline")
+        return {k: (round(v, 3) if isinstance(v, float) and math.isfinite(v)
+                    else None if isinstance(v, float) else v) for k, v in out.items()}
+
+
+async def _sql(f: PhaseFigures, observer: Observer, calm: CalmChat) -> None:
+    m, r, mem = conversation_message.c, consolidation_run.c, memory.c
+    async with observer.engine().connect() as conn:
+        ids = Counter(x.event_id for x in await conn.execute(
+            select(m.event_id).where(m.tenant_id == CALM)))
+        f.calm_stored = sum(1 for e in calm.sent if ids[e] >= 1)
+        f.calm_duplicates = sum(n - 1 for n in ids.values() if n > 1)
+        finished = {x.closed_id: x.finished_at for x in await conn.execute(
+            select(r.closed_id, r.finished_at).where(r.tenant_id == CALM, r.status == "done"))}
+        f.loud_stored = int((await conn.execute(
+            select(func.count()).where(m.tenant_id == LOUD))).scalar_one())
+        for status, n, k in await conn.execute(
+                select(r.status, func.count(), func.sum(r.message_count))
+                .where(r.tenant_id == LOUD).group_by(r.status)):
+            f.loud_runs += int(n)
+            if status == "done":
+                f.loud_runs_done, f.loud_claimed = int(n), int(k or 0)
+        first, last = (await conn.execute(select(func.min(r.created_at), func.max(
+            r.finished_at)).where(r.tenant_id == LOUD, r.status == "done"))).one()
+        if first is not None and last is not None:
+            f.loud_consolidation_s = (last - first).total_seconds()
+        f.loud_memories = int((await conn.execute(select(func.count()).where(
+            mem.tenant_id == LOUD, mem.valid_to.is_(None)))).scalar_one())
+    delays = [(finished[cid] - at).total_seconds() for cid, at in calm.ended.items()
+              if finished.get(cid) is not None]
+    f.calm_sessions, f.calm_consolidated = len(calm.ended), len(delays)
+    if delays:
+        f.calm_delay_p50_s = percentile(delays, 50)
+        f.calm_delay_p95_s = percentile(delays, 95)
+        f.calm_delay_max_s = max(delays)
+
+
+async def _topics(f: PhaseFigures, observer: Observer) -> None:
+    reasons: Counter[str] = Counter()
+    for value, headers in await observer.read_topic(observer.dlq_topic):
+        try:
+            tenant = json.loads(value or b"{}").get("tenant_id")
+        except (ValueError, AttributeError):
+            tenant = None
+        if tenant == LOUD:
+            reasons[next((v.decode() for k, v in headers if k == "memstream.error.reason"),
+                         "?")] += 1
+    f.loud_dead_letters = dict(reasons)
+    other: Counter[str] = Counter()
+    for value, _ in await observer.read_topic(observer.reply_topic):
+        code = (json.loads(value or b"{}").get("error") or {}).get("code")
+        if code is None:
+            f.flood_answered += 1
+        elif code == "over_quota":
+            f.flood_over_quota += 1
+        else:
+            other[str(code)] += 1
+    f.flood_other = dict(other)
+    f.flood_unanswered = f.flood_sent - f.flood_answered - f.flood_over_quota - other.total()
+
+
+async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: DeadlineClass,
+                       loud_sent: int, flood_sent: int, erasures: Erasures,
+                       watchdog: RssWatchdog) -> PhaseFigures:
+    f = PhaseFigures(name, calm_sent=len(calm.sent), loud_sent=loud_sent,
+                     flood_sent=flood_sent, erasures_asked=erasures.asked,
+                     erasure_receipts=dict(erasures.receipts),
+                     rss_peak_mb=watchdog.peak_mb, restarts=watchdog.restarts,
+                     restart_reasons=list(watchdog.reasons))
+    latencies = [o.latency_s * 1000 if o.answered else math.inf for _, o in calls.outcomes]
+    f.calm_queries, f.calm_late = len(latencies), sum(1 for x in latencies if x == math.inf)
+    f.calm_p50_ms, f.calm_p99_ms = percentile(latencies, 50), percentile(latencies, 99)
+    await _sql(f, observer, calm)
+    await _topics(f, observer)
+    return f
