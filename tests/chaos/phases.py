@@ -166,7 +166,9 @@ def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
         [round(at - started, 1) for at in late],
         len(out), sum(1 for at in c.late() if at in out),
         len(moving), sum(1 for at in c.late() if at in moving), max(answered, default=0.0),
-        c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped)
+        c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped,
+        sorted(((o.latency_s, round(at - started, 1)) for at, o in c.outcomes if o.answered),
+               reverse=True)[:3])
 
 
 LATE_AT_300_MS = 0.10

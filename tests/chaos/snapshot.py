@@ -64,6 +64,8 @@ class DeadlineTally:
     hedges_sent: int
     hedges_won: int
     duplicates_dropped: int  # second replies the client did not pass on
+    slowest: list[tuple[float, float]] = field(default_factory=list)
+    """the three slowest answered: (latency s, asked at s into the phase)"""
 
     @property
     def too_late(self) -> bool:
