@@ -206,7 +206,8 @@ def deadline_queries_in_time(s: Snapshot) -> Finding:
                  f"{f' (asked at {d.late_at} s)' if d.late else ''}, "
                  f"{d.outage_asked} asked while no worker was live ({d.outage_late} late), "
                  f"{d.rebalance_asked} while the query group rebalanced "
-                 f"({d.rebalance_late} late), slowest {d.slowest_s * 1000:.0f} ms (the slowest asked at "
+                 f"({d.rebalance_late} late), slowest {d.slowest_s * 1000:.0f} ms "
+                 f"(the slowest asked at "
                  f"{', '.join(f'{at} s' for _, at in d.slowest) or '-'}), "
                  f"{d.hedges_sent} hedged, {d.hedges_won} won by the hedge, "
                  f"{d.duplicates_dropped} second replies dropped" for d in s.deadline))
