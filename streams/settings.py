@@ -668,9 +668,9 @@ class QuerySettings(BaseModel):
         "(`timeout_ms`) if that is sooner than `rescue_after_s`.",
     )
     rescue_concurrency: int = Field(
-        8, ge=1, le=256,
+        32, ge=1, le=256,
         description="Requests of other workers' partitions checked or answered at once per "
-        "worker; a due request finding none free is left to its owner.",
+        "worker; a due request finding none free waits for one while its caller waits.",
     )
     rescue_pending_max: int = Field(
         10_000, ge=1,

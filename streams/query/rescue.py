@@ -16,11 +16,13 @@ decides that atomically, so one worker takes it over, and its owner, coming to
 it later, finds it answered.
 
 Bounded: a request of more than ``MAX_REQUEST_BYTES`` is left to its owner
-unread; a timestamp ahead of the worker's clock counts as now; at most
-``max_pending`` requests wait for their time (more are dropped) and
-``concurrency`` are checked or answered at once (a due request finding none
-free is dropped): a flood of requests costs this worker
-a bounded share, and the owner still answers every request it can. Every
+unread; a timestamp ahead of the worker's clock counts as now, one behind it
+never earlier than the delay after the request was read
+(:func:`~streams.query.rules.rescue.due_at`); at most ``max_pending`` requests
+wait (more are dropped) and ``concurrency`` are checked or answered at once (a
+due request finding none free waits for one, and is dropped once its caller
+gave up): a flood of requests costs this worker a bounded share, and the owner
+still answers every request it can. Every
 request offered ends counted in ``memstream_query_rescues_total`` by outcome:
 ``own`` (a partition held here), ``taken`` (answered here), ``left`` (begun or
 answered by another, or not to be answered), ``dropped`` (over a bound).
@@ -37,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from streams.metrics import QUERY_RESCUES
-from streams.query.rules.rescue import caller_wait_ms, take_over_at
+from streams.query.rules.rescue import caller_gone_at, caller_wait_ms, due_at
 from streams.wire.envelope import SourceRecord
 
 log = logging.getLogger(__name__)
@@ -61,10 +63,11 @@ class Rescuer:
         self.clock = clock
         self.concurrency = concurrency
         self._running = 0  # checks or answers under way (counted when started)
-        self._pending: list[tuple[float, int, SourceRecord]] = []
+        self._pending: list[tuple[float, int, float, SourceRecord]] = []  # due, n, gone
         self._order = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
+        self._swept_at = 0.0  # when the waiting requests were last swept of those gone
 
     def offer(self, rec: SourceRecord) -> None:
         """A request read from the query topic; its time is kept if it is not this
@@ -75,20 +78,16 @@ class Rescuer:
         if rec.value is None or len(rec.value) > MAX_REQUEST_BYTES:
             QUERY_RESCUES.labels("left").inc()  # no request is this big: its owner's
             return
-        due = take_over_at(rec.timestamp, caller_wait_ms(rec.value), after_s=self.after_s,
-                           share=self.share)
-        if due is None:
+        now, wait_ms = self.clock(), caller_wait_ms(rec.value)
+        due = due_at(rec.timestamp, now, wait_ms, after_s=self.after_s, share=self.share)
+        if due is None or rec.timestamp is None:
             QUERY_RESCUES.labels("left").inc()
             return
-        # a timestamp ahead of this clock (a producer's clock, or a made-up one) is not
-        # waited for: the request is looked at as if produced now
-        due = min(due, self.clock() + self.after_s)
-        if self.stopped():  # the group does not read: nobody else will begin it now
-            due = self.clock()
         if len(self._pending) >= self.max_pending:
             QUERY_RESCUES.labels("dropped").inc()
             return
-        heapq.heappush(self._pending, (due, next(self._order), rec))
+        gone = caller_gone_at(rec.timestamp, now, wait_ms)
+        heapq.heappush(self._pending, (due, next(self._order), gone, rec))
         self._changed.set()
 
     def pending(self) -> int:
@@ -101,12 +100,20 @@ class Rescuer:
             while True:
                 self._changed.clear()
                 now = self.clock()
-                every = self.stopped()
+                every = self.stopped()  # the group does not read: nobody else begins them
                 while self._pending and (every or self._pending[0][0] <= now):
-                    _, _, rec = heapq.heappop(self._pending)
+                    if self._running >= self.concurrency:
+                        self._drop_gone(now)  # the rest wait for a check to end
+                        break
+                    _, _, gone, rec = heapq.heappop(self._pending)
+                    if gone <= now:  # its caller gave up
+                        QUERY_RESCUES.labels("dropped").inc()
+                        continue
                     self._start(rec)
                 # a rebalance beginning makes every waiting request due: looked for often
                 wait = min(self._pending[0][0] - now, STOPPED_POLL_S) if self._pending else None
+                if self._running >= self.concurrency and self._pending:
+                    wait = STOPPED_POLL_S
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), wait)
         finally:
@@ -114,12 +121,21 @@ class Rescuer:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def _drop_gone(self, now: float) -> None:
+        """Drop the waiting requests whose caller gave up (while no check is free; at
+        most every ``STOPPED_POLL_S``)."""
+        if now - self._swept_at < STOPPED_POLL_S:
+            return
+        self._swept_at = now
+        kept = [entry for entry in self._pending if entry[2] > now]
+        if len(kept) < len(self._pending):
+            QUERY_RESCUES.labels("dropped").inc(len(self._pending) - len(kept))
+            heapq.heapify(kept)
+            self._pending = kept
+
     def _start(self, rec: SourceRecord) -> None:
         if rec.partition in self.held():  # taken over by this worker's own consumer since
             QUERY_RESCUES.labels("own").inc()
-            return
-        if self._running >= self.concurrency:
-            QUERY_RESCUES.labels("dropped").inc()
             return
         self._running += 1
         task = asyncio.get_running_loop().create_task(self._one(rec))
@@ -129,6 +145,7 @@ class Rescuer:
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._running -= 1
+        self._changed.set()  # a request waiting for a free check may go
 
     async def _one(self, rec: SourceRecord) -> None:
         try:

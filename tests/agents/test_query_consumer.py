@@ -5,6 +5,7 @@ and lets go of what did not finish."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,4 +306,29 @@ async def test_the_backlog_at_assignment_may_have_been_delivered_before() -> Non
     assert not q.maybe_seen(SourceRecord(TOPIC, 1, 0, b"k", b"{}"))  # empty when assigned
     assert q.maybe_seen(SourceRecord(TOPIC, 2, 0, b"k", b"{}"))  # not assigned: unknown
     gates.release(0, 0, 1, 2, 3)
+    await q.stop()
+
+
+async def test_the_group_counts_as_stopped_only_from_a_heartbeat_after_a_revocation() -> None:
+    """What the rescuer reads (``rebalancing``): not before the first assignment (a
+    member that cannot join says nothing of the others), not in the first heartbeat
+    after a revocation (the others may still read), not past a rebalance's longest."""
+    kafka, gates = FakeKafka(), Gates()
+    q = consumer(kafka)
+    q.start(gates)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    assert kafka.listener is not None
+    await kafka.listener.on_partitions_revoked(set())  # aiokafka's call before a join
+    assert q.partitions() == [] and not q.rebalancing(time.monotonic() + 2.0)
+    await kafka.rebalance({P0, P1})
+    assert await q.wait_assigned(1.0) and not q.rebalancing()
+    revoked = time.monotonic()
+    await kafka.listener.on_partitions_revoked({P0, P1})
+    hb, longest = q.config.heartbeat_interval_s, (q.config.session_timeout_s
+                                                  + q.config.drain_timeout_s)
+    assert not q.rebalancing(revoked + hb / 2)
+    assert q.rebalancing(revoked + hb + 0.01)
+    assert not q.rebalancing(revoked + longest + 0.5)
+    await kafka.listener.on_partitions_assigned({P0})
+    assert not q.rebalancing(revoked + hb + 0.01)
     await q.stop()

@@ -93,6 +93,7 @@ class QueryConsumer:
         self._commit_lock = asyncio.Lock()
         self._assigned_once = asyncio.Event()
         self._rebalancing = False  # partitions revoked, the new ones not assigned yet
+        self._revoked_at: float | None = None  # monotonic: a held assignment's revocation
         self._stopping = False
         self._running: asyncio.Task[None] | None = None
 
@@ -233,6 +234,8 @@ class QueryConsumer:
 
     async def _revoked(self, revoked: Iterable[Any]) -> None:
         self._rebalancing = True
+        if self._assigned_once.is_set():  # not the call before the first join
+            self._revoked_at = time.monotonic()
         QUERY_REBALANCES.inc()
         self.tracker.on_rebalance_start(self.clock())
         tps = {(tp.topic, int(tp.partition)) for tp in revoked}
@@ -249,6 +252,7 @@ class QueryConsumer:
             await self._take(list(assigned))
         finally:  # whatever happened, the partitions are this worker's again
             self._rebalancing = False
+            self._revoked_at = None
 
     async def _take(self, tps: list[Any]) -> None:
         consumer = self._consumer
@@ -292,10 +296,17 @@ class QueryConsumer:
         except Exception:
             return set()
 
-    def rebalancing(self) -> bool:
-        """This worker's query partitions were revoked and new ones not assigned yet: in
-        an eager rebalance no member of the group reads."""
-        return self._rebalancing
+    def rebalancing(self, now: float | None = None) -> bool:
+        """The group stopped reading: the partitions this worker held were revoked at
+        least a heartbeat ago (every member has heard of the rebalance by then: in an
+        eager one none reads), new ones not assigned yet, and not longer ago than a
+        rebalance may last (session timeout and drain). Never before the first
+        assignment: a member that cannot join says nothing of the others."""
+        if not self._rebalancing or self._revoked_at is None:
+            return False
+        since = (time.monotonic() if now is None else now) - self._revoked_at
+        c = self.config
+        return c.heartbeat_interval_s <= since <= c.session_timeout_s + c.drain_timeout_s
 
     def partitions(self) -> list[int]:
         """The partitions whose requests this worker answers now: none while the group

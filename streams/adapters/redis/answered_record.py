@@ -43,7 +43,8 @@ class RedisAnsweredRecord:
     async def claim(self, request: str, now_ms: int) -> Claim:
         sending = self.sending_key(request)
         try:
-            pipe = self.redis.pipeline(transaction=False)
+            # one MULTI: no take-over script may land between the read and the mark
+            pipe = self.redis.pipeline(transaction=True)
             pipe.exists(self.key(request))
             pipe.get(sending)
             pipe.set(sending, str(now_ms).encode(), ex=self.ttl_s, nx=True)

@@ -38,6 +38,29 @@ def take_over_at(produced_at_s: float | None, wait_ms: int, *, after_s: float,
     return produced_at_s + min(after_s, share * wait_ms / 1000.0)
 
 
+READER_LAG_S = 0.1  # how late the standby reader sees a request (its fetch wait)
+
+
+def due_at(produced_at_s: float | None, received_at_s: float, wait_ms: int, *,
+           after_s: float, share: float, lag_s: float = READER_LAG_S) -> float | None:
+    """When a request read at ``received_at_s`` is taken over: at :func:`take_over_at`,
+    but not sooner than that delay after it was read (less the reader's own lag) — a
+    producer's clock behind this one does not make every request due at once — nor
+    later than ``after_s`` after it was read (one ahead is looked at as if produced
+    now); None: never."""
+    at = take_over_at(produced_at_s, wait_ms, after_s=after_s, share=share)
+    if at is None:
+        return None
+    delay = min(after_s, share * wait_ms / 1000.0)
+    return min(max(at, received_at_s + delay - lag_s), received_at_s + after_s)
+
+
+def caller_gone_at(produced_at_s: float, received_at_s: float, wait_ms: int) -> float:
+    """Until when a request's caller may still wait for it: its wait after it was
+    produced, or after it was read if that clock is behind (epoch seconds)."""
+    return max(produced_at_s, received_at_s - READER_LAG_S) + wait_ms / 1000.0
+
+
 IN_FLIGHT_MAX_S = 1.0
 
 

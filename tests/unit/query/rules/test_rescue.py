@@ -40,3 +40,32 @@ def test_when_a_request_is_taken_over(produced: float | None, wait_ms: int, afte
                                       share: float, due: float | None) -> None:
     got = take_over_at(produced, wait_ms, after_s=after_s, share=share)
     assert got == (None if due is None else pytest.approx(due))
+
+
+@pytest.mark.parametrize(("produced", "received", "wait_ms", "due"), [
+    (100.0, 100.05, 1000, 100.4),  # clocks agree: the producer's time decides
+    (100.0, 100.05, 300, 100.15),
+    (95.0, 100.0, 1000, 100.3),  # a producer 5 s behind: the delay after it was read
+    (105.0, 100.0, 1000, 100.4),  # 5 s ahead: looked at as if produced now
+    (9e15, 100.0, 1000, 100.4),  # absurd: the same
+    (95.0, 100.0, 300, 100.05),  # behind, a short wait: its half, less the reader's lag
+    (None, 100.0, 1000, None),  # no timestamp: never
+])
+def test_when_a_request_read_now_is_taken_over(produced: float | None, received: float,
+                                               wait_ms: int, due: float | None) -> None:
+    from streams.query.rules.rescue import due_at
+
+    got = due_at(produced, received, wait_ms, after_s=0.4, share=0.5)
+    assert got == (None if due is None else pytest.approx(due))
+
+
+@pytest.mark.parametrize(("produced", "received", "wait_ms", "gone"), [
+    (100.0, 100.05, 1000, 101.0),
+    (95.0, 100.0, 1000, 100.9),  # a producer's clock behind: from when it was read
+    (105.0, 100.0, 1000, 106.0),
+])
+def test_until_when_a_caller_may_still_wait(produced: float, received: float, wait_ms: int,
+                                            gone: float) -> None:
+    from streams.query.rules.rescue import caller_gone_at
+
+    assert caller_gone_at(produced, received, wait_ms) == pytest.approx(gone)
