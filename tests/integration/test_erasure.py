@@ -230,22 +230,35 @@ async def test_erasing_a_conversation_a_memory_and_a_tenant(tmp_path: Path) -> N
 
 
 async def test_retention_runs_on_a_schedule(stack: Stack) -> None:
-    stack.extra_env.update({"MEMSTREAM_ERASURE__MESSAGE_RETENTION_DAYS": "30",
+    """Messages stored longer ago than the retention, and consolidated, are deleted on
+    the retention's schedule; a back-dated import (an old ``created_at``, stored now)
+    and a session not consolidated yet stay."""
+    stack.extra_env.update({**FAST, "MEMSTREAM_ERASURE__MESSAGE_RETENTION_DAYS": "30",
                             "MEMSTREAM_ERASURE__RETENTION_INTERVAL_S": "1"})
     stack.worker().start()
     old = [chat_event(i, "old", created_at=f"2026-01-0{i + 1}T08:00:00Z") for i in range(3)]
     today = datetime.now(UTC).date()
     fresh = [chat_event(i, "new", created_at=f"{today}T00:00:0{i}Z") for i in range(3)]
-    await stack.produce([*old, *fresh])
+    imported = [chat_event(i, "imported", created_at=f"2026-01-0{i + 1}T08:00:00Z")
+                for i in range(3)]
+    await stack.produce([*old, session_end_event("old", created_at="2026-01-04T08:00:00Z"),
+                         *fresh, *imported])
 
     def left(conv: str) -> int:
         return int(stack.sql("SELECT COUNT(*) FROM conversation_message "
                              f"WHERE conversation_id = '{conv}'")[0][0])
 
-    await eventually(lambda: left("new") == 3, 60, "the new messages stored")
+    await eventually(lambda: left("new") == 3 and left("imported") == 3, 60,
+                     "the new and imported messages stored")
+    await eventually(lambda: run_status(stack, "t1/old#1") == "done", 90, "old consolidated")
+    # stored long ago, as a database kept for months would hold them
+    stack.sql("UPDATE conversation_message SET ingested_at = '2026-01-05 00:00:00' "
+              "WHERE conversation_id IN ('old', 'new')")
     await eventually(lambda: left("old") == 0, 60, "the old messages deleted")
-    assert left("new") == 3 and await redis_keys(stack, "t1", "old") == []
-    assert history(stack, "t1", "old") == [] and len(history(stack, "t1", "new")) == 3
+    assert await redis_keys(stack, "t1", "old") == [] and history(stack, "t1", "old") == []
+    # "new" has no session end: not consolidated, kept whatever its age
+    assert left("new") == 3 and len(history(stack, "t1", "new")) == 3
+    assert left("imported") == 3  # back-dated, stored now
 
 
 async def test_erasing_a_sub_agent_conversation(stack: Stack) -> None:
