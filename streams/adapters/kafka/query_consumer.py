@@ -12,7 +12,8 @@ Delivery rules:
 * up to ``concurrency`` requests in flight, and up to ``read_ahead`` more read
   and queued per tenant (:mod:`streams.adapters.kafka.tenant_queues`; the tenant
   of the record key ``tenant/user``): the loop fetches only as many records as
-  that leaves room for (requests in flight, queued and being refused counted);
+  that leaves room for (requests in flight, queued and being refused counted),
+  and none between a revocation and the next assignment;
 * records are fetched from the partitions in turn
   (:mod:`streams.adapters.kafka.fetch_turns`), so a backlog (a partition just taken over
   from a killed worker) does not hold up the fresh requests of the others;
