@@ -528,6 +528,12 @@ class QuerySettings(BaseModel):
             "0: no read-ahead, requests are read only as slots free up and none is refused "
             "so."),
     )
+    read_ahead_bytes: int = Field(
+        8 * 1024 * 1024, ge=0, description=(
+            "The read-ahead's bound in bytes (record keys and values): a tenant's queue holds "
+            "at most this split as `read_ahead` is, and always one request; its requests "
+            "beyond that get an `over_quota` reply at once. 0: bounded in records only."),
+    )
     unaddressed_replies: Literal["all_partitions", "by_key"] = Field(
         "all_partitions", description=(
             "Where a reply goes when its request names no `kafka_replyPartition`: a copy to "

@@ -426,6 +426,6 @@ def query_consumer_config(s: Settings) -> QueryConsumerConfig:
         client_id=f"{group}.{q.instance_id or socket.gethostname()}.{os.getpid()}",
         session_timeout_s=q.session_timeout_s, heartbeat_interval_s=q.heartbeat_interval_s,
         instance_id=q.instance_id, concurrency=q.concurrency, read_ahead=q.read_ahead,
-        drain_timeout_s=q.drain_timeout_s,
+        read_ahead_bytes=q.read_ahead_bytes, drain_timeout_s=q.drain_timeout_s,
         security=kafka_security(s.kafka),
     )

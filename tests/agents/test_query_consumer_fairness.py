@@ -37,10 +37,11 @@ def feed(kafka: FakeKafka, tp: TopicPartition, key: bytes, *offsets: int) -> Non
     kafka.ends[tp] = max([kafka.ends.get(tp, 0), *(o + 1 for o in offsets)])
 
 
-async def started(kafka: FakeKafka, gates: Gates, shed: Shed) -> QueryConsumer:
+async def started(kafka: FakeKafka, gates: Gates, shed: Shed,
+                  read_ahead_bytes: int = 0) -> QueryConsumer:
     config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
                                  concurrency=SLOTS, read_ahead=READ_AHEAD,
-                                 drain_timeout_s=0.3)
+                                 read_ahead_bytes=read_ahead_bytes, drain_timeout_s=0.3)
     q = QueryConsumer(config, connect=lambda c: kafka)
     q.start(gates, shed=shed)
     await eventually(lambda: kafka.listener is not None, 5, "the subscription")
@@ -156,3 +157,18 @@ async def test_shutdown_lets_the_queued_requests_go_uncommitted() -> None:
     assert q.queued() == 0
     assert last_commit(kafka, P1) == queued[0] == 3
     assert not {(1, o) for o in queued} & set(gates.started)
+
+
+async def test_the_read_ahead_is_bounded_in_bytes_too() -> None:
+    kafka, gates, shed = FakeKafka(), Gates(), Shed()
+    size = len(LOUD) + len(b"{}")  # of each record: its key and value
+    # alone, loud's share is half: two records' bytes, not LOUD_QUEUED records
+    q = await started(kafka, gates, shed, read_ahead_bytes=4 * size)
+    feed(kafka, P0, LOUD, *range(100))
+    feed(kafka, P0, CALM, 100)
+    await eventually(lambda: (0, 100) in gates.started, 5, "calm's request started")
+    await eventually(lambda: len(shed.offsets) == 100 - LOUD_SLOTS - 2, 5, "loud refused")
+    assert q.queued() == 2
+    gates.release(0, *range(101))
+    await eventually(lambda: last_commit(kafka, P0) == 101, 5, "all committed")
+    await q.stop()

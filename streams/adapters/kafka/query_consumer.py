@@ -11,7 +11,8 @@ Delivery rules:
 
 * up to ``concurrency`` requests in flight, and up to ``read_ahead`` more read
   and queued per tenant (:mod:`streams.adapters.kafka.tenant_queues`; the tenant
-  of the record key ``tenant/user``): the loop fetches only as many records as
+  of the record key ``tenant/user``; with ``read_ahead_bytes``, bounded in bytes
+  as well): the loop fetches only as many records as
   that leaves room for (requests in flight, queued and being refused counted),
   and none between a revocation and the next assignment;
 * records are fetched from the partitions in turn
@@ -21,7 +22,8 @@ Delivery rules:
   the slots while another tenant waits, and never the last free slot while none
   does (:mod:`streams.query.rules.fair_dispatch`): one tenant's backlog on a
   shared partition does not hold up another tenant's requests;
-* a request whose tenant's queue holds its share of the read-ahead is refused at
+* a request whose tenant's queue holds its share of the read-ahead (in records,
+  or bytes) is refused at
   once, without the engine (``shed``: an ``over_quota`` reply), in a task of its
   own outside the slots — answered and committed like any other request;
 * every record read is taken (``CommitPositions.begin``) at once, queued or not:
@@ -130,7 +132,8 @@ class QueryConsumer:
             self._answer = answer
             self._shed = shed
             read_ahead = self.config.read_ahead if shed is not None else 0
-            self._queues = TenantQueues(read_ahead, self.config.concurrency)
+            self._queues = TenantQueues(read_ahead, self.config.concurrency,
+                                        self.config.read_ahead_bytes)
             self._loop_task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait_assigned(self, timeout_s: float) -> bool:
