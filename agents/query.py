@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 @app.service
 class QueryConsumerService(Service):
     async def on_start(self) -> None:
-        worker.queries.start(await worker.query_answering())
+        answering = await worker.query_answering()
+        # a request its tenant's queue has no room for is refused at once (shed)
+        worker.queries.start(answering, shed=answering.shed)
         await worker.start_rescue()
         wait_s = 3 * settings.query.session_timeout_s
         if not await worker.queries.wait_assigned(wait_s):

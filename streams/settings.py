@@ -518,6 +518,22 @@ class QuerySettings(BaseModel):
     """Memory lookups on the query topic."""
 
     concurrency: int = Field(16, ge=1, le=256, description="Queries answered at once per worker.")
+    read_ahead: int = Field(
+        64, ge=0, le=4096, description=(
+            "Requests read beyond the free slots and queued per tenant (the tenant of the "
+            "record key `tenant/user`); a free slot goes to the tenants in turn, one tenant "
+            "holding at most half the slots while another waits. A tenant's queue holds at "
+            "most `read_ahead` split between the tenants with requests queued and one more; "
+            "its requests beyond that get an `over_quota` reply at once, without the engine. "
+            "0: no read-ahead, requests are read only as slots free up and none is refused "
+            "so."),
+    )
+    read_ahead_bytes: int = Field(
+        8 * 1024 * 1024, ge=0, description=(
+            "The read-ahead's bound in bytes (record keys and values): a tenant's queue holds "
+            "at most this split as `read_ahead` is, and always one request; its requests "
+            "beyond that get an `over_quota` reply at once. 0: bounded in records only."),
+    )
     unaddressed_replies: Literal["all_partitions", "by_key"] = Field(
         "all_partitions", description=(
             "Where a reply goes when its request names no `kafka_replyPartition`: a copy to "

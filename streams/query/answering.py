@@ -22,6 +22,9 @@ for every record it takes.
    that wait ends as answered (not cancelled): the consumer commits it with
    the partition's other answered requests instead of letting it go.
 
+A request the consumer cannot take now (:meth:`QueryAnswering.shed`) goes the
+same way, its reply an ``over_quota`` refusal made without the engine.
+
 Nothing here raises (but cancellation): the consumer may then commit past it.
 """
 
@@ -68,12 +71,23 @@ class QueryAnswering:
         self.sent_replies = sent_replies
 
     async def __call__(self, rec: SourceRecord) -> None:
+        await self._deliver_handled(rec, shed=False)
+
+    async def shed(self, rec: SourceRecord) -> None:
+        """Refuse a request the query consumer cannot take now
+        (:meth:`~streams.query.processor.QueryProcessor.shed`: ``over_quota`` without
+        engine work), delivered as :meth:`__call__` delivers an answer, not recorded as
+        one; raises nothing but cancellation."""
+        await self._deliver_handled(rec, shed=True)
+
+    async def _deliver_handled(self, rec: SourceRecord, *, shed: bool) -> None:
         if self.processor.outdated(rec):
             return
         asked: list[str] = []  # the request's key, once it is known to get a reply
-        handled = await self.processor.handle(rec, functools.partial(self._sent_before, rec,
-                                                                     asked),
-                                              likely_new=not self.maybe_seen(rec))
+        sent_before = functools.partial(self._sent_before, rec, asked)
+        handled = await (self.processor.shed(rec, sent_before) if shed else
+                         self.processor.handle(rec, sent_before,
+                                               likely_new=not self.maybe_seen(rec)))
         if isinstance(handled, DeadLettered):
             dead = [handled.dead_letter]
             await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",

@@ -14,7 +14,9 @@ request over its tenant's ``queries`` quota gets an ``over_quota`` error reply
 without engine work — unless it was answered before (a redelivery, or a request
 another worker took over), which the answered-request record is asked first, so
 a caller never gets a refusal after its answer. A request counts against the
-quota of the worker that answers it.
+quota of the worker that answers it. :meth:`QueryProcessor.shed` refuses a request
+the query consumer cannot take now (its tenant has more requests waiting than it
+may queue) the same way, ``over_quota`` without engine work, whatever the quota.
 """
 
 from __future__ import annotations
@@ -170,6 +172,29 @@ class QueryProcessor:
 
         handled = await self._answer_admitted(rec, admitted, start, taken_before, False)
         return ToSend(outcome=LEFT) if handled.outcome == DUPLICATE else handled
+
+    async def shed(self, rec: SourceRecord,
+                   sent_before: Callable[[ReplyAddress, str], Awaitable[bool]] | None = None,
+                   ) -> Handled:
+        """A request the query consumer cannot take now: for a valid, signed, awaited
+        request an ``over_quota`` error reply (outcome ``refused``, saying its tenant's
+        requests exceed what this worker can take now) without engine work, counted
+        ``shed`` in its tenant's ``queries`` decisions (its quota is not taken from);
+        ``duplicate`` when ``sent_before`` says it was answered before (a caller never
+        gets a refusal after its answer). Any other request gets what :meth:`handle`
+        gives it (a dead letter, an error reply, nothing when its caller gave up)."""
+        start = time.perf_counter()
+        admitted = self._admit(rec, start, quiet=False)
+        if not isinstance(admitted, _Admitted):
+            return admitted
+        if sent_before is not None and await sent_before(admitted.addr, admitted.key):
+            return ToSend(outcome=DUPLICATE)
+        tenant = admitted.query.tenant_id
+        if self.quotas is not None:
+            self.quotas.shed(tenant)
+        return self._over_quota(rec, admitted.addr, admitted.query, (
+            f"the requests of tenant {tenant!r} exceed what this worker can take now: "
+            "more are waiting than its share of the worker's queue; retry later"), start)
 
     def _admit(self, rec: SourceRecord, start: float, *, quiet: bool) -> Handled | _Admitted:
         """The request, valid, allowed, signed and awaited, with its key; else what it

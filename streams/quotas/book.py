@@ -4,6 +4,8 @@
 (``memstream_quota_decisions_total{tenant,quota,decision}``: ``allowed``, or the
 quota's name for a refusal, ``refused_as`` — ``refused`` for queries,
 ``dead_lettered`` for events — and the tenant's own tally, :meth:`QuotaBook.tally`);
+:meth:`QuotaBook.shed` counts a request refused without being weighed (``shed``: the
+query consumer had more of the tenant's requests waiting than it may queue);
 :meth:`QuotaBook.peek` only tells what it would decide, counting nothing. Memory
 is bounded: the bucket and tally of at most ``max_tenants`` tenants are kept,
 the least recently seen dropped first
@@ -22,7 +24,7 @@ from typing import Any
 from streams.metrics import QUOTA_DECISIONS
 from streams.quotas.rules import Bucket, Limit, peek, take
 
-ALLOWED, REFUSED, DEAD_LETTERED = "allowed", "refused", "dead_lettered"
+ALLOWED, REFUSED, DEAD_LETTERED, SHED = "allowed", "refused", "dead_lettered", "shed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,12 @@ class QuotaBook:
         return Decision(self.quota, tenant, verdict.allowed, limit, verdict.retry_after_s,
                         self.unit_s)
 
+    def shed(self, tenant: str) -> None:
+        """Count a request of ``tenant`` refused without being weighed (decision ``shed``,
+        and a refusal in its tally); its bucket is left as it was."""
+        self._entry(tenant).refused += 1
+        QUOTA_DECISIONS.labels(tenant, self.quota, SHED).inc()
+
     def peek(self, tenant: str, now: float) -> Decision:
         """What :meth:`take` would decide now; nothing is taken, counted or remembered."""
         limit = self.limit(tenant)
@@ -128,7 +136,7 @@ class QuotaBook:
             return entry
         while len(self._tenants) >= self.max_tenants:
             gone, _ = self._tenants.popitem(last=False)
-            for decision in (ALLOWED, self.refused_as):
+            for decision in (ALLOWED, self.refused_as, SHED):
                 with contextlib.suppress(KeyError):  # never counted
                     QUOTA_DECISIONS.remove(gone, self.quota, decision)
         entry = self._tenants[tenant] = _Entry()

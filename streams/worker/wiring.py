@@ -425,6 +425,7 @@ def query_consumer_config(s: Settings) -> QueryConsumerConfig:
         broker=s.kafka.broker, topic=s.kafka.queries_topic, group_id=group,
         client_id=f"{group}.{q.instance_id or socket.gethostname()}.{os.getpid()}",
         session_timeout_s=q.session_timeout_s, heartbeat_interval_s=q.heartbeat_interval_s,
-        instance_id=q.instance_id, concurrency=q.concurrency, drain_timeout_s=q.drain_timeout_s,
+        instance_id=q.instance_id, concurrency=q.concurrency, read_ahead=q.read_ahead,
+        read_ahead_bytes=q.read_ahead_bytes, drain_timeout_s=q.drain_timeout_s,
         security=kafka_security(s.kafka),
     )

@@ -136,3 +136,30 @@ async def test_memory_stays_bounded_with_many_tenants() -> None:
     assert errors(replies, "many-1999") == [None]
     assert REGISTRY.get_sample_value("memstream_quota_decisions_total", {
         "tenant": "many-0", "quota": "queries", "decision": "allowed"}) is None
+
+
+async def test_a_shed_request_is_refused_without_the_engine_and_counted_shed() -> None:
+    clock = Clock()
+    quotas = QuotaBook("queries", Limit(100.0, 100.0))
+    answering, engine, replies, record = build(quotas, clock)
+    await answering.shed(request("shed-a", 0))
+    body = json.loads(replies.sent[-1].value or b"{}")
+    assert body["tenant_id"] == "shed-a" and body["request_id"] == "shed-a-0"
+    assert body["error"]["code"] == "over_quota"
+    assert body["error"]["message"].startswith(
+        "the requests of tenant 'shed-a' exceed what this worker can take now")
+    assert engine.asked == []
+    assert decisions("shed-a", "shed") == 1 and decisions("shed-a", "refused") == 0
+    tally = quotas.tally("shed-a", clock())
+    assert (tally.allowed, tally.refused, tally.tokens) == (0, 1, 100.0)  # nothing taken
+    assert record.calls == 1  # asked whether it was answered before; not recorded
+
+
+async def test_a_request_answered_before_is_not_shed() -> None:
+    clock = Clock()
+    quotas = QuotaBook("queries", Limit(100.0, 100.0))
+    answering, _, replies, _ = build(quotas, clock)
+    await answering(request("shed-b", 0))
+    await answering.shed(request("shed-b", 0))  # redelivered, and its queue full
+    assert errors(replies, "shed-b") == [None]  # the answer only, no refusal after it
+    assert decisions("shed-b", "shed") == 0

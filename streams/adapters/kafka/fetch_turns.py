@@ -1,4 +1,5 @@
-"""How the query consumer fills its free slots: from its partitions in turn.
+"""How the query consumer fills its room for records (its free slots, and its
+read-ahead when it has one): from its partitions in turn.
 
 aiokafka hands out one partition's fetched records until they are used up. A
 worker that has just taken over a killed worker's partition holds that

@@ -9,18 +9,39 @@ membership, and rebalances that only drain a few requests.
 
 Delivery rules:
 
-* up to ``concurrency`` requests in flight; the loop fetches only as many as
-  there are free slots, so every fetched record is in flight at once;
-* the free slots are filled from the partitions in turn
+* up to ``concurrency`` requests in flight, and up to ``read_ahead`` more read
+  and queued per tenant (:mod:`streams.adapters.kafka.tenant_queues`; the tenant
+  of the record key ``tenant/user``; with ``read_ahead_bytes``, bounded in bytes
+  as well): the loop fetches only as many records as
+  that leaves room for (requests in flight, queued and being refused counted),
+  and none between a revocation and the next assignment;
+* records are fetched from the partitions in turn
   (:mod:`streams.adapters.kafka.fetch_turns`), so a backlog (a partition just taken over
   from a killed worker) does not hold up the fresh requests of the others;
-* offsets are committed per partition up to the first request not answered yet
+* a free slot goes to the tenants' queues in turn, a tenant holding at most half
+  the slots while another tenant waits, and never the last free slot while none
+  does (:mod:`streams.query.rules.fair_dispatch`): one tenant's backlog on a
+  shared partition does not hold up another tenant's requests;
+* a request whose tenant's queue holds its share of the read-ahead (in records,
+  or bytes) is refused at
+  once, without the engine (``shed``: an ``over_quota`` reply), in a task of its
+  own outside the slots — answered and committed like any other request;
+* every record read is taken (``CommitPositions.begin``) at once, queued or not:
+  offsets are committed per partition up to the first request not answered yet
+  — queued, refusing or in flight
   (:class:`~streams.adapters.kafka.commit_positions.CommitPositions`), right after answers
   complete — one commit at a time, covering whatever completed meanwhile;
-* on revocation (a graceful rebalance or shutdown) the requests in flight on the
-  partitions let go get ``drain_timeout_s`` to be answered, the rest are
-  cancelled and left uncommitted, then what was answered is committed: the next
-  owner starts exactly after the last answered request.
+* on revocation (a graceful rebalance or shutdown) the queued requests of the
+  partitions let go are dropped, neither answered nor committed; those in flight
+  get ``drain_timeout_s`` to be answered, the rest are cancelled and left
+  uncommitted, then what was answered is committed: the next owner starts
+  exactly after the last answered request, and reads the dropped ones again.
+  A queued request is not begun, so another worker's rescue
+  (:mod:`streams.query.rescue`) may take it over; when it starts here it finds
+  the reply sent.
+
+With ``read_ahead`` 0, or no ``shed`` given to :meth:`QueryConsumer.start`, nothing is
+read ahead: only as many records as there are free slots, each started at once.
 
 The consumer is also the lag probe of the query stage (``streams/worker/kafka_monitor.py``)
 and feeds its :class:`~streams.adapters.kafka.progress.ProgressTracker`.
@@ -50,7 +71,9 @@ from streams.adapters.kafka.query_consumer_config import (
     from_consumer_record,
     kafka_consumer,
 )
+from streams.adapters.kafka.tenant_queues import TenantQueues, tp_of
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
+from streams.query.rules.fair_dispatch import tenant_of
 from streams.wire.envelope import SourceRecord, TPKey
 
 log = logging.getLogger(__name__)
@@ -84,7 +107,11 @@ class QueryConsumer:
         self._connect = connect
         self._consumer: Any = None
         self._answer: Answerer | None = None
-        self._tasks: dict[asyncio.Task[None], TPKey] = {}
+        self._shed: Answerer | None = None
+        # each task's partition, and the tenant whose slot it holds (None: a refusal)
+        self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None]] = {}
+        self._running: dict[str, int] = {}  # slots held, by tenant
+        self._queues = TenantQueues(0, config.concurrency)
         self._turns = TurnFetch(self._begin)
         self._baseline: dict[TPKey, int | None] = {}
         self._backlog_end: dict[TPKey, int] = {}  # end offsets when assigned
@@ -95,14 +122,20 @@ class QueryConsumer:
         self._rebalancing = False  # partitions revoked, the new ones not assigned yet
         self._revoked_at: float | None = None  # monotonic: a held assignment's revocation
         self._stopping = False
-        self._running: asyncio.Task[None] | None = None
+        self._loop_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def start(self, answer: Answerer) -> None:
-        """Consume in the background until :meth:`stop`; ``answer`` never raises."""
-        if self._running is None:
+    def start(self, answer: Answerer, shed: Answerer | None = None) -> None:
+        """Consume in the background until :meth:`stop`; ``answer`` (a request in a slot)
+        and ``shed`` (a request refused at once, its tenant's queue full: with none,
+        nothing is read ahead) never raise."""
+        if self._loop_task is None:
             self._answer = answer
-            self._running = asyncio.get_running_loop().create_task(self._run())
+            self._shed = shed
+            read_ahead = self.config.read_ahead if shed is not None else 0
+            self._queues = TenantQueues(read_ahead, self.config.concurrency,
+                                        self.config.read_ahead_bytes)
+            self._loop_task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait_assigned(self, timeout_s: float) -> bool:
         """Wait for the first partition assignment; False when it took longer."""
@@ -114,8 +147,8 @@ class QueryConsumer:
         """Stop fetching, drain and commit, leave the group (idempotent)."""
         self._stopping = True
         self._wake.set()
-        if self._running is not None:
-            await asyncio.gather(self._running, return_exceptions=True)
+        if self._loop_task is not None:
+            await asyncio.gather(self._loop_task, return_exceptions=True)
 
     async def _run(self) -> None:
         consumer = await self._start_consumer()
@@ -127,7 +160,8 @@ class QueryConsumer:
             while not self._stopping:
                 await self._fetch(consumer)
         finally:
-            await self._drain(set(self._tasks.values()))
+            self._queues.drop()  # not begun: the next owner reads them again
+            await self._drain({tp for tp, _ in self._tasks.values()})
             await self._commit()
             committer.cancel()
             await asyncio.gather(committer, return_exceptions=True)
@@ -153,24 +187,44 @@ class QueryConsumer:
 
     # ---------------------------------------------------------------- fetch
     async def _fetch(self, consumer: Any) -> None:
-        free = self.config.concurrency - len(self._tasks)
-        if free <= 0:
+        room = (self.config.concurrency + self._queues.read_ahead
+                - len(self._tasks) - len(self._queues))
+        if room <= 0 or self._rebalancing:  # rebalancing: nothing is this worker's
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_MS / 1000)
             return
         try:
-            await self._turns.fill(consumer, free)
+            await self._turns.fill(consumer, room)
         except Exception as exc:  # the loop must go on: its end would stop all queries
             log.warning("query fetch failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(RETRY_S)
+        self._dispatch()
 
     def _begin(self, r: Any) -> None:
+        """Take a fetched record: in flight at once (no read-ahead), queued under its
+        tenant, or refused at once (its tenant's queue is full)."""
         assert self._answer is not None
-        tp = (r.topic, int(r.partition))
-        self.positions.begin(tp, r.offset)
-        task = asyncio.get_running_loop().create_task(self._one(tp, r, self._answer))
-        self._tasks[task] = tp
+        self.positions.begin(tp_of(r), r.offset)
+        if not self._queues.read_ahead:
+            self._start(r, tenant_of(r.key), self._answer)
+        elif not self._queues.push(r):
+            assert self._shed is not None
+            self._start(r, None, self._shed)
+
+    def _dispatch(self) -> None:
+        """Start queued requests while a slot is free for one (tenants in turn)."""
+        assert self._answer is not None
+        while not self._stopping and (picked := self._queues.next(self._running)):
+            tenant, r = picked
+            self._start(r, tenant, self._answer)
+
+    def _start(self, r: Any, tenant: str | None, answer: Answerer) -> None:
+        tp = tp_of(r)
+        task = asyncio.get_running_loop().create_task(self._one(tp, r, answer))
+        self._tasks[task] = (tp, tenant)
+        if tenant is not None:
+            self._running[tenant] = self._running.get(tenant, 0) + 1
         task.add_done_callback(self._done)
 
     async def _one(self, tp: TPKey, r: Any, answer: Answerer) -> None:
@@ -184,7 +238,15 @@ class QueryConsumer:
         self._dirty.set()
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.pop(task, None)
+        _, tenant = self._tasks.pop(task, (None, None))
+        if tenant is not None:
+            held = self._running.get(tenant, 0) - 1
+            if held > 0:
+                self._running[tenant] = held
+            else:
+                self._running.pop(tenant, None)
+            if self._answer is not None and self._queues:
+                self._dispatch()
         self._wake.set()
 
     # --------------------------------------------------------------- commit
@@ -217,7 +279,7 @@ class QueryConsumer:
 
     # ------------------------------------------------------------ rebalance
     async def _drain(self, tps: set[TPKey]) -> None:
-        tasks = [t for t, tp in self._tasks.items() if tp in tps]
+        tasks = [t for t, (tp, _) in self._tasks.items() if tp in tps]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self.config.drain_timeout_s)
@@ -239,6 +301,8 @@ class QueryConsumer:
         QUERY_REBALANCES.inc()
         self.tracker.on_rebalance_start(self.clock())
         tps = {(tp.topic, int(tp.partition)) for tp in revoked}
+        if dropped := self._queues.drop(tps):  # not begun: the next owner reads them
+            log.info("%d queued query requests let go uncommitted", dropped)
         await self._drain(tps)
         await self._commit(tps)
         self.positions.forget(tps)
@@ -285,6 +349,10 @@ class QueryConsumer:
         return end is None or rec.offset < end
 
     # ------------------------------------------------ probe (health, metrics)
+    def queued(self) -> int:
+        """Requests read ahead and not started yet."""
+        return len(self._queues)
+
     def started(self) -> bool:
         return self._consumer is not None and not self._stopping
 

@@ -23,6 +23,8 @@ class QueryConsumerConfig:
     heartbeat_interval_s: float = 1.0
     instance_id: str | None = None
     concurrency: int = 16
+    read_ahead: int = 0  # requests queued beyond the free slots (0: none)
+    read_ahead_bytes: int = 0  # and at most these bytes of one tenant's share (0: no bound)
     drain_timeout_s: float = 3.0
     security: KafkaSecurity = PLAINTEXT
 

@@ -1,0 +1,106 @@
+"""The query consumer's read-ahead: requests read and not started yet, queued per
+tenant, taken in turn (:mod:`streams.query.rules.fair_dispatch`).
+
+A record is queued under the tenant of its key (``tenant/user``; a record whose
+key names none under a queue of its own) unless that tenant's queue holds its
+share of the read-ahead already (:func:`~streams.query.rules.fair_dispatch.queue_share`),
+in records or — with ``read_ahead_bytes`` — in bytes (key and value; a tenant
+with nothing queued always gets one request in): :meth:`TenantQueues.push` then
+says no and the consumer sheds the request.
+:meth:`TenantQueues.next` hands out the next request to start, the tenants taken
+in turn — the tenant served goes to the back of the turn — one tenant holding at
+most half the slots while another waits. Requests of partitions let go are
+dropped (:meth:`TenantQueues.drop`), never started here.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from streams.query.rules.fair_dispatch import pick, queue_share, slot_share, tenant_of
+from streams.wire.envelope import TPKey
+
+
+def tp_of(r: Any) -> TPKey:
+    return (r.topic, int(r.partition))
+
+
+class TenantQueues:
+    def __init__(self, read_ahead: int, slots: int, read_ahead_bytes: int = 0) -> None:
+        self.read_ahead = read_ahead
+        self.read_ahead_bytes = read_ahead_bytes  # 0: no bound in bytes
+        self._bytes: dict[str, int] = {}  # queued, by tenant
+        self.slots = slots
+        self.share = slot_share(slots)
+        self._queues: OrderedDict[str, deque[Any]] = OrderedDict()  # in turn order
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def queued_bytes(self) -> int:
+        return sum(self._bytes.values())
+
+    def push(self, r: Any) -> bool:
+        """Queue the record under its tenant; False (nothing queued) when the tenant's
+        queue holds its share of the read-ahead."""
+        tenant = tenant_of(r.key)
+        queue = self._queues.get(tenant)
+        tenants = len(self._queues) + (queue is None)
+        size = _size(r)
+        if queue is not None and (len(queue) >= queue_share(self.read_ahead, tenants)
+                                  or self._over_bytes(tenant, size, tenants)):
+            return False
+        if queue is None:
+            queue = self._queues[tenant] = deque()
+        queue.append(r)
+        self._count += 1
+        self._bytes[tenant] = self._bytes.get(tenant, 0) + size
+        return True
+
+    def _over_bytes(self, tenant: str, size: int, tenants: int) -> bool:
+        return bool(self.read_ahead_bytes) and self._bytes[tenant] + size > queue_share(
+            self.read_ahead_bytes, tenants)
+
+    def next(self, running: Mapping[str, int]) -> tuple[str, Any] | None:
+        """The tenant and record to start in a free slot (``running``: slots held by
+        tenant), or None when none may start now."""
+        tenants = list(self._queues)
+        i = pick(tenants, running, self.slots, self.share)
+        if i is None:
+            return None
+        tenant = tenants[i]
+        queue = self._queues[tenant]
+        r = queue.popleft()
+        self._count -= 1
+        if queue:
+            self._queues.move_to_end(tenant)
+            self._bytes[tenant] -= _size(r)
+        else:
+            del self._queues[tenant]
+            del self._bytes[tenant]
+        return tenant, r
+
+    def drop(self, tps: Iterable[TPKey] | None = None) -> int:
+        """Drop the queued requests of ``tps`` (or all); how many were dropped."""
+        gone = None if tps is None else set(tps)
+        dropped = 0
+        for tenant in list(self._queues):
+            queue = self._queues[tenant]
+            kept: deque[Any] = deque() if gone is None else deque(
+                r for r in queue if tp_of(r) not in gone)
+            dropped += len(queue) - len(kept)
+            if kept:
+                self._queues[tenant] = kept
+                self._bytes[tenant] = sum(_size(r) for r in kept)
+            else:
+                del self._queues[tenant]
+                del self._bytes[tenant]
+        self._count -= dropped
+        return dropped
+
+
+def _size(r: Any) -> int:
+    return len(r.key or b"") + len(r.value or b"")
