@@ -6,7 +6,10 @@ key names none under a queue of its own) unless that tenant's queue holds its
 share of the read-ahead already (:func:`~streams.query.rules.fair_dispatch.queue_share`),
 in records or — with ``read_ahead_bytes`` — in bytes (key and value; a tenant
 with nothing queued always gets one request in): :meth:`TenantQueues.push` then
-says no and the consumer sheds the request.
+says no and the consumer sheds the request — only while another tenant was seen
+within ``OTHERS_SEEN_S``. A tenant alone is never shed for its backlog (a
+partition taken over after a worker's death): its requests are queued past its
+share, and the consumer's bound on what it reads holds them.
 :meth:`TenantQueues.next` hands out the next request to start, the tenants taken
 in turn — the tenant served goes to the back of the turn — one tenant holding at
 most half the slots while another waits. Requests of partitions let go are
@@ -15,12 +18,16 @@ dropped (:meth:`TenantQueues.drop`), never started here.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from streams.query.rules.fair_dispatch import pick, queue_share, slot_share, tenant_of
 from streams.wire.envelope import TPKey
+
+OTHERS_SEEN_S = 5.0  # a tenant seen this recently counts as another one waiting
+SEEN_MAX = 10_000  # tenants whose last request is remembered (the oldest go first)
 
 
 def tp_of(r: Any) -> TPKey:
@@ -28,8 +35,11 @@ def tp_of(r: Any) -> TPKey:
 
 
 class TenantQueues:
-    def __init__(self, read_ahead: int, slots: int, read_ahead_bytes: int = 0) -> None:
+    def __init__(self, read_ahead: int, slots: int, read_ahead_bytes: int = 0, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.read_ahead = read_ahead
+        self.clock = clock
+        self._seen: OrderedDict[str, float] = OrderedDict()  # tenant -> last request read
         self.read_ahead_bytes = read_ahead_bytes  # 0: no bound in bytes
         self._bytes: dict[str, int] = {}  # queued, by tenant
         self.slots = slots
@@ -50,8 +60,10 @@ class TenantQueues:
         queue = self._queues.get(tenant)
         tenants = len(self._queues) + (queue is None)
         size = _size(r)
-        if queue is not None and (len(queue) >= queue_share(self.read_ahead, tenants)
-                                  or self._over_bytes(tenant, size, tenants)):
+        others = self._others_seen(tenant)
+        if others and queue is not None and (
+                len(queue) >= queue_share(self.read_ahead, tenants)
+                or self._over_bytes(tenant, size, tenants)):
             return False
         if queue is None:
             queue = self._queues[tenant] = deque()
@@ -59,6 +71,16 @@ class TenantQueues:
         self._count += 1
         self._bytes[tenant] = self._bytes.get(tenant, 0) + size
         return True
+
+    def _others_seen(self, tenant: str) -> bool:
+        """Note ``tenant``'s request; whether another tenant's was read lately."""
+        now = self.clock()
+        self._seen[tenant] = now
+        self._seen.move_to_end(tenant)
+        while self._seen and (len(self._seen) > SEEN_MAX
+                              or next(iter(self._seen.values())) < now - OTHERS_SEEN_S):
+            self._seen.popitem(last=False)
+        return len(self._seen) > 1
 
     def _over_bytes(self, tenant: str, size: int, tenants: int) -> bool:
         return bool(self.read_ahead_bytes) and self._bytes[tenant] + size > queue_share(

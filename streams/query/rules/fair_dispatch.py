@@ -13,7 +13,8 @@ never waits behind the busy tenant's backlog.
 A tenant's queue holds at most :func:`queue_share` requests: the read-ahead split
 between the tenants with requests queued and one more (a tenant not seen yet),
 so one tenant never fills the read-ahead and a request of another is always read.
-A request beyond it is refused at once (the consumer sheds it: ``over_quota``).
+A request beyond it is refused at once (the consumer sheds it: ``over_quota``) while
+another tenant was seen lately (:mod:`streams.adapters.kafka.tenant_queues`).
 """
 
 from __future__ import annotations
