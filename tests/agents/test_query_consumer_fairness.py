@@ -77,6 +77,29 @@ async def test_a_tenant_alone_is_not_shed_for_its_backlog() -> None:
     await q.stop()
 
 
+async def test_the_backlog_a_partition_came_with_is_not_shed() -> None:
+    """Requests that were on the partition when it was assigned here (a worker died,
+    or a rebalance moved it) waited through no fault of their tenant: never shed."""
+    kafka, gates, shed = FakeKafka(), Gates(), Shed()
+    config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
+                                 concurrency=SLOTS, read_ahead=READ_AHEAD, drain_timeout_s=0.3)
+    q = QueryConsumer(config, connect=lambda c: kafka)
+    q.start(gates, shed=shed)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    feed(kafka, P1, CALM, 0)  # another tenant, seen as the backlog is read
+    feed(kafka, P0, LOUD, *range(60))  # on the partition before it is assigned
+    await kafka.rebalance({P0, P1})
+    assert await q.wait_assigned(1.0)
+    gates.release(1, 0)
+    gates.release(0, *range(60))
+    await eventually(lambda: len(gates.answered) == 61, 5, "every request answered")
+    assert shed.offsets == []
+    feed(kafka, P0, LOUD, *range(60, 160))  # a flood that comes after: shed beyond its share
+    await eventually(lambda: len(shed.offsets) > 0, 5, "the flood's overflow refused")
+    gates.release(0, *range(60, 160))
+    await q.stop()
+
+
 def unanswered(gates: Gates, shed: Shed, partition: int, end: int) -> list[int]:
     done = set(gates.answered) | set(shed.offsets)
     return [o for o in range(end) if (partition, o) not in done]

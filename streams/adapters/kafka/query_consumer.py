@@ -208,7 +208,7 @@ class QueryConsumer:
         self.positions.begin(tp_of(r), r.offset)
         if not self._queues.read_ahead:
             self._start(r, tenant_of(r.key), self._answer)
-        elif not self._queues.push(r):
+        elif not self._queues.push(r, may_shed=not self._in_backlog(r)):
             assert self._shed is not None
             self._start(r, None, self._shed)
 
@@ -340,6 +340,11 @@ class QueryConsumer:
         self._assigned_once.set()
         log.info("query partitions assigned: %s",
                  ", ".join(str(p) for p in sorted(int(tp.partition) for tp in tps)) or "none")
+
+    def _in_backlog(self, r: Any) -> bool:
+        """The record was in its partition's backlog when the partition was assigned."""
+        end = self._backlog_end.get(tp_of(r))
+        return end is not None and r.offset < end
 
     def maybe_seen(self, rec: SourceRecord) -> bool:
         """Whether another member may have delivered this request before: it was

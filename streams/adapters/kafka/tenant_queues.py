@@ -7,9 +7,10 @@ share of the read-ahead already (:func:`~streams.query.rules.fair_dispatch.queue
 in records or — with ``read_ahead_bytes`` — in bytes (key and value; a tenant
 with nothing queued always gets one request in): :meth:`TenantQueues.push` then
 says no and the consumer sheds the request — only while another tenant was seen
-within ``OTHERS_SEEN_S``. A tenant alone is never shed for its backlog (a
-partition taken over after a worker's death): its requests are queued past its
-share, and the consumer's bound on what it reads holds them.
+within ``OTHERS_SEEN_S``, and never a request of the backlog a partition came
+with (taken over after a worker's death or a rebalance: those waited already,
+through no fault of their tenant's). A tenant alone is never shed: its requests
+are queued past its share, and the consumer's bound on what it reads holds them.
 :meth:`TenantQueues.next` hands out the next request to start, the tenants taken
 in turn — the tenant served goes to the back of the turn — one tenant holding at
 most half the slots while another waits. Requests of partitions let go are
@@ -53,15 +54,16 @@ class TenantQueues:
     def queued_bytes(self) -> int:
         return sum(self._bytes.values())
 
-    def push(self, r: Any) -> bool:
+    def push(self, r: Any, *, may_shed: bool = True) -> bool:
         """Queue the record under its tenant; False (nothing queued) when the tenant's
-        queue holds its share of the read-ahead."""
+        queue holds its share of the read-ahead, another tenant was seen lately and
+        ``may_shed`` (not a request of the backlog a partition came with)."""
         tenant = tenant_of(r.key)
         queue = self._queues.get(tenant)
         tenants = len(self._queues) + (queue is None)
         size = _size(r)
         others = self._others_seen(tenant)
-        if others and queue is not None and (
+        if may_shed and others and queue is not None and (
                 len(queue) >= queue_share(self.read_ahead, tenants)
                 or self._over_bytes(tenant, size, tenants)):
             return False
