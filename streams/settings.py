@@ -684,7 +684,7 @@ class QuerySettings(BaseModel):
         "(`timeout_ms`) if that is sooner than `rescue_after_s`.",
     )
     rescue_concurrency: int = Field(
-        32, ge=1, le=256,
+        8, ge=1, le=256,
         description="Requests of other workers' partitions checked or answered at once per "
         "worker; a due request finding none free waits for one while its caller waits.",
     )
