@@ -261,10 +261,9 @@ class FaultDriver:
         # not while another worker is starting: on the test's two cores two starting
         # workers starve the live one for seconds (a deployment gives each pod its own
         # CPU); a restart and an addition at once would measure the machine
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 120.0
-        while any(not s.retired and not s.alive for s in self.cluster.slots) and (
-                loop.time() < deadline):
+        for _ in range(600):  # 120 s at most
+            if all(s.retired or s.alive for s in self.cluster.slots):
+                break
             await asyncio.sleep(0.2)
         self.note("adding a worker")
         self._later(self.cluster.start())
