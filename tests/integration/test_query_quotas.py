@@ -75,10 +75,10 @@ async def test_a_flooding_tenant_is_refused_and_the_other_answered(stack: Stack)
     over = [r for r in refusals if r.error and r.error.message.startswith(OVER)]
     shed = [r for r in refusals if r.error and r.error.message.startswith(SHED)]
     assert over and len(over) + len(shed) == len(refusals)
-    for refusal in refusals:
+    for refusal in refusals:  # no engine work: nothing searched, no window read
         assert refusal.tenant_id == "loud" and refusal.memories == []
-    assert refusals[0].latency_ms < 50  # no engine work
-    assert loud_s < 20, loud_s
+        assert refusal.long_term.provider is None and refusal.short_term is None
+    assert all(r.long_term.provider is not None for r in loud if r.error is None)
 
     port = worker.env["MEMSTREAM_WEB__PORT"]
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
