@@ -292,9 +292,15 @@ class ConsolidationPipeline:
             model, [m.source(new=False) for m in context if m.role in CHAT_ROLES],
             [m.source(new=True) for m in chat])
         cfg = self.config
-        deduped = dedup_candidates(judged.candidates, jaccard=cfg.dedup_jaccard,
-                                   levenshtein=cfg.dedup_levenshtein,
-                                   short_len=cfg.dedup_short_len)
+        authors = {m.event_id: Author(m.role, m.user_id) for m in chat if m.user_id}
+
+        def owner(c: MemoryCandidate) -> str:
+            return attributed_user(c.source_event_ids, authors, run.user_id)
+
+        deduped = dedup_candidates(  # a group chat's speakers keep their own facts
+            judged.candidates, jaccard=cfg.dedup_jaccard, levenshtein=cfg.dedup_levenshtein,
+            short_len=cfg.dedup_short_len,
+            owner=lambda c: owner(c) if c.scope == "user" else "")
         for d in deduped.dropped:
             DEDUP_DROPPED.labels(d.rule).inc()
         kept = deduped.kept
@@ -305,9 +311,8 @@ class ConsolidationPipeline:
             for d in covered.dropped:
                 DEDUP_DROPPED.labels(d.rule).inc()
             kept = covered.kept
-        authors = {m.event_id: Author(m.role, m.user_id) for m in chat if m.user_id}
-        planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c, user_id=(
-            attributed_user(c.source_event_ids, authors, run.user_id))) for c in kept]
+        planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c, user_id=owner(c))
+                   for c in kept]
         planned = [p for p in planned + episodes if not self._erased_memory(run, p)]
         if self.cube_quota is not None:  # episodes of a cube at its quota dropped
             planned = await self.cube_quota.keep(run, planned)

@@ -282,3 +282,18 @@ async def test_a_correction_supersedes_only_within_the_speakers_profile(h: Harne
     assert ("I live in Porto.", "alice") in valid
     assert ("I live in Porto.", "bob") not in valid
     assert ("I live in Lisbon now.", "bob") in valid
+
+
+async def test_two_speakers_alike_facts_in_one_session_stay_two(h: Harness) -> None:
+    # "I'm 25" and "I'm 39" are near-duplicates as text, but said by two people: neither
+    # is dropped, nor ends in the other's profile
+    await h.say("g3", [("user", "I'm 25 years old.")], user="alice")
+    await h.say("g3", [("user", "I'm 39 years old."), ("user", "I love sailing.")], user="bob")
+    await h.say("g3", [("user", "I love sailing!")], user="alice")
+    await h.pipeline.run(h.closed("g3", user="bob"))
+    facts = {(r.memory.content, r.scope.user_id, r.memory.source_event_ids)
+             for r in h.provider.memories.values() if r.memory.kind == "fact"}
+    assert {(c, u) for c, u, _ in facts} == {
+        ("I'm 25 years old.", "alice"), ("I'm 39 years old.", "bob"),
+        ("I love sailing.", "bob"), ("I love sailing!", "alice")}
+    assert all(len(sources) == 1 for _, _, sources in facts)

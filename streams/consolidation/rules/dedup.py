@@ -20,7 +20,10 @@ A duplicate is merged into the candidate that stays: the longer (more
 informative) text wins, on a tie the earlier one; source event ids are united,
 importance is the maximum and the event time the newest. Candidates of
 different scopes are never merged (they belong to different cubes), nor are
-texts spoken by different named speakers (``"Caroline: …"`` vs ``"Melanie: …"``).
+texts spoken by different named speakers (``"Caroline: …"`` vs ``"Melanie: …"``),
+nor candidates of different owners (``owner``: the user a group chat's candidate
+is attributed to: ``"I'm 25"`` and ``"I'm 39"`` said by two people are two facts,
+each of its own speaker's cube).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
@@ -191,19 +194,25 @@ def dedup_candidates(
     jaccard: float = 0.7,
     levenshtein: float = 0.8,
     short_len: int = 50,
+    owner: Callable[[MemoryCandidate], str] | None = None,
 ) -> DedupResult:
     """Keep one candidate per group of duplicates; see the module docstring for the rules.
+    ``owner``: whose a candidate is (candidates of different owners are never merged).
 
     ``dropped[i].duplicate_of`` is the candidate as finally kept (after merging).
     """
     slots: list[MemoryCandidate] = []  # the kept candidates, merged
     originals: list[MemoryCandidate] = []  # each slot's candidate as it came in
+    owners: list[str] = []  # each slot's owner
     drops: list[tuple[MemoryCandidate, Rule, int]] = []
     for cand in cands:
-        match = _first_duplicate(cand, slots, jaccard, levenshtein, short_len)
+        mine = owner(cand) if owner is not None else ""
+        match = _first_duplicate(cand, slots, jaccard, levenshtein, short_len,
+                                 [o == mine for o in owners])
         if match is None:
             slots.append(cand)
             originals.append(cand)
+            owners.append(mine)
             continue
         rule, i = match
         if len(normalize(cand.content)) > len(normalize(slots[i].content)):
@@ -222,10 +231,11 @@ def _first_duplicate(
     jaccard: float,
     levenshtein: float,
     short_len: int,
+    same_owner: Sequence[bool],
 ) -> tuple[Rule, int] | None:
     for rule in RULES:
         for i, kept in enumerate(slots):
-            if kept.scope == cand.scope and duplicate_rule(
+            if kept.scope == cand.scope and same_owner[i] and duplicate_rule(
                 kept.content, cand.content, rule,
                 jaccard=jaccard, levenshtein=levenshtein, short_len=short_len,
             ):

@@ -256,3 +256,11 @@ def test_episodes_within_a_turn_kept_whole_are_dropped(cand: MemoryCandidate,
     assert got.kept == ([] if dropped else [cand])
     if dropped:
         assert got.dropped[0].rule == "containment" and got.dropped[0].duplicate_of is turn
+
+
+def test_candidates_of_different_owners_are_never_merged() -> None:
+    a, b, c = cand("I'm 25 years old."), cand("I'm 39 years old."), cand("I'm 25 years old")
+    owner = {id(a): "alice", id(b): "bob", id(c): "alice"}
+    result = dedup_candidates([a, b, c], owner=lambda x: owner[id(x)])
+    assert [k.content for k in result.kept] == ["I'm 25 years old.", "I'm 39 years old."]
+    assert len(dedup_candidates([a, b]).kept) == 1  # one speaker: a near-duplicate
