@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema.consolidation import consolidation_run
 from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.erasure import erased_event
 from streams.wire.records import ChatMessage, SessionClosed
 from tests.agents.test_erasure_sqlite import Setup
 
@@ -63,3 +64,18 @@ async def test_retention_ages_by_stored_time_and_keeps_what_is_not_consolidated(
     assert {c: n for c, n in left.items() if c != "c1" and c != "c2"} == {
         "imported": 2, "open": 2, "stuck": 2}
     assert await s.wiring.retention().run() == {}
+
+
+async def test_retention_keeps_the_ids_of_erased_messages(engine: AsyncEngine) -> None:
+    """A message is aged from when it was stored: an erased one sent again would be
+    stored anew and live a whole retention, so its remembered id never ages out."""
+    s = Setup(engine)
+    old = datetime.now(UTC) - timedelta(days=400)
+    async with engine.begin() as conn:
+        await conn.execute(insert(erased_event).values(
+            tenant_id="t1", event_id="e-ahead", created_at=old.replace(tzinfo=None), seq=1))
+    s.wiring.settings.erasure.message_retention_days = 30
+    await s.wiring.retention().run()
+    async with engine.connect() as conn:
+        kept = (await conn.execute(select(erased_event.c.event_id))).scalars().all()
+    assert kept == ["e-ahead"]

@@ -252,9 +252,9 @@ def retention_steps(messages_before: datetime | None,
                 ledger.tenant_id, ledger.conversation_id, ledger.message_id).in_(
                 select(_m.tenant_id, _m.conversation_id, _m.id).where(old))),
             step(conversation_message, old, cached=True),
-            # an erased message that old would have gone by now: sent again, it is
-            # as any message that old
-            step(erased_event, erased_event.c.created_at < naive_utc(messages_before)),
+            # never ``erased_event``: a message is aged from when it was stored, so an
+            # erased one sent again would start a new retention: its id is kept as
+            # long as the erasure record
         ]
     if summaries_before is not None:
         steps.append(step(conversation_summary, conversation_summary.c.updated_at

@@ -112,5 +112,5 @@ erased_event = Table(
     Column("event_id", BinaryKey(128), primary_key=True),
     Column("created_at", Timestamp, nullable=False),  # the event's own time
     Column("seq", BigInteger, nullable=False),  # the erasure that deleted it
-    Index(None, "created_at"),  # the retention (streams.erasure.retention)
+    Index(None, "created_at"),  # by the event's time, for an operator (never purged)
 )
