@@ -360,12 +360,14 @@ class ErasureExecutor:
 
     async def _tombstones(self, mark: ErasureMark) -> None:
         """A user erasure's second round: the partitions holding a conversation only
-        the user spoke in delete its session state (from the recorded list)."""
-        whole = [c.conversation_id for c in await self.log.conversations(mark.seq) if c.whole]
-        if not whole:
+        the user spoke in delete its session state, and those holding a group chat
+        they spoke in rewrite its state to name them no more (from the recorded
+        list)."""
+        recorded = [c.conversation_id for c in await self.log.conversations(mark.seq)]
+        if not recorded:
             return
         home = self.config.home
-        homes = None if home is None else {home(c) for c in whole}
+        homes = None if home is None else {home(c) for c in recorded}
         if homes is not None and not homes <= set(range(self.config.partitions)):
             homes = None  # the topics disagree on their partitions: ask every one
         await self._fence(mark, 2, homes)

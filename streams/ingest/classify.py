@@ -99,14 +99,14 @@ class Classifier:
             if isinstance(decoded, Rejected):
                 dlq.append(self.dead_letter(rec, decoded, tally))
                 continue
+            bare: BareEnd | None = None  # an erased user's end: closes, for the others
             if (covered := self._erased(decoded, rec)) is not None:
-                if isinstance(covered, BareEnd):  # an erased user's end: closes, for the others
-                    items.append(Taken(rec, covered))
+                if not isinstance(covered, BareEnd):
+                    tally.add(rec.topic, "erased")
+                    ERASURE_SKIPPED.labels("ingest").inc()
+                    result.erased += 1
                     continue
-                tally.add(rec.topic, "erased")
-                ERASURE_SKIPPED.labels("ingest").inc()
-                result.erased += 1
-                continue
+                bare = covered  # placed like any session end: at its conversation's home
             if self.quota is not None and counts(rec.topic, chat_topic=cfg.chat_topic):
                 decision = self.quota.take(decoded.tenant_id, self.clock())
                 if not decision.allowed:
@@ -116,7 +116,7 @@ class Classifier:
                           partition=rec.partition, home=self.home,
                           rekeyed=header(rec.headers, ORIGIN_PARTITION) is not None)
             if where.action == "store":
-                items.append(Taken(rec, decoded))
+                items.append(Taken(rec, decoded if bare is None else bare))
             elif where.action == "store_in_parent":
                 assert isinstance(decoded, ChatMessage)
                 items.append(Taken(rec, as_parent_message(decoded), origin=decoded.conversation_id))
@@ -159,7 +159,7 @@ class Classifier:
         if (mark is not None and isinstance(event, SessionEnd)
                 and self.erasures.event_covered(event.tenant_id, event.user_id, conversations,
                                                 at, places, users=False) is None):
-            return BareEnd(event.tenant_id, event.conversation_id)
+            return BareEnd(event.tenant_id, event.conversation_id, event.user_id)
         return mark
 
     async def drop_erased(self, items: list[Taken], result: IngestResult,

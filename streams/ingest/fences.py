@@ -18,7 +18,7 @@ which would hold up every tenant of the partition.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 from streams.backoff import retry_forever
@@ -27,7 +27,7 @@ from streams.erasure.model import ErasureMark
 from streams.erasure.rules.coverage import ErasureIndex
 from streams.ingest.model import IngestConfig
 from streams.ingest.ports import FencePassed, WholeConversations
-from streams.session.model import split_table_key, table_key
+from streams.session.model import SessionState, split_table_key, table_key
 from streams.session.state_buffer import SessionStateBuffer
 from streams.wire.decode import decode_idle_record
 from streams.wire.envelope import SourceRecord
@@ -69,7 +69,8 @@ class ErasureFences:
         in the fence's partition: every conversation of an erased tenant; the erased
         conversation; at a user erasure's second round, the conversations only the
         user spoke in, as the erasure recorded them (its first round takes the
-        erasure in only). Each fence with how many it deleted."""
+        erasure in only); and at that round the states of the group chats the user
+        spoke in name them no more. Each fence with how many it deleted."""
         out = []
         for rec, fence in fences:
             if fence.target == "tenant":
@@ -78,19 +79,35 @@ class ErasureFences:
             elif fence.target == "conversation":
                 keys = [table_key(fence.tenant_id, fence.subject)]
             elif fence.round == 2 and self.whole is not None:
-                lookup = partial(self.whole.whole_conversations, fence.seq)
-                keys = [table_key(fence.tenant_id, c) for c in await retry_forever(
-                    lookup, what="erasure-fence", initial_s=self.config.retry_initial_s,
-                    max_s=self.config.retry_max_s)]
+                keys = [table_key(fence.tenant_id, c) for c in await self._read(
+                    self.whole.whole_conversations, fence.seq)]
+                for k in self._mine(rec, [table_key(fence.tenant_id, c) for c in await self._read(
+                        self.whole.shared_conversations, fence.seq)]):
+                    self._forget(k, fence.subject, rec)
             else:
                 keys = []
-            mine = [k for k in keys if self.home is None
-                    or self.home(split_table_key(k)[1]) == rec.partition]
-            gone = [k for k in mine if self.states.get(k) is not None]
+            gone = [k for k in self._mine(rec, keys) if self.states.get(k) is not None]
             for k in gone:
                 self.states.stage(k, None, rec)
             out.append((fence, len(gone)))
         return out
+
+    def _mine(self, rec: SourceRecord, keys: Sequence[str]) -> list[str]:
+        return [k for k in keys if self.home is None
+                or self.home(split_table_key(k)[1]) == rec.partition]
+
+    async def _read(self, lookup: Callable[[int], Awaitable[list[str]]], seq: int) -> list[str]:
+        return await retry_forever(partial(lookup, seq), what="erasure-fence",
+                                   initial_s=self.config.retry_initial_s,
+                                   max_s=self.config.retry_max_s)
+
+    def _forget(self, key: str, user_id: str, rec: SourceRecord) -> None:
+        """A group chat's state names the erased user no more (the speaker before them
+        when they spoke last)."""
+        value = self.states.get(key)
+        state = SessionState.from_table(value)
+        if state is not None and state.forget_speaker(user_id):
+            self.states.stage(key, state.to_table(), rec)
 
     async def pass_fences(self, passed: Sequence[tuple[ErasureFence, int]]) -> None:
         """Record each fence as passed, with its tombstones."""

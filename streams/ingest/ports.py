@@ -85,6 +85,12 @@ class WholeConversations(Protocol):
         never of the messages). Raises on any failure."""
         ...
 
+    async def shared_conversations(self, seq: int) -> list[str]:
+        """The conversations user erasure ``seq`` takes the user's messages of and
+        others spoke in too (group chats), as it recorded them. Raises on any
+        failure."""
+        ...
+
 
 class FencePassed(Protocol):
     async def __call__(self, fence: ErasureFence, tombstones: int) -> None:

@@ -111,6 +111,9 @@ class SessionState:
     # event's gap, or by a session end), see belongs_to_previous
     previous_until: datetime | None = None
     stream_time: datetime | None = None  # the newest event time (messages and ends)
+    # [user, agent, last event id] of the newest speaker before the current one (a
+    # group chat): what the state names when the current speaker is erased
+    previous_speaker: list[str] | None = None
 
     def session_of(self, source: str, offset: int) -> int:
         """The session current at ``offset`` of ``source``."""
@@ -178,6 +181,8 @@ class SessionState:
             self.first_activity = min(self.first_activity or ts, ts)
             self.last_seen_at = max(self.last_seen_at, now)
             return True
+        if self.user_id and msg.user_id != self.user_id:
+            self.previous_speaker = [self.user_id, self.agent_id, self.last_event_id or ""]
         self.user_id, self.agent_id = msg.user_id, msg.agent_id
         if self.session_message_count == 0 or self.session_start is None:
             self.session_start = self.session_last = ts
@@ -288,6 +293,23 @@ class SessionState:
                             conversation_id=self.conversation_id,
                             session_seq=last_session_seq + 1)
 
+    def forget_speaker(self, user_id: str) -> bool:
+        """An erasure of ``user_id``: the state names them no more — when they spoke
+        last, it names the speaker before them (their agent and last event), and it
+        forgets them as that speaker. False when nothing changed, or when no other
+        speaker is known (a conversation only they spoke in goes whole)."""
+        before = self.previous_speaker
+        if before is not None and before[0] == user_id:
+            self.previous_speaker = None
+        if self.user_id != user_id:
+            return before is not self.previous_speaker
+        if self.previous_speaker is None:
+            return False
+        self.user_id, self.agent_id, last = self.previous_speaker
+        self.last_event_id = last or None
+        self.previous_speaker = None
+        return True
+
     def idle_for(self, now: float) -> float:
         return now - self.last_seen_at if self.open else 0.0
 
@@ -314,6 +336,7 @@ class SessionState:
             "session_last": self.session_last.isoformat() if self.session_last else None,
             "previous_until": self.previous_until.isoformat() if self.previous_until else None,
             "stream_time": self.stream_time.isoformat() if self.stream_time else None,
+            "previous_speaker": list(self.previous_speaker) if self.previous_speaker else None,
         }
 
     @classmethod
@@ -343,6 +366,8 @@ class SessionState:
             session_last=_ts(value.get("session_last")),
             previous_until=_ts(value.get("previous_until")),
             stream_time=_ts(value.get("stream_time")),
+            previous_speaker=([str(v) for v in value["previous_speaker"]]
+                              if value.get("previous_speaker") else None),
         )
 
     @classmethod

@@ -75,13 +75,17 @@ class InMemoryMessageStore:
 
 
 class StaticWholeConversations:
-    """:class:`~streams.ingest.ports.WholeConversations` answering ``whole`` for every
-    erasure; ``asked``: the erasures (``seq``) asked about."""
+    """:class:`~streams.ingest.ports.WholeConversations` answering ``whole`` (and
+    ``shared``) for every erasure; ``asked``: the erasures (``seq``) asked about."""
 
-    def __init__(self, whole: Iterable[str] = ()) -> None:
+    def __init__(self, whole: Iterable[str] = (), shared: Iterable[str] = ()) -> None:
         self.whole = list(whole)
+        self.shared = list(shared)
         self.asked: list[int] = []
 
     async def whole_conversations(self, seq: int) -> list[str]:
         self.asked.append(seq)
         return list(self.whole)
+
+    async def shared_conversations(self, seq: int) -> list[str]:
+        return list(self.shared)

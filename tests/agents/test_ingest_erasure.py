@@ -157,6 +157,49 @@ async def test_an_erased_users_session_end_closes_a_group_chat_for_the_users_lef
                         for doc in sent), sent
 
 
+async def test_a_group_chat_names_its_erased_last_speaker_nowhere() -> None:
+    """Bob speaks, then Alice, last; Alice is erased. At the erasure's second round the
+    state names Bob again (his agent, his last event), and Alice's session end closes
+    the session under his ids: neither the sessions table nor the closing event holds
+    her id any more."""
+    def alice_nowhere(doc: object) -> bool:
+        return "u1" not in json.dumps(doc) and "a-alice" not in json.dumps(doc)
+
+    for second_round in (True, False):
+        proc, _, table, _ = build()
+        proc.fences.whole = StaticWholeConversations([], shared=["g9"])
+        await proc.process(recs([ev(0, "g9", user_id="u2", agent_id="a-bob"),
+                                 ev(1, "g9", user_id="u1", agent_id="a-alice")]))
+        await proc.process([fence(0, chat_end=10)])
+        if second_round:
+            await proc.process([fence(1, chat_end=10, round=2)])
+            assert alice_nowhere(table.data["t1/g9"]), table.data["t1/g9"]
+        result = await proc.process(recs([session_end("g9", "u1", "2026-11-30T11:00:00Z")],
+                                         start=5))
+        [closed] = result.closed
+        assert (closed.user_id, closed.agent_id, closed.last_event_id) == (
+            "u2", "a-bob", "g9-0")
+        assert alice_nowhere(table.data["t1/g9"]), table.data["t1/g9"]
+        sent = [json.loads(r.value) for r in proc.deliver.publisher.sent  # type: ignore[attr-defined]
+                if r.topic == "closed"]
+        assert sent and all(alice_nowhere(doc) for doc in sent), sent
+
+
+async def test_an_erased_users_session_end_read_away_from_home_is_sent_home() -> None:
+    """Read on a partition other than its conversation's home (a producer with another
+    partitioner), it is re-keyed there like any session end, where the state is."""
+    proc, _, _, _ = build()
+    await proc.process(recs([ev(0, "g6", user_id="u1"), ev(1, "g6", user_id="u2")]))
+    await proc.process([fence(0, chat_end=10)])
+    proc.classifier.home = lambda conversation: 1  # read on 0, its home is 1
+    result = await proc.process(recs([session_end("g6", "u1", "2026-11-30T11:00:00Z")],
+                                     start=5))
+    assert result.closed == []
+    sent = [r for r in proc.deliver.publisher.sent  # type: ignore[attr-defined]
+            if r.topic != "closed"]
+    assert [(r.key, r.partition) for r in sent] == [(b"g6", 1)], sent
+
+
 async def test_an_erased_users_session_end_makes_no_state_and_a_conversations_erasure_drops_it(
         ) -> None:
     proc, _, table, _ = build()

@@ -44,7 +44,15 @@ class ConversationReads:
     async def whole_conversations(self, seq: int) -> list[str]:
         """The conversations erasure ``seq`` takes whole, as it recorded them (none once
         it is done). Raises the driver's error."""
+        return await self._conversations(seq, whole=True)
+
+    async def shared_conversations(self, seq: int) -> list[str]:
+        """The conversations erasure ``seq`` takes the user's messages of, others
+        speaking in them too, as it recorded them (none once it is done)."""
+        return await self._conversations(seq, whole=False)
+
+    async def _conversations(self, seq: int, *, whole: bool) -> list[str]:
         c = erasure_conversation.c
         async with self.engine.connect() as conn:
             return [str(v) for v in (await conn.execute(select(c.conversation_id).where(
-                c.seq == seq, c.whole.is_(True)))).scalars()]
+                c.seq == seq, c.whole.is_(whole)))).scalars()]

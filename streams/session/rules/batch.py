@@ -43,12 +43,14 @@ class BareEnd:
     """A session end whose sender an erasure of that user covers, stripped of its
     sender: it closes the conversation's open session (for the users left) under
     the ids the state holds, as an idle close would, and carries nothing of its
-    own — no user, agent or time. It never starts a state: a conversation with no
+    own — no agent or time; the state forgets its sender (when they spoke last, it
+closes under the speaker before them). It never starts a state: a conversation with no
     state (one only the erased user spoke in, whose state the erasure deleted)
     has no session to close."""
 
     tenant_id: str
     conversation_id: str
+    erased_user: str = ""  # the sender: the state names them no more (forget_speaker)
 
 
 Event = ChatMessage | SessionEnd | IdleCheck | BareEnd
@@ -107,12 +109,15 @@ def plan_sessions(
     last_closed: Mapping[str, int],
     now: float,
     rules: SessionRules,
+    durable: Callable[[SessionState], bool] = lambda state: True,
 ) -> SessionPlan:
     """See the module docstring. ``current(key)`` reads a state as the table holds
     it; ``last_closed`` gives, for conversations the table does not hold or holds
     quiet for the retention, the last session number remembered when their state
     was dropped (a state numbering at or below it is a stale copy, brought forward:
-    :meth:`SessionState.brought_forward`)."""
+    :meth:`SessionState.brought_forward`). ``durable(state)``: every record applied
+    to the state is committed — only then may it leave the table (a record
+    delivered again would otherwise meet no state and start a session anew)."""
     plan = SessionPlan()
     for i, item in enumerate(events):
         ev = item.event
@@ -165,10 +170,11 @@ def plan_sessions(
             plan.outcomes[i] = "session_end"
             if not state.seen(item.topic, item.offset):
                 state.mark(item.topic, item.offset)
+                state.forget_speaker(ev.erased_user)
                 _closed(plan, state.close("explicit", now))
         else:
-            plan.outcomes[i] = _idle(plan, state, item, now, rules)
-            if state.expired(now, rules.retention_s):
+            plan.outcomes[i] = _idle(plan, state, item, now, rules, durable)
+            if plan.outcomes[i] == "idle_expired":
                 plan.expired[key] = state.session_seq - 1
     seen: set[str] = set()
     for key, state in plan.states.items():
@@ -203,14 +209,15 @@ def _closed(plan: SessionPlan, closed: SessionClosed | None) -> bool:
 
 
 def _idle(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
-          rules: SessionRules) -> str:
-    """Close the session if it is still open and idle (the scan may be stale)."""
+          rules: SessionRules, durable: Callable[[SessionState], bool]) -> str:
+    """Close the session if it is still open and idle (the scan may be stale); a
+    closed state quiet for the retention, whose records are all committed, expires."""
     if state.seen(item.topic, item.offset):
         return "idle_replayed"
     state.mark(item.topic, item.offset)
     if not state.open:
         if state.expired(now, rules.retention_s):
-            return "idle_expired"
+            return "idle_expired" if durable(state) else "idle_uncommitted"
         return "idle_outbox" if state.outbox else "idle_active"
     if state.idle_for(now) < rules.idle_timeout_s:
         return "idle_active"

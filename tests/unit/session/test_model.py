@@ -75,3 +75,32 @@ def test_round_trips_through_table_json() -> None:
     s.apply_message(msg(0), "chat", 3, now=1.5)
     again = SessionState.from_table(s.to_table())
     assert again == s and again is not None and again.last_event_id == "e0"
+
+
+def said_by(i: int, user: str) -> ChatMessage:
+    return ChatMessage(event_id=f"e{i}", type="message", tenant_id="t", user_id=user,
+                       agent_id=f"agent-of-{user}", conversation_id="c", role="user",
+                       content="hi", created_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("speakers", "erased", "changed", "named", "previous"),
+    [
+        (["bob", "alice"], "alice", True, ("bob", "agent-of-bob", "e0"), None),
+        (["alice", "bob"], "alice", True, ("bob", "agent-of-bob", "e1"), None),
+        (["bob", "alice", "alice"], "alice", True, ("bob", "agent-of-bob", "e0"), None),
+        (["alice"], "alice", False, ("alice", "agent-of-alice", "e0"), None),
+        (["bob", "carol"], "alice", False, ("carol", "agent-of-carol", "e1"),
+         ["bob", "agent-of-bob", "e0"]),
+        (["bob", "carol", "alice"], "alice", True, ("carol", "agent-of-carol", "e1"), None),
+    ],
+)
+def test_forget_speaker(speakers: list[str], erased: str, changed: bool,
+                        named: tuple[str, str, str], previous: list[str] | None) -> None:
+    s = SessionState.new(said_by(0, speakers[0]))
+    for i, user in enumerate(speakers):
+        s.apply_message(said_by(i, user), "chat", i, 1.0)
+    assert s.forget_speaker(erased) is changed
+    assert (s.user_id, s.agent_id, s.last_event_id) == named
+    assert s.previous_speaker == previous
+    assert SessionState.from_table(s.to_table()) == s
