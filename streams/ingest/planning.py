@@ -4,8 +4,9 @@ The plan (:mod:`streams.session.rules.batch`) stamps each message with the
 session it belongs to and closes sessions on ``session_end``, on an event
 ``idle_timeout_s`` or more after the session's last activity (event time), and
 on an idle check still due; states closed and quiet for ``closed_retention_s``
-are dropped. It is made over the states as the table holds them; a
-conversation the table does not hold is looked up in the database (a state
+are dropped once every record applied to them is committed (one delivered
+again must find its state). It is made over the states as the table holds
+them; a conversation the table does not hold is looked up in the database (a state
 dropped after the retention left its last session number there), and so is
 one it holds quiet for the retention: a stale copy of a state dropped
 elsewhere numbers at or below that number, and is brought forward.
@@ -35,7 +36,7 @@ from streams.ingest.model import (
 from streams.ingest.ports import ClosedSessions
 from streams.ingest.publishing import ClosingEvents
 from streams.metrics import SESSION_STATES_DROPPED, SESSIONS_CLOSED, SESSIONS_CUT
-from streams.session.model import ConversationKey, MessageDoc, table_key
+from streams.session.model import ConversationKey, MessageDoc, SessionState, table_key
 from streams.session.rules.batch import (
     BareEnd,
     SessionPlan,
@@ -51,11 +52,15 @@ from streams.wire.records import ChatMessage, IdleCheck
 class SessionPlanning:
     def __init__(self, config: IngestConfig, states: SessionStateBuffer,
                  closed: ClosedSessions, outbox: ClosingEvents, *,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], home: Callable[[str], int] | None = None) -> None:
         self.config = config
         self.states = states
         self.closed = closed
         self.outbox = outbox
+        self.home = home
+        self.committed: Callable[[str, int], int | None] | None = None
+        """``(topic, partition)`` -> the committed offset (the next to read), None when
+        unknown; set by the worker. Unset: every record counts as committed."""
         self.clock = clock
 
     async def plan(self, items: Sequence[Taken]) -> SessionPlan:
@@ -91,7 +96,23 @@ class SessionPlanning:
                              max_messages=self.config.session_max_messages,
                              max_bytes=self.config.session_max_bytes)
         return plan_sessions(events, current.__getitem__,
-                             {table_key(*k): seq for k, seq in last.items()}, now, rules)
+                             {table_key(*k): seq for k, seq in last.items()}, now, rules,
+                             self.durable)
+
+    def durable(self, state: SessionState) -> bool:
+        """Every message and session end applied to ``state`` is committed (idle checks
+        aside: one read again finds no state and does nothing)."""
+        committed, home = self.committed, self.home
+        if committed is None or home is None:
+            return True
+        partition = home(state.conversation_id)
+        for topic, offset in state.offsets.items():
+            if topic == self.config.idle_topic:
+                continue
+            done = committed(topic, partition)
+            if done is None or done <= offset:
+                return False
+        return True
 
     def apply(
         self,

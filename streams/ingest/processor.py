@@ -113,7 +113,8 @@ class IngestProcessor:
         self.fences = ErasureFences(config, erasures, self.states, home=home, whole=whole,
                                     passed=fence_passed)
         self.outbox = ClosingEvents(config, self.states, deliver)
-        self.planning = SessionPlanning(config, self.states, closed, self.outbox, clock=clock)
+        self.planning = SessionPlanning(config, self.states, closed, self.outbox, clock=clock,
+                                        home=home)
         self.writer = MessageWriter(config, closed, batches, deliver)
 
     async def write(self, batch: Sequence[SourceRecord]) -> Coroutine[Any, Any, None]:

@@ -45,6 +45,7 @@ from streams.worker.commit_guard import CommitGuard
 from streams.worker.faust_glue import (
     FaustTable,
     admit,
+    committed_offsets,
     finish,
     install_commit_guard,
     seek_uncommitted_to_start,
@@ -153,7 +154,10 @@ class WorkerContext:
         if self.runtime.cache.enabled:  # marks a previous process left count from the start
             await retry_forever(self.runtime.stale.sync, what="stale-marks",
                                 initial_s=i.retry_initial_s, max_s=i.retry_max_s)
-        return wiring.ingest()
+        processor = wiring.ingest()
+        # a state leaves the table only once its records are committed
+        processor.planning.committed = committed_offsets(self.app)
+        return processor
 
     async def consolidation(self) -> Consolidation:
         """One pipeline and processor, shared by the session-closed and retry

@@ -162,6 +162,18 @@ async def _perform_seek(self: Any) -> None:
             await self.seek(tp, 0)  # below the log start, the "earliest" reset applies
 
 
+def committed_offsets(app: Any) -> Callable[[str, int], int | None]:
+    """What the worker's consumer last committed for a topic partition (the next offset
+    to read), None when nothing is known (not assigned, or nothing committed yet)."""
+    def committed(topic: str, partition: int) -> int | None:
+        consumer = getattr(app, "_consumer", None)  # None before the consumer exists
+        if consumer is None:
+            return None
+        offset = consumer._committed_offset.get(TP(topic, partition))
+        return None if offset is None else int(offset)
+    return committed
+
+
 def seek_uncommitted_to_start() -> None:
     """Install the seek fix described in the module docstring (idempotent)."""
     setattr(Consumer, "perform_seek", _perform_seek)  # noqa: B010  (a method on a class)

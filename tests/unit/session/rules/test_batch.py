@@ -95,22 +95,25 @@ def test_a_published_event_leaves_the_outbox() -> None:
     assert not state.sent({"t/c#1"})
 
 
-# state (open?, seconds since the last event, outbox?), expected idle outcome, closed?, dropped?
+# state (open?, seconds since the last event, outbox?, its records committed?), expected
+# idle outcome, closed?, dropped?
 IDLE = [
-    ((True, 30.0, False), "idle_active", False, False),
-    ((True, 61.0, False), "idle_closed", True, False),
-    ((False, 61.0, False), "idle_active", False, False),
-    ((False, 61.0, True), "idle_outbox", False, False),
-    ((False, 3601.0, True), "idle_outbox", False, False),  # never dropped with an event unsent
-    ((False, 3601.0, False), "idle_expired", False, True),
+    ((True, 30.0, False, True), "idle_active", False, False),
+    ((True, 61.0, False, True), "idle_closed", True, False),
+    ((False, 61.0, False, True), "idle_active", False, False),
+    ((False, 61.0, True, True), "idle_outbox", False, False),
+    ((False, 3601.0, True, True), "idle_outbox", False, False),  # never with an event unsent
+    ((False, 3601.0, False, True), "idle_expired", False, True),
+    # a record applied to it not committed yet: delivered again, it must find the state
+    ((False, 3601.0, False, False), "idle_uncommitted", False, False),
 ]
 
 
 @pytest.mark.parametrize(("shape", "outcome", "closes", "drops"), IDLE)
 def test_idle_checks_are_rechecked_against_the_state(
-    shape: tuple[bool, float, bool], outcome: str, closes: bool, drops: bool
+    shape: tuple[bool, float, bool, bool], outcome: str, closes: bool, drops: bool
 ) -> None:
-    is_open, quiet, unsent = shape
+    is_open, quiet, unsent, committed = shape
     state = SessionState.new(msg(0))
     state.apply_message(msg(0), "chat", 0, now=100.0)
     if not is_open:
@@ -118,7 +121,7 @@ def test_idle_checks_are_rechecked_against_the_state(
         if not unsent:
             state.sent({"t/c#1"})
     plan = plan_sessions(src(idle(), topic="idle"), table(t_c=state).get, {},
-                         now=100.0 + quiet, rules=RULES)
+                         now=100.0 + quiet, rules=RULES, durable=lambda s: committed)
     assert plan.outcomes[0] == outcome
     assert bool(plan.closed) == closes
     assert (KEY in plan.expired) == drops
