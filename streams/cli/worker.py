@@ -9,11 +9,15 @@ import asyncio
 import importlib
 import pkgutil
 import sys
+import time
+from functools import partial
 from typing import Any
 
 from streams.adapters.db.engine import create_engine
+from streams.adapters.db.errors import is_transient
 from streams.adapters.db.migrate import SchemaNotCurrentError, require_current, upgrade
 from streams.adapters.kafka.admin import TopicLayoutError, ensure_topics
+from streams.backoff import retry_forever
 from streams.cli._common import fail
 from streams.settings import get_settings
 from streams.worker.gc_tuning import time_collections, tune_gc
@@ -27,15 +31,23 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+DATABASE_WAIT_S = 120.0
+"""How long a starting worker waits for an unreachable database (restarting, or
+its pod not ready yet) before it gives up with the error."""
+
+
 async def _prepare(create_topics: bool, migrate: bool) -> None:
     settings = get_settings()
     # the schema first: a worker refused for its schema has created nothing
     engine = create_engine(settings.database)
+    started = time.monotonic()
+
+    def give_up(exc: Exception) -> bool:  # only what waiting can heal is waited out
+        return not is_transient(exc) or time.monotonic() - started > DATABASE_WAIT_S
+
     try:
-        if migrate:
-            await upgrade(engine)
-        else:
-            await require_current(engine)
+        await retry_forever(partial(upgrade if migrate else require_current, engine),
+                            what="database", initial_s=0.5, max_s=5.0, give_up=give_up)
     finally:
         await engine.dispose()
     if create_topics:
