@@ -58,14 +58,18 @@ def stretches(positions: Iterable[int], total: int, gap: int = 100) -> list[str]
     return [f"{r[0] / total:.1%}-{r[-1] / total:.1%} ({len(r)})" for r in runs]
 
 
-def messages_once(w: Workload, s: Snapshot) -> Finding:
-    expected = {(m.conversation.tenant, m.event_id) for m in w.messages}
+Erased = frozenset[tuple[str, str]]  # (tenant, event id) of the messages erasures took
+NONE: Erased = frozenset()
+
+
+def messages_once(w: Workload, s: Snapshot, erased: Erased = NONE) -> Finding:
+    expected = {(m.conversation.tenant, m.event_id) for m in w.messages} - erased
     stored = Counter((m.tenant, m.event_id) for m in s.messages)
     missing = sorted(expected - set(stored))
     unexpected = sorted(set(stored) - expected)
     twice = sorted(k for k, n in stored.items() if n > 1)
     where = {(m.conversation.tenant, m.event_id): m.position for m in w.messages}
-    return _finding("every chat message stored exactly once", {
+    return _finding("every chat message stored exactly once (none erased)", {
         "missing": [f"{t}/{e}" for t, e in missing],
         "missing, where in the stream": stretches((where[k] for k in missing), len(w.records)),
         "not in the workload": [f"{t}/{e}" for t, e in unexpected],
@@ -90,9 +94,18 @@ def messages_in_order(w: Workload, s: Snapshot) -> Finding:
                     f"{len(wrong)} of {len(w.by_conversation())} conversations out of order")
 
 
-def sessions_consolidated(w: Workload, s: Snapshot) -> Finding:
+def _touched(w: Workload, erased: Erased) -> set[str]:
+    """Sessions an erasure took messages of: their run may be gone with the erased
+    user (it carries the conversation's user), or was never made."""
+    return {x.closed_id for x in w.sessions
+            if any((x.conversation.tenant, e) in erased for e in x.event_ids)}
+
+
+def sessions_consolidated(w: Workload, s: Snapshot, erased: Erased = NONE) -> Finding:
+    """A done run per session end; a session an erasure took messages of has a done
+    run or none (what is left of it is checked by the memories and the ledger)."""
     expected = {x.closed_id for x in w.sessions}
-    missing = sorted(expected - set(s.runs))
+    missing = sorted(expected - set(s.runs) - _touched(w, erased))
     unfinished = sorted(f"{c} ({st})" for c, st in s.runs.items()
                         if c in expected and st != "done")
     unexpected = sorted(f"{c} ({st})" for c, st in s.runs.items() if c not in expected)
@@ -103,12 +116,19 @@ def sessions_consolidated(w: Workload, s: Snapshot) -> Finding:
        f"{len(unfinished)} not done, {len(unexpected)} unexpected runs")
 
 
-def ledger_exact(w: Workload, s: Snapshot) -> Finding:
+def ledger_exact(w: Workload, s: Snapshot, erased: Erased = NONE) -> Finding:
+    """A run's ledger is its session's messages, less those erased; a session erasures
+    took messages of, whose run is gone, keeps ledger rows of its messages left only."""
     wrong, lost, foreign = [], 0, 0
+    touched = _touched(w, erased)
     for x in w.sessions:
+        left = {e for e in x.event_ids if (x.conversation.tenant, e) not in erased}
         if x.closed_id not in s.runs:
-            continue  # reported by sessions_consolidated
-        got, want = set(s.ledger.get(x.closed_id, [])), set(x.event_ids)
+            if x.closed_id in touched and set(s.ledger.get(x.closed_id, [])) <= left:
+                continue
+            if x.closed_id not in touched:
+                continue  # reported by sessions_consolidated
+        got, want = set(s.ledger.get(x.closed_id, [])), left
         if got != want:
             lost += len(want - got)
             foreign += len(got - want)
@@ -145,12 +165,16 @@ def memories_unique(s: Snapshot) -> Finding:
        f"({sum(counts[k] - 1 for k in twice)} extra)")
 
 
-def memories_as_reference(s: Snapshot, reference: Snapshot) -> Finding:
+def memories_as_reference(s: Snapshot, reference: Snapshot, erased: Erased = NONE) -> Finding:
+    """The undisturbed phase's memories, less those judged from an erased message and
+    the memories erased one by one."""
     ours = {memory_identity(m) for m in s.memories}
-    theirs = {memory_identity(m) for m in reference.memories}
+    theirs = {memory_identity(m) for m in reference.memories
+              if not any((m.tenant, e) in erased for e in m.source_event_ids)}
+    theirs -= {memory_identity(m) for m in s.erased_memories}
     missing = sorted(theirs - ours, key=_show)
     extra = sorted(ours - theirs, key=_show)
-    return _finding("valid memories identical to the undisturbed phase", {
+    return _finding("valid memories identical to the undisturbed phase, less the erased", {
         "missing": [_show(k) for k in missing], "extra": [_show(k) for k in extra],
     }, f"reference {len(theirs)} distinct, here {len(ours)}: {len(missing)} missing, "
        f"{len(extra)} extra")
@@ -243,11 +267,13 @@ def lag_zero(s: Snapshot) -> Finding:
     }, f"groups {groups}: {len(behind)} partitions behind, {len(uncovered)} uncovered")
 
 
-def check_phase(w: Workload, s: Snapshot, reference: Snapshot | None = None) -> list[Finding]:
-    out = [messages_once(w, s), messages_in_order(w, s), sessions_consolidated(w, s),
-           ledger_exact(w, s), memories_unique(s)]
+def check_phase(w: Workload, s: Snapshot, reference: Snapshot | None = None,
+                erased: Erased = NONE) -> list[Finding]:
+    """``erased``: the messages the phase's erasures took (none for the undisturbed one)."""
+    out = [messages_once(w, s, erased), messages_in_order(w, s),
+           sessions_consolidated(w, s, erased), ledger_exact(w, s, erased), memories_unique(s)]
     if reference is not None:
-        out.append(memories_as_reference(s, reference))
+        out.append(memories_as_reference(s, reference, erased))
     out += [poison_dead_lettered_once(w, s), no_other_dead_letters(w, s)]
     if s.queries_sent:
         out.append(queries_answered_once(s))

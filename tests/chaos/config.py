@@ -32,6 +32,10 @@ class WorkloadSpec:
     active: int = 40  # conversations in progress at any point of the stream
     linked_pairs: int = 20  # concurrent sessions of one user stating the same fact
     poison: bool = True
+    odd_ids: bool = True  # case and look-alike twins, 255-character ids (tests.chaos.subjects)
+    group_chats: int = 2  # conversations of two users
+    erasures: bool = True  # erasures in the disturbed phase (needs 2 group chats)
+    returning: int = 8  # conversations whose last session comes at the end of the stream
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from tests.chaos.observe import Observer
 from tests.chaos.schedule import Fault
 from tests.chaos.traffic import Timeline
 from tests.integration.conftest import Stack
-from tests.support.services import PrivateMariaDB, PrivateRedis
+from tests.support.services import KAFKA_BOOTSTRAP, PrivateMariaDB, PrivateRedis
 from tests.support.worker import WorkerProcess
 
 IN_FLIGHT = "memstream_consolidations_in_flight"
@@ -41,6 +43,7 @@ RECENT_S = 1.0  # a run touched this recently is being worked on
 CONFIRM_AFTER_S = 1.5
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0  # SIGTERM, then SIGKILL (the timeline shows exit code -9)
+MOVE_STAY_S = 20.0  # longer than a closed conversation's retention (phases.WORKER_ENV)
 
 
 @dataclass
@@ -61,6 +64,32 @@ class Slot:
     def port(self) -> int:
         assert self.process is not None
         return int(self.process.env["MEMSTREAM_WEB__PORT"])
+
+
+TOPIC_SETTING = 1  # DescribeConfigs source: set on the topic itself
+COMPACTION = {"segment.ms": "2000", "min.cleanable.dirty.ratio": "0.01",
+              "delete.retention.ms": "2000", "min.compaction.lag.ms": "0"}
+
+
+async def compact_quickly(topic: str) -> None:
+    """Have the broker compact ``topic`` within seconds: short segments and tombstone
+    retention on the topic (its other settings kept: the request replaces them all),
+    and the log cleaner looking every second (a cluster-wide setting of the test
+    broker)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic)])
+        entries = described.resources[0][4]  # (name, value, read only, source, ...)
+        kept = {e[0]: e[1] for e in entries if e[3] == TOPIC_SETTING}
+        brokers = (await admin.describe_cluster())["brokers"]
+        await admin.alter_configs([
+            ConfigResource(ConfigResourceType.TOPIC, topic, {**kept, **COMPACTION}),
+            *(ConfigResource(ConfigResourceType.BROKER, str(b["node_id"]),
+                             {"log.cleaner.backoff.ms": "1000"}) for b in brokers)])
+    finally:
+        await admin.close()
 
 
 class Cluster:
@@ -173,6 +202,9 @@ class FaultDriver:
         self.aimed: list[str] = []  # unfinished runs the aimed kill left behind
         self.skipped: list[str] = []  # faults that could not be done
         self._background: list[asyncio.Task[object]] = []
+        self.moved_back = asyncio.Event()  # the joining worker left (or never joined)
+        if not any(f.kind == "move_away_and_back" for f in schedule):
+            self.moved_back.set()
 
     def note(self, what: str) -> None:
         self.cluster.timeline.note(what)
@@ -257,7 +289,7 @@ class FaultDriver:
             self.note("the runs finished before the kill landed: aiming again")
         return bool(left)
 
-    async def _add_worker(self, fault: Fault) -> None:
+    async def _none_starting(self) -> None:
         # not while another worker is starting: on the test's two cores two starting
         # workers starve the live one for seconds (a deployment gives each pod its own
         # CPU); a restart and an addition at once would measure the machine
@@ -265,8 +297,33 @@ class FaultDriver:
             if all(s.retired or s.alive for s in self.cluster.slots):
                 break
             await asyncio.sleep(0.2)
+
+    async def _add_worker(self, fault: Fault) -> None:
+        await self._none_starting()
         self.note("adding a worker")
         self._later(self.cluster.start())
+
+    async def _move_away_and_back(self, fault: Fault) -> None:
+        self._later(self._move())
+
+    async def _move(self) -> None:
+        """A worker joins (partitions move away from the live ones), stays longer than
+        a closed conversation's retention in the sessions table and the changelog's
+        compaction, and leaves with SIGTERM: its partitions come back to workers that
+        held them before. Meanwhile the returning conversations wait (``moved_back``)."""
+        try:
+            await self._none_starting()
+            self.note("a worker joins: partitions move away")
+            slot = await self.cluster.start()
+            await asyncio.sleep(MOVE_STAY_S)
+            if slot.retired or slot.process is None:
+                return
+            slot.retired = True
+            self.note(f"SIGTERM {slot.name}: its partitions come back")
+            await asyncio.to_thread(slot.process.stop, STOP_TIMEOUT_S)
+            self.note(f"{slot.name} left")
+        finally:
+            self.moved_back.set()
 
     async def _stop_worker(self, fault: Fault) -> None:
         live = await self._wait_live(2)

@@ -146,12 +146,13 @@ class Observer:
                                         .order_by(led.message_id)):
                 ledger.setdefault(x.closed_id, []).append(x.event_id)
             snap.ledger = ledger
-            q = (select(mem.tenant_id, mem.cube, scope.owner_id, mem.kind, mem.type,
+            q = (select(mem.id, mem.tenant_id, mem.cube, scope.owner_id, mem.kind, mem.type,
                         mem.content, mem.source_event_ids)
                  .join(memory_scope_stats, scope.id == mem.scope_id)
                  .where(mem.valid_to.is_(None)).order_by(mem.id))
             snap.memories = [MemoryRow(x.tenant_id, x.cube, x.owner_id, x.kind, x.type,
-                                       x.content, tuple(json.loads(x.source_event_ids)))
+                                       x.content, tuple(json.loads(x.source_event_ids)),
+                                       str(x.id))
                              for x in await conn.execute(q)]
 
     # ------------------------------------------------------------------ redis

@@ -23,8 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.chaos.checks import NONE, Erased
 from tests.chaos.config import ChaosConfig
-from tests.chaos.faults import Cluster, FaultDriver
+from tests.chaos.erasing import ErasureDriver, after_erasure
+from tests.chaos.erasure_checks import erased_events
+from tests.chaos.faults import Cluster, FaultDriver, compact_quickly
 from tests.chaos.observe import Observer, Progress
 from tests.chaos.schedule import fault_schedule
 from tests.chaos.snapshot import DeadlineTally, Snapshot
@@ -57,6 +60,10 @@ WORKER_ENV = {
     # a consolidation sent to the retry topic comes back within the run
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",
+    # a conversation quiet for 5 s after its session closed leaves the sessions table
+    # (the returning ones speak again after that: their numbers come from the database)
+    "MEMSTREAM_CONSOLIDATION__CLOSED_SESSION_RETENTION_S": "5",
+    "MEMSTREAM_CONSOLIDATION__IDLE_SCAN_INTERVAL_S": "1",
 }
 PARTITIONS = 8
 
@@ -90,14 +97,17 @@ def _observer(stack: Stack, db_url: str, redis_url: str) -> Observer:
                     dlq_topic=t["dlq"], reply_topic=f"{stack.name}.replies")
 
 
-def _complete(p: Progress, w: Workload, queries: int) -> bool:
-    return (p.messages >= len(w.messages) and p.done_runs >= len(w.sessions)
+def _complete(p: Progress, w: Workload, queries: int, erased: Erased) -> bool:
+    touched = sum(1 for x in w.sessions
+                  if any((x.conversation.tenant, e) in erased for e in x.event_ids))
+    return (p.messages >= len(w.messages) - len(erased)
+            and p.done_runs >= len(w.sessions) - touched
             and p.open_runs == 0 and p.dead_letters >= len(w.poison)
             and p.replies >= queries and p.behind == 0)
 
 
 async def settle(observer: Observer, w: Workload, cfg: ChaosConfig, timeline: Timeline,
-                 queries: Callable[[], int] = lambda: 0) -> str:
+                 queries: Callable[[], int] = lambda: 0, erased: Erased = NONE) -> str:
     loop = asyncio.get_running_loop()
     began = last_move = loop.time()
     last: Progress | None = None
@@ -108,7 +118,7 @@ async def settle(observer: Observer, w: Workload, cfg: ChaosConfig, timeline: Ti
             timeline.note(f"progress unreadable: {type(exc).__name__}: {exc}")
             p = None
         now = loop.time()
-        if p is not None and _complete(p, w, queries()):
+        if p is not None and _complete(p, w, queries(), erased):
             timeline.note(f"settled: {p}")
             return "complete"
         if p != last:
@@ -197,8 +207,11 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
         observer = _observer(stack, db_url, redis.url)
         try:
             await cluster.start(must=True)  # creates the topics and migrates the schema
+            await compact_quickly(f"{stack.name}-sessions-changelog")
             await asyncio.gather(*(cluster.start(must=True) for _ in range(cfg.workers - 1)))
             await create_topic(observer.reply_topic, 1)
+            for topic in ("erasure-replies", "after-replies"):
+                await create_topic(f"{stack.name}.{topic}", 1)
             timeline.started = time.monotonic()
             timeline.note(f"{len(cluster.live())} workers; schedule: "
                           + "; ".join(f.describe() for f in schedule))
@@ -210,19 +223,26 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                 [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3, LATE_AT_300_MS)],
                 cfg.deadline_rate)
             driver = FaultDriver(cluster, schedule, observer)
+            eraser = ErasureDriver(w.erasures, erasures_topic=stack.topics["erasures"],
+                                   reply_topic=f"{stack.name}.erasure-replies",
+                                   observer=observer, timeline=timeline)
             tasks = [asyncio.create_task(queries.run(timeline.note)),
                      asyncio.create_task(callers.run()),
                      asyncio.create_task(cluster.watch_outages())]
             try:
-                sending = asyncio.create_task(publish(w, _topics(stack), timeline, cfg.rate))
+                sending = asyncio.create_task(publish(w, _topics(stack), timeline, cfg.rate,
+                                                      driver.moved_back))
                 tasks.append(sending)
                 faults = asyncio.create_task(driver.run())
                 tasks.append(faults)
+                erasing = asyncio.create_task(eraser.run())
+                tasks.append(erasing)
                 await sending
                 timeline.note(f"published {len(w.records)} records")
                 await faults
                 timeline.note(f"faults done: {driver.kills} SIGKILLs, "
                               f"{len(cluster.live())} workers live")
+                await erasing
                 queries.stop()
                 callers.stop()
                 await tasks[0]
@@ -237,8 +257,16 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                     with contextlib.suppress(BaseException):
                         await t
                 await driver.cancel()
-            settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent))
+            settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent),
+                                   erased_events(w))
             snap = await observer.snapshot(queries.sent)
+            snap.erasures = [(o.planned.describe(), o.status) for o in eraser.outcomes]
+            snap.erased_memories = [o.memory for o in eraser.outcomes if o.memory is not None]
+            if w.erasures:
+                after = await after_erasure(w, observer, stack.topics["queries"],
+                                            f"{stack.name}.after-replies", PARTITIONS,
+                                            eraser.outcomes)
+                snap.after_erasure, snap.leftovers = after.replies, after.leftovers
             snap.deadline = [tally(c, timeline.started, cluster.outages, cluster.rebalances)
                              for c in callers.classes]
         finally:

@@ -3,7 +3,8 @@
 On the chat topic: bytes that are not JSON, not UTF-8, JSON nested 1,200
 levels deep, and chat messages that are well-formed JSON but unfit to store —
 a lone surrogate in the content, a ``created_at`` that overflows UTC, tool
-calls over 64 KiB, content over 64 KiB, no tenant, an unknown type. On the
+calls over 64 KiB, content over 64 KiB, no tenant, an unknown type, ids with
+surrounding spaces, an agent id of 250 characters. On the
 internal topics (idle checks, session-closed, retry, sub-agent chat): garbage
 bytes, as a misbehaving producer would write them.
 
@@ -72,6 +73,10 @@ CHAT: dict[str, Make] = {
     "content_64k": lambda c, tag: _json(_message(c, tag, content="z" * BIG)),
     "missing_tenant": lambda c, tag: _json(_message(c, tag, tenant_id=None)),
     "unknown_type": lambda c, tag: _json(_message(c, tag, type="reaction")),
+    "user_id_trailing_space": lambda c, tag: _json(_message(c, tag, user_id=c.user + " ")),
+    "conversation_id_leading_space": lambda c, tag: _json(_message(
+        c, tag, conversation_id=" " + c.id)),
+    "agent_id_250": lambda c, tag: _json(_message(c, tag, agent_id="a" * 250)),
 }
 INTERNAL = ("idle", "closed", "retry", "subagent")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 FaultKind = Literal["kill", "kill_consolidating", "add_worker", "stop_worker",
-                    "restart_redis", "restart_mariadb"]
+                    "restart_redis", "restart_mariadb", "move_away_and_back"]
 FIRST, LAST = 0.08, 0.88  # faults land between these shares of the stream
 
 
@@ -33,13 +33,15 @@ def fault_schedule(seed: int, *, kills: int, redis_down_s: float,
                    mariadb_down_s: float) -> list[Fault]:
     """``kills`` SIGKILLs (the first kind ``kill_consolidating``: it waits for a
     consolidation in flight and kills the worker running it), one worker added,
-    one stopped with SIGTERM, Redis and MariaDB restarted once each; shuffled and
+    one stopped with SIGTERM, Redis and MariaDB restarted once each, and a worker
+    that joins and leaves again (partitions move away and come back); shuffled and
     spread over the stream with some jitter."""
     rng = random.Random(f"faults-{seed}")
     aimed: list[FaultKind] = ["kill_consolidating"] * min(kills, 1)
     plain: list[FaultKind] = ["kill"] * max(kills - 1, 0)
     kinds = aimed + plain
-    once: list[FaultKind] = ["add_worker", "stop_worker", "restart_redis", "restart_mariadb"]
+    once: list[FaultKind] = ["add_worker", "stop_worker", "restart_redis", "restart_mariadb",
+                             "move_away_and_back"]
     kinds += once
     rng.shuffle(kinds)
     span = (LAST - FIRST) / len(kinds)

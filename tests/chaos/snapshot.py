@@ -27,6 +27,7 @@ class MemoryRow:
     type: str
     content: str
     source_event_ids: tuple[str, ...]
+    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,3 +87,9 @@ class Snapshot:
     redis_lists: dict[str, list[str]] = field(default_factory=dict)  # "tenant:conv" -> ids
     lag: list[Lag] = field(default_factory=list)
     uncovered: list[tuple[str, int, int]] = field(default_factory=list)  # topic, partition, end
+    erasures: list[tuple[str, str]] = field(default_factory=list)  # (what, receipt status)
+    erased_memories: list[MemoryRow] = field(default_factory=list)  # erased one by one
+    after_erasure: dict[str, list[str]] = field(default_factory=dict)
+    """who asked once the phase settled (erased users, group-chat speakers) -> the source
+    events of the memories their replies gave (and ``error:<code>`` per failed reply)"""
+    leftovers: dict[str, int] = field(default_factory=dict)  # "table (subject)" -> rows

@@ -81,10 +81,15 @@ def _producer() -> AIOKafkaProducer:
                             enable_idempotence=True, linger_ms=5)
 
 
+HOLD_MAX_S = 300.0
+
+
 async def publish(workload: Workload, topics: dict[str, str], timeline: Timeline,
-                  rate: float | None = None) -> None:
+                  rate: float | None = None, hold: asyncio.Event | None = None) -> None:
     """Every record of the workload, in order, at ``rate`` records/s (None: at once);
-    ``timeline.published`` follows the share sent."""
+    ``timeline.published`` follows the share sent. With ``hold``, the returning
+    conversations' last sessions (from ``workload.late_from``) wait until it is set
+    (at most ``HOLD_MAX_S``), then go on at the rate."""
     producer = _producer()
     await producer.start()
     try:
@@ -92,6 +97,13 @@ async def publish(workload: Workload, topics: dict[str, str], timeline: Timeline
         total = len(workload.records)
         began = time.monotonic()
         for i, r in enumerate(workload.records):
+            if hold is not None and i == workload.late_from:
+                timeline.note("returning conversations wait for the partitions to come back")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(hold.wait(), HOLD_MAX_S)
+                timeline.note("returning conversations go on"
+                              + ("" if hold.is_set() else f" (after {HOLD_MAX_S:.0f}s)"))
+                began = time.monotonic() - i / rate if rate else began
             if rate is not None and i % max(1, int(rate * TICK_S)) == 0:
                 due = began + i / rate
                 if (wait := due - time.monotonic()) > 0:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.chaos.checks import check_phase, deadline_queries_in_time, memory_identity, stretches
 from tests.chaos.config import WorkloadSpec
+from tests.chaos.erasure_checks import erased_events, erasure_checks
 from tests.chaos.snapshot import (
     DeadLetter,
     DeadlineTally,
@@ -144,12 +145,12 @@ def _uncovered(s: Snapshot) -> None:
     s.uncovered.append(("retry", 3, 1))
 
 
-ONCE = "every chat message stored exactly once"
+ONCE = "every chat message stored exactly once (none erased)"
 ORDER = "messages in produce order per conversation (row id order)"
 RUNS = "one done consolidation run per session end"
 LEDGER = "each run's ledger is exactly its session's messages"
 UNIQUE = "no valid memory twice"
-SAME = "valid memories identical to the undisturbed phase"
+SAME = "valid memories identical to the undisturbed phase, less the erased"
 POISON = "every poison record in the dead-letter topic exactly once"
 OTHER = "nothing else dead-lettered"
 QUERIES = "every query answered exactly once"
@@ -239,3 +240,108 @@ def test_a_query_asked_during_a_rebalance_counts_and_one_during_an_outage_does_n
     t = tally(c, 0.0, outages=[(10.5, 20.0)], rebalances=[(30.0, 40.0)])
     assert (t.asked, t.late, t.late_at) == (4, 2, [30.0, 50.0])
     assert (t.outage_asked, t.outage_late, t.rebalance_asked, t.rebalance_late) == (1, 1, 1, 1)
+
+
+# ------------------------------------------------------------------ erasures
+DONE = "every erasure done (its receipt says so)"
+NOTHING = "nothing erased in any store or reply"
+KEPT = MemoryRow("acme", "user_profile", "u001", "episode", "text", "User: hello", ("k-1",),
+                 "m-kept")
+GONE = MemoryRow("acme", "user_profile", "u001", "episode", "text", "User: bye", ("k-2",),
+                 "m-gone")
+
+
+def erased_perfect(w: Workload) -> tuple[Snapshot, Snapshot]:
+    """(phase B with every erasure done, its reference): the reference holds a fact
+    and an episode of the erased user, an episode erased by id and one kept."""
+    erased = erased_events(w)
+    snap = perfect(w)
+    snap.messages = [m for m in snap.messages if (m.tenant, m.event_id) not in erased]
+    gone_runs = {x.closed_id for x in w.sessions
+                 if {(x.conversation.tenant, e) for e in x.event_ids} <= erased}
+    snap.runs = {c: st for c, st in snap.runs.items() if c not in gone_runs}
+    snap.ledger = {c: [e for e in ids if (c.split("/")[0], e) not in erased]
+                   for c, ids in snap.ledger.items() if c not in gone_runs}
+    snap.redis_lists = {k: [e for e in ids if (k.split(":")[0], e) not in erased]
+                        for k, ids in snap.redis_lists.items()}
+    snap.redis_lists = {k: v for k, v in snap.redis_lists.items() if v}
+    snap.memories = [KEPT]
+    snap.erasures = [(e.describe(), "done") for e in w.erasures]
+    snap.erased_memories = [GONE]
+    snap.after_erasure = {"acme/u000": [], "acme/g0b": ["g000-3"]}
+    reference = perfect(w)
+    reference.memories = [FACT, EPISODE, KEPT, GONE]
+    return snap, reference
+
+
+def erasure_failing(w: Workload, snap: Snapshot, reference: Snapshot) -> set[str]:
+    erased = erased_events(w)
+    found = check_phase(w, snap, reference, erased) + erasure_checks(w, snap, erased)
+    return {f.check for f in found if not f.ok}
+
+
+def test_an_erased_perfect_snapshot_passes_everything(workload: Workload) -> None:
+    assert len(workload.erasures) == 5
+    snap, reference = erased_perfect(workload)
+    assert erasure_failing(workload, snap, reference) == set()
+    # without the erasures the same snapshot misses what was erased
+    assert {ONCE, SAME} <= failing(workload, snap, reference)
+
+
+def _erased_message_back(w: Workload, s: Snapshot) -> None:
+    e = w.erasures[0]
+    s.messages.append(StoredMessage(50_000, e.tenant, sorted(e.events)[0], "c0000"))
+
+
+def _erased_users_memory_back(w: Workload, s: Snapshot) -> None:
+    s.memories.append(FACT)
+
+
+def _erased_memory_back(w: Workload, s: Snapshot) -> None:
+    s.memories.append(GONE)
+
+
+def _erasure_blocked(w: Workload, s: Snapshot) -> None:
+    s.erasures[2] = (s.erasures[2][0], "blocked (database)")
+
+
+def _reply_gives_erased(w: Workload, s: Snapshot) -> None:
+    e = w.erasures[3]
+    s.after_erasure[f"{e.tenant}/{e.subject}"] = [sorted(e.events)[0]]
+
+
+def _row_left(w: Workload, s: Snapshot) -> None:
+    s.leftovers["conversation_summary (acme/u000)"] = 1
+
+
+def _touched_run_gone(w: Workload, s: Snapshot) -> None:
+    group = w.erasures[3]
+    closed = next(x.closed_id for x in w.sessions if x.conversation.speakers
+                  and x.conversation.speakers[0] == group.subject)
+    s.runs.pop(closed, None)
+    s.ledger.pop(closed, None)
+
+
+def _kept_memory_lost(w: Workload, s: Snapshot) -> None:
+    s.memories.remove(KEPT)
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (_erased_message_back, {ONCE, NOTHING}),
+        (_erased_users_memory_back, {SAME, NOTHING}),
+        (_erased_memory_back, {SAME, NOTHING}),
+        (_erasure_blocked, {DONE}),
+        (_reply_gives_erased, {NOTHING}),
+        (_row_left, {NOTHING}),
+        (_touched_run_gone, set()),
+        (_kept_memory_lost, {SAME}),
+    ],
+)
+def test_each_erasure_damage_fails_its_check(
+    workload: Workload, damage: Callable[[Workload, Snapshot], None], expected: set[str],
+) -> None:
+    snap, reference = erased_perfect(workload)
+    damage(workload, snap)
+    assert erasure_failing(workload, snap, reference) == expected

@@ -14,11 +14,13 @@ from tests.chaos.schedule import FIRST, LAST, fault_schedule
     ("kills", "expected"),
     [
         (3, {"kill_consolidating": 1, "kill": 2, "add_worker": 1, "stop_worker": 1,
-             "restart_redis": 1, "restart_mariadb": 1}),
+             "restart_redis": 1, "restart_mariadb": 1,
+             "move_away_and_back": 1}),
         (1, {"kill_consolidating": 1, "add_worker": 1, "stop_worker": 1, "restart_redis": 1,
-             "restart_mariadb": 1}),
+             "restart_mariadb": 1, "move_away_and_back": 1}),
         (6, {"kill_consolidating": 1, "kill": 5, "add_worker": 1, "stop_worker": 1,
-             "restart_redis": 1, "restart_mariadb": 1}),
+             "restart_redis": 1, "restart_mariadb": 1,
+             "move_away_and_back": 1}),
     ],
 )
 def test_every_fault_once_and_the_kills_asked_for(kills: int, expected: dict[str, int]) -> None:

@@ -94,7 +94,7 @@ def test_every_good_event_is_valid_and_every_session_ends_after_its_messages(
         assert current == [] and 2 <= seq <= spec.max_sessions + 1
     assert sum(len(s.event_ids) for s in w.sessions) == len(w.messages)
     assert len({(m.conversation.tenant, m.event_id) for m in w.messages}) == len(w.messages)
-    assert len(seen) == spec.conversations
+    assert len(seen) == spec.conversations + spec.group_chats
     for m in w.messages:
         assert json.loads(w.records[m.position].value)["event_id"] == m.event_id
 
