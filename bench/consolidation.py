@@ -112,7 +112,7 @@ async def consolidate(settings: Settings, data: list[tuple[SessionClosed, list[C
                        agent_configs=StaticAgentConfigs()).consolidation()
         records = [SourceRecord("memory.session-closed", 0, i, c.conversation_id.encode(),
                                 c.model_dump_json().encode()) for i, (c, _) in enumerate(data)]
-        batch = settings.consolidation.batch_size
+        batch = settings.consolidation.max_pending
         outcomes: Counter[str] = Counter()
         started = time.perf_counter()
         for i in range(0, len(records), batch):

@@ -104,7 +104,7 @@ async def consolidate(settings: Settings, w: Workload) -> dict[str, Any]:
             await store.store(rows[i:i + 1000])
         parts = Wiring(settings, runtime, publisher=Collect(),
                        agent_configs=StaticAgentConfigs()).consolidation()
-        batch = settings.consolidation.batch_size
+        batch = settings.consolidation.max_pending
         outcomes: Counter[str] = Counter()
         started = time.perf_counter()
         for wave in _records(w):

@@ -106,6 +106,12 @@ CONSOLIDATIONS_IN_FLIGHT = Gauge(
     "memstream_consolidations_in_flight",
     "Session ends this worker is consolidating right now (claimed, judged or writing).",
 )
+CONSOLIDATION_PENDING = Gauge(
+    "memstream_consolidation_pending",
+    "Session ends this worker has read and not yet acknowledged: consolidating, or waiting "
+    "for an earlier session end of their conversation, a slot or a cube lock "
+    "(MEMSTREAM_CONSOLIDATION__MAX_PENDING at most).",
+)
 CONSOLIDATION_LATENCY = Histogram(
     "memstream_consolidation_seconds", "Time to consolidate one session end, by provider.",
     ["provider"], buckets=LATENCY_BUCKETS,

@@ -349,8 +349,13 @@ class ConsolidationSettings(BaseModel):
         True,
         description="Long memory for agents with no configuration on the agent-config topic.",
     )
-    batch_size: int = Field(50, ge=1, description="Session-closed events taken per batch.")
-    batch_within_s: float = Field(0.5, gt=0, description="Longest wait to fill a batch.")
+    max_pending: int = Field(
+        50, ge=1, description=(
+            "Session-closed events one worker has read and not yet acknowledged, at most "
+            "(each is started as it arrives and acknowledged once handled; one waiting for an "
+            "earlier event of its conversation, a slot or a cube lock counts). When that many "
+            "are pending, reading waits."),
+    )
     concurrency: int = Field(
         8, ge=1, description=(
             "Conversations consolidated at the same time by one worker (a run waiting for a "

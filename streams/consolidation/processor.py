@@ -1,14 +1,17 @@
 """ConsolidationProcessor: closing events in, consolidations (or retries) out.
 
-``process(records)`` takes a batch from ``memory.session-closed``; events of
-different conversations run concurrently, events of one conversation one after
-another, in order. Each run holds one of the worker's ``concurrency`` slots,
-and one tenant's runs at most its share of them (the ``sessions_consolidating``
-quota, by default ``tenant_share``: :mod:`.slots`); a run waiting for a cube's lock
-holds none. ``handle(record)`` does one event
-(the retry agent calls it for records from ``memory.retry``). A process-wide
-lock per conversation also keeps a retried event and a fresh one of the same
-conversation from running at the same time.
+``handle(record)`` does one event: the consolidation agent starts each event
+of ``memory.session-closed`` as it arrives and acknowledges it once ``handle``
+returned (``streams/worker/in_flight.py``, which keeps one conversation's
+events in order), and the retry agent calls it for records from
+``memory.retry``. ``process(records)`` does a batch at once (the benchmarks):
+events of different conversations run concurrently, events of one
+conversation one after another, in order. Each run holds one of the worker's
+``concurrency`` slots, and one tenant's runs at most its share of them (the
+``sessions_consolidating`` quota, by default ``tenant_share``: :mod:`.slots`); a
+run waiting for a cube's lock holds none. A process-wide lock per conversation
+also keeps a retried event and a fresh one of the same conversation from
+running at the same time.
 
 A run that leaves part of its session to a next part
 (:mod:`.rules.parts`) hands on that part's closing event, sent on the source

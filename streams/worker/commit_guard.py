@@ -23,9 +23,10 @@ The guard keeps what memstream itself knows, and the commit never passes it:
   leaves it alone (its state never moves past a record it has not seen), and
   the partition is delivered again from the guarded commit (``holes``).
 * ``skipped(tp)`` — for partitions whose records are finished in order (every
-  stage but the retry scheduler): an unfinished record below a finished one
-  was passed over, not merely in flight; the worker then has the partition
-  delivered again (see ``streams.worker.faust_glue``).
+  stage but the retry scheduler and consolidation, whose topics are declared
+  out of order: ``out_of_order_topics`` in ``streams.worker.faust_glue``): an
+  unfinished record below a finished one was passed over, not merely in
+  flight; the worker then has the partition delivered again.
 
 ``reset(tps)`` starts a partition afresh (after an assignment or a seek to the
 committed offsets: what was in flight is delivered again); a record fetched

@@ -48,6 +48,7 @@ from streams.worker.faust_glue import (
     committed_offsets,
     finish,
     install_commit_guard,
+    out_of_order_topics,
     seek_uncommitted_to_start,
 )
 from streams.worker.quotas import process_quotas
@@ -87,7 +88,7 @@ class WorkerContext:
         commit guard, the web pages and the shutdown hook (idempotent fixes)."""
         seek_uncommitted_to_start()
         install_commit_guard(self.commit_guard,
-                             out_of_order_topics=[self.settings.kafka.retry_topic],
+                             out_of_order_topics=out_of_order_topics(self.settings.kafka),
                              recover_after_s=self.settings.kafka.redeliver_after_s)
         install_web(self.app, self.runtime, self.settings, self.queries,
                     self.quotas.views())

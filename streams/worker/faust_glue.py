@@ -66,6 +66,7 @@ from faust.types import TP
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
 from streams.redaction import redact_logs
 from streams.session.ports import SessionTable
+from streams.settings import KafkaSettings
 from streams.wire.envelope import SourceRecord
 from streams.wire.headers import Headers
 from streams.worker.commit_guard import CommitGuard
@@ -238,7 +239,8 @@ def install_commit_guard(guard: CommitGuard, *, out_of_order_topics: Iterable[st
     """Wire ``guard`` into Faust's consumer (see the module docstring).
 
     ``out_of_order_topics``: topics whose records are finished out of order on
-    purpose (held until due); a record waiting there is not passed over."""
+    purpose (:func:`out_of_order_topics`); an unfinished record below a finished
+    one there is waiting or running, not passed over."""
     recovery = _Recovery(guard, frozenset(out_of_order_topics), recover_after_s)
 
     async def fetch_records(self: Any, consumer: Any, active_partitions: Any,
@@ -278,6 +280,14 @@ def install_commit_guard(guard: CommitGuard, *, out_of_order_topics: Iterable[st
     setattr(Consumer, "_filter_committable_offsets", filter_committable)  # noqa: B010
     setattr(Consumer, "on_partitions_revoked", on_revoked)  # noqa: B010
     setattr(Consumer, "on_partitions_assigned", on_assigned)  # noqa: B010
+
+
+def out_of_order_topics(kafka: KafkaSettings) -> list[str]:
+    """The topics whose records are finished out of order on purpose, for
+    :func:`install_commit_guard`: ``memory.retry`` (each record held until due)
+    and ``memory.session-closed`` (each session end acknowledged once handled,
+    a short run before a long one read earlier: :mod:`streams.worker.in_flight`)."""
+    return [kafka.retry_topic, kafka.session_closed_topic]
 
 
 def finish(guard: CommitGuard, event: Any) -> None:

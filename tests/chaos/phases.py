@@ -56,7 +56,6 @@ from tests.support.services import (
 WORKER_ENV = {
     # sessions end only by their explicit session_end: the outcome must not depend on timing
     "MEMSTREAM_CONSOLIDATION__IDLE_TIMEOUT_S": "86400",
-    "MEMSTREAM_CONSOLIDATION__BATCH_WITHIN_S": "0.2",
     # a consolidation sent to the retry topic comes back within the run
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",

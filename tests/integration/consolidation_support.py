@@ -12,7 +12,6 @@ from tests.support.worker import MEMSTREAM, ROOT
 
 FAST = {
     # closing events retried quickly and given up on soon
-    "MEMSTREAM_CONSOLIDATION__BATCH_WITHIN_S": "0.2",
     "MEMSTREAM_CONSOLIDATION__PROVIDER_ATTEMPTS": "2",
     "MEMSTREAM_CONSOLIDATION__PROVIDER_BACKOFF_INITIAL_S": "0.05",
     "MEMSTREAM_CONSOLIDATION__PROVIDER_BACKOFF_MAX_S": "0.1",

@@ -1,0 +1,144 @@
+"""InFlight: records started as they arrive, each acknowledged once it is handled.
+
+The consuming loop hands each record to :meth:`InFlight.add` and reads on while
+earlier records still run, so a short run never waits behind a long one read
+before it (the consolidation agent: a session end of one tenant behind a long
+part of another's session).
+
+Contract (``run`` handles one record, ``ack`` acknowledges it):
+
+* ``ack(item)`` is called after ``run(item)`` returned, and only then: a record
+  is acknowledged once it is handled (for consolidation: stored, or its retry
+  or dead-letter record delivered), never before.
+* Records of one ``key`` run one at a time, in the order added: one starts
+  after the one before it of its key was acknowledged. Records of different
+  keys run at the same time and finish in any order; the commit guard commits
+  up to the lowest unfinished offset, so the stream's topic must be one of its
+  out-of-order topics (``out_of_order_topics`` in :mod:`.faust_glue`).
+* At most ``limit`` records are pending (added and not yet acknowledged:
+  running, or waiting for their key or whatever ``run`` waits for); ``add``
+  waits for room, so the loop reads nothing more meanwhile.
+* Leaving ``async with`` normally waits for every pending record; leaving it by
+  an exception — the agent cancelled when the worker stops — cancels the
+  pending runs, and what they had not handled stays unacknowledged (Kafka
+  delivers it again).
+* A ``run`` or ``ack`` that raises (anything but cancellation) stops the
+  flight: the other pending runs are cancelled unacknowledged, and the next
+  ``add``, or leaving ``async with``, raises :class:`FlightFailedError` from it.
+
+Nothing here waits for a rebalance: Faust waits for every record it handed out
+to be acknowledged before a rebalance goes on, so the pending records are
+handled and acknowledged first, as a batch in flight was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+from functools import partial
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from prometheus_client import Gauge
+
+log = logging.getLogger(__name__)
+
+H = TypeVar("H")
+
+
+class FlightFailedError(RuntimeError):
+    pass
+
+
+class InFlight(Generic[H]):
+    def __init__(self, run: Callable[[H], Awaitable[object]],
+                 ack: Callable[[H], Awaitable[None]], *, key: Callable[[H], Hashable],
+                 limit: int, gauge: Gauge | None = None, name: str = "in-flight") -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._run = run
+        self._ack = ack
+        self._key = key
+        self.limit = limit
+        self._gauge = gauge
+        self.name = name
+        self._room = asyncio.Semaphore(limit)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last: dict[Hashable, asyncio.Task[None]] = {}  # the newest record of each key
+        self._failure: BaseException | None = None
+
+    @property
+    def pending(self) -> int:
+        """Records added and not yet acknowledged (nor cancelled)."""
+        return len(self._tasks)
+
+    async def add(self, item: H) -> None:
+        """Start ``item`` (after the pending record of its key), once there is room."""
+        self._raise_failure()
+        await self._room.acquire()
+        if self._failure is not None:
+            self._room.release()
+            self._raise_failure()
+        key = self._key(item)
+        task = asyncio.create_task(self._one(item, self._last.get(key)),
+                                   name=f"{self.name}:{key!r}")
+        self._last[key] = task
+        self._tasks.add(task)
+        if self._gauge is not None:
+            self._gauge.inc()
+        task.add_done_callback(partial(self._done, key))
+
+    async def _one(self, item: H, before: asyncio.Task[None] | None) -> None:
+        if before is not None:
+            await asyncio.wait([before])
+            if self._failure is not None or before.cancelled():
+                raise asyncio.CancelledError  # the flight stops: nothing after it runs
+        await self._run(item)
+        await self._ack(item)
+
+    def _done(self, key: Hashable, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._last.get(key) is task:
+            del self._last[key]
+        self._room.release()
+        if self._gauge is not None:
+            self._gauge.dec()
+        if task.cancelled() or task.exception() is None or self._failure is not None:
+            return
+        self._failure = task.exception()
+        log.error("%s: a record failed (%r); the other pending records are cancelled, "
+                  "unacknowledged", self.name, self._failure)
+        for other in self._tasks:
+            other.cancel()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise FlightFailedError(f"{self.name} stopped") from self._failure
+
+    async def join(self) -> None:
+        """Wait until every pending record is acknowledged (or the flight failed)."""
+        try:
+            while self._tasks:
+                await asyncio.wait(set(self._tasks))
+        except BaseException:
+            await self.cancel()
+            raise
+        self._raise_failure()
+
+    async def cancel(self) -> None:
+        """Cancel every pending run; what it had not handled stays unacknowledged."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> InFlight[H]:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if exc_type is None:
+            await self.join()
+        else:
+            await self.cancel()
