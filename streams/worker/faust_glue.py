@@ -62,6 +62,7 @@ from faust.tables.globaltable import GlobalTable
 from faust.transport.consumer import Consumer
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP
+from faust.types.tuples import ack_lock
 
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
 from streams.redaction import redact_logs
@@ -255,9 +256,16 @@ def install_commit_guard(guard: CommitGuard, *, out_of_order_topics: Iterable[st
         return records
 
     def filter_committable(self: Any, tps: Iterable[TP]) -> dict[TP, int]:
+        tps = list(tps)
+        with ack_lock:
+            before = {tp: list(self._acked.get(tp, ())) for tp in tps}
         wanted = _original_filter_committable(self, tps)
         by_key = {(tp.topic, tp.partition): tp for tp in wanted}
         allowed, refused = guard.clamp({k: wanted[tp] for k, tp in by_key.items()})
+        for k, offset in allowed.items():
+            tp = by_key[k]
+            if offset < wanted[tp]:
+                give_back_acks(self, tp, [o for o in before[tp] if offset <= o < wanted[tp]])
         for r in refused:
             COMMIT_REFUSED.labels(r.tp[0]).inc()
             level = logging.DEBUG if r.tp[0] in recovery.out_of_order else logging.WARNING
@@ -280,6 +288,21 @@ def install_commit_guard(guard: CommitGuard, *, out_of_order_topics: Iterable[st
     setattr(Consumer, "_filter_committable_offsets", filter_committable)  # noqa: B010
     setattr(Consumer, "on_partitions_revoked", on_revoked)  # noqa: B010
     setattr(Consumer, "on_partitions_assigned", on_assigned)  # noqa: B010
+
+
+def give_back_acks(consumer: Any, tp: TP, offsets: Iterable[int]) -> None:
+    """Faust forgets the acknowledgements up to the offset it wants to commit as it
+    computes it (``Consumer._new_offset``); when the guard holds the commit lower,
+    those above the held offset are given back, so the commit moves on past them
+    once the record it is held at is finished (records finished out of order: a
+    short run acknowledged before a long one read earlier)."""
+    with ack_lock:
+        index, acked = consumer._acked_index[tp], consumer._acked[tp]
+        for offset in offsets:
+            if offset not in index:
+                index.add(offset)
+                acked.append(offset)
+        acked.sort()
 
 
 def out_of_order_topics(kafka: KafkaSettings) -> list[str]:

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from faust.utils.terminal import Spinner
 
 from streams.settings import Settings
 from streams.worker.commit_guard import CommitGuard
-from streams.worker.faust_glue import QuietWorker, _Recovery, out_of_order_topics
+from streams.worker.faust_glue import (
+    QuietWorker,
+    _Recovery,
+    install_commit_guard,
+    out_of_order_topics,
+)
 
 
 def test_the_root_logger_keeps_its_level_at_warn_and_above() -> None:
@@ -34,3 +40,49 @@ def test_consolidation_finishing_out_of_order_is_not_taken_for_a_record_passed_o
     recovery.check(consumer=None)
     # only the in-order topic's record counts as passed over
     assert set(recovery.since) == {(kafka.chat_topic, 0)}
+
+
+def test_a_commit_held_below_acknowledged_records_moves_past_them_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long run at offset 0, short ones at 1-3 acknowledged first: the guard holds
+    the commit at 0; once 0 is finished the commit goes past 3, not to 1 only (Faust
+    forgets acknowledgements as it computes the commit)."""
+    from collections import defaultdict
+    from types import MethodType, SimpleNamespace
+
+    from faust.transport.consumer import Consumer
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+    from faust.types import TP
+    from intervaltree import IntervalTree
+
+    for cls, name in ((Consumer, "_filter_committable_offsets"),
+                      (Consumer, "on_partitions_revoked"), (Consumer, "on_partitions_assigned"),
+                      (AIOKafkaConsumerThread, "_fetch_records")):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # restored after the test
+    guard = CommitGuard()
+    install_commit_guard(guard, out_of_order_topics=["closed"])
+    tp = TP("closed", 0)
+    fake = SimpleNamespace(_acked=defaultdict(list), _acked_index=defaultdict(set),
+                           _committed_offset=defaultdict(lambda: None),
+                           _gap=defaultdict(IntervalTree))
+    fake._new_offset = MethodType(Consumer._new_offset, fake)
+    fake._should_commit = MethodType(Consumer._should_commit, fake)
+    fake._filter_tps_with_pending_acks = MethodType(Consumer._filter_tps_with_pending_acks, fake)
+
+    def ack(offset: int) -> None:
+        guard.finished(("closed", 0), offset)
+        fake._acked[tp].append(offset)
+        fake._acked_index[tp].add(offset)
+
+    def commit() -> int | None:
+        offsets = Consumer._filter_committable_offsets(fake, [tp])
+        fake._committed_offset.update(offsets)
+        return offsets.get(tp)
+
+    guard.received(("closed", 0), [0, 1, 2, 3])
+    for offset in (1, 2, 3):
+        ack(offset)
+    assert commit() in (None, 0)  # held at the long run
+    ack(0)
+    assert commit() == 4
