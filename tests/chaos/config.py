@@ -42,6 +42,7 @@ class WorkloadSpec:
 class ChaosConfig:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     rate: float = 130.0  # chat events per second in the disturbed phase
+    erasure_rate: float = 260.0  # in the erasures phase (no deadline callers there)
     query_rate: float = 5.0  # memory queries per second in the disturbed phase
     deadline_rate: float = 2.0  # per second, each class of deadline callers (1 s, 300 ms)
     workers: int = 2  # workers the disturbed phase starts with

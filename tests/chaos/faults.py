@@ -202,8 +202,9 @@ class FaultDriver:
         self.aimed: list[str] = []  # unfinished runs the aimed kill left behind
         self.skipped: list[str] = []  # faults that could not be done
         self._background: list[asyncio.Task[object]] = []
-        self.moved_back = asyncio.Event()  # the joining worker left (or never joined)
-        if not any(f.kind == "move_away_and_back" for f in schedule):
+        self.moved_back = asyncio.Event()  # the added worker left (or none was added)
+        self._added: asyncio.Future[Slot] | None = None
+        if not any(f.kind == "add_worker" for f in schedule):
             self.moved_back.set()
 
     def note(self, what: str) -> None:
@@ -300,40 +301,36 @@ class FaultDriver:
 
     async def _add_worker(self, fault: Fault) -> None:
         await self._none_starting()
-        self.note("adding a worker")
-        self._later(self.cluster.start())
-
-    async def _move_away_and_back(self, fault: Fault) -> None:
-        self._later(self._move())
-
-    async def _move(self) -> None:
-        """A worker joins (partitions move away from the live ones), stays longer than
-        a closed conversation's retention in the sessions table and the changelog's
-        compaction, and leaves with SIGTERM: its partitions come back to workers that
-        held them before. Meanwhile the returning conversations wait (``moved_back``)."""
-        try:
-            await self._none_starting()
-            self.note("a worker joins: partitions move away")
-            slot = await self.cluster.start()
-            await asyncio.sleep(MOVE_STAY_S)
-            if slot.retired or slot.process is None:
-                return
-            slot.retired = True
-            self.note(f"SIGTERM {slot.name}: its partitions come back")
-            await asyncio.to_thread(slot.process.stop, STOP_TIMEOUT_S)
-            self.note(f"{slot.name} left")
-        finally:
-            self.moved_back.set()
+        self.note("adding a worker: partitions move away from the live ones")
+        self._added = asyncio.ensure_future(self.cluster.start())
+        self._background.append(self._added)  # type: ignore[arg-type]
 
     async def _stop_worker(self, fault: Fault) -> None:
-        live = await self._wait_live(2)
-        slot = live[fault.pick % len(live)]
-        slot.retired = True
-        self.note(f"SIGTERM {slot.name} (it stays stopped)")
-        assert slot.process is not None
-        await asyncio.to_thread(slot.process.stop, STOP_TIMEOUT_S)
-        code = slot.process.proc.returncode if slot.process.proc else None
-        self.note(f"{slot.name} stopped (exit code {code})")
+        self._later(self._stop(fault))  # the next faults go on meanwhile
+
+    async def _stop(self, fault: Fault) -> None:
+        """SIGTERM the worker the schedule added, once it held partitions longer than a
+        closed conversation's retention in the sessions table and the changelog's
+        compaction (its partitions come back to the workers that held them: the
+        returning conversations wait for it, ``moved_back``); with none added, a live
+        worker of two or more."""
+        try:
+            if self._added is not None:
+                slot = await self._added
+                await asyncio.sleep(MOVE_STAY_S)
+                if not slot.alive:
+                    slot = (await self._wait_live(2))[fault.pick % 2]
+            else:
+                live = await self._wait_live(2)
+                slot = live[fault.pick % len(live)]
+            slot.retired = True
+            self.note(f"SIGTERM {slot.name} (it stays stopped): its partitions come back")
+            assert slot.process is not None
+            await asyncio.to_thread(slot.process.stop, STOP_TIMEOUT_S)
+            code = slot.process.proc.returncode if slot.process.proc else None
+            self.note(f"{slot.name} stopped (exit code {code})")
+        finally:
+            self.moved_back.set()
 
     async def _restart_redis(self, fault: Fault) -> None:
         assert self.cluster.redis is not None

@@ -29,7 +29,7 @@ from tests.chaos.erasing import ErasureDriver, after_erasure
 from tests.chaos.erasure_checks import erased_events
 from tests.chaos.faults import Cluster, FaultDriver, compact_quickly
 from tests.chaos.observe import Observer, Progress
-from tests.chaos.schedule import fault_schedule
+from tests.chaos.schedule import Fault, fault_schedule
 from tests.chaos.snapshot import DeadlineTally, Snapshot
 from tests.chaos.traffic import (
     DeadlineCallers,
@@ -65,6 +65,9 @@ WORKER_ENV = {
     "MEMSTREAM_CONSOLIDATION__IDLE_SCAN_INTERVAL_S": "1",
 }
 PARTITIONS = 8
+SETTLED_FOR_S = 8.0
+"""Complete this long before a phase counts as settled: the expiry checks of the
+last closed states (5 s after their last event) come and are consumed meanwhile."""
 
 
 @dataclass
@@ -110,6 +113,7 @@ async def settle(observer: Observer, w: Workload, cfg: ChaosConfig, timeline: Ti
     loop = asyncio.get_running_loop()
     began = last_move = loop.time()
     last: Progress | None = None
+    complete_since: float | None = None
     while True:
         try:
             p: Progress | None = await observer.progress()
@@ -118,8 +122,12 @@ async def settle(observer: Observer, w: Workload, cfg: ChaosConfig, timeline: Ti
             p = None
         now = loop.time()
         if p is not None and _complete(p, w, queries(), erased):
-            timeline.note(f"settled: {p}")
-            return "complete"
+            complete_since = now if complete_since is None else complete_since
+            if now - complete_since >= SETTLED_FOR_S:
+                timeline.note(f"settled: {p}")
+                return "complete"
+        else:
+            complete_since = None
         if p != last:
             last, last_move = p, now
         elif now - last_move > cfg.stall_s:
@@ -188,15 +196,48 @@ milliseconds. Without hedging and take-over those asked in a rebalance or after 
 SIGKILL come late: 12-30 of the 84 a run asks."""
 
 
-async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
+@dataclass(frozen=True)
+class Disturbance:
+    """What a disturbed phase does beside the workload: its faults, whether callers
+    with real deadlines ask (their timing is the promise measured) and whether the
+    workload's erasures are sent."""
+
+    name: str
+    schedule: list[Fault]
+    deadline_callers: bool
+    erasures: bool
+    rate: float
+
+
+def faults_phase(w: Workload, cfg: ChaosConfig) -> Disturbance:
+    """B: every fault of the schedule, callers with real deadlines, no erasure."""
+    return Disturbance("B disturbed", fault_schedule(
+        w.spec.seed, kills=cfg.kills, redis_down_s=cfg.redis_down_s,
+        mariadb_down_s=cfg.mariadb_down_s), deadline_callers=True, erasures=False,
+        rate=cfg.rate)
+
+
+def erasures_phase(w: Workload, cfg: ChaosConfig) -> Disturbance:
+    """C: the workload's erasures amid a SIGKILL in the middle of a consolidation, one
+    more, and a worker added then stopped (partitions away and back after states
+    expired); no deadline callers: the erasures' work is not the deadline promise's
+    load."""
+    return Disturbance("C erasures", [
+        Fault(0.2, "kill_consolidating", 0, 1.5), Fault(0.35, "add_worker", 0, 0.0),
+        Fault(0.55, "kill", 1, 1.5), Fault(0.7, "stop_worker", 0, 0.0),
+    ], deadline_callers=False, erasures=True, rate=cfg.erasure_rate)
+
+
+async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) -> PhaseResult:
     started = time.monotonic()
-    name = unique("chaosb")
+    name = unique("chaos" + how.name[0].lower())
     database = f"ms_{name}"
     redis = PrivateRedis(free_port(), tmp / "redis")
     mariadb = PrivateMariaDB(free_port(), tmp / "mariadb")
     timeline = Timeline()
-    schedule = fault_schedule(w.spec.seed, kills=cfg.kills, redis_down_s=cfg.redis_down_s,
-                              mariadb_down_s=cfg.mariadb_down_s)
+    schedule = how.schedule
+    plan = w.erasures if how.erasures else []
+    erased = erased_events(w) if how.erasures else NONE
     try:
         await asyncio.gather(asyncio.to_thread(redis.start), asyncio.to_thread(mariadb.start))
         db_url = create_database(database, mariadb.port)
@@ -219,17 +260,17 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
             callers = DeadlineCallers(
                 w, stack.topics["queries"], f"{stack.name}.deadline-replies",
                 f"{stack.name}-query",
-                [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3, LATE_AT_300_MS)],
-                cfg.deadline_rate)
+                [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3, LATE_AT_300_MS)]
+                if how.deadline_callers else [], cfg.deadline_rate)
             driver = FaultDriver(cluster, schedule, observer)
-            eraser = ErasureDriver(w.erasures, erasures_topic=stack.topics["erasures"],
+            eraser = ErasureDriver(plan, erasures_topic=stack.topics["erasures"],
                                    reply_topic=f"{stack.name}.erasure-replies",
                                    observer=observer, timeline=timeline)
             tasks = [asyncio.create_task(queries.run(timeline.note)),
                      asyncio.create_task(callers.run()),
                      asyncio.create_task(cluster.watch_outages())]
             try:
-                sending = asyncio.create_task(publish(w, _topics(stack), timeline, cfg.rate,
+                sending = asyncio.create_task(publish(w, _topics(stack), timeline, how.rate,
                                                       driver.moved_back))
                 tasks.append(sending)
                 faults = asyncio.create_task(driver.run())
@@ -257,11 +298,11 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
                         await t
                 await driver.cancel()
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent),
-                                   erased_events(w))
+                                   erased)
             snap = await observer.snapshot(queries.sent)
             snap.erasures = [(o.planned.describe(), o.status) for o in eraser.outcomes]
             snap.erased_memories = [o.memory for o in eraser.outcomes if o.memory is not None]
-            if w.erasures:
+            if plan:
                 after = await after_erasure(w, observer, stack.topics["queries"],
                                             f"{stack.name}.after-replies", PARTITIONS,
                                             eraser.outcomes)
@@ -278,5 +319,4 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     detail = (f"{driver.kills} SIGKILLs; the aimed one left "
               f"{', '.join(driver.aimed) or 'no run'} unfinished"
               + (f"; faults not done: {', '.join(driver.skipped)}" if driver.skipped else ""))
-    return PhaseResult("B disturbed", snap, timeline, settled, time.monotonic() - started,
-                       detail)
+    return PhaseResult(how.name, snap, timeline, settled, time.monotonic() - started, detail)

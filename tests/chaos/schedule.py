@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 FaultKind = Literal["kill", "kill_consolidating", "add_worker", "stop_worker",
-                    "restart_redis", "restart_mariadb", "move_away_and_back"]
+                    "restart_redis", "restart_mariadb"]
 FIRST, LAST = 0.08, 0.88  # faults land between these shares of the stream
 
 
@@ -33,17 +33,19 @@ def fault_schedule(seed: int, *, kills: int, redis_down_s: float,
                    mariadb_down_s: float) -> list[Fault]:
     """``kills`` SIGKILLs (the first kind ``kill_consolidating``: it waits for a
     consolidation in flight and kills the worker running it), one worker added,
-    one stopped with SIGTERM, Redis and MariaDB restarted once each, and a worker
-    that joins and leaves again (partitions move away and come back); shuffled and
-    spread over the stream with some jitter."""
+    then stopped with SIGTERM (partitions move away and come back), Redis and
+    MariaDB restarted once each; shuffled and spread over the stream with some
+    jitter, the worker added before the one stopped."""
     rng = random.Random(f"faults-{seed}")
     aimed: list[FaultKind] = ["kill_consolidating"] * min(kills, 1)
     plain: list[FaultKind] = ["kill"] * max(kills - 1, 0)
     kinds = aimed + plain
-    once: list[FaultKind] = ["add_worker", "stop_worker", "restart_redis", "restart_mariadb",
-                             "move_away_and_back"]
+    once: list[FaultKind] = ["add_worker", "stop_worker", "restart_redis", "restart_mariadb"]
     kinds += once
     rng.shuffle(kinds)
+    add, stop = kinds.index("add_worker"), kinds.index("stop_worker")
+    if stop < add:
+        kinds[add], kinds[stop] = "stop_worker", "add_worker"
     span = (LAST - FIRST) / len(kinds)
     out = []
     for i, kind in enumerate(kinds):

@@ -42,6 +42,7 @@ from tests.chaos.subjects import PlannedErasure, Said, long_agent, odd_users, pl
 BASE_TIME = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 _TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark")
 _AGENTS = ("travel-planner", "chef", "coach", "tutor", "concierge")
+LONG_GROUP_SESSION = 120  # turns of small talk more in the aimed group chat's last session
 
 
 @dataclass(frozen=True)
@@ -148,17 +149,21 @@ class _Planner:
         return [self._session(conv, seq, sentences, linked_fact is not None and seq == 1,
                               numbers, quiet) for seq, sentences in enumerate(said, start=1)]
 
-    def group_sessions(self, conv: Conversation, sessions: int, ender: str) -> list[list[_Event]]:
+    def group_sessions(self, conv: Conversation, sessions: int, ender: str,
+                       long_last: int = 0) -> list[list[_Event]]:
         """A group chat: its speakers take turns, each states facts of their own (a slot
         each per session), the assistant answers whoever spoke (the reply carries that
-        user's id); every session end is sent by ``ender``."""
+        user's id); every session end is sent by ``ender``. ``long_last``: more small
+        talk in the last session (its consolidation takes longer: an erasure can be
+        aimed at it in flight)."""
         rng = self.rng
         pools = {u: rng.sample(V.SLOTS, len(V.SLOTS)) for u in conv.speakers}
         numbers = itertools.count(1)
         out: list[list[_Event]] = []
         for seq in range(1, sessions + 1):
             lines = [(u, self._fact(pools[u])) for u in conv.speakers]
-            lines += [(rng.choice(conv.speakers), rng.choice(V.SMALL_TALK)) for _ in range(2)]
+            more = 2 + (long_last if seq == sessions else 0)
+            lines += [(rng.choice(conv.speakers), rng.choice(V.SMALL_TALK)) for _ in range(more)]
             rng.shuffle(lines)
             events: list[_Event] = []
             for user, line in lines:
@@ -330,8 +335,9 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     at = [tenants[i % len(tenants)] for i in range(spec.group_chats)]
     groups = [Conversation(t, f"g{i}a", agents[t][0], f"g{i:03d}", (f"g{i}a", f"g{i}b"))
               for i, t in enumerate(at)]
-    for i, g in enumerate(groups):
-        planned[g.id] = planner.group_sessions(g, 2, g.speakers[i % 2])
+    for i, g in enumerate(groups):  # the second's last run is aimed at (tests.chaos.subjects)
+        planned[g.id] = planner.group_sessions(g, 2, g.speakers[i % 2],
+                                               LONG_GROUP_SESSION if i == 1 else 0)
     conversations = conversations + groups
     units: list[list[Step]] = []
     in_pair = {c.id for pair in linked for c in pair}

@@ -9,7 +9,13 @@ from dataclasses import replace
 
 import pytest
 
-from tests.chaos.checks import check_phase, deadline_queries_in_time, memory_identity, stretches
+from tests.chaos.checks import (
+    REDIS_HISTORY_MAX,
+    check_phase,
+    deadline_queries_in_time,
+    memory_identity,
+    stretches,
+)
 from tests.chaos.config import WorkloadSpec
 from tests.chaos.erasure_checks import erased_events, erasure_checks
 from tests.chaos.snapshot import (
@@ -31,7 +37,8 @@ EPISODE = MemoryRow("acme", "user_profile", "u000", "episode", "text", "User: I 
 def perfect(w: Workload) -> Snapshot:
     messages = [StoredMessage(i + 1, m.conversation.tenant, m.event_id, m.conversation.id)
                 for i, m in enumerate(w.messages)]
-    lists = {f"{t}:{c}": list(reversed(ids)) for (t, c), ids in w.by_conversation().items()}
+    lists = {f"{t}:{c}": list(reversed(ids))[:REDIS_HISTORY_MAX]
+             for (t, c), ids in w.by_conversation().items()}
     return Snapshot(
         messages=messages,
         runs={s.closed_id: "done" for s in w.sessions},
@@ -262,9 +269,10 @@ def erased_perfect(w: Workload) -> tuple[Snapshot, Snapshot]:
     snap.runs = {c: st for c, st in snap.runs.items() if c not in gone_runs}
     snap.ledger = {c: [e for e in ids if (c.split("/")[0], e) not in erased]
                    for c, ids in snap.ledger.items() if c not in gone_runs}
-    snap.redis_lists = {k: [e for e in ids if (k.split(":")[0], e) not in erased]
-                        for k, ids in snap.redis_lists.items()}
-    snap.redis_lists = {k: v for k, v in snap.redis_lists.items() if v}
+    left = {(t, c): [e for e in ids if (t, e) not in erased]
+            for (t, c), ids in w.by_conversation().items()}
+    snap.redis_lists = {f"{t}:{c}": list(reversed(ids))[:REDIS_HISTORY_MAX]
+                        for (t, c), ids in left.items() if ids}
     snap.memories = [KEPT]
     snap.erasures = [(e.describe(), "done") for e in w.erasures]
     snap.erased_memories = [GONE]
