@@ -97,12 +97,23 @@ def setting_variables(model: type[BaseModel] = Settings, path: str = PREFIX) -> 
     return frozenset(names)
 
 
+RENAMED = {
+    # session ends are read as they come since; what bounded a batch bounds those pending
+    "MEMSTREAM_CONSOLIDATION__BATCH_SIZE": "MEMSTREAM_CONSOLIDATION__MAX_PENDING",
+}
+"""Settings renamed in an upgrade (docs/upgrading.md): the old name, refused, points
+at the new one."""
+
+
 def closest_setting(name: str, known: Collection[str]) -> str | None:
     """The setting ``name`` most likely meant, or None when none is named alike.
 
-    Under a real group, the closest name of that group; under a group that does
-    not exist, the same name under the group named most alike (a mistyped
-    group); else the closest name of all (difflib)."""
+    A renamed setting's new name (:data:`RENAMED`); under a real group, the
+    closest name of that group; under a group that does not exist, the same name
+    under the group named most alike (a mistyped group); else the closest name of
+    all (difflib)."""
+    if (new := RENAMED.get(name.upper())) is not None and new in known:
+        return new
     rest = name.upper().removeprefix(PREFIX)
     by_rest = {k.upper().removeprefix(PREFIX): k for k in sorted(known)}
     group, sep, field = rest.partition(DELIMITER)

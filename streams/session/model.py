@@ -29,6 +29,7 @@ Two rules make session ends durable and sessions exact:
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -79,6 +80,20 @@ def split_table_key(key: str) -> tuple[str, str]:
     return tenant, conversation
 
 
+SPEAKERS_KEPT = 8  # speakers before the current one a state remembers
+
+
+def _renamed(doc: str, user_id: str, state: SessionState) -> str:
+    """A closing event (JSON) still to publish, naming the state's speaker instead of
+    the erased ``user_id`` (and its last event)."""
+    closed = json.loads(doc)
+    if closed.get("user_id") != user_id or state.user_id == user_id:
+        return doc
+    closed.update(user_id=state.user_id, agent_id=state.agent_id,
+                  last_event_id=state.last_event_id)
+    return json.dumps(closed, separators=(",", ":"))
+
+
 def _ts(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
@@ -111,9 +126,10 @@ class SessionState:
     # event's gap, or by a session end), see belongs_to_previous
     previous_until: datetime | None = None
     stream_time: datetime | None = None  # the newest event time (messages and ends)
-    # [user, agent, last event id] of the newest speaker before the current one (a
-    # group chat): what the state names when the current speaker is erased
-    previous_speaker: list[str] | None = None
+    # [user, agent, last event id] of the speakers before the current one, the newest
+    # last (a group chat; at most SPEAKERS_KEPT): what the state names when the
+    # current speaker is erased
+    previous_speakers: list[list[str]] = field(default_factory=list)
 
     def session_of(self, source: str, offset: int) -> int:
         """The session current at ``offset`` of ``source``."""
@@ -182,7 +198,9 @@ class SessionState:
             self.last_seen_at = max(self.last_seen_at, now)
             return True
         if self.user_id and msg.user_id != self.user_id:
-            self.previous_speaker = [self.user_id, self.agent_id, self.last_event_id or ""]
+            kept = [p for p in self.previous_speakers if p[0] not in (self.user_id, msg.user_id)]
+            kept.append([self.user_id, self.agent_id, self.last_event_id or ""])
+            self.previous_speakers = kept[-SPEAKERS_KEPT:]
         self.user_id, self.agent_id = msg.user_id, msg.agent_id
         if self.session_message_count == 0 or self.session_start is None:
             self.session_start = self.session_last = ts
@@ -294,21 +312,25 @@ class SessionState:
                             session_seq=last_session_seq + 1)
 
     def forget_speaker(self, user_id: str) -> bool:
-        """An erasure of ``user_id``: the state names them no more — when they spoke
-        last, it names the speaker before them (their agent and last event), and it
-        forgets them as that speaker. False when nothing changed, or when no other
-        speaker is known (a conversation only they spoke in goes whole)."""
-        before = self.previous_speaker
-        if before is not None and before[0] == user_id:
-            self.previous_speaker = None
-        if self.user_id != user_id:
-            return before is not self.previous_speaker
-        if self.previous_speaker is None:
-            return False
-        self.user_id, self.agent_id, last = self.previous_speaker
-        self.last_event_id = last or None
-        self.previous_speaker = None
-        return True
+        """An erasure of ``user_id``: the state names them no more — not as the
+        current speaker (the newest speaker before them takes their place, with
+        their agent and last event), not among the speakers before, not in a
+        closing event still to publish (it names the state's speaker instead).
+        False when nothing changed, or when no other speaker is known (a
+        conversation only they spoke in goes whole)."""
+        before = len(self.previous_speakers)
+        self.previous_speakers = [p for p in self.previous_speakers if p[0] != user_id]
+        changed = len(self.previous_speakers) != before
+        if self.user_id == user_id:
+            if not self.previous_speakers:
+                return changed
+            self.user_id, self.agent_id, last = self.previous_speakers.pop()
+            self.last_event_id = last or None
+            changed = True
+        outbox = [_renamed(doc, user_id, self) for doc in self.outbox]
+        changed = changed or outbox != self.outbox
+        self.outbox = outbox
+        return changed
 
     def idle_for(self, now: float) -> float:
         return now - self.last_seen_at if self.open else 0.0
@@ -336,7 +358,7 @@ class SessionState:
             "session_last": self.session_last.isoformat() if self.session_last else None,
             "previous_until": self.previous_until.isoformat() if self.previous_until else None,
             "stream_time": self.stream_time.isoformat() if self.stream_time else None,
-            "previous_speaker": list(self.previous_speaker) if self.previous_speaker else None,
+            "previous_speakers": [list(p) for p in self.previous_speakers],
         }
 
     @classmethod
@@ -366,8 +388,8 @@ class SessionState:
             session_last=_ts(value.get("session_last")),
             previous_until=_ts(value.get("previous_until")),
             stream_time=_ts(value.get("stream_time")),
-            previous_speaker=([str(v) for v in value["previous_speaker"]]
-                              if value.get("previous_speaker") else None),
+            previous_speakers=[[str(v) for v in p]
+                               for p in value.get("previous_speakers") or ()],
         )
 
     @classmethod

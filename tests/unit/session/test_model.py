@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from streams.session.model import SessionState, split_table_key, table_key
+from streams.session.model import SPEAKERS_KEPT, SessionState, split_table_key, table_key
 from streams.wire.records import ChatMessage, SessionEnd
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -84,23 +84,46 @@ def said_by(i: int, user: str) -> ChatMessage:
 
 
 @pytest.mark.parametrize(
-    ("speakers", "erased", "changed", "named", "previous"),
+    ("speakers", "erased", "changed", "named"),
     [
-        (["bob", "alice"], "alice", True, ("bob", "agent-of-bob", "e0"), None),
-        (["alice", "bob"], "alice", True, ("bob", "agent-of-bob", "e1"), None),
-        (["bob", "alice", "alice"], "alice", True, ("bob", "agent-of-bob", "e0"), None),
-        (["alice"], "alice", False, ("alice", "agent-of-alice", "e0"), None),
-        (["bob", "carol"], "alice", False, ("carol", "agent-of-carol", "e1"),
-         ["bob", "agent-of-bob", "e0"]),
-        (["bob", "carol", "alice"], "alice", True, ("carol", "agent-of-carol", "e1"), None),
+        (["bob", "alice"], ["alice"], True, ("bob", "agent-of-bob", "e0")),
+        (["alice", "bob"], ["alice"], True, ("bob", "agent-of-bob", "e1")),
+        (["bob", "alice", "alice"], ["alice"], True, ("bob", "agent-of-bob", "e0")),
+        (["alice"], ["alice"], False, ("alice", "agent-of-alice", "e0")),
+        (["bob", "carol"], ["alice"], False, ("carol", "agent-of-carol", "e1")),
+        (["bob", "carol", "alice"], ["alice"], True, ("carol", "agent-of-carol", "e1")),
+        # two erasures, one after the other: the state names the one speaker left
+        (["carol", "bob", "alice"], ["alice", "bob"], True, ("carol", "agent-of-carol", "e0")),
+        (["carol", "bob", "alice"], ["bob", "alice"], True, ("carol", "agent-of-carol", "e0")),
+        (["bob", "carol", "bob", "alice"], ["alice", "bob"], True,
+         ("carol", "agent-of-carol", "e1")),
     ],
 )
-def test_forget_speaker(speakers: list[str], erased: str, changed: bool,
-                        named: tuple[str, str, str], previous: list[str] | None) -> None:
+def test_forget_speaker(speakers: list[str], erased: list[str], changed: bool,
+                        named: tuple[str, str, str]) -> None:
     s = SessionState.new(said_by(0, speakers[0]))
     for i, user in enumerate(speakers):
         s.apply_message(said_by(i, user), "chat", i, 1.0)
-    assert s.forget_speaker(erased) is changed
+    assert any([s.forget_speaker(u) for u in erased]) is changed
     assert (s.user_id, s.agent_id, s.last_event_id) == named
-    assert s.previous_speaker == previous
+    assert not {p[0] for p in s.previous_speakers} & set(erased)
     assert SessionState.from_table(s.to_table()) == s
+
+
+def test_a_closing_event_still_to_publish_names_the_erased_speaker_no_more() -> None:
+    s = SessionState.new(said_by(0, "bob"))
+    s.apply_message(said_by(0, "bob"), "chat", 0, 1.0)
+    s.apply_message(said_by(1, "alice"), "chat", 1, 1.0)
+    s.close("idle", 2.0)  # unpublished: it names alice, who spoke last
+    assert '"alice"' in s.outbox[0]
+    assert s.forget_speaker("alice")
+    [doc] = s.outbox
+    assert "alice" not in doc and '"user_id":"bob"' in doc and '"last_event_id":"e0"' in doc
+
+
+def test_a_state_remembers_a_bounded_number_of_speakers() -> None:
+    s = SessionState.new(said_by(0, "u0"))
+    for i in range(30):
+        s.apply_message(said_by(i, f"u{i}"), "chat", i, 1.0)
+    assert len(s.previous_speakers) == SPEAKERS_KEPT
+    assert [p[0] for p in s.previous_speakers] == [f"u{i}" for i in range(21, 29)]
