@@ -1,6 +1,6 @@
 """The chaos run's knobs, from ``CHAOS_*`` environment variables.
 
-The defaults are the CI run (both phases in about eight minutes on two cores);
+The defaults are the CI run (its three phases in about five minutes on two cores);
 a soak is the same test with bigger numbers, e.g.
 
     CHAOS_SEED=7 CHAOS_CONVERSATIONS=2000 CHAOS_USERS=700 CHAOS_RATE=250 CHAOS_KILLS=10 \

@@ -194,7 +194,12 @@ class Cluster:
 
 
 class FaultDriver:
-    def __init__(self, cluster: Cluster, schedule: list[Fault], observer: Observer) -> None:
+    def __init__(self, cluster: Cluster, schedule: list[Fault], observer: Observer, *,
+                 stay_s: float = 0.0) -> None:
+        """``stay_s``: how long the added worker holds partitions before it is stopped
+        (``MOVE_STAY_S``: longer than a closed state's retention and the changelog's
+        compaction, so partitions come back after their states expired)."""
+        self.stay_s = stay_s
         self.cluster = cluster
         self.schedule = schedule
         self.observer = observer
@@ -317,7 +322,7 @@ class FaultDriver:
         try:
             if self._added is not None:
                 slot = await self._added
-                await asyncio.sleep(MOVE_STAY_S)
+                await asyncio.sleep(self.stay_s)
                 if not slot.alive:
                     slot = (await self._wait_live(2))[fault.pick % 2]
             else:

@@ -27,7 +27,7 @@ from tests.chaos.checks import NONE, Erased
 from tests.chaos.config import ChaosConfig
 from tests.chaos.erasing import ErasureDriver, after_erasure
 from tests.chaos.erasure_checks import erased_events
-from tests.chaos.faults import Cluster, FaultDriver, compact_quickly
+from tests.chaos.faults import MOVE_STAY_S, Cluster, FaultDriver, compact_quickly
 from tests.chaos.observe import Observer, Progress
 from tests.chaos.schedule import Fault, fault_schedule
 from tests.chaos.snapshot import DeadlineTally, Snapshot
@@ -207,6 +207,7 @@ class Disturbance:
     deadline_callers: bool
     erasures: bool
     rate: float
+    move: bool = False  # the returning conversations wait until partitions moved away and back
 
 
 def faults_phase(w: Workload, cfg: ChaosConfig) -> Disturbance:
@@ -220,12 +221,12 @@ def faults_phase(w: Workload, cfg: ChaosConfig) -> Disturbance:
 def erasures_phase(w: Workload, cfg: ChaosConfig) -> Disturbance:
     """C: the workload's erasures amid a SIGKILL in the middle of a consolidation, one
     more, and a worker added then stopped (partitions away and back after states
-    expired); no deadline callers: the erasures' work is not the deadline promise's
-    load."""
+    expired, the returning conversations held until then); no deadline callers: the
+    erasures' work is not the deadline promise's load."""
     return Disturbance("C erasures", [
         Fault(0.2, "kill_consolidating", 0, 1.5), Fault(0.35, "add_worker", 0, 0.0),
         Fault(0.55, "kill", 1, 1.5), Fault(0.7, "stop_worker", 0, 0.0),
-    ], deadline_callers=False, erasures=True, rate=cfg.erasure_rate)
+    ], deadline_callers=False, erasures=True, rate=cfg.erasure_rate, move=True)
 
 
 async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) -> PhaseResult:
@@ -262,7 +263,8 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) 
                 f"{stack.name}-query",
                 [DeadlineClass("1 s", 1.0), DeadlineClass("300 ms", 0.3, LATE_AT_300_MS)]
                 if how.deadline_callers else [], cfg.deadline_rate)
-            driver = FaultDriver(cluster, schedule, observer)
+            driver = FaultDriver(cluster, schedule, observer,
+                                 stay_s=MOVE_STAY_S if how.move else 0.0)
             eraser = ErasureDriver(plan, erasures_topic=stack.topics["erasures"],
                                    reply_topic=f"{stack.name}.erasure-replies",
                                    observer=observer, timeline=timeline)
@@ -271,7 +273,7 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) 
                      asyncio.create_task(cluster.watch_outages())]
             try:
                 sending = asyncio.create_task(publish(w, _topics(stack), timeline, how.rate,
-                                                      driver.moved_back))
+                                                      driver.moved_back if how.move else None))
                 tasks.append(sending)
                 faults = asyncio.create_task(driver.run())
                 tasks.append(faults)

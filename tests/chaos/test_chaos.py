@@ -2,13 +2,13 @@
 
 The same seeded workload runs three times: undisturbed (phase A, the
 reference); disturbed (phase B: several workers, SIGKILLs — one in the middle
-of a consolidation — a worker added and then stopped, its partitions coming
-back after states expired, Redis and MariaDB restarted, queries and callers
-with real deadlines throughout); and erased (phase C: erasures of a user, a
-conversation, one memory and two group-chat speakers — one while its session
-end is in flight, one while the other speaker's run is
-(:mod:`tests.chaos.subjects`) — amid SIGKILLs and partitions moving away and
-back). Then SQL, the topics, the replies and Redis are compared with what the
+of a consolidation — a worker added and then stopped, Redis and MariaDB
+restarted, queries and callers with real deadlines throughout); and erased
+(phase C: erasures of a user, a conversation, one memory and two group-chat
+speakers — one while its session end is in flight, one while the other
+speaker's run is (:mod:`tests.chaos.subjects`) — amid SIGKILLs and partitions
+moving away and coming back after states expired, the returning
+conversations held until then). Then SQL, the topics, the replies and Redis are compared with what the
 workload must produce and with phase A, less what was erased
 (:mod:`tests.chaos.checks`, :mod:`tests.chaos.erasure_checks`).
 
