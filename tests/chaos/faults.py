@@ -311,16 +311,19 @@ class FaultDriver:
         self._background.append(self._added)  # type: ignore[arg-type]
 
     async def _stop_worker(self, fault: Fault) -> None:
-        self._later(self._stop(fault))  # the next faults go on meanwhile
+        if self.stay_s > 0:
+            self._later(self._stop(fault))  # the next faults go on meanwhile
+        else:
+            await self._stop(fault)
 
     async def _stop(self, fault: Fault) -> None:
-        """SIGTERM the worker the schedule added, once it held partitions longer than a
-        closed conversation's retention in the sessions table and the changelog's
-        compaction (its partitions come back to the workers that held them: the
-        returning conversations wait for it, ``moved_back``); with none added, a live
-        worker of two or more."""
+        """SIGTERM a live worker of two or more; with ``stay_s`` and a worker added
+        before, that worker once it held partitions that long — longer than a closed
+        conversation's retention in the sessions table and the changelog's
+        compaction — so they come back to the workers that held them after their
+        states expired (the returning conversations wait for it, ``moved_back``)."""
         try:
-            if self._added is not None:
+            if self._added is not None and self.stay_s > 0:
                 slot = await self._added
                 await asyncio.sleep(self.stay_s)
                 if not slot.alive:

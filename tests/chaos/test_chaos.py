@@ -8,8 +8,9 @@ restarted, queries and callers with real deadlines throughout); and erased
 speakers — one while its session end is in flight, one while the other
 speaker's run is (:mod:`tests.chaos.subjects`) — amid SIGKILLs and partitions
 moving away and coming back after states expired, the returning
-conversations held until then). Then SQL, the topics, the replies and Redis are compared with what the
-workload must produce and with phase A, less what was erased
+conversations held until then). Then SQL, the topics, the replies and Redis
+are compared with what the workload must produce and with phase A, less what
+was erased
 (:mod:`tests.chaos.checks`, :mod:`tests.chaos.erasure_checks`).
 
 Knobs: ``CHAOS_*`` environment variables (:mod:`tests.chaos.config`); the report
