@@ -328,7 +328,8 @@ class FaultDriver:
                 await asyncio.sleep(self.stay_s)
                 if not slot.alive:
                     slot = (await self._wait_live(2))[fault.pick % 2]
-            else:
+            else:  # not while one is starting: it would leave the live one alone beside it
+                await self._none_starting()
                 live = await self._wait_live(2)
                 slot = live[fault.pick % len(live)]
             slot.retired = True
