@@ -300,7 +300,8 @@ class FaultDriver:
         # workers starve the live one for seconds (a deployment gives each pod its own
         # CPU); a restart and an addition at once would measure the machine
         for _ in range(600):  # 120 s at most
-            if all(s.retired or s.alive for s in self.cluster.slots):
+            if all(s.retired or s.alive for s in self.cluster.slots) and (
+                    self._added is None or self._added.done()):  # the added one too
                 break
             await asyncio.sleep(0.2)
 
