@@ -59,6 +59,8 @@ WORKER_ENV = {
     # a consolidation sent to the retry topic comes back within the run
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",
+}
+EXPIRING_ENV = {
     # a conversation quiet for 5 s after its session closed leaves the sessions table
     # (the returning ones speak again after that: their numbers come from the database)
     "MEMSTREAM_CONSOLIDATION__CLOSED_SESSION_RETENTION_S": "5",
@@ -80,10 +82,11 @@ class PhaseResult:
     detail: str = ""
 
 
-def _stack(name: str, tmp: Path, database: str, db_url: str, redis_url: str) -> Stack:
+def _stack(name: str, tmp: Path, database: str, db_url: str, redis_url: str,
+           env: dict[str, str] | None = None) -> Stack:
     return Stack(name=name, tmp=tmp, partitions=PARTITIONS, database=database,
                  redis_url=redis_url,
-                 extra_env={**WORKER_ENV, "MEMSTREAM_DATABASE__URL": db_url})
+                 extra_env={**WORKER_ENV, **(env or {}), "MEMSTREAM_DATABASE__URL": db_url})
 
 
 def _topics(stack: Stack) -> dict[str, str]:
@@ -207,7 +210,10 @@ class Disturbance:
     deadline_callers: bool
     erasures: bool
     rate: float
-    move: bool = False  # the returning conversations wait until partitions moved away and back
+    move: bool = False
+    """closed states leave the table 5 s after their last event (``EXPIRING_ENV``), the
+    sessions changelog is compacted within seconds, and the returning conversations
+    wait until partitions moved away and came back"""
 
 
 def faults_phase(w: Workload, cfg: ChaosConfig) -> Disturbance:
@@ -243,12 +249,14 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) 
         await asyncio.gather(asyncio.to_thread(redis.start), asyncio.to_thread(mariadb.start))
         db_url = create_database(database, mariadb.port)
         assert db_url == mysql_url(database, mariadb.port)
-        stack = _stack(name, tmp, database, db_url, redis.url)
+        stack = _stack(name, tmp, database, db_url, redis.url,
+                       EXPIRING_ENV if how.move else None)
         cluster = Cluster(stack, timeline, redis=redis, mariadb=mariadb)
         observer = _observer(stack, db_url, redis.url)
         try:
             await cluster.start(must=True)  # creates the topics and migrates the schema
-            await compact_quickly(f"{stack.name}-sessions-changelog")
+            if how.move:  # partitions come back after states expired and were compacted
+                await compact_quickly(f"{stack.name}-sessions-changelog")
             await asyncio.gather(*(cluster.start(must=True) for _ in range(cfg.workers - 1)))
             await create_topic(observer.reply_topic, 1)
             for topic in ("erasure-replies", "after-replies"):
