@@ -33,8 +33,8 @@ def fault_schedule(seed: int, *, kills: int, redis_down_s: float,
                    mariadb_down_s: float) -> list[Fault]:
     """``kills`` SIGKILLs (the first kind ``kill_consolidating``: it waits for a
     consolidation in flight and kills the worker running it), one worker added,
-    one stopped with SIGTERM, Redis and MariaDB restarted once each; shuffled and
-    spread over the stream with some jitter."""
+    later one stopped with SIGTERM, Redis and MariaDB restarted once each; shuffled
+    and spread over the stream with some jitter."""
     rng = random.Random(f"faults-{seed}")
     aimed: list[FaultKind] = ["kill_consolidating"] * min(kills, 1)
     plain: list[FaultKind] = ["kill"] * max(kills - 1, 0)
@@ -42,6 +42,9 @@ def fault_schedule(seed: int, *, kills: int, redis_down_s: float,
     once: list[FaultKind] = ["add_worker", "stop_worker", "restart_redis", "restart_mariadb"]
     kinds += once
     rng.shuffle(kinds)
+    add, stop = kinds.index("add_worker"), kinds.index("stop_worker")
+    if stop < add:  # a worker added, later one stopped: the group grows, then shrinks
+        kinds[add], kinds[stop] = "stop_worker", "add_worker"
     span = (LAST - FIRST) / len(kinds)
     out = []
     for i, kind in enumerate(kinds):

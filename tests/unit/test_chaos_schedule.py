@@ -37,6 +37,8 @@ def test_faults_are_spread_over_the_stream_in_order(seed: int) -> None:
     down = {f.kind: f.pause_s for f in plan if f.kind.startswith("restart")}
     assert down == {"restart_redis": 2.0, "restart_mariadb": 4.0}
     assert all(1.0 <= f.pause_s <= 3.0 for f in plan if f.kind.startswith("kill"))
+    kinds = [f.kind for f in plan]
+    assert kinds.index("add_worker") < kinds.index("stop_worker")
 
 
 def test_the_seed_alone_decides() -> None:
