@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -234,11 +234,15 @@ async def test_retention_runs_on_a_schedule(stack: Stack) -> None:
     the retention's schedule; a back-dated import (an old ``created_at``, stored now)
     and a session not consolidated yet stay."""
     stack.extra_env.update({**FAST, "MEMSTREAM_ERASURE__MESSAGE_RETENTION_DAYS": "30",
-                            "MEMSTREAM_ERASURE__RETENTION_INTERVAL_S": "1"})
+                            "MEMSTREAM_ERASURE__RETENTION_INTERVAL_S": "1",
+                            # "new" stays open however long the test takes
+                            "MEMSTREAM_CONSOLIDATION__IDLE_TIMEOUT_S": "3600"})
     stack.worker().start()
     old = [chat_event(i, "old", created_at=f"2026-01-0{i + 1}T08:00:00Z") for i in range(3)]
-    today = datetime.now(UTC).date()
-    fresh = [chat_event(i, "new", created_at=f"{today}T00:00:0{i}Z") for i in range(3)]
+    # a minute ago: a conversation of today whatever the hour the test runs at
+    now = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    fresh = [chat_event(i, "new", created_at=(now + timedelta(seconds=i)).isoformat())
+             for i in range(3)]
     imported = [chat_event(i, "imported", created_at=f"2026-01-0{i + 1}T08:00:00Z")
                 for i in range(3)]
     await stack.produce([*old, session_end_event("old", created_at="2026-01-04T08:00:00Z"),
