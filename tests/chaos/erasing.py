@@ -28,7 +28,6 @@ from sqlalchemy import func, select
 
 from streams.adapters.db.schema.all_tables import metadata
 from streams.adapters.db.schema.memory import memory, memory_scope_stats
-from streams.adapters.kafka.partitioning import java_partition
 from streams.client import MemoryClient
 from streams.clock import naive_utc_now
 from streams.wire.query import MemoryQuery
@@ -37,14 +36,13 @@ from tests.chaos.snapshot import MemoryRow
 from tests.chaos.subjects import PlannedErasure
 from tests.chaos.traffic import Timeline
 from tests.chaos.workload import Workload
+from tests.integration.erasure_support import ERASURE_TABLES, partition_keys
 from tests.support.services import KAFKA_BOOTSTRAP
 
 MEMORY_WAIT_S = 180.0  # for the erased episode to exist
 AIM_WAIT_S = 150.0  # for the aimed run to be seen in flight (faults may delay it)
 RECEIPT_TIMEOUT_S = 300.0
 POLL_S = 0.05
-# they hold who was erased (never what) and the ids of events erased past the cutoff
-ERASURE_TABLES = frozenset({"erasure", "erasure_count", "erasure_fence", "erased_event"})
 # a user's activity after their erasure is new (queries asked since): rows of these
 # tables count only when made before the erasure was sent (their wall-clock column)
 ACTIVITY = {"memory_search_log": "created_at"}
@@ -144,17 +142,6 @@ class ErasureDriver:
         return None
 
 
-def _keys(tenant: str, user: str, partitions: int) -> list[bytes]:
-    """One request key per partition of the queries topic."""
-    keys: dict[int, bytes] = {}
-    i = 0
-    while len(keys) < partitions and i < 10_000:
-        key = f"{tenant}/{user}/{i}".encode()
-        keys.setdefault(java_partition(key, partitions), key)
-        i += 1
-    return list(keys.values())
-
-
 async def after_erasure(w: Workload, observer: Observer, queries_topic: str, reply_topic: str,
                         partitions: int, outcomes: Sequence[ErasureOutcome]) -> AfterErasure:
     out = AfterErasure(leftovers=await _leftovers(observer, outcomes))
@@ -170,7 +157,7 @@ async def after_erasure(w: Workload, observer: Observer, queries_topic: str, rep
                 "options": {"timeout_ms": 30000, "top_k": 50}}).model_dump_json(
                     exclude_none=True).encode()
             seen: list[str] = []
-            for key in _keys(tenant, user, partitions):
+            for key in partition_keys(f"{tenant}/{user}", partitions):
                 reply = await client.send_raw(body, key=key, timeout_s=30)
                 seen += [e for m in reply.memories for e in m.source_event_ids]
                 seen += [f"error:{reply.error.code}"] if reply.error else []
