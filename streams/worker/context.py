@@ -51,6 +51,7 @@ from streams.worker.faust_glue import (
     out_of_order_topics,
     seek_uncommitted_to_start,
 )
+from streams.worker.faust_wait_empty import install_wait_empty
 from streams.worker.quotas import process_quotas
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
@@ -84,9 +85,11 @@ class WorkerContext:
         self.quotas = process_quotas(settings)
 
     def install(self) -> None:
-        """What must be in place before Faust starts: the consumer fixes, the
-        commit guard, the web pages and the shutdown hook (idempotent fixes)."""
+        """What must be in place before Faust starts: the consumer fixes (its seek
+        after a rebalance, its wait for the records handed out), the commit guard,
+        the web pages and the shutdown hook (idempotent fixes)."""
         seek_uncommitted_to_start()
+        install_wait_empty()
         install_commit_guard(self.commit_guard,
                              out_of_order_topics=out_of_order_topics(self.settings.kafka),
                              recover_after_s=self.settings.kafka.redeliver_after_s)

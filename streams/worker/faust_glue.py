@@ -1,4 +1,5 @@
-"""The few places memstream touches Faust internals, kept in one module.
+"""The few places memstream touches Faust internals, kept in one module (and
+:mod:`.faust_wait_empty`).
 
 * ``event_context``: Faust routes a table write to the partition of the
   *current event*, a context variable its stream iterator sets. Inside a batch
@@ -40,6 +41,9 @@
   guarded commit; a record delivered after one passed over is not admitted
   (:func:`admit`) and has the partition delivered again within a second or
   two. Agents acknowledge through ``worker.acknowledge`` (``streams/worker/context.py``).
+* Faust's wait for the records handed to agents, at a rebalance or a stop,
+  runs a full garbage collection on every turn: :mod:`.faust_wait_empty`
+  replaces it.
 * ``QuietWorker``: at log levels warn and above, Faust's worker spins a
   terminal spinner on every log record and, to feed it, sets the root logger to
   DEBUG: every debug line of Faust and aiokafka then builds a record (about a

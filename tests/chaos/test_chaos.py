@@ -69,4 +69,5 @@ async def test_no_event_is_lost_and_nothing_is_remembered_twice(tmp_path: Path) 
     out = Path(os.environ.get("CHAOS_REPORT", tmp_path / "chaos-report.txt"))
     await asyncio.to_thread(out.write_text, text + "\n")
     print(text)
-    assert all(f.ok for _, f in findings), f"chaos checks failed (report: {out})\n{text}"
+    failed = "\n".join(f.render(phase) for phase, f in findings if not f.ok)
+    assert not failed, f"chaos checks failed (report: {out}):\n{failed}\n\n{text}"
