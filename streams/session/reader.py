@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from streams.metrics import CACHE_READS
@@ -51,9 +51,16 @@ class SessionWindow:
     unverified: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        doc = asdict(self)
-        del doc["speakers"], doc["unverified"]
+        """The window as a reply carries it (``speakers`` and ``unverified`` are not on
+        the wire): its lists copied, their messages shared, since a window is read for
+        one reply and not kept."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SENT}
+        for name in ("messages", "system", "tool"):
+            doc[name] = list(doc[name])
         return doc
+
+
+_NOT_SENT = frozenset({"speakers", "unverified"})
 
 
 class SessionReader:

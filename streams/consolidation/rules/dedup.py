@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
+from rapidfuzz.distance import Levenshtein
+
 from streams.memory.model import MemoryCandidate
 
 Rule = Literal["exact", "containment", "jaccard", "levenshtein"]
@@ -82,23 +84,9 @@ def jaccard_similarity(a: str, b: str) -> float:
 
 
 def levenshtein(a: str, b: str, max_distance: int | None = None) -> int:
-    """Edit distance; stops early and returns ``max_distance + 1`` once it must exceed it."""
-    if a == b:
-        return 0
-    if len(a) < len(b):
-        a, b = b, a
-    limit = len(a) if max_distance is None else max_distance
-    if len(a) - len(b) > limit:
-        return limit + 1
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        if min(current) > limit:
-            return limit + 1
-        previous = current
-    return min(previous[-1], limit + 1)
+    """Edit distance (unit costs, over code points); ``max_distance + 1`` once it must
+    exceed ``max_distance`` (RapidFuzz's, which stops early as well)."""
+    return int(Levenshtein.distance(a, b, score_cutoff=max_distance))
 
 
 def levenshtein_similarity(a: str, b: str, min_similarity: float = 0.0) -> float:
@@ -188,6 +176,58 @@ def merge(keeper: MemoryCandidate, other: MemoryCandidate) -> MemoryCandidate:
     )
 
 
+@dataclass
+class _Text:
+    """What the rules compare of one text, computed once per text."""
+
+    speaker: str | None  # casefolded
+    norm: str
+    padded: str  # ``f" {norm} "``, for containment on word boundaries
+    chinese: bool  # containment as a plain substring as well
+    _grams: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, text: str) -> _Text:
+        speaker, norm = split_speaker(text)[0], normalize(text)
+        return cls(speaker.casefold() if speaker is not None else None, norm, f" {norm} ",
+                   any("\u4e00" <= ch <= "\u9fff" for ch in norm))
+
+    @property
+    def grams(self) -> frozenset[str]:
+        if self._grams is None:
+            self._grams = bigrams(normalize(self.norm))  # as jaccard_similarity takes them
+        return self._grams
+
+    def speakers_differ(self, other: _Text) -> bool:
+        return (self.speaker is not None and other.speaker is not None
+                and self.speaker != other.speaker)
+
+    def contains(self, inner: _Text) -> bool:
+        """:func:`contains` of the two normalised texts."""
+        return bool(inner.norm) and (inner.padded in self.padded
+                                     or (inner.chinese and inner.norm in self.norm))
+
+
+def _matches(kept: _Text, cand: _Text, rule: Rule, jaccard: float, levenshtein: float,
+             short_len: int) -> bool:
+    """:func:`duplicate_rule` of ``kept`` and ``cand`` (their speakers do not differ)."""
+    if rule == "exact":
+        return kept.norm == cand.norm
+    if rule == "containment":
+        return kept.contains(cand) or cand.contains(kept)
+    if rule == "jaccard":
+        a, b = kept.grams, cand.grams
+        if not a and not b:
+            return jaccard <= 1.0
+        # the shared bigrams are at most the smaller set, the union at least the larger
+        if min(len(a), len(b)) / max(len(a), len(b)) < jaccard:
+            return False
+        return len(a & b) / len(a | b) >= jaccard
+    if len(kept.norm) > short_len or len(cand.norm) > short_len:
+        return False
+    return levenshtein_similarity(kept.norm, cand.norm, levenshtein) >= levenshtein
+
+
 def dedup_candidates(
     cands: Sequence[MemoryCandidate],
     *,
@@ -199,48 +239,41 @@ def dedup_candidates(
     """Keep one candidate per group of duplicates; see the module docstring for the rules.
     ``owner``: whose a candidate is (candidates of different owners are never merged).
 
+    Each candidate is compared with the candidates kept so far of its scope and owner,
+    rule by rule (every kept one under a rule before the next rule), and merged into
+    the first it duplicates. Each text is normalised once; a Jaccard comparison whose
+    bigram sets differ too much in size to reach the threshold is not computed.
+
     ``dropped[i].duplicate_of`` is the candidate as finally kept (after merging).
     """
     slots: list[MemoryCandidate] = []  # the kept candidates, merged
+    texts: list[_Text] = []  # what the rules compare of each slot's text
     originals: list[MemoryCandidate] = []  # each slot's candidate as it came in
-    owners: list[str] = []  # each slot's owner
+    groups: dict[tuple[str, str], list[int]] = {}  # the slots of each scope and owner
     drops: list[tuple[MemoryCandidate, Rule, int]] = []
     for cand in cands:
         mine = owner(cand) if owner is not None else ""
-        match = _first_duplicate(cand, slots, jaccard, levenshtein, short_len,
-                                 [o == mine for o in owners])
+        text = _Text.of(cand.content)
+        group = groups.setdefault((cand.scope, mine), [])
+        eligible = [i for i in group if not texts[i].speakers_differ(text)]
+        match = next(((rule, i) for rule in RULES for i in eligible
+                      if _matches(texts[i], text, rule, jaccard, levenshtein, short_len)),
+                     None)
         if match is None:
+            group.append(len(slots))
             slots.append(cand)
+            texts.append(text)
             originals.append(cand)
-            owners.append(mine)
             continue
         rule, i = match
-        if len(normalize(cand.content)) > len(normalize(slots[i].content)):
+        if len(text.norm) > len(texts[i].norm):
             drops.append((originals[i], rule, i))
-            slots[i], originals[i] = merge(cand, slots[i]), cand
+            slots[i], originals[i], texts[i] = merge(cand, slots[i]), cand, text
         else:
             drops.append((cand, rule, i))
             slots[i] = merge(slots[i], cand)
     dropped = [Dropped(candidate=c, rule=r, duplicate_of=slots[i]) for c, r, i in drops]
     return DedupResult(kept=slots, dropped=dropped)
-
-
-def _first_duplicate(
-    cand: MemoryCandidate,
-    slots: Sequence[MemoryCandidate],
-    jaccard: float,
-    levenshtein: float,
-    short_len: int,
-    same_owner: Sequence[bool],
-) -> tuple[Rule, int] | None:
-    for rule in RULES:
-        for i, kept in enumerate(slots):
-            if kept.scope == cand.scope and same_owner[i] and duplicate_rule(
-                kept.content, cand.content, rule,
-                jaccard=jaccard, levenshtein=levenshtein, short_len=short_len,
-            ):
-                return rule, i
-    return None
 
 
 def drop_covered_by_episodes(
