@@ -86,6 +86,8 @@ def jaccard_similarity(a: str, b: str) -> float:
 def levenshtein(a: str, b: str, max_distance: int | None = None) -> int:
     """Edit distance (unit costs, over code points); ``max_distance + 1`` once it must
     exceed ``max_distance`` (RapidFuzz's, which stops early as well)."""
+    if max_distance is not None and max_distance < 0:  # a threshold above 1
+        return 0 if a == b else max_distance + 1
     return int(Levenshtein.distance(a, b, score_cutoff=max_distance))
 
 
