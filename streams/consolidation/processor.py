@@ -107,9 +107,15 @@ class ConsolidationProcessor:
         await self._deliver([r.forward for r in done if r.forward is not None])
         return done
 
-    async def handle(self, record: SourceRecord, *, deliver: bool = True) -> Handled:
+    async def handle(self, record: SourceRecord, *, deliver: bool = True,
+                     on_begin: Callable[[], None] = lambda: None) -> Handled:
+        """Consolidate one session-closed record (or dead-letter it); ``on_begin`` is
+        called once the record's work begins — at once for a record that is
+        dead-lettered, else once the run holds its conversation and a slot. Before that
+        the call only waits, and cancelling it leaves nothing done."""
         closed = decode_record(record.value, SessionClosed)
         if isinstance(closed, Rejected):
+            on_begin()
             DEAD_LETTERS.labels("consolidation", closed.reason).inc()
             CONSOLIDATIONS.labels("unknown", "dead_lettered").inc()
             out = self.router.reject(record, closed.reason, closed.error_class, closed.message)
@@ -118,6 +124,7 @@ class ConsolidationProcessor:
             return Handled("dead_lettered", "unknown", out)
         key = f"{closed.tenant_id}/{closed.conversation_id}"
         async with self.locks.hold(key), self.slots.hold(closed.tenant_id):
+            on_begin()
             with CONSOLIDATIONS_IN_FLIGHT.track_inprogress():
                 handled = await self._run(record, closed)
         CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()

@@ -19,14 +19,20 @@ garbage only when nothing was acknowledged for ``collect_after_s``: the records
 pending are held weakly (``_unacked_messages`` is a ``WeakSet``), and one an agent
 dropped unacknowledged inside a reference cycle (a crashed agent's frame) leaves it
 only when a collection frees it.
+
+Before each turn it calls the hooks registered with :func:`let_go_while_waiting`:
+an agent with records read ahead lets go of those whose work has not begun
+(:meth:`.in_flight.InFlight.release`), so that a rebalance waits only for the
+runs under way, not for every session end read ahead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_WAIT_EMPTY, Consumer
@@ -40,6 +46,28 @@ COLLECT_AFTER_S = 10.0  # without an acknowledgement this long, collect once
 SHOWN = 10  # pending records named in the log
 
 WaitEmpty = Callable[[Any], Awaitable[None]]
+LetGo = Callable[[], Awaitable[object]]
+
+_LET_GO: list[LetGo] = []  # the hooks called before each turn
+
+
+@contextlib.contextmanager
+def let_go_while_waiting(hook: LetGo) -> Iterator[None]:
+    """Within the block, ``hook`` is awaited before each turn of the wait (it must
+    return promptly; what it raises is logged)."""
+    _LET_GO.append(hook)
+    try:
+        yield
+    finally:
+        _LET_GO.remove(hook)
+
+
+async def _let_go() -> None:
+    for hook in list(_LET_GO):
+        try:
+            await hook()
+        except Exception:  # the wait goes on: it only waits longer
+            log.exception("letting go of records not begun failed")
 
 FAUST_WAIT_EMPTY: WaitEmpty = Consumer.wait_empty
 """Faust's own loop, as this module found it."""
@@ -55,6 +83,9 @@ def wait_empty_loop(report_every_s: float = REPORT_EVERY_S,
         reported = progressed = clock()
         pending = len(self._unacked_messages)
         while not self.should_stop and self._unacked_messages:
+            await _let_go()
+            if not self._unacked_messages:
+                break
             now = clock()
             if len(self._unacked_messages) != pending:
                 pending, progressed = len(self._unacked_messages), now

@@ -5,9 +5,11 @@ earlier records still run, so a short run never waits behind a long one read
 before it (the consolidation agent: a session end of one tenant behind a long
 part of another's session).
 
-Contract (``run`` handles one record, ``ack`` acknowledges it):
+Contract (``run(item, begin)`` handles one record and calls ``begin()`` once its
+work begins — until then it only waits, and cancelling it leaves nothing done;
+``ack`` acknowledges it):
 
-* ``ack(item)`` is called after ``run(item)`` returned, and only then: a record
+* ``ack(item)`` is called after ``run(item, begin)`` returned, and only then: a record
   is acknowledged once it is handled (for consolidation: stored, or its retry
   or dead-letter record delivered), never before.
 * Records of one ``key`` run one at a time, in the order added: one starts
@@ -26,9 +28,13 @@ Contract (``run`` handles one record, ``ack`` acknowledges it):
   flight: the other pending runs are cancelled unacknowledged, and the next
   ``add``, or leaving ``async with``, raises :class:`FlightFailedError` from it.
 
-Nothing here waits for a rebalance: Faust waits for every record it handed out
-to be acknowledged before a rebalance goes on, so the pending records are
-handled and acknowledged first, as a batch in flight was.
+* :meth:`InFlight.release` lets go of every pending record whose work has not
+  begun: its run is cancelled, it is not acknowledged, and it is handed to
+  ``let_go`` (the agent tells Faust it is done with it, and the commit guard,
+  which never heard it finished, keeps the commit below it: Kafka delivers it
+  again). Faust waits for every record it handed out before a rebalance goes on
+  and before the worker stops (:mod:`.faust_wait_empty`, which calls this): it
+  then waits only for the runs under way, not for every record read ahead.
 """
 
 from __future__ import annotations
@@ -51,8 +57,11 @@ class FlightFailedError(RuntimeError):
     pass
 
 
+Begin = Callable[[], None]
+
+
 class InFlight(Generic[H]):
-    def __init__(self, run: Callable[[H], Awaitable[object]],
+    def __init__(self, run: Callable[[H, Begin], Awaitable[object]],
                  ack: Callable[[H], Awaitable[None]], *, key: Callable[[H], Hashable],
                  limit: int, gauge: Gauge | None = None, name: str = "in-flight") -> None:
         if limit < 1:
@@ -66,6 +75,8 @@ class InFlight(Generic[H]):
         self._room = asyncio.Semaphore(limit)
         self._tasks: set[asyncio.Task[None]] = set()
         self._last: dict[Hashable, asyncio.Task[None]] = {}  # the newest record of each key
+        self._items: dict[asyncio.Task[None], H] = {}
+        self._begun: set[asyncio.Task[None]] = set()  # pending records whose work began
         self._failure: BaseException | None = None
 
     @property
@@ -85,6 +96,7 @@ class InFlight(Generic[H]):
                                    name=f"{self.name}:{key!r}")
         self._last[key] = task
         self._tasks.add(task)
+        self._items[task] = item
         if self._gauge is not None:
             self._gauge.inc()
         task.add_done_callback(partial(self._done, key))
@@ -94,11 +106,14 @@ class InFlight(Generic[H]):
             await asyncio.wait([before])
             if self._failure is not None or before.cancelled():
                 raise asyncio.CancelledError  # the flight stops: nothing after it runs
-        await self._run(item)
+        task = asyncio.current_task()
+        await self._run(item, lambda: self._begun.add(task) if task is not None else None)
         await self._ack(item)
 
     def _done(self, key: Hashable, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._items.pop(task, None)
+        self._begun.discard(task)
         if self._last.get(key) is task:
             del self._last[key]
         self._room.release()
@@ -125,6 +140,24 @@ class InFlight(Generic[H]):
             await self.cancel()
             raise
         self._raise_failure()
+
+    async def release(self, let_go: Callable[[H], Awaitable[None]]) -> int:
+        """Cancel every pending record whose work has not begun and hand each to
+        ``let_go``, unacknowledged; how many. The runs under way go on."""
+        waiting = [t for t in self._tasks if t not in self._begun]
+        items = {t: self._items[t] for t in waiting}
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        released = [items[t] for t in waiting if t.cancelled()]
+        for task in self._begun:  # a record added later of its key waits for it
+            self._last.setdefault(self._key(self._items[task]), task)
+        for item in released:
+            await let_go(item)
+        if released:
+            log.info("%s: %d records not begun let go, unacknowledged", self.name,
+                     len(released))
+        return len(released)
 
     async def cancel(self) -> None:
         """Cancel every pending run; what it had not handled stays unacknowledged."""

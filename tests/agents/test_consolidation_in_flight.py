@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.consolidation.pipeline import Outcome
+from streams.consolidation.slots import TenantSlots
 from streams.wire.envelope import SourceRecord
 from streams.wire.records import SessionClosed
 from streams.worker.commit_guard import CommitGuard
@@ -43,7 +44,7 @@ class Agent:
         self.seen: list[object] = []  # ``seen()`` at each acknowledgement
         self._seen = seen
         self.flight: InFlight[Any] = InFlight(
-            lambda e: h.processor.handle(source_record(e)), self.ack,
+            lambda e, begin: h.processor.handle(source_record(e), on_begin=begin), self.ack,
             key=lambda e: e.message.key, limit=8)
 
     async def ack(self, e: Any) -> None:
@@ -145,3 +146,32 @@ async def test_a_stopped_worker_leaves_what_was_not_handled_unacknowledged(
         await task
     assert agent.acked == [1] and agent.flight.pending == 0
     assert agent.guard.safe(TP) == 0  # a is delivered again from the commit
+
+
+async def test_a_rebalance_lets_go_of_the_session_ends_waiting_for_a_slot(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``agents/consolidate.py`` does while Faust waits at a rebalance: the
+    session ends waiting for a slot are let go unacknowledged, having done nothing
+    (no run, no memory), the commit held below them; the run under way goes on."""
+    h = Harness(engine)
+    h.processor.slots = TenantSlots(1)
+    for c in ("a", "b", "c"):
+        await h.say(c, [("user", f"I live in city {c}.")])
+    ran: list[str] = []
+    release = hold(h, monkeypatch, "t1/a#1", ran)
+    agent = Agent(h, [0, 1, 2])
+    let_go: list[int] = []
+
+    async def hand_back(e: Any) -> None:
+        let_go.append(e.message.offset)
+
+    async with agent.flight:
+        for offset, c in enumerate(("a", "b", "c")):
+            await agent.flight.add(event(h.record(h.closed(c), offset=offset)))
+        await eventually(lambda: ran == ["start t1/a#1"], 5, "a under way")
+        assert await agent.flight.release(hand_back) == 2
+        assert sorted(let_go) == [1, 2] and agent.flight.pending == 1
+        release.set()
+    assert ran == ["start t1/a#1", "end t1/a#1"] and agent.acked == [0]
+    assert h.provider.contents("fact") == ["I live in city a."]
+    assert agent.guard.safe(TP) == 1  # b and c are delivered again from the commit

@@ -1,9 +1,11 @@
 """InFlight: runs started as records arrive, one key at a time in order, bounded,
-acknowledged only once handled; a failure or a cancellation acknowledges nothing more."""
+acknowledged only once handled; a failure or a cancellation acknowledges nothing more;
+a release lets go of the records whose work has not begun, and only of those."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -13,22 +15,31 @@ Item = tuple[str, int]  # (key, number)
 
 
 class Runs:
-    """Runs that wait for their gate, logging starts, ends and acknowledgements."""
+    """Runs that wait for their slot (none given out: every run begins at once), then
+    for their gate, logging starts, ends and acknowledgements."""
 
-    def __init__(self, fail: Item | None = None) -> None:
+    def __init__(self, fail: Item | None = None, slots: int | None = None) -> None:
         self.log: list[str] = []
         self.gates: dict[Item, asyncio.Event] = {}
         self.fail = fail
+        self.slots = asyncio.Semaphore(slots) if slots is not None else None
 
     def gate(self, item: Item) -> asyncio.Event:
         return self.gates.setdefault(item, asyncio.Event())
 
-    async def run(self, item: Item) -> None:
-        self.log.append(f"start {item[0]}{item[1]}")
-        await self.gate(item).wait()
-        if item == self.fail:
-            raise RuntimeError("provider on fire")
-        self.log.append(f"end {item[0]}{item[1]}")
+    async def run(self, item: Item, begin: Callable[[], None]) -> None:
+        if self.slots is not None:
+            await self.slots.acquire()
+        try:
+            begin()
+            self.log.append(f"start {item[0]}{item[1]}")
+            await self.gate(item).wait()
+            if item == self.fail:
+                raise RuntimeError("provider on fire")
+            self.log.append(f"end {item[0]}{item[1]}")
+        finally:
+            if self.slots is not None:
+                self.slots.release()
 
     async def ack(self, item: Item) -> None:
         self.log.append(f"ack {item[0]}{item[1]}")
@@ -106,3 +117,44 @@ async def test_cancelled_runs_are_not_acknowledged() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert r.log == ["start a1", "start b1", "end b1", "ack b1"]
+
+
+async def test_a_release_lets_go_of_the_records_not_begun_and_the_runs_under_way_go_on(
+        ) -> None:
+    r = Runs(slots=2)
+    let_go: list[Item] = []
+
+    async def hand_back(item: Item) -> None:
+        let_go.append(item)
+
+    async with r.flight() as f:
+        for item in [("a", 1), ("b", 1), ("c", 1), ("a", 2), ("d", 1)]:
+            await f.add(item)
+        await settle()
+        assert r.log == ["start a1", "start b1"]  # the others wait for a slot or a1
+        assert await f.release(hand_back) == 3
+        assert sorted(let_go) == [("a", 2), ("c", 1), ("d", 1)] and f.pending == 2
+        await f.add(("a", 3))  # read again later: waits for a1, still under way
+        await settle()
+        assert "start a3" not in r.log
+        for item in [("b", 1), ("a", 1), ("a", 3)]:
+            r.gate(item).set()
+    assert r.log == ["start a1", "start b1", "end b1", "ack b1", "end a1", "ack a1",
+                     "start a3", "end a3", "ack a3"]
+    assert await f.release(hand_back) == 0
+
+
+async def test_a_release_with_every_run_under_way_lets_go_of_nothing() -> None:
+    r = Runs()
+    async with r.flight() as f:
+        await f.add(("a", 1))
+        await f.add(("b", 1))
+        await settle()
+
+        async def refuse(item: Item) -> None:
+            raise AssertionError(f"{item} was under way")
+
+        assert await f.release(refuse) == 0
+        r.gate(("a", 1)).set()
+        r.gate(("b", 1)).set()
+    assert sorted(x for x in r.log if x.startswith("ack")) == ["ack a1", "ack b1"]

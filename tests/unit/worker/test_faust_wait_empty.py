@@ -20,6 +20,7 @@ from faust.transport.consumer import Consumer
 from streams.worker.faust_wait_empty import (
     FAUST_WAIT_EMPTY,
     install_wait_empty,
+    let_go_while_waiting,
     wait_empty_loop,
 )
 
@@ -183,3 +184,27 @@ def test_the_worker_installs_it_before_faust_starts() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.strip() == "streams.worker.faust_wait_empty"
+
+
+@pytest.mark.usefixtures("no_collection")
+def test_the_hooks_let_go_before_each_turn_and_one_failing_stops_nothing(
+        caplog: pytest.LogCaptureFixture) -> None:
+    consumer = _Consumer(4)
+    calls: list[int] = []
+
+    async def let_go_one() -> None:  # an agent letting go of a record not begun
+        calls.append(len(consumer._unacked_messages))
+        next(iter(consumer._unacked_messages)).acked = True
+        consumer._clean_unacked_messages()
+
+    async def broken() -> None:
+        raise RuntimeError("agent gone")
+
+    with let_go_while_waiting(broken), let_go_while_waiting(let_go_one):
+        asyncio.run(wait_empty_loop()(consumer))
+    assert calls == [4, 2]  # each turn: one let go, one acknowledged
+    assert consumer.waits == 2 and not consumer._unacked_messages and consumer.ended == 1
+    assert sum("letting go" in r.message for r in caplog.records) == 2
+    consumer = _Consumer(1)
+    asyncio.run(wait_empty_loop()(consumer))  # outside the block: no hook
+    assert calls == [4, 2]
