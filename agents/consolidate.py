@@ -27,7 +27,9 @@ async def consolidate(stream: Any) -> None:
         key=lambda event: event.message.key, limit=settings.consolidation.max_pending,
         gauge=CONSOLIDATION_PENDING, name="consolidate")
     # at a rebalance or a stop, the session ends not begun are let go unacknowledged
-    # (delivered again), so that Faust waits only for the runs under way
+    # (delivered again), so that Faust waits only for the runs under way. Faust then
+    # counts them acknowledged, even once delivered again; only the commit guard
+    # (every commit passes it) keeps the commit below them until they are finished.
     async with flight:
         with let_go_while_waiting(lambda: flight.release(stream.ack)):
             async for event in stream.noack().events():

@@ -84,6 +84,7 @@ def wait_empty_loop(report_every_s: float = REPORT_EVERY_S,
         pending = len(self._unacked_messages)
         while not self.should_stop and self._unacked_messages:
             await _let_go()
+            self._clean_unacked_messages()
             if not self._unacked_messages:
                 break
             now = clock()

@@ -148,10 +148,11 @@ class InFlight(Generic[H]):
         items = {t: self._items[t] for t in waiting}
         for task in waiting:
             task.cancel()
+        # before anything is added again (the cancelled give their room back as they
+        # end): a record added later of a key with a run under way waits for it
+        self._last = {self._key(self._items[t]): t for t in self._begun}
         await asyncio.gather(*waiting, return_exceptions=True)
         released = [items[t] for t in waiting if t.cancelled()]
-        for task in self._begun:  # a record added later of its key waits for it
-            self._last.setdefault(self._key(self._items[task]), task)
         for item in released:
             await let_go(item)
         if released:

@@ -158,3 +158,28 @@ async def test_a_release_with_every_run_under_way_lets_go_of_nothing() -> None:
         r.gate(("a", 1)).set()
         r.gate(("b", 1)).set()
     assert sorted(x for x in r.log if x.startswith("ack")) == ["ack a1", "ack b1"]
+
+
+async def test_a_record_added_as_a_release_ends_waits_for_the_run_of_its_key() -> None:
+    """The loop, held in ``add`` (no room), gets room as the let-go records end: what
+    it adds then still waits for the run of its key under way."""
+    r = Runs()
+    let_go: list[Item] = []
+
+    async def hand_back(item: Item) -> None:
+        let_go.append(item)
+
+    async with r.flight(limit=2) as f:
+        await f.add(("a", 1))
+        await f.add(("a", 2))  # waits for a1: not begun
+        await settle()
+        adding = asyncio.create_task(f.add(("a", 3)))  # no room
+        await settle()
+        assert not adding.done()
+        assert await f.release(hand_back) == 1
+        await asyncio.wait_for(adding, 1)
+        await settle()
+        assert r.log == ["start a1"] and let_go == [("a", 2)]
+        r.gate(("a", 1)).set()
+        r.gate(("a", 3)).set()
+    assert r.log == ["start a1", "end a1", "ack a1", "start a3", "end a3", "ack a3"]
