@@ -31,7 +31,7 @@ async def consolidate(stream: Any) -> None:
     # counts them acknowledged, even once delivered again; only the commit guard
     # (every commit passes it) keeps the commit below them until they are finished.
     async with flight:
-        with let_go_while_waiting(lambda: flight.release(stream.ack)):
+        with let_go_while_waiting(lambda: flight.release(stream.ack), flight.resume):
             async for event in stream.noack().events():
                 for admitted in await worker.admitted(stream, [event]):
                     await flight.add(admitted)

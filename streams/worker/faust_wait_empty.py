@@ -21,9 +21,10 @@ dropped unacknowledged inside a reference cycle (a crashed agent's frame) leaves
 only when a collection frees it.
 
 Before each turn it calls the hooks registered with :func:`let_go_while_waiting`:
-an agent with records read ahead lets go of those whose work has not begun
-(:meth:`.in_flight.InFlight.release`), so that a rebalance waits only for the
-runs under way, not for every session end read ahead.
+an agent with records read ahead lets go of those whose work has not begun, and
+of any it reads until the wait ends (:meth:`.in_flight.InFlight.release`, then
+``resume``), so that a rebalance waits only for the runs under way, not for every
+session end read ahead.
 """
 
 from __future__ import annotations
@@ -47,27 +48,38 @@ SHOWN = 10  # pending records named in the log
 
 WaitEmpty = Callable[[Any], Awaitable[None]]
 LetGo = Callable[[], Awaitable[object]]
+Resume = Callable[[], None]
 
-_LET_GO: list[LetGo] = []  # the hooks called before each turn
+_HOOKS: list[tuple[LetGo, Resume]] = []
 
 
 @contextlib.contextmanager
-def let_go_while_waiting(hook: LetGo) -> Iterator[None]:
-    """Within the block, ``hook`` is awaited before each turn of the wait (it must
-    return promptly; what it raises is logged)."""
-    _LET_GO.append(hook)
+def let_go_while_waiting(let_go: LetGo, resume: Resume) -> Iterator[None]:
+    """Within the block, ``let_go`` is awaited before each turn of the wait, and
+    ``resume`` called once the wait ends (both must return promptly; what they
+    raise is logged)."""
+    hooks = (let_go, resume)
+    _HOOKS.append(hooks)
     try:
         yield
     finally:
-        _LET_GO.remove(hook)
+        _HOOKS.remove(hooks)
 
 
 async def _let_go() -> None:
-    for hook in list(_LET_GO):
+    for let_go, _ in list(_HOOKS):
         try:
-            await hook()
+            await let_go()
         except Exception:  # the wait goes on: it only waits longer
             log.exception("letting go of records not begun failed")
+
+
+def _resume() -> None:
+    for _, resume in list(_HOOKS):
+        try:
+            resume()
+        except Exception:
+            log.exception("resuming after letting go failed")
 
 FAUST_WAIT_EMPTY: WaitEmpty = Consumer.wait_empty
 """Faust's own loop, as this module found it."""
@@ -80,6 +92,12 @@ def wait_empty_loop(report_every_s: float = REPORT_EVERY_S,
     module docstring); ``self`` is Faust's consumer."""
 
     async def wait_empty(self: Any) -> None:
+        try:
+            await _wait(self)
+        finally:
+            _resume()
+
+    async def _wait(self: Any) -> None:
         reported = progressed = clock()
         pending = len(self._unacked_messages)
         while not self.should_stop and self._unacked_messages:

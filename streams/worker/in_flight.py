@@ -32,9 +32,12 @@ work begins — until then it only waits, and cancelling it leaves nothing done;
   begun: its run is cancelled, it is not acknowledged, and it is handed to
   ``let_go`` (the agent tells Faust it is done with it, and the commit guard,
   which never heard it finished, keeps the commit below it: Kafka delivers it
-  again). Faust waits for every record it handed out before a rebalance goes on
-  and before the worker stops (:mod:`.faust_wait_empty`, which calls this): it
-  then waits only for the runs under way, not for every record read ahead.
+  again). Until :meth:`InFlight.resume`, each record added is let go the same
+  way at once: read after one let go, it must not begin before that one is
+  delivered again (a conversation's later session end before its earlier one).
+  Faust waits for every record it handed out before a rebalance goes on and
+  before the worker stops (:mod:`.faust_wait_empty`, which calls these): it then
+  waits only for the runs under way, not for every record read ahead.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class InFlight(Generic[H]):
         self._last: dict[Hashable, asyncio.Task[None]] = {}  # the newest record of each key
         self._items: dict[asyncio.Task[None], H] = {}
         self._begun: set[asyncio.Task[None]] = set()  # pending records whose work began
+        self._let_go: Callable[[H], Awaitable[None]] | None = None  # released, until resumed
         self._failure: BaseException | None = None
 
     @property
@@ -87,10 +91,17 @@ class InFlight(Generic[H]):
     async def add(self, item: H) -> None:
         """Start ``item`` (after the pending record of its key), once there is room."""
         self._raise_failure()
+        if self._let_go is not None:  # released, not resumed yet: let go at once
+            await self._let_go(item)
+            return
         await self._room.acquire()
         if self._failure is not None:
             self._room.release()
             self._raise_failure()
+        if self._let_go is not None:  # released while this waited for room
+            self._room.release()
+            await self._let_go(item)
+            return
         key = self._key(item)
         task = asyncio.create_task(self._one(item, self._last.get(key)),
                                    name=f"{self.name}:{key!r}")
@@ -143,7 +154,10 @@ class InFlight(Generic[H]):
 
     async def release(self, let_go: Callable[[H], Awaitable[None]]) -> int:
         """Cancel every pending record whose work has not begun and hand each to
-        ``let_go``, unacknowledged; how many. The runs under way go on."""
+        ``let_go``, unacknowledged; how many. The runs under way go on. Until
+        :meth:`resume`, every record added is handed to ``let_go`` at once, never
+        begun: it was read after a record let go, which is delivered again first."""
+        self._let_go = let_go
         waiting = [t for t in self._tasks if t not in self._begun]
         items = {t: self._items[t] for t in waiting}
         for task in waiting:
@@ -159,6 +173,10 @@ class InFlight(Generic[H]):
             log.info("%s: %d records not begun let go, unacknowledged", self.name,
                      len(released))
         return len(released)
+
+    def resume(self) -> None:
+        """Begin the records added from now on again (after :meth:`release`)."""
+        self._let_go = None
 
     async def cancel(self) -> None:
         """Cancel every pending run; what it had not handled stays unacknowledged."""

@@ -134,7 +134,8 @@ async def test_a_release_lets_go_of_the_records_not_begun_and_the_runs_under_way
         assert r.log == ["start a1", "start b1"]  # the others wait for a slot or a1
         assert await f.release(hand_back) == 3
         assert sorted(let_go) == [("a", 2), ("c", 1), ("d", 1)] and f.pending == 2
-        await f.add(("a", 3))  # read again later: waits for a1, still under way
+        f.resume()  # the rebalance over
+        await f.add(("a", 3))  # read again: waits for a1, still under way
         await settle()
         assert "start a3" not in r.log
         for item in [("b", 1), ("a", 1), ("a", 3)]:
@@ -160,9 +161,10 @@ async def test_a_release_with_every_run_under_way_lets_go_of_nothing() -> None:
     assert sorted(x for x in r.log if x.startswith("ack")) == ["ack a1", "ack b1"]
 
 
-async def test_a_record_added_as_a_release_ends_waits_for_the_run_of_its_key() -> None:
-    """The loop, held in ``add`` (no room), gets room as the let-go records end: what
-    it adds then still waits for the run of its key under way."""
+async def test_what_is_added_after_a_release_is_let_go_until_resumed() -> None:
+    """A record read after one let go must not begin before that one is delivered
+    again: until ``resume`` (the rebalance over), it is let go at once — also the one
+    the loop was adding, held for room, as the release began."""
     r = Runs()
     let_go: list[Item] = []
 
@@ -171,15 +173,21 @@ async def test_a_record_added_as_a_release_ends_waits_for_the_run_of_its_key() -
 
     async with r.flight(limit=2) as f:
         await f.add(("a", 1))
-        await f.add(("a", 2))  # waits for a1: not begun
-        await settle()
-        adding = asyncio.create_task(f.add(("a", 3)))  # no room
+        await f.add(("b", 1))  # no slot limit here: b1 begins too
+        adding = asyncio.create_task(f.add(("c", 1)))  # no room
         await settle()
         assert not adding.done()
-        assert await f.release(hand_back) == 1
-        await asyncio.wait_for(adding, 1)
+        assert await f.release(hand_back) == 0  # a1 and b1 under way
+        r.gate(("b", 1)).set()
+        await asyncio.wait_for(adding, 1)  # room came back: let go, not begun
+        await f.add(("a", 2))
         await settle()
-        assert r.log == ["start a1"] and let_go == [("a", 2)]
+        assert let_go == [("c", 1), ("a", 2)] and "start c1" not in r.log
+        f.resume()
+        await f.add(("a", 3))  # after the rebalance: waits for a1, still under way
+        await settle()
+        assert "start a3" not in r.log
         r.gate(("a", 1)).set()
         r.gate(("a", 3)).set()
-    assert r.log == ["start a1", "end a1", "ack a1", "start a3", "end a3", "ack a3"]
+    assert r.log == ["start a1", "start b1", "end b1", "ack b1", "end a1", "ack a1",
+                     "start a3", "end a3", "ack a3"]

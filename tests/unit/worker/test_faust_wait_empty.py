@@ -200,11 +200,21 @@ def test_the_hooks_let_go_before_each_turn_and_one_failing_stops_nothing(
     async def broken() -> None:
         raise RuntimeError("agent gone")
 
-    with let_go_while_waiting(broken), let_go_while_waiting(let_go_one):
+    resumed: list[int] = []
+
+    def resume() -> None:
+        resumed.append(len(calls))
+
+    def broken_resume() -> None:
+        raise RuntimeError("agent gone")
+
+    with let_go_while_waiting(broken, broken_resume), let_go_while_waiting(let_go_one, resume):
         asyncio.run(wait_empty_loop()(consumer))
     assert calls == [4, 2]  # each turn: one let go, one acknowledged
+    assert resumed == [2]  # once, when the wait ended
     assert consumer.waits == 2 and not consumer._unacked_messages and consumer.ended == 1
-    assert sum("letting go" in r.message for r in caplog.records) == 2
+    assert sum("records not begun failed" in r.message for r in caplog.records) == 2
+    assert sum("resuming" in r.message for r in caplog.records) == 1
     consumer = _Consumer(1)
     asyncio.run(wait_empty_loop()(consumer))  # outside the block: no hook
     assert calls == [4, 2]
