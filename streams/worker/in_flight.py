@@ -167,8 +167,11 @@ class InFlight(Generic[H]):
         self._last = {self._key(self._items[t]): t for t in self._begun}
         await asyncio.gather(*waiting, return_exceptions=True)
         released = [items[t] for t in waiting if t.cancelled()]
-        for item in released:
-            await let_go(item)
+        for item in released:  # each on its own: one failing leaves the others let go
+            try:
+                await let_go(item)
+            except Exception:
+                log.exception("%s: a record not begun could not be let go", self.name)
         if released:
             log.info("%s: %d records not begun let go, unacknowledged", self.name,
                      len(released))

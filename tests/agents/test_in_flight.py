@@ -191,3 +191,21 @@ async def test_what_is_added_after_a_release_is_let_go_until_resumed() -> None:
         r.gate(("a", 3)).set()
     assert r.log == ["start a1", "start b1", "end b1", "ack b1", "end a1", "ack a1",
                      "start a3", "end a3", "ack a3"]
+
+
+async def test_one_record_failing_to_be_let_go_leaves_the_others_let_go() -> None:
+    r = Runs(slots=1)
+    let_go: list[Item] = []
+
+    async def hand_back(item: Item) -> None:
+        if item == ("b", 1):
+            raise RuntimeError("stream gone")
+        let_go.append(item)
+
+    async with r.flight() as f:
+        for item in [("a", 1), ("b", 1), ("c", 1), ("d", 1)]:
+            await f.add(item)
+        await settle()
+        assert await f.release(hand_back) == 3
+        assert sorted(let_go) == [("c", 1), ("d", 1)]
+        r.gate(("a", 1)).set()
