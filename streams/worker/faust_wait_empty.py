@@ -47,6 +47,9 @@ COLLECT_AFTER_S = 10.0  # without an acknowledgement this long, collect once
 SHOWN = 10  # pending records named in the log
 
 WaitEmpty = Callable[[Any], Awaitable[None]]
+FAUST_WAIT_EMPTY: WaitEmpty = Consumer.wait_empty
+"""Faust's own loop, as this module found it."""
+
 LetGo = Callable[[], Awaitable[object]]
 Resume = Callable[[], None]
 
@@ -80,9 +83,6 @@ def _resume() -> None:
             resume()
         except Exception:
             log.exception("resuming after letting go failed")
-
-FAUST_WAIT_EMPTY: WaitEmpty = Consumer.wait_empty
-"""Faust's own loop, as this module found it."""
 
 
 def wait_empty_loop(report_every_s: float = REPORT_EVERY_S,

@@ -76,9 +76,8 @@ class InFlight(Generic[H]):
         self._gauge = gauge
         self.name = name
         self._room = asyncio.Semaphore(limit)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], H] = {}  # the pending records, by task
         self._last: dict[Hashable, asyncio.Task[None]] = {}  # the newest record of each key
-        self._items: dict[asyncio.Task[None], H] = {}
         self._begun: set[asyncio.Task[None]] = set()  # pending records whose work began
         self._let_go: Callable[[H], Awaitable[None]] | None = None  # released, until resumed
         self._failure: BaseException | None = None
@@ -106,8 +105,7 @@ class InFlight(Generic[H]):
         task = asyncio.create_task(self._one(item, self._last.get(key)),
                                    name=f"{self.name}:{key!r}")
         self._last[key] = task
-        self._tasks.add(task)
-        self._items[task] = item
+        self._tasks[task] = item
         if self._gauge is not None:
             self._gauge.inc()
         task.add_done_callback(partial(self._done, key))
@@ -122,8 +120,7 @@ class InFlight(Generic[H]):
         await self._ack(item)
 
     def _done(self, key: Hashable, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._items.pop(task, None)
+        self._tasks.pop(task, None)
         self._begun.discard(task)
         if self._last.get(key) is task:
             del self._last[key]
@@ -159,12 +156,12 @@ class InFlight(Generic[H]):
         begun: it was read after a record let go, which is delivered again first."""
         self._let_go = let_go
         waiting = [t for t in self._tasks if t not in self._begun]
-        items = {t: self._items[t] for t in waiting}
+        items = {t: self._tasks[t] for t in waiting}
         for task in waiting:
             task.cancel()
         # before anything is added again (the cancelled give their room back as they
         # end): a record added later of a key with a run under way waits for it
-        self._last = {self._key(self._items[t]): t for t in self._begun}
+        self._last = {self._key(self._tasks[t]): t for t in self._begun}
         await asyncio.gather(*waiting, return_exceptions=True)
         released = [items[t] for t in waiting if t.cancelled()]
         for item in released:  # each on its own: one failing leaves the others let go

@@ -125,11 +125,6 @@ def similarity(a: str, b: str, *, short_len: int = 50) -> float:
     return score
 
 
-def _speakers_differ(a: str, b: str) -> bool:
-    sa, sb = split_speaker(a)[0], split_speaker(b)[0]
-    return sa is not None and sb is not None and sa.casefold() != sb.casefold()
-
-
 def duplicate_rule(
     a: str,
     b: str,
@@ -140,18 +135,9 @@ def duplicate_rule(
     short_len: int = 50,
 ) -> bool:
     """Whether raw texts ``a`` and ``b`` are duplicates under one ``rule``."""
-    if _speakers_differ(a, b):
-        return False
-    na, nb = normalize(a), normalize(b)
-    if rule == "exact":
-        return na == nb
-    if rule == "containment":
-        return contains(na, nb) or contains(nb, na)
-    if rule == "jaccard":
-        return jaccard_similarity(na, nb) >= jaccard
-    if len(na) > short_len or len(nb) > short_len:
-        return False
-    return levenshtein_similarity(na, nb, levenshtein) >= levenshtein
+    ta, tb = _Text.of(a), _Text.of(b)
+    return not ta.speakers_differ(tb) and _matches(ta, tb, rule, jaccard, levenshtein,
+                                                    short_len)
 
 
 @dataclass(frozen=True)
@@ -180,7 +166,7 @@ def merge(keeper: MemoryCandidate, other: MemoryCandidate) -> MemoryCandidate:
 
 @dataclass
 class _Text:
-    """What the rules compare of one text, computed once per text."""
+    """What the rules compare of one raw text, computed once per text."""
 
     speaker: str | None  # casefolded
     norm: str
@@ -201,18 +187,21 @@ class _Text:
         return self._grams
 
     def speakers_differ(self, other: _Text) -> bool:
+        """Both texts name a speaker, and not the same one."""
         return (self.speaker is not None and other.speaker is not None
                 and self.speaker != other.speaker)
 
     def contains(self, inner: _Text) -> bool:
-        """:func:`contains` of the two normalised texts."""
+        """:func:`contains` of the two normalised texts, on the padding made once."""
         return bool(inner.norm) and (inner.padded in self.padded
                                      or (inner.chinese and inner.norm in self.norm))
 
 
 def _matches(kept: _Text, cand: _Text, rule: Rule, jaccard: float, levenshtein: float,
              short_len: int) -> bool:
-    """:func:`duplicate_rule` of ``kept`` and ``cand`` (their speakers do not differ)."""
+    """Whether ``kept`` and ``cand`` are duplicates under ``rule`` (their speakers not
+    differing); a Jaccard comparison whose bigram sets differ too much in size to reach
+    the threshold is not computed."""
     if rule == "exact":
         return kept.norm == cand.norm
     if rule == "containment":
