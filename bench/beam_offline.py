@@ -355,10 +355,13 @@ def main() -> int:
     db = grid_cache(args.data, chats) / "m.db"
     if args.rebuild and db.exists():
         db.unlink()
-    if not db.exists():
+    if not db.exists():  # built under another name, so an interrupted run is never reused
         db.parent.mkdir(parents=True, exist_ok=True)
+        partial = db.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
         print(f"  consolidating into {db}", file=sys.stderr, flush=True)
-        asyncio.run(consolidate(chats, db))
+        asyncio.run(consolidate(chats, partial))
+        partial.rename(db)
     if args.grid:
         done = asyncio.run(grid(chats, db, db.parent / "grid.json", args.top_k, args.budget))
         print(rotation(done))

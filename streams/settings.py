@@ -552,6 +552,12 @@ class QuerySettings(BaseModel):
             "(`top_k` are listed)."
         ),
     )
+    outline_chars: int = Field(
+        160, ge=0, le=1000, description=(
+            "A query asking how something went over time (\"in what order did I…\", "
+            "\"summarize how my … progressed\") gets each memory as its first sentence cut to "
+            "this many characters, so the budget reaches many sessions; 0: whole memories."),
+    )
     relativity: float = Field(
         0.3, ge=0, le=1, description=(
             "Provider relevance floor (relative to the best hit; chosen by rotation over "

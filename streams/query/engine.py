@@ -18,6 +18,10 @@ warning. Long-term rules (DESIGN §3):
 * a query naming a date ("on May 3, 2023", "in June") lifts, in each cube, the
   memories dated in it (:mod:`streams.memory.rules.dates`; by default they come
   first);
+* a query asking how something went over time ("in what order did I…",
+  "summarize how my … progressed", :mod:`.rules.timeline`) gets each memory as
+  an outline's line, its first sentence (``long_term.outline`` says so), so the
+  budget reaches many sessions instead of a few whole;
 * results under ``min_score`` dropped (not the strongest memories: their score
   is no relevance), each cut to 1,000 characters, a fact and the episode it
   was judged from never both kept (:mod:`.rules.same_source`), sorted by
@@ -32,7 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from streams.memory.agent_configs import AgentConfigs
@@ -51,6 +55,7 @@ from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.query.rules.generic import is_generic
 from streams.query.rules.query_text import build_query_text
 from streams.query.rules.same_source import COVERS, fold_same_source
+from streams.query.rules.timeline import OUTLINE_CHARS, asks_over_time, outline_line
 from streams.query.rules.window_access import may_read_window
 from streams.redaction import error_text
 from streams.session.reader import SessionReader, SessionWindow
@@ -85,6 +90,7 @@ class QueryConfig:
     default_long_memory: bool = True
     date_lift: float = DATE_LIFT
     date_lift_slack_days: int = DATE_SLACK_DAYS
+    outline_chars: int = OUTLINE_CHARS
 
 
 @dataclass
@@ -166,6 +172,7 @@ class QueryEngine:
         handle = self.providers.get(route(config))
         text = build_query_text(q.message, q.context)
         generic = is_generic(text)
+        outline = not generic and self.config.outline_chars > 0 and asks_over_time(text)
         request = SearchRequest(
             query=text,
             cubes=readable_cubes(q.agent_id),
@@ -200,10 +207,13 @@ class QueryEngine:
             kept += filter_and_trim(strongest_first(cube) if generic else cube,
                                     min_score=0.0 if generic else self.config.min_score,
                                     max_chars=self.config.max_memory_chars)
+        if outline:
+            kept = [replace(m, content=outline_line(m.content, self.config.outline_chars))
+                    for m in kept]
         return _LongTerm(fold_same_source(kept), LongTermInfo(
             provider=handle.route, keyword_only=keyword_only,
             candidates=sum(len(f) for f in found),
-            ranked_by="strength" if generic else "relevance"))
+            ranked_by="strength" if generic else "relevance", outline=outline))
 
     async def answer(self, q: MemoryQuery, budget_s: float | None = None) -> MemoryReply:
         """``budget_s``: how long each part may take (what is left of the caller's wait;

@@ -146,6 +146,11 @@ class LongTermInfo(BaseModel):
         "`strength` for a query that names nothing to look for (\"What do you know about "
         "me?\"): each cube's strongest memories (facts first, then importance, then the "
         "newest) instead of the ones matching its words."))
+    outline: bool = Field(False, description=(
+        "true for a query that asks how something went over time (\"in what order did I…\", "
+        "\"summarize how my … progressed\"): each memory's `content` is its first sentence, "
+        "at most `outline_chars` characters, so the budget holds a line of many sessions "
+        "instead of a few whole; its `id` and `source_span` lead to the whole text."))
 
 
 class MemoryReply(BaseModel):

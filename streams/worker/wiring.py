@@ -359,7 +359,7 @@ class Wiring:
             QueryConfig(
                 candidate_pool=q.candidate_pool, relativity=q.relativity,
                 min_score=q.min_score, max_memory_chars=q.max_memory_chars,
-                user_share=q.user_share, pref_top_k=q.pref_top_k,
+                user_share=q.user_share, pref_top_k=q.pref_top_k, outline_chars=q.outline_chars,
                 default_long_memory=s.consolidation.default_long_memory,
                 date_lift=s.ranking.date_lift,
                 date_lift_slack_days=s.ranking.date_lift_slack_days),
