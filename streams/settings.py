@@ -555,8 +555,9 @@ class QuerySettings(BaseModel):
     outline_chars: int = Field(
         160, ge=0, le=1000, description=(
             "A query asking how something went over time (\"in what order did I…\", "
-            "\"summarize how my … progressed\") gets each memory as its first sentence cut to "
-            "this many characters, so the budget reaches many sessions; 0: whole memories."),
+            "\"summarize how my … progressed\") gets each memory as its sentence holding most of "
+            "the query's words, cut to this many characters, so the budget reaches many "
+            "sessions; 0: whole memories."),
     )
     relativity: float = Field(
         0.3, ge=0, le=1, description=(

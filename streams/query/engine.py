@@ -20,7 +20,7 @@ warning. Long-term rules (DESIGN §3):
   first);
 * a query asking how something went over time ("in what order did I…",
   "summarize how my … progressed", :mod:`.rules.timeline`) gets each memory as
-  an outline's line, its first sentence (``long_term.outline`` says so), so the
+  an outline's line, the sentence that matches (``long_term.outline`` says so), so the
   budget reaches many sessions instead of a few whole;
 * results under ``min_score`` dropped (not the strongest memories: their score
   is no relevance), each cut to 1,000 characters, a fact and the episode it
@@ -36,7 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from streams.memory.agent_configs import AgentConfigs
@@ -52,10 +52,10 @@ from streams.metrics import (
     QUERY_STAGE_LATENCY,
 )
 from streams.query.rules.budget import filter_and_trim, pack_budget
-from streams.query.rules.generic import is_generic
+from streams.query.rules.generic import content_terms, is_generic
 from streams.query.rules.query_text import build_query_text
 from streams.query.rules.same_source import COVERS, fold_same_source
-from streams.query.rules.timeline import OUTLINE_CHARS, asks_over_time, outline_line
+from streams.query.rules.timeline import OUTLINE_CHARS, asks_over_time, outlined
 from streams.query.rules.window_access import may_read_window
 from streams.redaction import error_text
 from streams.session.reader import SessionReader, SessionWindow
@@ -172,7 +172,8 @@ class QueryEngine:
         handle = self.providers.get(route(config))
         text = build_query_text(q.message, q.context)
         generic = is_generic(text)
-        outline = not generic and self.config.outline_chars > 0 and asks_over_time(text)
+        outline = (not generic and self.config.outline_chars > 0
+                   and asks_over_time(q.message))
         request = SearchRequest(
             query=text,
             cubes=readable_cubes(q.agent_id),
@@ -208,8 +209,7 @@ class QueryEngine:
                                     min_score=0.0 if generic else self.config.min_score,
                                     max_chars=self.config.max_memory_chars)
         if outline:
-            kept = [replace(m, content=outline_line(m.content, self.config.outline_chars))
-                    for m in kept]
+            kept = outlined(kept, self.config.outline_chars, content_terms(q.message))
         return _LongTerm(fold_same_source(kept), LongTermInfo(
             provider=handle.route, keyword_only=keyword_only,
             candidates=sum(len(f) for f in found),

@@ -148,8 +148,9 @@ class LongTermInfo(BaseModel):
         "newest) instead of the ones matching its words."))
     outline: bool = Field(False, description=(
         "true for a query that asks how something went over time (\"in what order did I…\", "
-        "\"summarize how my … progressed\"): each memory's `content` is its first sentence, "
-        "at most `outline_chars` characters, so the budget holds a line of many sessions "
+        "\"summarize how my … progressed\"): each memory's `content` is one sentence of it, "
+        "the one holding most of the query's words, after its speaker's name, at most "
+        "`outline_chars` characters, so the budget holds a line of many sessions "
         "instead of a few whole; its `id` and `source_span` lead to the whole text."))
 
 

@@ -7,61 +7,135 @@ Its answer is spread over many sessions, a statement or two each, and a budget
 of whole passages (up to 1,000 characters each) holds a handful of sessions
 and leaves the rest out.
 
-:func:`asks_over_time` reads the intent, in English: an order ("in order", "in
-what order", "the order in which", "chronological", "timeline", "sequence of"),
-or a summary or the progress of something ("summary", "summarize", "recap",
-"overview", "how my X has progressed / developed / evolved / changed over time /
-so far / throughout …"). "Walk me through how to prove …" asks for steps, not a
-history, and is not read; nor is "in order to".
+:func:`asks_over_time` reads the intent in the caller's message (not its
+context), in English and Chinese, when the message speaks of the user's own
+history (I, my, we, our; 我): an order ("in what order", "the order in which",
+"list … in order", "chronological", "timeline", "order of events"; 顺序, 时间线),
+"sequence of"; a summary ("summary", "summarize", "sum up", "recap", "overview", "history of";
+总结, 概括, 回顾) or progress ("how my X has progressed / evolved / developed /
+changed", "how did X improve over time / so far / throughout"; 进展, 变化, 发展).
+Not read: "in order to / for / of", "order of magnitude", "how do I change …",
+"walk me through how to …" (steps, not a history), nor a text about something
+else ("Summarize this article", "Translate 'timeline'").
 
-:func:`outline_line` gives such a question each memory as an outline's line:
-its first sentence (at least ``MIN_SENTENCE`` characters, so "Sure." does not
-end it), cut at a word within ``max_chars``. The budget then holds a line of
-every session it reaches, in date order (:mod:`.budget`), instead of a few
-sessions whole; the memory's id and ``source_span`` lead to the whole text.
+:func:`outline_line` gives such a question each memory as an outline's line: of
+its sentences (each at least ``MIN_SENTENCE`` characters, so "Sure." is not one),
+the one holding most of the question's words, the first on a tie, with the
+speaker's name kept ("User: …"), cut at a word within ``max_chars``;
+:func:`outlined` leaves out a line that repeats one of its cube. The budget
+then holds a line of every session it reaches, each session dated once and in
+date order (:mod:`.budget`), instead of a few sessions whole; the memory's id
+and ``source_span`` lead to the whole text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 
-_ORDER = re.compile(
-    r"\b(?:in\s+(?:what|which|chronological|the\s+right)\s+order"
-    r"|the\s+order\s+(?:in\s+which|that|of)|in\s+order\b(?!\s+to\b)|chronolog\w*"
-    r"|time\s*line|sequence\s+of|order\s+of\s+events)",
-    re.IGNORECASE)
-_SUMMARY = re.compile(r"\b(?:summar(?:y|ies|ize|ise|izing|ising)|recap|overview)\b",
-                      re.IGNORECASE)
-_PROGRESS = re.compile(
-    r"\bhow\b[^.?!]{0,80}?\b(?:progress(?:ed)?|develop(?:ed)?|evolv(?:ed|e)|chang(?:ed|e)"
-    r"|grown|grow|improv(?:ed|e))\b[^.?!]{0,60}?"
-    r"\b(?:over\s+time|so\s+far|throughout|over\s+the\s+(?:past|last)|since|across)\b",
-    re.IGNORECASE)
+from streams.memory.model import StoredMemory
+from streams.memory.rules.fusion import speaker_of
+from streams.memory.rules.lexical import tokenize
+
 MAX_QUESTION_CHARS = 2000  # read this far: a longer text asks other things too
 MIN_SENTENCE = 40
+MAX_SENTENCES = 24  # of one memory, read for the line (the rest is never chosen)
 OUTLINE_CHARS = 160
+
+_MINE = re.compile(r"\bI\b|(?i:\b(?:my|mine|myself|we|our|ours|us)\b)|我")
+_ORDER = re.compile(
+    r"\bin\s+(?:what|which|chronological|the)\s+order\b"
+    r"|\bthe\s+order\s+(?:in\s+which|that|I|we)\b"
+    r"|\b(?:list|name|rank|put|arrange|sort|tell)\b[^.?!]{0,80}?\bin\s+order\b"
+    r"(?!\s+(?:to|for|of)\b)"
+    r"|\bchronolog\w*|\btime\s*line\b|\border\s+of\s+events\b|\bearliest\s+to\s+latest\b"
+    r"|\bsequence\s+of\b"
+    r"|顺序|时间线|先后", re.IGNORECASE)
+_SUMMARY = re.compile(
+    r"\b(?:summar(?:y|ies|ize|ise|ized|ised|izing|ising)|sum\s+up|recap|overview"
+    r"|history\s+of)\b|总结|概括|回顾", re.IGNORECASE)
+_PROGRESS = re.compile(
+    r"\bhow\s+(?:has|have|had|did|is|are|was|were)\b[^.?!]{0,80}?"
+    r"\b(?:progress\w*|evolv\w*|develop\w*|chang\w*|grow\w*|grown|improv\w*)\b"
+    r"|\bhow\s+much\s+progress\b|进展|变化|发展|进步", re.IGNORECASE)
+_NOT_A_HISTORY = re.compile(
+    r"\b(?:this|the\s+following|that)\s+(?:article|text|document|paper|email|passage|code)\b"
+    r"|\btranslat\w*\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]|\n")
-_LAST_WORD = re.compile(r"\s+\S*$")
 
 
-def asks_over_time(text: str) -> bool:
-    """Whether ``text`` asks for an order, a summary or the progress of something."""
-    head = text[:MAX_QUESTION_CHARS]
+def asks_over_time(message: str) -> bool:
+    """Whether ``message`` asks for an order, a summary or the progress of the user's
+    own things."""
+    head = message[:MAX_QUESTION_CHARS]
+    if not _MINE.search(head) or _NOT_A_HISTORY.search(head):
+        return False
     return bool(_ORDER.search(head) or _SUMMARY.search(head) or _PROGRESS.search(head))
 
 
-def outline_line(text: str, max_chars: int = OUTLINE_CHARS) -> str:
-    """The first sentence of ``text`` of at least ``MIN_SENTENCE`` characters, cut at a
-    word boundary within ``max_chars`` (a word longer than that is cut inside)."""
-    text = text.strip()
-    for m in _SENTENCE_END.finditer(text, min(MIN_SENTENCE, len(text)) - 1 if text else 0):
-        if m.end() > max_chars:
-            break
-        return text[:m.end()].strip()
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """The spans of ``text``'s first ``MAX_SENTENCES`` sentences, a sentence shorter than
+    ``MIN_SENTENCE`` joined to the next."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        if m.end() - start >= MIN_SENTENCE:
+            out.append((start, m.end()))
+            start = m.end()
+            if len(out) == MAX_SENTENCES:
+                return out
+    if start < len(text) and text[start:].strip():
+        out.append((start, len(text)))
+    return out
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """``text`` within ``max_chars``, cut after a word when one ends in its second half,
+    else hard (a run without spaces: Chinese, a long URL)."""
     if len(text) <= max_chars:
         return text
-    cut = text[:max_chars]
-    if not text[max_chars].isspace() and (word := _LAST_WORD.search(cut)) is not None:
-        cut = cut[:word.start()]  # the word that goes on past the bound is left out
-    return cut.rstrip()
+    end = max_chars
+    if not text[end].isspace():
+        while end > max_chars // 2 and not text[end - 1].isspace():
+            end -= 1
+        if end <= max_chars // 2:
+            end = max_chars
+    return text[:end].rstrip()
 
+
+def outline_line(text: str, max_chars: int = OUTLINE_CHARS,
+                 terms: Collection[str] = ()) -> str:
+    """The sentence of ``text`` that holds most of ``terms`` (search terms, as
+    :func:`~streams.memory.rules.lexical.tokenize` gives them; the first sentence on a
+    tie or without terms), after the speaker's name if ``text`` begins with one, cut
+    within ``max_chars``."""
+    text = text.strip()
+    spans = _sentences(text)
+    if not spans:
+        return ""
+    best, best_held = spans[0], -1
+    if terms:
+        wanted = set(terms)
+        for span in spans:
+            held = len(wanted.intersection(tokenize(text[span[0]:span[1]])))
+            if held > best_held:
+                best, best_held = span, held
+    line = text[best[0]:best[1]].strip()
+    if best[0] > 0 and (speaker := speaker_of(text)) is not None:
+        line = f"{speaker}: {line}"
+    return _cut(line, max_chars)
+
+
+def outlined(memories: Sequence[StoredMemory], max_chars: int,
+             terms: Collection[str]) -> list[StoredMemory]:
+    """``memories`` (best first) as outline lines (:func:`outline_line`), a line that
+    repeats one already kept in the same cube ("Assistant: Great question!") left out."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for m in memories:
+        line = outline_line(m.content, max_chars, terms)
+        if (m.cube, line) not in seen:
+            seen.add((m.cube, line))
+            out.append(replace(m, content=line))
+    return out
