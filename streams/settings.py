@@ -527,12 +527,11 @@ class QuerySettings(BaseModel):
         64, ge=0, le=4096, description=(
             "Requests read beyond the free slots and queued per tenant (the tenant of the "
             "record key `tenant/user`); a free slot goes to the tenants in turn, one tenant "
-            "holding at most half the slots while another waits, and fewer, in proportion, "
-            "while its requests hold the event loop longer than another active tenant's. A "
-            "tenant's queue holds at most `read_ahead` split between the tenants with "
-            "requests queued and one more; its requests beyond that get an `over_quota` "
-            "reply at once, without the engine. 0: no read-ahead, requests are read only as "
-            "slots free up, none is refused so and no tenant's share is kept."),
+            "holding at most half the slots while another waits. A tenant's queue holds at "
+            "most `read_ahead` split between the tenants with requests queued and one more; "
+            "its requests beyond that get an `over_quota` reply at once, without the engine. "
+            "0: no read-ahead, requests are read only as slots free up and none is refused "
+            "so."),
     )
     read_ahead_bytes: int = Field(
         8 * 1024 * 1024, ge=0, description=(

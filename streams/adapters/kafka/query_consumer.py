@@ -22,11 +22,10 @@ Delivery rules:
   the slots while another tenant waits, and never the last free slot while none
   does (:mod:`streams.query.rules.fair_dispatch`): one tenant's backlog on a
   shared partition does not hold up another tenant's requests; while another
-  tenant is active, a tenant whose requests hold the event loop longer than the
-  cheapest active tenant's holds fewer slots in proportion (each request's
-  steps on the loop are timed, :mod:`streams.adapters.kafka.loop_time`), so its
-  searches of a large cube do not fill the loop the other's requests are
-  answered on;
+  tenant is active, a tenant whose requests take longer than the cheapest active
+  tenant's holds fewer slots in proportion (each request's time in its slot is
+  measured), so its searches of a large cube do not fill the event loop the
+  other's requests are answered on;
 * a request whose tenant's queue holds its share of the read-ahead (in records,
   or bytes) is refused at
   once, without the engine (``shed``: an ``over_quota`` reply), in a task of its
@@ -66,7 +65,6 @@ from aiokafka.errors import KafkaError
 
 from streams.adapters.kafka.commit_positions import CommitPositions
 from streams.adapters.kafka.fetch_turns import POLL_MS, TurnFetch
-from streams.adapters.kafka.loop_time import LoopTime, loop_timed
 from streams.adapters.kafka.progress import (
     ProgressTracker,
     publish_progress,
@@ -115,8 +113,8 @@ class QueryConsumer:
         self._answer: Answerer | None = None
         self._shed: Answerer | None = None
         # each task's partition, the tenant whose slot it holds (None: a refusal), and
-        # the time its steps have run on the loop
-        self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None, LoopTime]] = {}
+        # when it started (by ``clock``)
+        self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None, float]] = {}
         self._running: dict[str, int] = {}  # slots held, by tenant
         self._queues = TenantQueues(0, config.concurrency)
         self._turns = TurnFetch(self._begin)
@@ -228,16 +226,15 @@ class QueryConsumer:
 
     def _start(self, r: Any, tenant: str | None, answer: Answerer) -> None:
         tp = tp_of(r)
-        spent = LoopTime()
-        task = asyncio.get_running_loop().create_task(self._one(tp, r, answer, spent))
-        self._tasks[task] = (tp, tenant, spent)
+        task = asyncio.get_running_loop().create_task(self._one(tp, r, answer))
+        self._tasks[task] = (tp, tenant, self.clock())
         if tenant is not None:
             self._running[tenant] = self._running.get(tenant, 0) + 1
         task.add_done_callback(self._done)
 
-    async def _one(self, tp: TPKey, r: Any, answer: Answerer, spent: LoopTime) -> None:
+    async def _one(self, tp: TPKey, r: Any, answer: Answerer) -> None:
         try:
-            await loop_timed(answer(from_consumer_record(r)), spent)
+            await answer(from_consumer_record(r))
         except asyncio.CancelledError:
             raise  # abandoned: neither finished nor committed
         except Exception:
@@ -246,10 +243,10 @@ class QueryConsumer:
         self._dirty.set()
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        _, tenant, spent = self._tasks.pop(task, (None, None, None))
+        _, tenant, started = self._tasks.pop(task, (None, None, 0.0))
         if tenant is not None:
-            if spent is not None and not task.cancelled():
-                self._queues.served(tenant, spent.seconds)
+            if not task.cancelled():
+                self._queues.served(tenant, self.clock() - started)
             held = self._running.get(tenant, 0) - 1
             if held > 0:
                 self._running[tenant] = held

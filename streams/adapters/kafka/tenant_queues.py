@@ -14,19 +14,15 @@ are queued past its share, and the consumer's bound on what it reads holds them.
 :meth:`TenantQueues.next` hands out the next request to start, the tenants taken
 in turn — the tenant served goes to the back of the turn — one tenant holding at
 most half the slots while another waits. :meth:`TenantQueues.served` keeps each
-tenant's time on the event loop per request (a moving average, ``COST_WEIGHT`` to
-the newest; at least ``COST_FLOOR``); while another tenant seen within
-``OTHERS_SEEN_S`` has been measured ``MIN_SAMPLES`` times, a tenant costlier than
-the cheapest of them holds fewer slots
-(:func:`~streams.query.rules.fair_dispatch.cost_share`) and borrows none beyond
-them. A tenant whose requests start counts as seen.
+tenant's time per request (a moving average, ``COST_WEIGHT`` to the newest); while
+another tenant was seen within ``OTHERS_SEEN_S``, a tenant costlier than the
+cheapest of them holds fewer slots (:func:`~streams.query.rules.fair_dispatch.cost_share`).
 Requests of partitions let go are dropped (:meth:`TenantQueues.drop`), never
 started here.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
@@ -44,8 +40,6 @@ from streams.wire.envelope import TPKey
 OTHERS_SEEN_S = 5.0  # a tenant seen this recently counts as another one waiting
 SEEN_MAX = 10_000  # tenants whose last request is remembered (the oldest go first)
 COST_WEIGHT = 0.2  # of a request's time in its tenant's moving average
-MIN_SAMPLES = 3  # requests measured before a tenant's cost caps another's
-COST_FLOOR = 0.001  # seconds: a request holding the loop less is counted as this
 
 
 def tp_of(r: Any) -> TPKey:
@@ -64,9 +58,7 @@ class TenantQueues:
         self.share = slot_share(slots)
         self._queues: OrderedDict[str, deque[Any]] = OrderedDict()  # in turn order
         self._count = 0
-        self._cost: dict[str, float] = {}  # loop seconds per request, by tenant seen lately
-        self._samples: dict[str, int] = {}  # requests measured, by tenant seen lately
-        self._cheapest: list[tuple[float, str]] | None = None  # None: to recompute
+        self._cost: dict[str, float] = {}  # seconds per request, by tenant seen lately
 
     def __len__(self) -> int:
         return self._count
@@ -96,14 +88,11 @@ class TenantQueues:
 
     def _others_seen(self, tenant: str) -> bool:
         """Note ``tenant``'s request; whether another tenant's was read lately."""
-        self._forget(self._touch(tenant))
-        return len(self._seen) > 1
-
-    def _touch(self, tenant: str) -> float:
         now = self.clock()
         self._seen[tenant] = now
         self._seen.move_to_end(tenant)
-        return now
+        self._forget(now)
+        return len(self._seen) > 1
 
     def _forget(self, now: float) -> None:
         """Let go of the tenants not seen within ``OTHERS_SEEN_S`` (and the oldest beyond
@@ -111,45 +100,26 @@ class TenantQueues:
         while self._seen and (len(self._seen) > SEEN_MAX
                               or next(iter(self._seen.values())) < now - OTHERS_SEEN_S):
             tenant, _ = self._seen.popitem(last=False)
-            self._samples.pop(tenant, None)
-            if self._cost.pop(tenant, None) is not None:
-                self._cheapest = None
+            self._cost.pop(tenant, None)
 
     def served(self, tenant: str, seconds: float) -> None:
-        """Note that a request of ``tenant`` held the event loop ``seconds`` (its steps'
-        time, :mod:`.loop_time`); a tenant not seen within ``OTHERS_SEEN_S`` is not
-        measured."""
-        if tenant not in self._seen:
-            return
-        seconds = max(0.0, seconds)
-        last = self._cost.get(tenant)
-        self._cost[tenant] = seconds if last is None else last + COST_WEIGHT * (seconds - last)
-        self._samples[tenant] = self._samples.get(tenant, 0) + 1
-        self._cheapest = None
+        """Note that a request of ``tenant`` took ``seconds`` in its slot."""
+        if tenant in self._seen:
+            last = self._cost.get(tenant)
+            self._cost[tenant] = seconds if last is None else (
+                last + COST_WEIGHT * (seconds - last))
 
-    def _two_cheapest(self) -> list[tuple[float, str]]:
-        """The two cheapest tenants measured ``MIN_SAMPLES`` times (cost at least
-        ``COST_FLOOR``), recomputed only after a cost changed."""
-        if self._cheapest is None:
-            self._cheapest = heapq.nsmallest(2, (
-                (max(cost, COST_FLOOR), tenant) for tenant, cost in self._cost.items()
-                if self._samples.get(tenant, 0) >= MIN_SAMPLES))
-        return self._cheapest
-
-    def caps(self, tenants: Iterable[str]) -> dict[str, int]:
-        """The slots each of ``tenants`` may hold, of those costlier than the cheapest
-        other active tenant (none while one tenant alone is measured)."""
+    def caps(self) -> dict[str, int]:
+        """The slots each tenant costlier than the cheapest active one may hold (none
+        while one tenant alone is active)."""
         self._forget(self.clock())
-        cheapest = self._two_cheapest()
-        if len(cheapest) < 2:
+        if len(self._cost) < 2:
             return {}
+        ranked = sorted(self._cost.values())
         out = {}
-        for tenant in tenants:
-            cost = self._cost.get(tenant)
-            if cost is None:
-                continue
-            other = cheapest[1][0] if tenant == cheapest[0][1] else cheapest[0][0]
-            if (cap := cost_share(self.share, max(cost, COST_FLOOR), other)) < self.share:
+        for tenant, cost in self._cost.items():
+            cheapest = ranked[1] if cost == ranked[0] else ranked[0]  # of the others
+            if (cap := cost_share(self.share, cost, cheapest)) < self.share:
                 out[tenant] = cap
         return out
 
@@ -161,11 +131,10 @@ class TenantQueues:
         """The tenant and record to start in a free slot (``running``: slots held by
         tenant), or None when none may start now."""
         tenants = list(self._queues)
-        i = pick(tenants, running, self.slots, self.share, self.caps(tenants))
+        i = pick(tenants, running, self.slots, self.share, self.caps())
         if i is None:
             return None
         tenant = tenants[i]
-        self._touch(tenant)  # a tenant with requests starting is active
         queue = self._queues[tenant]
         r = queue.popleft()
         self._count -= 1

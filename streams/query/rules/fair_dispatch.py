@@ -10,15 +10,12 @@ one: one slot stays free for a request of another tenant, which then starts at
 once. So one busy tenant uses all slots but one, and another tenant's request
 never waits behind the busy tenant's backlog.
 
-Slots share the worker's event loop, not its CPU: a tenant whose requests each hold
-the loop ten times as long (a cube of 30,000 memories against one of 300) would,
-with many slots, fill the loop, and the other's requests would wait between its
-steps. So while another tenant is active (seen lately, and measured), a tenant
-whose requests hold the loop longer than the cheapest other's holds fewer slots,
-in proportion (:func:`cost_share`, at least one), and borrows none beyond them
-(``caps`` of :func:`pick`, kept by :mod:`streams.adapters.kafka.tenant_queues`).
-Capped tenants' requests then run fewer at a time; on one loop that costs them
-little unless they wait on the database.
+Slots share the worker's event loop, not its CPU: a tenant whose requests each take
+ten times as long (a cube of 30,000 memories against one of 300) would, with half
+the slots, hold the loop ten times as long as the other, whose requests then wait
+between its steps. So while another tenant is active, a tenant whose requests take
+longer than the cheapest active tenant's holds fewer slots, in proportion
+(:func:`cost_share`, at least one), and borrows none beyond them.
 
 A tenant's queue holds at most :func:`queue_share` requests: the read-ahead split
 between the tenants with requests queued and one more (a tenant not seen yet),
@@ -79,9 +76,8 @@ def pick(waiting: Sequence[str], running: Mapping[str, int], slots: int,
     """The index in ``waiting`` (the tenants with queued requests, in turn order) of the
     tenant whose next request takes a slot; None when no slot is free, or every waiting
     tenant holds its ``share`` of the slots already (``running``: slots held by tenant)
-    and only one slot is free (kept for another tenant), or every waiting tenant holds
-    its cap. A tenant in ``caps`` (costlier than another active tenant:
-    :func:`cost_share`) takes no slot beyond its cap, free slots or not."""
+    and only one slot is free (kept for another tenant). A tenant in ``caps`` (costlier
+    than another active tenant: :func:`cost_share`) takes no slot beyond its cap."""
     free = slots - sum(running.values())
     if free <= 0:
         return None
