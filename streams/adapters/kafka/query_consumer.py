@@ -21,11 +21,7 @@ Delivery rules:
 * a free slot goes to the tenants' queues in turn, a tenant holding at most half
   the slots while another tenant waits, and never the last free slot while none
   does (:mod:`streams.query.rules.fair_dispatch`): one tenant's backlog on a
-  shared partition does not hold up another tenant's requests; while another
-  tenant is active, a tenant whose requests take longer than the cheapest active
-  tenant's holds fewer slots in proportion (each request's time in its slot is
-  measured), so its searches of a large cube do not fill the event loop the
-  other's requests are answered on;
+  shared partition does not hold up another tenant's requests;
 * a request whose tenant's queue holds its share of the read-ahead (in records,
   or bytes) is refused at
   once, without the engine (``shed``: an ``over_quota`` reply), in a task of its
@@ -112,9 +108,8 @@ class QueryConsumer:
         self._consumer: Any = None
         self._answer: Answerer | None = None
         self._shed: Answerer | None = None
-        # each task's partition, the tenant whose slot it holds (None: a refusal), and
-        # when it started (by ``clock``)
-        self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None, float]] = {}
+        # each task's partition, and the tenant whose slot it holds (None: a refusal)
+        self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None]] = {}
         self._running: dict[str, int] = {}  # slots held, by tenant
         self._queues = TenantQueues(0, config.concurrency)
         self._turns = TurnFetch(self._begin)
@@ -139,7 +134,7 @@ class QueryConsumer:
             self._shed = shed
             read_ahead = self.config.read_ahead if shed is not None else 0
             self._queues = TenantQueues(read_ahead, self.config.concurrency,
-                                        self.config.read_ahead_bytes, clock=self.clock)
+                                        self.config.read_ahead_bytes)
             self._loop_task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait_assigned(self, timeout_s: float) -> bool:
@@ -166,7 +161,7 @@ class QueryConsumer:
                 await self._fetch(consumer)
         finally:
             self._queues.drop()  # not begun: the next owner reads them again
-            await self._drain({tp for tp, _, _ in self._tasks.values()})
+            await self._drain({tp for tp, _ in self._tasks.values()})
             await self._commit()
             committer.cancel()
             await asyncio.gather(committer, return_exceptions=True)
@@ -227,7 +222,7 @@ class QueryConsumer:
     def _start(self, r: Any, tenant: str | None, answer: Answerer) -> None:
         tp = tp_of(r)
         task = asyncio.get_running_loop().create_task(self._one(tp, r, answer))
-        self._tasks[task] = (tp, tenant, self.clock())
+        self._tasks[task] = (tp, tenant)
         if tenant is not None:
             self._running[tenant] = self._running.get(tenant, 0) + 1
         task.add_done_callback(self._done)
@@ -243,10 +238,8 @@ class QueryConsumer:
         self._dirty.set()
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        _, tenant, started = self._tasks.pop(task, (None, None, 0.0))
+        _, tenant = self._tasks.pop(task, (None, None))
         if tenant is not None:
-            if not task.cancelled():
-                self._queues.served(tenant, self.clock() - started)
             held = self._running.get(tenant, 0) - 1
             if held > 0:
                 self._running[tenant] = held
@@ -286,7 +279,7 @@ class QueryConsumer:
 
     # ------------------------------------------------------------ rebalance
     async def _drain(self, tps: set[TPKey]) -> None:
-        tasks = [t for t, (tp, _, _) in self._tasks.items() if tp in tps]
+        tasks = [t for t, (tp, _) in self._tasks.items() if tp in tps]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self.config.drain_timeout_s)

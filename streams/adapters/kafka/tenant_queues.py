@@ -13,12 +13,8 @@ through no fault of their tenant's). A tenant alone is never shed: its requests
 are queued past its share, and the consumer's bound on what it reads holds them.
 :meth:`TenantQueues.next` hands out the next request to start, the tenants taken
 in turn — the tenant served goes to the back of the turn — one tenant holding at
-most half the slots while another waits. :meth:`TenantQueues.served` keeps each
-tenant's time per request (a moving average, ``COST_WEIGHT`` to the newest); while
-another tenant was seen within ``OTHERS_SEEN_S``, a tenant costlier than the
-cheapest of them holds fewer slots (:func:`~streams.query.rules.fair_dispatch.cost_share`).
-Requests of partitions let go are dropped (:meth:`TenantQueues.drop`), never
-started here.
+most half the slots while another waits. Requests of partitions let go are
+dropped (:meth:`TenantQueues.drop`), never started here.
 """
 
 from __future__ import annotations
@@ -28,18 +24,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from streams.query.rules.fair_dispatch import (
-    cost_share,
-    pick,
-    queue_share,
-    slot_share,
-    tenant_of,
-)
+from streams.query.rules.fair_dispatch import pick, queue_share, slot_share, tenant_of
 from streams.wire.envelope import TPKey
 
 OTHERS_SEEN_S = 5.0  # a tenant seen this recently counts as another one waiting
 SEEN_MAX = 10_000  # tenants whose last request is remembered (the oldest go first)
-COST_WEIGHT = 0.2  # of a request's time in its tenant's moving average
 
 
 def tp_of(r: Any) -> TPKey:
@@ -58,7 +47,6 @@ class TenantQueues:
         self.share = slot_share(slots)
         self._queues: OrderedDict[str, deque[Any]] = OrderedDict()  # in turn order
         self._count = 0
-        self._cost: dict[str, float] = {}  # seconds per request, by tenant seen lately
 
     def __len__(self) -> int:
         return self._count
@@ -91,37 +79,10 @@ class TenantQueues:
         now = self.clock()
         self._seen[tenant] = now
         self._seen.move_to_end(tenant)
-        self._forget(now)
-        return len(self._seen) > 1
-
-    def _forget(self, now: float) -> None:
-        """Let go of the tenants not seen within ``OTHERS_SEEN_S`` (and the oldest beyond
-        ``SEEN_MAX``), and of their costs."""
         while self._seen and (len(self._seen) > SEEN_MAX
                               or next(iter(self._seen.values())) < now - OTHERS_SEEN_S):
-            tenant, _ = self._seen.popitem(last=False)
-            self._cost.pop(tenant, None)
-
-    def served(self, tenant: str, seconds: float) -> None:
-        """Note that a request of ``tenant`` took ``seconds`` in its slot."""
-        if tenant in self._seen:
-            last = self._cost.get(tenant)
-            self._cost[tenant] = seconds if last is None else (
-                last + COST_WEIGHT * (seconds - last))
-
-    def caps(self) -> dict[str, int]:
-        """The slots each tenant costlier than the cheapest active one may hold (none
-        while one tenant alone is active)."""
-        self._forget(self.clock())
-        if len(self._cost) < 2:
-            return {}
-        ranked = sorted(self._cost.values())
-        out = {}
-        for tenant, cost in self._cost.items():
-            cheapest = ranked[1] if cost == ranked[0] else ranked[0]  # of the others
-            if (cap := cost_share(self.share, cost, cheapest)) < self.share:
-                out[tenant] = cap
-        return out
+            self._seen.popitem(last=False)
+        return len(self._seen) > 1
 
     def _over_bytes(self, tenant: str, size: int, tenants: int) -> bool:
         return bool(self.read_ahead_bytes) and self._bytes[tenant] + size > queue_share(
@@ -131,7 +92,7 @@ class TenantQueues:
         """The tenant and record to start in a free slot (``running``: slots held by
         tenant), or None when none may start now."""
         tenants = list(self._queues)
-        i = pick(tenants, running, self.slots, self.share, self.caps())
+        i = pick(tenants, running, self.slots, self.share)
         if i is None:
             return None
         tenant = tenants[i]

@@ -10,13 +10,6 @@ one: one slot stays free for a request of another tenant, which then starts at
 once. So one busy tenant uses all slots but one, and another tenant's request
 never waits behind the busy tenant's backlog.
 
-Slots share the worker's event loop, not its CPU: a tenant whose requests each take
-ten times as long (a cube of 30,000 memories against one of 300) would, with half
-the slots, hold the loop ten times as long as the other, whose requests then wait
-between its steps. So while another tenant is active, a tenant whose requests take
-longer than the cheapest active tenant's holds fewer slots, in proportion
-(:func:`cost_share`, at least one), and borrows none beyond them.
-
 A tenant's queue holds at most :func:`queue_share` requests: the read-ahead split
 between the tenants with requests queued and one more (a tenant not seen yet),
 so one tenant never fills the read-ahead and a request of another is always read.
@@ -60,33 +53,18 @@ def queue_share(read_ahead: int, tenants: int) -> int:
     return max(1, read_ahead // (tenants + 1))
 
 
-def cost_share(share: int, cost: float, cheapest: float) -> int:
-    """The slots a tenant whose requests take ``cost`` (seconds each, on average) may hold
-    while a tenant whose requests take ``cheapest`` is active: ``share`` scaled by
-    ``cheapest / cost`` (to the nearest slot) when it costs more, at least one slot."""
-    if share < 1 or cost < 0 or cheapest < 0:
-        raise ValueError("a share of at least one slot and costs not negative")
-    if cost <= cheapest or cost == 0:
-        return share
-    return max(1, min(share, int(share * cheapest / cost + 0.5)))
-
-
 def pick(waiting: Sequence[str], running: Mapping[str, int], slots: int,
-         share: int, caps: Mapping[str, int] | None = None) -> int | None:
+         share: int) -> int | None:
     """The index in ``waiting`` (the tenants with queued requests, in turn order) of the
     tenant whose next request takes a slot; None when no slot is free, or every waiting
     tenant holds its ``share`` of the slots already (``running``: slots held by tenant)
-    and only one slot is free (kept for another tenant). A tenant in ``caps`` (costlier
-    than another active tenant: :func:`cost_share`) takes no slot beyond its cap."""
+    and only one slot is free (kept for another tenant)."""
     free = slots - sum(running.values())
     if free <= 0:
         return None
     borrower: int | None = None
     for i, tenant in enumerate(waiting):
-        held = running.get(tenant, 0)
-        if caps is not None and held >= caps.get(tenant, slots):
-            continue
-        if held < share:
+        if running.get(tenant, 0) < share:
             return i
         if borrower is None:
             borrower = i

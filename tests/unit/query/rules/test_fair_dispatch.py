@@ -6,7 +6,6 @@ import pytest
 
 from streams.query.rules.fair_dispatch import (
     UNKEYED,
-    cost_share,
     pick,
     queue_share,
     slot_share,
@@ -84,41 +83,3 @@ def test_slot_share_needs_a_slot() -> None:
 def test_pick(waiting: list[str], running: dict[str, int], slots: int,
               picked: int | None) -> None:
     assert pick(waiting, running, slots, slot_share(slots)) == picked
-
-
-@pytest.mark.parametrize(("share", "cost", "cheapest", "slots"), [
-    (8, 0.010, 0.010, 8),  # as cheap as the other: the whole share
-    (8, 0.005, 0.010, 8),  # cheaper
-    (8, 0.020, 0.010, 4),  # twice as costly: half
-    (8, 0.100, 0.010, 1),  # ten times: at least one
-    (8, 0.030, 0.010, 3),  # to the nearest slot
-    (8, 0.0100001, 0.010, 8),
-    (8, 1.0, 0.0, 1),  # the other costs nothing measurable
-    (8, 0.0, 0.0, 8),
-    (1, 0.5, 0.01, 1),
-])
-def test_cost_share(share: int, cost: float, cheapest: float, slots: int) -> None:
-    assert cost_share(share, cost, cheapest) == slots
-
-
-@pytest.mark.parametrize(("share", "cost", "cheapest"), [(0, 1.0, 1.0), (4, -1.0, 1.0),
-                                                         (4, 1.0, -1.0)])
-def test_cost_share_refuses_nonsense(share: int, cost: float, cheapest: float) -> None:
-    with pytest.raises(ValueError):
-        cost_share(share, cost, cheapest)
-
-
-@pytest.mark.parametrize(("waiting", "running", "caps", "picked"), [
-    # loud is capped at one slot: it holds it, so calm (behind it in turn) goes
-    (["loud", "calm"], {"loud": 1}, {"loud": 1}, 1),
-    # loud alone waiting, at its cap: it borrows nothing, though 14 slots are free
-    (["loud"], {"loud": 1}, {"loud": 1}, None),
-    # under its cap it takes a slot as before
-    (["loud"], {"loud": 1}, {"loud": 3}, 0),
-    # a tenant with no cap is unchanged
-    (["calm"], {"loud": 1, "calm": 12}, {"loud": 1}, 0),
-])
-def test_pick_keeps_a_costly_tenant_to_its_cap(
-    waiting: list[str], running: dict[str, int], caps: dict[str, int], picked: int | None,
-) -> None:
-    assert pick(waiting, running, 16, slot_share(16), caps) == picked
