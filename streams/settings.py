@@ -557,7 +557,7 @@ class QuerySettings(BaseModel):
             "A query asking how something went over time (\"in what order did I…\", "
             "\"summarize how my … progressed\") gets each memory as its sentence holding most of "
             "the query's words, cut to this many characters, so the budget reaches many "
-            "sessions; 0: whole memories."),
+            "sessions; 0: whole memories, else at least 40."),
     )
     relativity: float = Field(
         0.3, ge=0, le=1, description=(
@@ -705,6 +705,14 @@ class QuerySettings(BaseModel):
         description="Requests of other workers' partitions waiting for their take-over time "
         "per worker; more are left to their owners.",
     )
+
+    @field_validator("outline_chars")
+    @classmethod
+    def _outline_holds_a_sentence(cls, v: int) -> int:
+        if 0 < v < 40:
+            raise ValueError("0 (no outline), or at least 40 characters: a line holds a "
+                             "sentence and its speaker's name")
+        return v
 
 
 class RankingSettings(BaseModel):

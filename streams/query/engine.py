@@ -55,7 +55,12 @@ from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.query.rules.generic import content_terms, is_generic
 from streams.query.rules.query_text import build_query_text
 from streams.query.rules.same_source import COVERS, fold_same_source
-from streams.query.rules.timeline import OUTLINE_CHARS, asks_over_time, outlined
+from streams.query.rules.timeline import (
+    OUTLINE_CHARS,
+    asks_over_time,
+    outlined,
+    topic_terms,
+)
 from streams.query.rules.window_access import may_read_window
 from streams.redaction import error_text
 from streams.session.reader import SessionReader, SessionWindow
@@ -209,7 +214,8 @@ class QueryEngine:
                                     min_score=0.0 if generic else self.config.min_score,
                                     max_chars=self.config.max_memory_chars)
         if outline:
-            kept = outlined(kept, self.config.outline_chars, content_terms(q.message))
+            kept = outlined(kept, self.config.outline_chars,
+                            topic_terms(content_terms(q.message)))
         return _LongTerm(fold_same_source(kept), LongTermInfo(
             provider=handle.route, keyword_only=keyword_only,
             candidates=sum(len(f) for f in found),

@@ -10,19 +10,24 @@ and leaves the rest out.
 :func:`asks_over_time` reads the intent in the caller's message (not its
 context), in English and Chinese, when the message speaks of the user's own
 history (I, my, we, our; 我): an order ("in what order", "the order in which",
-"list … in order", "chronological", "timeline", "order of events"; 顺序, 时间线),
-"sequence of"; a summary ("summary", "summarize", "sum up", "recap", "overview", "history of";
-总结, 概括, 回顾) or progress ("how my X has progressed / evolved / developed /
-changed", "how did X improve over time / so far / throughout"; 进展, 变化, 发展).
-Not read: "in order to / for / of", "order of magnitude", "how do I change …",
-"walk me through how to …" (steps, not a history), nor a text about something
-else ("Summarize this article", "Translate 'timeline'").
+"list … in order", "chronological", "timeline", "order of events", "sequence
+of"; 顺序, 时间线), a summary ("summary", "summarize", "sum up", "recap",
+"overview", "history of"; 总结, 概括, 回顾) or progress ("how has my X
+progressed / evolved / developed / changed", "how my X has improved", "how
+much progress"; 进展, 变化, 发展 beside 怎么, 以来, 至今 …). Not read: "in order
+to / for / of", "order of magnitude", "the order in which I should …", "how do
+I change …", "how did you change …", "the change I made", "walk me through how
+to …" (steps, not a history), a text about something else ("Summarize this
+article", "the notes I pasted", "Translate 'timeline'", 这篇文章), nor "I'm" or
+"World War I" as the only first person.
 
 :func:`outline_line` gives such a question each memory as an outline's line: of
 its sentences (each at least ``MIN_SENTENCE`` characters, so "Sure." is not one),
-the one holding most of the question's words, the first on a tie, with the
-speaker's name kept ("User: …"), cut at a word within ``max_chars``;
-:func:`outlined` leaves out a line that repeats one of its cube. The budget
+the one holding most of the question's words (:func:`topic_terms`: not the ones
+that ask for the order or the summary), the first on a tie, on one line, after an
+episode's speaker's name ("User: …") unless it names its own, cut at a word
+within ``max_chars``; :func:`outlined` leaves out a line that repeats one of its
+cube. The budget
 then holds a line of every session it reaches, each session dated once and in
 date order (:mod:`.budget`), instead of a few sessions whole; the memory's id
 and ``source_span`` lead to the whole text.
@@ -31,7 +36,7 @@ and ``source_span`` lead to the whole text.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 
 from streams.memory.model import StoredMemory
@@ -43,10 +48,11 @@ MIN_SENTENCE = 40
 MAX_SENTENCES = 24  # of one memory, read for the line (the rest is never chosen)
 OUTLINE_CHARS = 160
 
-_MINE = re.compile(r"\bI\b|(?i:\b(?:my|mine|myself|we|our|ours|us)\b)|我")
+_MINE = re.compile(r"\bI\s+[a-z]|(?i:\b(?:my|mine|myself|we|our|ours|us)\b)|我")
 _ORDER = re.compile(
     r"\bin\s+(?:what|which|chronological|the)\s+order\b"
-    r"|\bthe\s+order\s+(?:in\s+which|that|I|we)\b"
+    r"|\bthe\s+order\s+(?:in\s+which\s+|that\s+)?(?:I|we)\b"
+    r"(?!\s+(?:should|must|need|ought|have\s+to|can|could|will|would)\b)"
     r"|\b(?:list|name|rank|put|arrange|sort|tell)\b[^.?!]{0,80}?\bin\s+order\b"
     r"(?!\s+(?:to|for|of)\b)"
     r"|\bchronolog\w*|\btime\s*line\b|\border\s+of\s+events\b|\bearliest\s+to\s+latest\b"
@@ -55,13 +61,24 @@ _ORDER = re.compile(
 _SUMMARY = re.compile(
     r"\b(?:summar(?:y|ies|ize|ise|ized|ised|izing|ising)|sum\s+up|recap|overview"
     r"|history\s+of)\b|总结|概括|回顾", re.IGNORECASE)
+_CHANGE = (r"(?<!\bthe\s)(?<!\ba\s)(?<!\bany\s)\b(?:progress\w*|evolv\w*|develop\w*"
+           r"|chang\w*|grow\w*|grown|improv\w*)\b")
 _PROGRESS = re.compile(
-    r"\bhow\s+(?:has|have|had|did|is|are|was|were)\b[^.?!]{0,80}?"
-    r"\b(?:progress\w*|evolv\w*|develop\w*|chang\w*|grow\w*|grown|improv\w*)\b"
-    r"|\bhow\s+much\s+progress\b|进展|变化|发展|进步", re.IGNORECASE)
+    r"\bhow\s+(?:has|have|had|did|is|are|was|were)\s+(?!you\b)[^.?!]{0,80}?" + _CHANGE
+    + r"|\bhow\s+(?:my|our)\b[^.?!]{0,60}?" + _CHANGE
+    + r"|\bhow\s+much\s+progress\b", re.IGNORECASE)
+_ZH_PROGRESS = re.compile(r"进展|变化|发展|进步")
+_ZH_OVER_TIME = re.compile(r"以来|到现在|至今|过程|一直|怎么|如何|怎样")
 _NOT_A_HISTORY = re.compile(
-    r"\b(?:this|the\s+following|that)\s+(?:article|text|document|paper|email|passage|code)\b"
-    r"|\btranslat\w*\b", re.IGNORECASE)
+    r"\b(?:this|these|that|those|the(?:\s+following)?)\s+(?:\w+\s+)?(?:article|text|document"
+    r"|paper|email|passage|code|diff|patch|file|page|thread|notes|transcript|report"
+    r"|meeting)s?\b|\b(?:pasted|attached)\b|\btranslat\w*\b"
+    r"|这篇|这段|这份|文章|以下|上面|下面", re.IGNORECASE)
+_INTENT_WORDS = frozenset(tokenize(
+    "order chronological chronologically timeline sequence summary summarize summarise "
+    "recap overview history progress progressed progressing evolve evolved evolving "
+    "develop developed developing change changed changing improve improved improving "
+    "grow grew grown brought time over far"))
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]|\n")
 
 
@@ -71,12 +88,19 @@ def asks_over_time(message: str) -> bool:
     head = message[:MAX_QUESTION_CHARS]
     if not _MINE.search(head) or _NOT_A_HISTORY.search(head):
         return False
-    return bool(_ORDER.search(head) or _SUMMARY.search(head) or _PROGRESS.search(head))
+    return bool(_ORDER.search(head) or _SUMMARY.search(head) or _PROGRESS.search(head)
+                or (_ZH_PROGRESS.search(head) and _ZH_OVER_TIME.search(head)))
+
+
+def topic_terms(terms: Iterable[str]) -> list[str]:
+    """The search ``terms`` of such a question without the words that ask for the order
+    or the summary ("timeline", "progress"): what the lines should be about."""
+    return [t for t in terms if t not in _INTENT_WORDS]
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
     """The spans of ``text``'s first ``MAX_SENTENCES`` sentences, a sentence shorter than
-    ``MIN_SENTENCE`` joined to the next."""
+    ``MIN_SENTENCE`` joined to the next; a short tail after the last one is no sentence."""
     out: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_END.finditer(text):
@@ -85,7 +109,8 @@ def _sentences(text: str) -> list[tuple[int, int]]:
             start = m.end()
             if len(out) == MAX_SENTENCES:
                 return out
-    if start < len(text) and text[start:].strip():
+    if start < len(text) and text[start:].strip() and (
+            not out or len(text) - start >= MIN_SENTENCE):  # not a short tail ("Berlin!")
         out.append((start, len(text)))
     return out
 
@@ -105,11 +130,12 @@ def _cut(text: str, max_chars: int) -> str:
 
 
 def outline_line(text: str, max_chars: int = OUTLINE_CHARS,
-                 terms: Collection[str] = ()) -> str:
+                 terms: Collection[str] = (), speaker: str | None = None) -> str:
     """The sentence of ``text`` that holds most of ``terms`` (search terms, as
     :func:`~streams.memory.rules.lexical.tokenize` gives them; the first sentence on a
-    tie or without terms), after the speaker's name if ``text`` begins with one, cut
-    within ``max_chars``."""
+    tie or without terms), on one line, after ``speaker``'s name (the speaker of an
+    episode written ``"Name: text"``) when it is not the first sentence and names no
+    speaker of its own, cut within ``max_chars``."""
     text = text.strip()
     spans = _sentences(text)
     if not spans:
@@ -121,8 +147,8 @@ def outline_line(text: str, max_chars: int = OUTLINE_CHARS,
             held = len(wanted.intersection(tokenize(text[span[0]:span[1]])))
             if held > best_held:
                 best, best_held = span, held
-    line = text[best[0]:best[1]].strip()
-    if best[0] > 0 and (speaker := speaker_of(text)) is not None:
+    line = " ".join(text[best[0]:best[1]].split())
+    if best[0] > 0 and speaker is not None and speaker_of(line) is None:
         line = f"{speaker}: {line}"
     return _cut(line, max_chars)
 
@@ -134,7 +160,8 @@ def outlined(memories: Sequence[StoredMemory], max_chars: int,
     seen: set[tuple[str, str]] = set()
     out = []
     for m in memories:
-        line = outline_line(m.content, max_chars, terms)
+        speaker = speaker_of(m.content) if m.kind == "episode" else None
+        line = outline_line(m.content, max_chars, terms, speaker)
         if (m.cube, line) not in seen:
             seen.add((m.cube, line))
             out.append(replace(m, content=line))

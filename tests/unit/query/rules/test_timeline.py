@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from streams.memory.model import StoredMemory
 from streams.memory.rules.lexical import tokenize
-from streams.query.rules.timeline import asks_over_time, outline_line, outlined
+from streams.query.rules.timeline import asks_over_time, outline_line, outlined, topic_terms
 
 
 @pytest.mark.parametrize(
@@ -38,6 +38,9 @@ from streams.query.rules.timeline import asks_over_time, outline_line, outlined
         "How much progress have we made on the edits so far?",
         "Rank my trips from earliest to latest.",
         "IN WHAT ORDER did I read those books?",
+        "Tell me how my resume has developed over the past months.",
+        "Can you show how my Spanish has improved so far?",
+        "Describe how our onboarding flow evolved over time.",
         "按时间顺序列出我读过的书。",
         "总结一下我的项目进展。",
         "我的计划是怎么变化的？",
@@ -68,6 +71,16 @@ def test_questions_about_time_are_read(text: str) -> None:
         "How did my interview go?",
         "What is my favourite colour?",
         "When did I move to Berlin?",
+        "What's the history of the Roman Empire? I'm curious.",
+        "Give me a timeline of World War I.",
+        "Summarize the meeting notes I pasted above.",
+        "Summarize the diff, I need it for the PR.",
+        "How did you change the function I gave you?",
+        "How did the change I made to the API affect latency?",
+        "Tell me the order in which I should take these pills.",
+        "请总结一下这篇文章，我要用",
+        "我们公司的发展方向是什么？",
+        "我想了解一下中国的发展历史。",
         "",
     ],
 )
@@ -110,8 +123,8 @@ ZH_FIRST = "我们决定在四月上线第一个版本，包括登录、预算�
         ("User: " + ZH_RUN * 20, 30, "User: " + (ZH_RUN * 2)[:24]),
         ("User: https://example.com/" + "x" * 300 + " is the repo", 60,
          ("User: https://example.com/" + "x" * 300)[:60]),
-        # many spaces, then a long word: cut after the last word that ends in the bound
-        ("a" + " " * 150 + "b " + "c" * 50, 160, "a" + " " * 150 + "b"),
+        # runs of whitespace are one space; no word ends in the second half: cut hard
+        ("a" + " " * 150 + "b " + "c" * 200, 160, ("a b " + "c" * 200)[:160]),
     ],
 )
 def test_outline_line(text: str, max_chars: int, line: str) -> None:
@@ -122,7 +135,7 @@ def test_outline_line(text: str, max_chars: int, line: str) -> None:
 def test_a_line_is_a_prefix_of_the_text_within_the_bound(text: str, max_chars: int) -> None:
     line = outline_line(text, max_chars)
     assert len(line) <= max(max_chars, 0)
-    assert text.strip().startswith(line)
+    assert " ".join(text.split()).startswith(line)  # on one line: whitespace runs one space
 
 
 
@@ -156,7 +169,7 @@ ANSWER = ("User: I started planning the garden project this spring, it is going 
      "User: I started planning the garden project this spring, it is going well."),
 ])
 def test_the_line_is_the_sentence_that_matches(question: str, line: str) -> None:
-    assert outline_line(ANSWER, 160, tokenize(question)) == line
+    assert outline_line(ANSWER, 160, tokenize(question), speaker="User") == line
 
 
 def memory(i: int, content: str, cube: str = "user_profile") -> StoredMemory:
@@ -169,3 +182,25 @@ def test_a_line_repeated_in_a_cube_is_left_out() -> None:
                      memory(3, boiler + " Two."), memory(4, boiler, cube="agent_x")], 160, ())
     assert [m.id for m in kept] == ["1", "2", "4"]
     assert kept[0].content == boiler
+
+
+@pytest.mark.parametrize(("text", "speaker", "line"), [
+    # the chosen sentence names its own speaker: no second name, and not the first one's
+    ("Assistant: Here is what you told me earlier in our chat today.\n"
+     "User: I will move to Berlin in March next year for work.", "Assistant",
+     "User: I will move to Berlin in March next year for work."),
+    # a fact's "Dislikes:" is no speaker: nothing is put before another sentence
+    ("Dislikes: mushrooms, olives and anchovies on any pizza at all. "
+     "The user loves pineapple on pizza and orders it weekly.", None,
+     "The user loves pineapple on pizza and orders it weekly."),
+    # a list on several lines is one line
+    ("User: my plan for moving day\n- pack boxes\n- book movers for the Berlin move\n"
+     "- cancel internet", "User", "User: - book movers for the Berlin move - cancel internet"),
+])
+def test_the_speaker_is_named_once(text: str, speaker: str | None, line: str) -> None:
+    assert outline_line(text, 160, tokenize("my move to Berlin pineapple"), speaker) == line
+
+
+def test_the_words_that_ask_for_an_order_are_no_topic() -> None:
+    terms = tokenize("What's the timeline of my move to Berlin, in order?")
+    assert set(topic_terms(terms)) == set(tokenize("What's the of my move to Berlin, in?"))
