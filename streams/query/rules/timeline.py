@@ -132,19 +132,20 @@ def _cut(text: str, max_chars: int) -> str:
 def outline_line(text: str, max_chars: int = OUTLINE_CHARS,
                  terms: Collection[str] = (), speaker: str | None = None) -> str:
     """The sentence of ``text`` that holds most of ``terms`` (search terms, as
-    :func:`~streams.memory.rules.lexical.tokenize` gives them; the first sentence on a
-    tie or without terms), on one line, after ``speaker``'s name (the speaker of an
-    episode written ``"Name: text"``) when it is not the first sentence and names no
-    speaker of its own, cut within ``max_chars``."""
+    :func:`~streams.memory.rules.lexical.tokenize` gives them, each found as part of the
+    sentence's text; the first sentence on a tie or without terms), on one line, after
+    ``speaker``'s name (the speaker of an episode written ``"Name: text"``) when it is
+    not the first sentence and names no speaker of its own, cut within ``max_chars``."""
     text = text.strip()
     spans = _sentences(text)
     if not spans:
         return ""
     best, best_held = spans[0], -1
-    if terms:
-        wanted = set(terms)
-        for span in spans:
-            held = len(wanted.intersection(tokenize(text[span[0]:span[1]])))
+    if terms and len(spans) > 1:
+        wanted, folded = set(terms), text.casefold()
+        for span in spans:  # a term is held where it is part of the text: stems are
+            piece = folded[span[0]:span[1]]  # a word's beginning ("mov" of "moved")
+            held = sum(1 for t in wanted if t in piece)
             if held > best_held:
                 best, best_held = span, held
     line = " ".join(text[best[0]:best[1]].split())
