@@ -19,6 +19,7 @@ from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS
 from streams.memory.rules.fusion import FusionWeights, Ramp
 from streams.memory.rules.recency import Recency
 from streams.memory.rules.relative import LEXICAL_WEIGHT
+from streams.query.rules.timeline import MIN_SENTENCE, OUTLINE_CHARS
 from streams.wire.records import TENANT_PATTERN
 
 _FUSION = FusionWeights()
@@ -553,7 +554,7 @@ class QuerySettings(BaseModel):
         ),
     )
     outline_chars: int = Field(
-        160, ge=0, le=1000, description=(
+        OUTLINE_CHARS, ge=0, le=1000, description=(
             "A query asking how something went over time (\"in what order did I…\", "
             "\"summarize how my … progressed\") gets each memory as its sentence holding most of "
             "the query's words, cut to this many characters, so the budget reaches many "
@@ -709,9 +710,9 @@ class QuerySettings(BaseModel):
     @field_validator("outline_chars")
     @classmethod
     def _outline_holds_a_sentence(cls, v: int) -> int:
-        if 0 < v < 40:
-            raise ValueError("0 (no outline), or at least 40 characters: a line holds a "
-                             "sentence and its speaker's name")
+        if 0 < v < MIN_SENTENCE:
+            raise ValueError(f"0 (no outline), or at least {MIN_SENTENCE} characters: a "
+                             "line holds a sentence and its speaker's name")
         return v
 
 

@@ -27,10 +27,9 @@ the one holding most of the question's words (:func:`topic_terms`: not the ones
 that ask for the order or the summary), the first on a tie, on one line, after an
 episode's speaker's name ("User: …") unless it names its own, cut at a word
 within ``max_chars``; :func:`outlined` leaves out a line that repeats one of its
-cube. The budget
-then holds a line of every session it reaches, each session dated once and in
-date order (:mod:`.budget`), instead of a few sessions whole; the memory's id
-and ``source_span`` lead to the whole text.
+cube. The budget then holds a line of every session it reaches, each session
+dated once and in date order (:mod:`.budget`), instead of a few sessions whole;
+the memory's id and ``source_span`` lead to the whole text.
 """
 
 from __future__ import annotations
