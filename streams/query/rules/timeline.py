@@ -60,8 +60,9 @@ _ORDER = re.compile(
 _SUMMARY = re.compile(
     r"\b(?:summar(?:y|ies|ize|ise|ized|ised|izing|ising)|sum\s+up|recap|overview"
     r"|history\s+of)\b|总结|概括|回顾", re.IGNORECASE)
-_CHANGE = (r"(?<!\bthe\s)(?<!\ba\s)(?<!\bany\s)\b(?:progress\w*|evolv\w*|develop\w*"
-           r"|chang\w*|grow\w*|grown|improv\w*)\b")
+# the verbs, not the nouns: "how did the feedback shape the improvements I made" asks no history
+_CHANGE = (r"(?<!\bthe\s)(?<!\ba\s)(?<!\bany\s)\b(?:progress(?:ed|ing)?|evolv(?:e|ed|ing)"
+           r"|develop(?:ed|ing)?|chang(?:e|ed|ing)|grow(?:n|ing)?|grew|improv(?:e|ed|ing))\b")
 _PROGRESS = re.compile(
     r"\bhow\s+(?:has|have|had|did|is|are|was|were)\s+(?!you\b)[^.?!]{0,80}?" + _CHANGE
     + r"|\bhow\s+(?:my|our)\b[^.?!]{0,60}?" + _CHANGE
