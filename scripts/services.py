@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Start, stop and check the local services memstream's tests run against.
 
-    python3 scripts/services.py up [kafka redis mariadb prometheus postgres fake-openai memos mem0]
+    python3 scripts/services.py up [kafka redis mariadb prometheus postgres fake-openai memos mem0
+                                    jaeger]
     python3 scripts/services.py down [...]
     python3 scripts/services.py status
     python3 scripts/services.py jars     # the Kafka jars into the cache, once
@@ -67,9 +68,11 @@ PORTS = {
     "fake-openai": int(os.environ.get("MEMSTREAM_TEST_FAKE_OPENAI_PORT", "18100")),
     "memos": int(os.environ.get("MEMSTREAM_TEST_MEMOS_PORT", "18001")),
     "mem0": int(os.environ.get("MEMSTREAM_TEST_MEM0_PORT", "18002")),
+    "jaeger": int(os.environ.get("MEMSTREAM_TEST_JAEGER_PORT", "16687")),  # its query API
+    "jaeger-otlp": int(os.environ.get("MEMSTREAM_TEST_JAEGER_OTLP_PORT", "14318")),
 }
 ALL = ["kafka", "redis", "mariadb"]
-OPTIONAL = ["prometheus", "postgres", "fake-openai", "memos", "mem0"]
+OPTIONAL = ["prometheus", "postgres", "fake-openai", "memos", "mem0", "jaeger"]
 
 # ------------------------------------------------------- what each one runs
 # the programs each service executes (Kafka's java is run from PATH by the code
@@ -398,6 +401,62 @@ def prometheus_up() -> None:
     log(f"prometheus up on 127.0.0.1:{port}")
 
 
+# -------------------------------------------------------------------- jaeger
+JAEGER_CONFIG = """\
+service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_query:
+    storage:
+      traces: memory
+    http:
+      endpoint: 127.0.0.1:{query}
+    grpc:
+      endpoint: 127.0.0.1:{query_grpc}
+  jaeger_storage:
+    backends:
+      memory:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:{otlp}
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memory
+"""
+
+
+def jaeger_up() -> None:
+    """Jaeger v2, in memory: OTLP over HTTP in, the query API out (built once from
+    the Go module proxy by scripts/install-jaeger.sh, or waited for when setup's
+    background build is under way)."""
+    port, otlp = PORTS["jaeger"], PORTS["jaeger-otlp"]
+    if pid_of("jaeger") and port_open(port) and port_open(otlp):
+        log(f"jaeger already running: query API 127.0.0.1:{port}, OTLP/HTTP 127.0.0.1:{otlp}")
+        return
+    binary = subprocess.run(["bash", str(ROOT / "scripts" / "install-jaeger.sh")], check=True,
+                            stdout=subprocess.PIPE, text=True).stdout.strip()
+    d = STATE / "jaeger"
+    d.mkdir(parents=True, exist_ok=True)
+    config = d / "config.yaml"
+    config.write_text(JAEGER_CONFIG.format(query=port, query_grpc=port + 1, otlp=otlp))
+    spawn("jaeger", [binary, "--config", str(config)])
+    wait_until("jaeger", lambda: port_open(port) and port_open(otlp), 60)
+    log(f"jaeger up: query API 127.0.0.1:{port}, OTLP/HTTP 127.0.0.1:{otlp}")
+
+
 # ------------------------------------------------- the real memory providers
 def providers() -> ps.Services:
     return ps.Services(STATE, CACHE, PORTS, spawn=spawn, wait_until=wait_until,
@@ -442,6 +501,7 @@ def down(name: str) -> None:
 
 
 UP = {"kafka": kafka_up, "redis": redis_up, "mariadb": mariadb_up, "prometheus": prometheus_up,
+      "jaeger": jaeger_up,
       "fake-openai": fake_openai_up, "postgres": lambda: ps.postgres_up(providers()),
       "memos": lambda: ps.memos_up(providers(), fake_openai_up),
       "mem0": lambda: ps.mem0_up(providers(), fake_openai_up)}

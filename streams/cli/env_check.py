@@ -48,6 +48,12 @@ NOT_SETTINGS: Mapping[str, str] = {
     "MEMSTREAM_TEST_MEMOS_PORT": "`scripts/services.py`, `tests/`: port of the real MemOS server",
     "MEMSTREAM_TEST_MEM0_PORT": "`scripts/services.py`, `tests/`: port of the real Mem0 server",
     "MEMSTREAM_COMPOSE_VERSION": "`scripts/install-compose.sh`: the Docker Compose version built",
+    "MEMSTREAM_JAEGER_VERSION": "`scripts/install-jaeger.sh`: the Jaeger module version built",
+    "MEMSTREAM_JAEGER_LOCKED": "`scripts/install-jaeger.sh`: set by its background build, "
+                               "which holds the build lock",
+    "MEMSTREAM_TEST_JAEGER_PORT": "`scripts/services.py`, `tests/`: port of Jaeger's query API",
+    "MEMSTREAM_TEST_JAEGER_OTLP_PORT": "`scripts/services.py`, `tests/`: port of Jaeger's "
+                                      "OTLP/HTTP receiver",
     "MEMSTREAM_COMPOSE_KAFKA_PORT": "`docker-compose.yml`: host port of Kafka",
     "MEMSTREAM_COMPOSE_MYSQL_PORT": "`docker-compose.yml`: host port of MySQL",
     "MEMSTREAM_COMPOSE_REDIS_PORT": "`docker-compose.yml`: host port of Redis",

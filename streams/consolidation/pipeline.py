@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from streams import tracing
 from streams.clock import naive_utc
 from streams.consolidation.cube_quota import CubeQuota
 from streams.consolidation.judge import MemoryJudge
@@ -177,27 +178,35 @@ class ConsolidationPipeline:
             closed = closed.model_copy(update={"user_id": other})
         agent = self.configs.get(closed.tenant_id, closed.agent_id)
         if run is None:
-            run = await self._claim(closed, route(agent), long_memory_enabled(
-                agent, default_for_unknown=self.config.default_long_memory))
+            with tracing.span("consolidation claim"):
+                run = await self._claim(closed, route(agent), long_memory_enabled(
+                    agent, default_for_unknown=self.config.default_long_memory))
+                tracing.annotate({"memstream.messages": run.message_count})
         out = Outcome("skipped", run.provider, messages=run.message_count)
         if run.long_memory:
             handle = self.registry.get(run.provider)
             model = self.models.for_agent(agent.model if agent else None)
             if run.status == "claimed":
-                await self._judge(run, closed, handle, model, out)
+                with tracing.span("consolidation judge") as span:
+                    await self._judge(run, closed, handle, model, out)
+                    span.set_attribute("memstream.judge", out.judge or "")
             rows = await self._without_erased(run, closed,
                                               await self.runs.candidates(run.closed_id))
             out.candidates = len(rows)
-            out.stats = await self.writer.write(
-                run, handle, model, rows, erased=lambda users: self._erased_users(closed, users))
+            with tracing.span("memory write", {"memstream.provider": run.provider,
+                                               "memstream.candidates": len(rows)}):
+                out.stats = await self.writer.write(
+                    run, handle, model, rows,
+                    erased=lambda users: self._erased_users(closed, users))
             out.judge = out.judge or (await self.runs.get(run.closed_id) or run).judge
             out.outcome = "done" if rows or run.message_count else "nothing_new"
         if await self._erased(closed):  # erased meanwhile: nothing more written, no summary
             ERASURE_SKIPPED.labels("consolidation").inc()
             return Outcome("erased", run.provider)
         if self.config.summarize:
-            out.summary = await self.summarizer.maybe_summarize(
-                run.tenant_id, run.conversation_id, self.models.for_agent(None))
+            with tracing.span("consolidation summary"):
+                out.summary = await self.summarizer.maybe_summarize(
+                    run.tenant_id, run.conversation_id, self.models.for_agent(None))
         await self.runs.finish(run.closed_id, self.now())
         out.next = await self._next_part(event, run)
         return out

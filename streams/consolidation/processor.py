@@ -30,6 +30,7 @@ may then acknowledge the event.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -37,6 +38,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from streams import tracing
 from streams.backoff import forever, retry_forever
 from streams.consolidation.failures import FailureRouter, attempt_of
 from streams.consolidation.pipeline import ConsolidationPipeline, Outcome
@@ -122,15 +124,25 @@ class ConsolidationProcessor:
             if deliver:
                 await self._deliver([out])
             return Handled("dead_lettered", "unknown", out)
-        key = f"{closed.tenant_id}/{closed.conversation_id}"
-        async with self.locks.hold(key), self.slots.hold(closed.tenant_id):
-            on_begin()
-            with CONSOLIDATIONS_IN_FLIGHT.track_inprogress():
-                handled = await self._run(record, closed)
-        CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()
-        if deliver and handled.forward is not None:
-            await self._deliver([handled.forward])
-        return handled
+        links = tracing.links_of(closed.trace_links) if tracing.exporting() else ()
+        with tracing.consumer_span(
+                f"process {record.topic}", record.headers,
+                {**tracing.kafka_attributes(record.topic, record.partition, record.offset),
+                 tracing.TENANT: closed.tenant_id, "memstream.trigger": closed.trigger,
+                 "memstream.session_seq": closed.session_seq, "memstream.part": closed.part,
+                 "memstream.messages": closed.message_count}, links=links) as span:
+            key = f"{closed.tenant_id}/{closed.conversation_id}"
+            async with self.locks.hold(key), self.slots.hold(closed.tenant_id):
+                on_begin()
+                span.add_event("begun")  # holds its conversation and a slot
+                with CONSOLIDATIONS_IN_FLIGHT.track_inprogress():
+                    handled = await self._run(record, closed)
+            CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()
+            span.set_attributes({tracing.OUTCOME: handled.outcome,
+                                 "memstream.provider": handled.provider})
+            if deliver and handled.forward is not None:
+                await self._deliver([handled.forward])
+            return handled
 
     def _provider(self, closed: SessionClosed) -> str:
         return route(self.pipeline.configs.get(closed.tenant_id, closed.agent_id))
@@ -179,6 +191,10 @@ class ConsolidationProcessor:
             log.debug("could not record the error of %s: %s", closed.closed_id, exc)
 
     async def _deliver(self, records: Sequence[Outgoing]) -> None:
+        """Send ``records`` (retries, dead letters, next parts), each carrying the
+        current trace context."""
+        records = [dataclasses.replace(r, headers=tracing.with_context(r.headers))
+                   for r in records]
         if records:
             await retry_forever(lambda: self.publisher.publish(records), what="consolidation-out",
                                 initial_s=self.infra_initial_s, max_s=self.infra_max_s)

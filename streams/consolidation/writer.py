@@ -63,6 +63,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from streams import tracing
 from streams.consolidation.judge import ConflictDecider, decider_of
 from streams.consolidation.model import CandidateRow, Origin, Retired, Run
 from streams.consolidation.ports import ChatCompleter, Expiries, Runs
@@ -172,7 +173,9 @@ class MemoryWriter:
                 stats.skipped += sum(1 for r in cube_rows if r.action == "skip")
                 continue
             scope = provider_scope(run, cube_rows[0].owner(run))
-            fresh = await self._cube(run, handle, model, scope, key, stats, erased)
+            with tracing.span("memory cube write", {"memstream.cube": key.cube,
+                                                    "memstream.candidates": len(cube_rows)}):
+                fresh = await self._cube(run, handle, model, scope, key, stats, erased)
             kept = {r.seq for r in fresh}
             for r in cube_rows:
                 if r.seq not in kept:  # dropped: an erasure covers its user
@@ -181,7 +184,9 @@ class MemoryWriter:
             stats.skipped += sum(1 for r in fresh if r.action == "skip")
         for r in current.values():
             if r.action == "supersede" and r.memory_id and not r.expired:
-                await self._expire(run, handle, provider_scope(run, r.owner(run)), r, stats)
+                with tracing.span("memory expiry"):
+                    await self._expire(run, handle, provider_scope(run, r.owner(run)), r,
+                                       stats)
         return stats
 
     async def _cube(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
@@ -234,8 +239,10 @@ class MemoryWriter:
             return Ahead((), (), ())
         existing = await self._existing(handle, scope, cube, pending,
                                         await self._ours(run, scope, cube, rows), rows)
-        decisions, calls = await self.decider.decide(
-            model, cube, [r.candidate for r in pending], existing)
+        with tracing.span("conflict decision", {"memstream.cube": cube,
+                                                "memstream.candidates": len(pending)}):
+            decisions, calls = await self.decider.decide(
+                model, cube, [r.candidate for r in pending], existing)
         return Ahead(tuple(r.seq for r in pending), tuple(decisions), seen(existing), calls)
 
     async def _in_lock(self, run: Run, handle: ProviderHandle, scope: Scope, cube: str,

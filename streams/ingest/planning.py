@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from streams import tracing
 from streams.backoff import retry_forever
 from streams.ingest.model import (
     EventKey,
@@ -90,7 +91,8 @@ class SessionPlanning:
 
         last = await retry_forever(lookup, what="mysql", initial_s=self.config.retry_initial_s,
                                    max_s=self.config.retry_max_s) if unknown else {}
-        events = [SourcedEvent(i.record.topic, i.record.offset, i.event) for i in items]
+        events = [SourcedEvent(i.record.topic, i.record.offset, i.event,
+                               tracing.traceparent_of(i.record.headers)) for i in items]
         rules = SessionRules(self.config.idle_timeout_s, self.config.closed_retention_s,
                              self.config.session_grace_s,
                              max_messages=self.config.session_max_messages,

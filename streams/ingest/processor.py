@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from streams import tracing
 from streams.erasure.rules.coverage import ErasureIndex
 from streams.ingest.classify import Classifier
 from streams.ingest.fences import ErasureFences
@@ -139,6 +140,16 @@ class IngestProcessor:
         while stage one of the next batch runs, and acknowledges the batch once
         stage two is done.
         """
+        links = tracing.links_of(r.headers for r in records) if tracing.exporting() else ()
+        with tracing.span("ingest batch", {tracing.MESSAGING_SYSTEM: "kafka",
+                                           tracing.MESSAGING_OPERATION_TYPE: "process",
+                                           tracing.MESSAGING_BATCH_COUNT: len(records)},
+                          kind=tracing.CONSUMER, links=links):
+            return await self._store_batch(records)
+
+    async def _store_batch(
+        self, records: Sequence[SourceRecord]
+    ) -> tuple[IngestResult, Coroutine[Any, Any, None]]:
         result = IngestResult()
         tally = Tally()
         INGEST_BATCH.observe(len(records))

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from streams import tracing
 from streams.backoff import retry_forever
 from streams.ingest.model import IngestConfig
 from streams.session.model import SessionState, table_key
 from streams.session.rules.batch import SessionPlan
 from streams.session.state_buffer import SessionStateBuffer
 from streams.wire.envelope import Outgoing, Publisher, SourceRecord
+from streams.wire.records import SessionClosed
 
 
 class Delivery:
@@ -68,13 +70,23 @@ class ClosingEvents:
         """Deliver the plan's closing events (their states are in the table), then
         empty their outboxes."""
         if plan.publish:
-            closed = [
-                Outgoing(self.config.session_closed_topic, c.conversation_id.encode(),
-                         c.model_dump_json().encode())
-                for c in plan.publish
-            ]
+            closed = [self._closing(c, last.get(table_key(c.tenant_id, c.conversation_id)))
+                      for c in plan.publish]
             await self.deliver(closed, "session-closed")
             self._sent(plan, last)
+
+    def _closing(self, c: SessionClosed, cause: SourceRecord | None) -> Outgoing:
+        """The record of closing event ``c``, in the trace of ``cause`` (the batch's
+        last record of the conversation: its session end, when one closed it; a new
+        trace for a close by inactivity): a span "session close" names the session, and
+        the record carries its context."""
+        topic = self.config.session_closed_topic
+        with tracing.consumer_span("session close", cause.headers if cause else None, {
+                tracing.TENANT: c.tenant_id, "memstream.trigger": c.trigger,
+                "memstream.session_seq": c.session_seq, "memstream.part": c.part,
+                "memstream.messages": c.message_count}), tracing.producer_span(topic):
+            return Outgoing(topic, c.conversation_id.encode(), c.model_dump_json().encode(),
+                            tracing.with_context())
 
     def done(self, plan: SessionPlan) -> None:
         """Let batches waiting on this one's closing events go on (after a

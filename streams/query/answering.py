@@ -31,9 +31,12 @@ Nothing here raises (but cancellation): the consumer may then commit past it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 
+from streams import tracing
 from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES, QUERY_WAITED_FOR
 from streams.query.answered import AnsweredRequests
@@ -83,6 +86,13 @@ class QueryAnswering:
     async def _deliver_handled(self, rec: SourceRecord, *, shed: bool) -> None:
         if self.processor.outdated(rec):
             return
+        with tracing.consumer_span(f"process {rec.topic}", rec.headers, tracing.kafka_attributes(
+                rec.topic, rec.partition, rec.offset)) as span:
+            outcome = await self._deliver(rec, shed=shed)
+            span.set_attribute(tracing.OUTCOME, outcome)
+
+    async def _deliver(self, rec: SourceRecord, *, shed: bool) -> str:
+        """What :meth:`_deliver_handled` does past the age check; the outcome."""
         asked: list[str] = []  # the request's key, once it is known to get a reply
         sent_before = functools.partial(self._sent_before, rec, asked)
         handled = await (self.processor.shed(rec, sent_before) if shed else
@@ -90,12 +100,15 @@ class QueryAnswering:
                                                likely_new=not self.maybe_seen(rec)))
         if isinstance(handled, DeadLettered):
             dead = [handled.dead_letter]
-            await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
-                                initial_s=self.retry_initial_s, max_s=self.retry_max_s)
-            return
+            with tracing.producer_span(handled.dead_letter.topic):
+                dead = [dataclasses.replace(d, headers=tracing.with_context(d.headers))
+                        for d in dead]
+                await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
+                                    initial_s=self.retry_initial_s, max_s=self.retry_max_s)
+            return "dead_lettered"
         if handled.outcome == DUPLICATE:
             QUERY_DUPLICATES.inc()
-            return
+            return handled.outcome
         # a refusal (over quota) is not an answer: it is sent, not recorded
         key = asked[0] if asked and handled.outcome != REFUSED else None
         for reply in handled.records:  # the one reply (none when its caller gave up)
@@ -108,7 +121,8 @@ class QueryAnswering:
                 await asyncio.wait({sending}, timeout=SEND_GRACE_S)
                 if not _sent(sending):
                     raise
-                return  # answered after all: finished, and committed with the others
+                break  # answered after all: finished, and committed with the others
+        return handled.outcome
 
     async def rescue(self, rec: SourceRecord) -> bool:
         """Answer a request of a partition another member holds, when no attempt at it has
@@ -125,6 +139,16 @@ class QueryAnswering:
             taken.append(key)
             return True
 
+        with tracing.consumer_span(f"process {rec.topic}", rec.headers, {
+                **tracing.kafka_attributes(rec.topic, rec.partition, rec.offset),
+                "memstream.rescue": True}) as span:
+            answered = await self._rescue(rec, take_over, taken)
+            span.set_attribute(tracing.OUTCOME, "answered" if answered else "left")
+            return answered
+
+    async def _rescue(self, rec: SourceRecord,
+                      take_over: Callable[[ReplyAddress, str], Awaitable[bool]],
+                      taken: list[str]) -> bool:
         try:
             handled = await self.processor.rescue(rec, take_over)
         except Exception:
@@ -181,7 +205,9 @@ class QueryAnswering:
     async def _reply(self, reply: Outgoing, key: str | None) -> bool:
         """Deliver the reply and record it under ``key`` (None: a reply not recorded);
         whether it was delivered."""
-        delivered = await self.replies.deliver(reply)
+        with tracing.producer_span(reply.topic, reply.partition):
+            reply = dataclasses.replace(reply, headers=tracing.with_context(reply.headers))
+            delivered = await self.replies.deliver(reply)
         if delivered and key is not None:
             await self.answered.remember(key)
         return delivered

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from streams import tracing
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.model import StoredMemory, readable_cubes
 from streams.memory.provider import ProviderError, Scope, SearchRequest
@@ -155,10 +156,14 @@ class QueryEngine:
 
     async def _timed(self, stage: str, work: Awaitable[T], timeout_s: float) -> T:
         start = self.clock()
-        try:
-            return await asyncio.wait_for(work, timeout_s)
-        finally:
-            QUERY_STAGE_LATENCY.labels(stage).observe(self.clock() - start)
+        with tracing.span(f"query {stage}") as span:
+            try:
+                return await asyncio.wait_for(work, timeout_s)
+            except TimeoutError:
+                tracing.failed(span, "timed out")
+                raise
+            finally:
+                QUERY_STAGE_LATENCY.labels(stage).observe(self.clock() - start)
 
     async def _short_term(self, q: MemoryQuery) -> SessionWindow | None:
         if not (q.options.include_short_term and q.conversation_id):
@@ -195,7 +200,11 @@ class QueryEngine:
         outcome = "error"
         found: list[list[StoredMemory]] = []
         try:
-            found = by_cube(await handle.provider.search(scope, request))
+            with tracing.span("memory search", {"memstream.provider": handle.route,
+                                                "memstream.cubes": len(request.cubes),
+                                                "memstream.keyword_only": keyword_only}):
+                found = by_cube(await handle.provider.search(scope, request))
+                tracing.annotate({"memstream.candidates": sum(len(f) for f in found)})
             outcome = "ok"
         finally:
             if self.search_log is not None:
@@ -259,8 +268,11 @@ class QueryEngine:
         if long.info.skipped is not None:
             return
         budget_start = self.clock()
-        packed = pack_budget(long.memories, budget_tokens=q.options.long_memory_token_budget,
-                             user_share=self.config.user_share, count=self.count_tokens)
+        with tracing.span("query budget") as span:
+            packed = pack_budget(long.memories,
+                                 budget_tokens=q.options.long_memory_token_budget,
+                                 user_share=self.config.user_share, count=self.count_tokens)
+            span.set_attribute("memstream.tokens_used", packed.tokens_used)
         QUERY_STAGE_LATENCY.labels("budget").observe(self.clock() - budget_start)
         reply.user_profile = packed.user_profile
         reply.agent_memory = packed.agent_memory

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from streams import tracing
 from streams.metrics import (
     DEAD_LETTERS,
     QUERY_EXPIRED,
@@ -248,6 +249,7 @@ class QueryProcessor:
             return self._reply(rec, addr, MemoryReply(
                 request_id=query.request_id, error=ReplyError(code="unauthorized", message=why)))
         assert not isinstance(doc, Rejected)
+        tracing.annotate({tracing.TENANT: query.tenant_id})
         over: str | None = None
         if self.quotas is not None:
             decision = self.quotas.peek(query.tenant_id, self.clock())

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from streams.wire.records import ChatMessage, SessionClosed, SessionEnd
+from streams.wire.records import TRACE_LINKS_KEPT, ChatMessage, SessionClosed, SessionEnd
 
 # A message as the Redis list, the message store and the Session window carry it
 # (the fields of :func:`streams.ingest.model.row_to_doc`).
@@ -130,6 +130,7 @@ class SessionState:
     # last (a group chat; at most SPEAKERS_KEPT): what the state names when the
     # current speaker is erased
     previous_speakers: list[list[str]] = field(default_factory=list)
+    trace_links: list[str] = field(default_factory=list)  # the open session's sampled traces
 
     def session_of(self, source: str, offset: int) -> int:
         """The session current at ``offset`` of ``source``."""
@@ -183,10 +184,11 @@ class SessionState:
             self.stream_time = at
 
     def apply_message(self, msg: ChatMessage, source: str, offset: int, now: float,
-                      *, previous: bool = False) -> bool:
+                      *, previous: bool = False, traceparent: str | None = None) -> bool:
         """Count one stored message (``previous``: in the session before the open
         one, see :meth:`belongs_to_previous`); False when this offset was applied
-        before."""
+        before. ``traceparent``: its record's sampled trace, which the session's
+        closing event names (the newest ``TRACE_LINKS_KEPT``)."""
         if self.seen(source, offset):
             return False
         self.mark(source, offset)
@@ -217,6 +219,8 @@ class SessionState:
         self.last_seen_at = max(self.last_seen_at, now)
         self.last_event_id = msg.event_id
         self.open = True
+        if traceparent is not None:
+            self.trace_links = [*self.trace_links, traceparent][-TRACE_LINKS_KEPT:]
         return True
 
     def close(
@@ -250,7 +254,9 @@ class SessionState:
             last_activity=session_last or datetime.fromtimestamp(now, UTC),
             message_count=self.session_message_count,
             last_event_id=self.last_event_id,
+            trace_links=self.trace_links,
         )
+        self.trace_links = []
         self.session_seq += 1
         self.session_message_count = 0
         self.session_bytes = 0
@@ -359,6 +365,7 @@ class SessionState:
             "previous_until": self.previous_until.isoformat() if self.previous_until else None,
             "stream_time": self.stream_time.isoformat() if self.stream_time else None,
             "previous_speakers": [list(p) for p in self.previous_speakers],
+            **({"trace_links": list(self.trace_links)} if self.trace_links else {}),
         }
 
     @classmethod
@@ -390,6 +397,7 @@ class SessionState:
             stream_time=_ts(value.get("stream_time")),
             previous_speakers=[[str(v) for v in p]
                                for p in value.get("previous_speakers") or ()],
+            trace_links=[str(t) for t in value.get("trace_links") or ()][-TRACE_LINKS_KEPT:],
         )
 
     @classmethod

@@ -57,6 +57,14 @@ ANSWERED_PARTITION: Final = "memstream.answered.partition"
 """The partition of the query topic the answered copy was read from (a hedged query
 has two copies; the client tells which one won)."""
 
+# ── the W3C trace context (https://www.w3.org/TR/trace-context/, W3C Baggage) ─
+TRACEPARENT: Final = "traceparent"
+TRACESTATE: Final = "tracestate"
+BAGGAGE: Final = "baggage"
+TRACE_HEADERS: Final = frozenset({TRACEPARENT, TRACESTATE, BAGGAGE})
+"""Read from every record memstream consumes, written on every record it produces
+(streams.tracing)."""
+
 # ── a signed request (HMAC over the request, see streams.wire.signing) ──────
 SIGNED_AT: Final = "memstream-timestamp"
 SIGNATURE: Final = "memstream-signature"

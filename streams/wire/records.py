@@ -107,6 +107,10 @@ StorableTime = Annotated[datetime, AfterValidator(_storable_time)]
 StorableAwareTime = Annotated[AwareDatetime, AfterValidator(_storable_time)]
 
 
+
+TRACE_LINKS_KEPT = 16
+"""A session-closed event names at most this many of its messages' traces."""
+
 class _Event(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -221,6 +225,11 @@ class SessionClosed(BaseModel):
     last_event_id: str | None = Field(
         None, description="Event id of the session's last message: consolidation takes the "
         "conversation's messages stored up to it (absent: those stored by `closed_at`).")
+    trace_links: list[str] = Field(default_factory=list, max_length=TRACE_LINKS_KEPT,
+                                   description=(
+        "W3C `traceparent` of the session's newest messages whose traces are sampled "
+        "(at most 16): the consolidation run's span links to them. Empty when no "
+        "producer traced them."))
     part: int = Field(1, ge=1, description=(
         "1 for a session end; a session with more messages than one run takes "
         "(`MEMSTREAM_CONSOLIDATION__MAX_MESSAGES`, `__MAX_BYTES`) is consolidated in parts, "

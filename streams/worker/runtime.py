@@ -37,6 +37,7 @@ from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
 from streams.tokens import MEMO_TEXTS, TokenCounter
+from streams.worker import telemetry
 
 if TYPE_CHECKING:
     from streams.memory.providers.builtin.held_reads import HeldReads
@@ -73,12 +74,15 @@ class Runtime:
         async with self._lock:
             if self._started:
                 return self
+            telemetry.configure()
             self._engine = create_engine(self.settings.database)
+            telemetry.instrument_engine(self._engine)
             if self.migrate:
                 await upgrade(self._engine)
             self._redis = create_redis(self.settings)
             self._http = httpx.AsyncClient(
                 limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+            telemetry.instrument_http(self._http)
             self._started = True
             return self
 
@@ -96,6 +100,7 @@ class Runtime:
                 self._held_engine = None
             if self._engine is not None:
                 await self._engine.dispose()
+            telemetry.flush()
             self._started = False
 
     @property
@@ -262,6 +267,7 @@ class Runtime:
             return None
         if self._held_engine is None:
             self._held_engine = create_engine(self.settings.database, pooled=False)
+            telemetry.instrument_engine(self._held_engine)
         return HeldReads(self._held_engine)
 
     def _builtin_providers(self) -> list[BuiltinProvider]:

@@ -63,6 +63,7 @@ class SourcedEvent:
     topic: str
     offset: int
     event: Event
+    traceparent: str | None = None  # its record's, when that trace is sampled
 
 
 @dataclass
@@ -151,11 +152,13 @@ def plan_sessions(
             elif state.belongs_to_previous(ev.created_at, rules.grace_s):
                 plan.stamps[i] = state.session_seq - 1
                 plan.late.setdefault(key, {}).setdefault(plan.stamps[i], []).append(i)
-                state.apply_message(ev, item.topic, item.offset, now, previous=True)
+                state.apply_message(ev, item.topic, item.offset, now, previous=True,
+                                    traceparent=item.traceparent)
             else:
                 _gap(plan, state, item, now, rules)
                 plan.stamps[i] = state.session_seq
-                state.apply_message(ev, item.topic, item.offset, now)
+                state.apply_message(ev, item.topic, item.offset, now,
+                                    traceparent=item.traceparent)
                 bound = rules.reached(state)
                 if bound is not None and _closed(plan, state.close("explicit", now)):
                     plan.cut.append((ev.tenant_id, bound))
