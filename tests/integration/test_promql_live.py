@@ -6,9 +6,10 @@ directory, stopped by its pid) scrapes the test's worker every second and
 evaluates ``deploy/prometheus/alerts.yml``. The load exercises every stage:
 chat events and a dead letter; an explicit and an idle session end, with a
 model that fails once and then answers nothing usable (judge fallbacks, rule
-judge, in-batch dedup, a summary; its usage priced, per tenant and agent) and a newer fact superseding an older one;
-a MySQL write that fails and is retried; memory queries answered from the cache,
-after a cache miss, and partially while the MemOS provider fails.
+judge, in-batch dedup, a summary; its usage priced, per tenant and agent) and a
+newer fact superseding an older one; a MySQL write that fails and is retried;
+memory queries answered from the cache, after a cache miss, and partially while
+the MemOS provider fails.
 
 Then each expression must parse and return data — an alerting expression,
 which is empty while all is well, through the series it is built on
