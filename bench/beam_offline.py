@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from streams.memory.provider import ModelCaller
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -76,7 +78,8 @@ class CachedEmbedder(LocalEmbedder):
         self.db = sqlite3.connect(path)
         self.db.execute("CREATE TABLE IF NOT EXISTS v (h TEXT PRIMARY KEY, vec BLOB)")
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
         found: dict[str, list[float]] = {}
         for k in set(keys):

@@ -46,6 +46,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import SecretStr
 
+from streams.memory.provider import ModelCaller
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -76,7 +78,8 @@ class Precomputed:
         self.dim = int(vectors.shape[1])
         self.table: dict[str, int] = {}
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         return [self.vectors[self.table[t]].tolist() for t in texts]
 
 

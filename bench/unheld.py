@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import SecretStr
 
+from streams.memory.provider import ModelCaller
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
@@ -49,7 +51,8 @@ class HashVectors:
     name = "hash-384"
     dim = 384
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         out = []
         for t in texts:
             rng = np.random.default_rng(int(hashlib.sha1(t.encode()).hexdigest()[:12], 16))

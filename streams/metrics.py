@@ -173,10 +173,49 @@ VECTOR_GRAPHS_BUILDING = Gauge(
     "memstream_vector_graphs_building",
     "Vector graphs of large scopes this worker is building (scanned exactly meanwhile).",
 )
+# model usage: tenant and agent are `other` but for the ones the settings name
+# (MEMSTREAM_MODEL_USAGE__LABELLED_TENANTS, __LABELLED_AGENTS), streams/model_usage
+MODEL_LABELS = ["tenant", "agent", "model", "purpose"]
 MODEL_TOKENS = Counter(
     "memstream_model_tokens_total",
-    "Model tokens, by purpose (judge, conflict, summary) and direction (in, out).",
-    ["purpose", "direction"],
+    "Model tokens, by tenant, agent, model, purpose (judge, conflict, summary, embed) and "
+    "direction (in, out): the API's usage, counted with cl100k_base when it gives none.",
+    [*MODEL_LABELS, "direction"],
+)
+MODEL_CALLS = Counter(
+    "memstream_model_calls_total",
+    "Model calls (each with its retries), by tenant, agent, model and purpose.", MODEL_LABELS,
+)
+MODEL_FAILURES = Counter(
+    "memstream_model_failures_total",
+    "Model calls that failed after their retries, by tenant, agent, model, purpose and error "
+    "class.", [*MODEL_LABELS, "error"],
+)
+MODEL_RETRIES = Counter(
+    "memstream_model_retries_total",
+    "Model requests sent again after a retryable failure, by tenant, agent, model and purpose.",
+    MODEL_LABELS,
+)
+MODEL_LATENCY = Histogram(
+    "memstream_model_call_seconds",
+    "Time of one model call, its retries included, by tenant, agent, model and purpose.",
+    MODEL_LABELS, buckets=LATENCY_BUCKETS,
+)
+MODEL_COST = Counter(
+    "memstream_model_cost_total",
+    "Cost of model tokens by the price table (MEMSTREAM_MODEL_USAGE__PRICES), by tenant, agent, "
+    "model and purpose, in the table's currency.", MODEL_LABELS,
+)
+MODEL_BUDGET_FALLBACKS = Counter(
+    "memstream_model_budget_fallbacks_total",
+    "Session ends consolidated without the model because their tenant had spent its daily "
+    "token budget (MEMSTREAM_MODEL_USAGE__DAILY_TOKENS), by tenant.", ["tenant"],
+)
+MODEL_TOKENS_PER_MESSAGE = Histogram(
+    "memstream_model_tokens_per_message",
+    "Chat-model tokens (judge, conflict, summary) a session end took per message it "
+    "consolidated, by tenant.", ["tenant"],
+    buckets=(1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000),
 )
 
 # ----------------------------------------------------------------- process

@@ -927,6 +927,59 @@ class QuotaSettings(BaseModel):
         return overrides
 
 
+class ModelPrice(BaseModel):
+    """A model's price per 1,000 tokens, in the currency the operator chooses."""
+
+    input_per_1k: float = Field(0.0, ge=0, description="Price of 1,000 input (prompt) tokens.")
+    output_per_1k: float = Field(
+        0.0, ge=0, description="Price of 1,000 output (completion) tokens.")
+
+
+class ModelUsageSettings(BaseModel):
+    """Model usage and cost per tenant and agent (docs/observability.md, *Model usage and
+    cost*)."""
+
+    labelled_tenants: list[str] = Field(
+        default_factory=list, description=(
+            "Tenants whose model usage gets its own `tenant` label value in the "
+            "`memstream_model_*` metrics; every other tenant is counted as `other`, so the "
+            "series stay bounded."))
+    labelled_agents: list[str] = Field(
+        default_factory=list, description=(
+            "Agent ids that get their own `agent` label value, within the labelled tenants "
+            "only; every other agent is `other`."))
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description=(
+            'Prices per model name, JSON `{"gpt-4o-mini": {"input_per_1k": 0.00015, '
+            '"output_per_1k": 0.0006}, ...}`: calls of a listed model add to '
+            "`memstream_model_cost_total`; unlisted models cost nothing there."))
+    daily_tokens: int = Field(
+        0, ge=0, description=(
+            "Model tokens (input and output, every purpose) one tenant's work may take per "
+            "UTC day on one worker; over it, a session end is consolidated without the model "
+            "(the rule judge, rule conflict decisions, an extractive summary), counted in "
+            "`memstream_model_budget_fallbacks_total`. 0: no budget."))
+    tenant_daily_tokens: dict[str, int] = Field(
+        default_factory=dict, description=(
+            'Daily token budgets of named tenants, JSON `{"acme": 2000000}` (0: no budget); '
+            "the others take `daily_tokens`."))
+    max_tenants: int = Field(
+        10_000, ge=1, description=(
+            "Tenants whose usage a worker keeps for `/stats/model-usage` and the budgets "
+            "(the least recently seen are forgotten)."))
+    keep_hours: int = Field(
+        48, ge=1, le=24 * 31, description="Hours of usage per tenant and agent a worker keeps "
+        "for `/stats/model-usage`.")
+
+    @field_validator("labelled_tenants", "tenant_daily_tokens")
+    @classmethod
+    def _tenant_ids(cls, tenants: Any) -> Any:
+        bad = sorted(t for t in tenants if not re.fullmatch(TENANT_PATTERN, t))
+        if bad:
+            raise ValueError(f"not tenant ids: {', '.join(bad)}")
+        return tenants
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMSTREAM_",
@@ -950,6 +1003,7 @@ class Settings(BaseSettings):
     erasure: ErasureSettings = ErasureSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     quotas: QuotaSettings = QuotaSettings()
+    model_usage: ModelUsageSettings = ModelUsageSettings()
     log_level: str = Field("info", description="Worker log level.")
 
     @field_validator("log_level")

@@ -36,6 +36,7 @@ from streams.memory.model import MemoryCandidate, SourceMessage, StoredMemory
 from streams.memory.provider import (
     ChatCompleter,
     EmptyModelAnswer,
+    ModelCaller,
     ProviderError,
     ProviderTimeout,
 )
@@ -44,6 +45,7 @@ from streams.tokens import CountTokens
 
 log = logging.getLogger(__name__)
 JudgeKind = Literal["model", "rules"]
+NOBODY = ModelCaller("", "")
 
 
 def fallback_reason(exc: Exception) -> str:
@@ -95,8 +97,10 @@ class MemoryJudge:
         return parts
 
     async def judge(self, model: ChatCompleter | None, context: Sequence[SourceMessage],
-                    new: Sequence[SourceMessage]) -> Judgement:
-        """Candidates from ``new`` (messages with ``new=True``), in order."""
+                    new: Sequence[SourceMessage], *,
+                    caller: ModelCaller | None = None) -> Judgement:
+        """Candidates from ``new`` (messages with ``new=True``), in order; the model's
+        usage is counted for ``caller`` (nobody's when None)."""
         if model is None:
             found = rule_judge(new)
             CANDIDATES.labels("rules").inc(len(found))
@@ -107,7 +111,8 @@ class MemoryJudge:
             out.model_calls += 1
             try:
                 answer = await model.complete(
-                    build_judge_messages(part, max_items=self.max_items), purpose="judge")
+                    build_judge_messages(part, max_items=self.max_items), purpose="judge",
+                    caller=caller or NOBODY)
                 found = parse_judge_output(answer.text, fresh)[: self.max_items]
                 CANDIDATES.labels("model").inc(len(found))
             except (ProviderError, JudgeOutputError) as exc:
@@ -134,8 +139,10 @@ class ConflictDecider:
 
     async def decide(self, model: ChatCompleter | None, cube: str,
                      candidates: Sequence[MemoryCandidate],
-                     existing: Sequence[Sequence[StoredMemory]]) -> tuple[list[Decision], int]:
-        """One decision per candidate and the number of model calls made (0 or 1)."""
+                     existing: Sequence[Sequence[StoredMemory]], *,
+                     caller: ModelCaller | None = None) -> tuple[list[Decision], int]:
+        """One decision per candidate and the number of model calls made (0 or 1); the
+        model's usage is counted for ``caller`` (nobody's when None)."""
         if not candidates:
             return [], 0
         if model is None or not any(existing):
@@ -144,7 +151,8 @@ class ConflictDecider:
             return decisions, 0
         try:
             answer = await model.complete(
-                build_conflict_messages(cube, candidates, existing), purpose="conflict")
+                build_conflict_messages(cube, candidates, existing), purpose="conflict",
+                caller=caller or NOBODY)
             decisions = parse_conflict_output(answer.text, candidates, existing)
         except (ProviderError, ConflictOutputError) as exc:
             log.warning("conflict model failed (%s: %s); rules instead", fallback_reason(exc), exc)

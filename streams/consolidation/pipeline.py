@@ -26,6 +26,13 @@ cube's lock (:class:`.writer.MemoryWriter`), always about the users the
 candidates belong to, not only the user who closed the session: in a group
 chat the closing event may name another speaker than the erased one.
 
+Every model call of a run is counted for the run's tenant and agent (a
+:class:`~.ports.ModelCaller` handed to the judge, the writer and the summarizer,
+with a tally of the run's tokens, recorded per consolidated message at the end).
+A tenant over its daily token budget (:class:`~.ports.ModelBudget`) has its run
+done without the model: the rule judge, rule conflict decisions, an extractive
+summary.
+
 Exceptions propagate; the processor classifies them (retry topic, dead letter,
 or retry in place while the database is down).
 """
@@ -43,7 +50,14 @@ from streams.clock import naive_utc
 from streams.consolidation.cube_quota import CubeQuota
 from streams.consolidation.judge import MemoryJudge
 from streams.consolidation.model import CandidateRow, PlannedCandidate, Run, SessionMessage
-from streams.consolidation.ports import ChatCompleter, Ledger, Runs
+from streams.consolidation.ports import (
+    ChatCompleter,
+    Ledger,
+    ModelBudget,
+    ModelCaller,
+    ModelTally,
+    Runs,
+)
 from streams.consolidation.rules.attribution import Author, attributed_user
 from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_episodes
 from streams.consolidation.rules.llm_judge import clip_text
@@ -144,7 +158,8 @@ class ConsolidationPipeline:
                  config: PipelineConfig, clock: Callable[[], float] = time.time, *,
                  erasures: ErasureIndex | None = None,
                  refresh_erasures: Callable[[], Awaitable[None]] | None = None,
-                 cube_quota: CubeQuota | None = None) -> None:
+                 cube_quota: CubeQuota | None = None,
+                 budget: ModelBudget | None = None) -> None:
         self.ledger = ledger
         self.runs = runs
         self.judge = judge
@@ -158,6 +173,7 @@ class ConsolidationPipeline:
         self.erasures = erasures if erasures is not None else ErasureIndex()
         self.refresh_erasures = refresh_erasures
         self.cube_quota = cube_quota
+        self.budget = budget
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -183,12 +199,14 @@ class ConsolidationPipeline:
                     agent, default_for_unknown=self.config.default_long_memory))
                 tracing.annotate({"memstream.messages": run.message_count})
         out = Outcome("skipped", run.provider, messages=run.message_count)
+        caller = ModelCaller(run.tenant_id, run.agent_id, ModelTally())
+        with_model = self._admitted(run)
         if run.long_memory:
             handle = self.registry.get(run.provider)
-            model = self.models.for_agent(agent.model if agent else None)
+            model = self.models.for_agent(agent.model if agent else None) if with_model else None
             if run.status == "claimed":
                 with tracing.span("consolidation judge") as span:
-                    await self._judge(run, closed, handle, model, out)
+                    await self._judge(run, closed, handle, model, out, caller)
                     span.set_attribute("memstream.judge", out.judge or "")
             rows = await self._without_erased(run, closed,
                                               await self.runs.candidates(run.closed_id))
@@ -197,7 +215,7 @@ class ConsolidationPipeline:
                                                "memstream.candidates": len(rows)}):
                 out.stats = await self.writer.write(
                     run, handle, model, rows,
-                    erased=lambda users: self._erased_users(closed, users))
+                    erased=lambda users: self._erased_users(closed, users), caller=caller)
             out.judge = out.judge or (await self.runs.get(run.closed_id) or run).judge
             out.outcome = "done" if rows or run.message_count else "nothing_new"
         if await self._erased(closed):  # erased meanwhile: nothing more written, no summary
@@ -206,10 +224,19 @@ class ConsolidationPipeline:
         if self.config.summarize:
             with tracing.span("consolidation summary"):
                 out.summary = await self.summarizer.maybe_summarize(
-                    run.tenant_id, run.conversation_id, self.models.for_agent(None))
+                    run.tenant_id, run.conversation_id,
+                    self.models.for_agent(None) if with_model else None, caller=caller)
         await self.runs.finish(run.closed_id, self.now())
+        if self.budget is not None and caller.tally is not None:
+            self.budget.per_message(run.tenant_id, caller.tally, run.message_count)
         out.next = await self._next_part(event, run)
         return out
+
+    def _admitted(self, run: Run) -> bool:
+        """Whether the run may call the model: always, but for a tenant over its daily
+        token budget when a model is configured (the refusal is counted)."""
+        return (self.budget is None or not self.models.configured
+                or self.budget.admit(run.tenant_id))
 
     async def _next_part(self, closed: SessionClosed, run: Run) -> SessionClosed | None:
         """The closing event of the part after ``run``, when the session has more and
@@ -273,11 +300,11 @@ class ConsolidationPipeline:
         return run
 
     async def _judge(self, run: Run, closed: SessionClosed, handle: ProviderHandle,
-                     model: ChatCompleter | None, out: Outcome) -> None:
+                     model: ChatCompleter | None, out: Outcome, caller: ModelCaller) -> None:
         """Judge the claimed messages and store the candidates, but those of users an
         erasure covers by now (the judge may have taken long)."""
         messages = await self.ledger.claimed_messages(run.tenant_id, run.closed_id)
-        judge, planned = await self.candidates(run, messages, handle, model)
+        judge, planned = await self.candidates(run, messages, handle, model, caller=caller)
         gone = await self._erased_users(closed, {p.user_id or run.user_id for p in planned})
         planned = [p for p in planned if (p.user_id or run.user_id) not in gone]
         saved = await self.runs.save_judgement(run.closed_id, judge, planned, self.now())
@@ -288,7 +315,8 @@ class ConsolidationPipeline:
                      run.closed_id)
 
     async def candidates(self, run: Run, messages: Sequence[SessionMessage],
-                         handle: ProviderHandle, model: ChatCompleter | None,
+                         handle: ProviderHandle, model: ChatCompleter | None, *,
+                         caller: ModelCaller | None = None,
                          ) -> tuple[str, list[PlannedCandidate]]:
         """What the judge makes of a run's messages (deduplicated, with episodes,
         each bound for its cube and user), and which judge made it; writes nothing."""
@@ -299,7 +327,8 @@ class ConsolidationPipeline:
             run.tenant_id, run.conversation_id, chat[0].id, self.config.context_messages)
         judged = await self.judge.judge(
             model, [m.source(new=False) for m in context if m.role in CHAT_ROLES],
-            [m.source(new=True) for m in chat])
+            [m.source(new=True) for m in chat],
+            caller=caller or ModelCaller(run.tenant_id, run.agent_id))
         cfg = self.config
         authors = {m.event_id: Author(m.role, m.user_id) for m in chat if m.user_id}
 

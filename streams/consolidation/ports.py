@@ -6,7 +6,8 @@ and ``ReprocessClaims`` the :class:`Ledger`, ``RunStore`` the :class:`Runs`,
 ``ReprocessStore`` the :class:`ReprocessJobs`, ``EpisodeRows`` the
 :class:`EpisodeScan` and the :class:`CubeSizes`), the Redis conversation cache the
 :class:`SummaryCache`; :class:`~streams.memory.provider.ChatCompleter` (the chat
-model) and :class:`~streams.memory.cube_locks.CubeLocks` are memory's ports.
+model) and :class:`~streams.memory.cube_locks.CubeLocks` are memory's ports;
+:class:`ModelBudget` is kept by ``streams.model_usage.meter.ModelMeter``.
 
 A database store raises what its driver raised: the failure router decides
 whether that is an outage to wait out (``is_transient``, built in the
@@ -39,10 +40,21 @@ from streams.consolidation.rules.episode_retention import Episode
 from streams.consolidation.rules.parts import PartBound
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
 from streams.memory.cube_locks import CubeLocks
-from streams.memory.provider import ChatCompleter
+from streams.memory.provider import ChatCompleter, ModelCaller, ModelTally
 
-__all__ = ["ChatCompleter", "CubeLocks", "Expiries", "Ledger", "ReprocessJobs", "Runs",
-           "Summaries", "SummaryCache"]
+__all__ = ["ChatCompleter", "CubeLocks", "Expiries", "Ledger", "ModelBudget", "ModelCaller",
+           "ModelTally", "ReprocessJobs", "Runs", "Summaries", "SummaryCache"]
+
+
+class ModelBudget(Protocol):
+    """The tenants' daily model-token budgets, and what a session end took."""
+
+    def admit(self, tenant_id: str) -> bool:
+        """Whether the tenant's work may still call a model today (a refusal is
+        counted: the run goes without the model)."""
+
+    def per_message(self, tenant_id: str, tally: ModelTally, messages: int) -> None:
+        """Record the tokens a session end took per message it consolidated."""
 
 
 class Ledger(Protocol):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from streams.consolidation.model import SessionMessage
-from streams.consolidation.ports import ChatCompleter, Summaries, SummaryCache
+from streams.consolidation.ports import ChatCompleter, ModelCaller, Summaries, SummaryCache
 from streams.consolidation.rules.summary import (
     build_summary_messages,
     extractive_summary,
@@ -63,27 +63,31 @@ class Summarizer:
         self.clock = clock
 
     async def maybe_summarize(self, tenant_id: str, conversation_id: str,
-                              model: ChatCompleter | None) -> str | None:
-        """Summarise when due; returns the generator used, or None when not due."""
+                              model: ChatCompleter | None, *,
+                              caller: ModelCaller | None = None) -> str | None:
+        """Summarise when due; returns the generator used, or None when not due. The
+        model's usage is counted for ``caller`` (by default the tenant, no agent)."""
         work = await self.summaries.due(
             tenant_id, conversation_id, newest=self.max_messages,
             due=lambda uncovered: needs_summary(uncovered, self.threshold))
         if work is None:
             return None
         text, generator = await self._generate(model, work.previous, work.messages,
-                                               work.covered_until)
+                                               work.covered_until,
+                                               caller or ModelCaller(tenant_id, ""))
         await self._store(tenant_id, conversation_id, text, work.until, work.total)
         SUMMARIES.labels(generator).inc()
         return generator
 
     async def _generate(self, model: ChatCompleter | None, previous: str | None,
-                        messages: list[SessionMessage], covered: int) -> tuple[str, str]:
+                        messages: list[SessionMessage], covered: int,
+                        caller: ModelCaller) -> tuple[str, str]:
         if model is not None:
             fresh = [m.source(new=True) for m in messages if m.id > covered]
             try:
                 answer = await model.complete(
                     build_summary_messages(previous, fresh, budget_tokens=self.budget_tokens),
-                    purpose="summary", max_tokens=self.budget_tokens)
+                    purpose="summary", caller=caller, max_tokens=self.budget_tokens)
                 text = clip_lines(answer.text, self.budget_tokens, self.count_tokens)
                 if text:
                     return text, "model"

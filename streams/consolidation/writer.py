@@ -66,7 +66,7 @@ from datetime import UTC, datetime
 from streams import tracing
 from streams.consolidation.judge import ConflictDecider, decider_of
 from streams.consolidation.model import CandidateRow, Origin, Retired, Run
-from streams.consolidation.ports import ChatCompleter, Expiries, Runs
+from streams.consolidation.ports import ChatCompleter, Expiries, ModelCaller, Runs
 from streams.consolidation.rules.ahead import Ahead, rounds_left, seen, still_holds
 from streams.consolidation.rules.conflicts import Decision, own_copy, stored_meanwhile
 from streams.consolidation.rules.subjects import subject_keys
@@ -158,15 +158,19 @@ class MemoryWriter:
 
     async def write(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                     rows: Sequence[CandidateRow], *,
-                    erased: ErasedUsers | None = None) -> WriteStats:
+                    erased: ErasedUsers | None = None,
+                    caller: ModelCaller | None = None) -> WriteStats:
         """Decide, write and expire; ``rows`` as persisted. Each cube with anything
         left to decide or write is done under the cube's lock, on its rows as read
         again inside the lock (another attempt of this run may have recorded steps).
         ``erased``, asked inside each lock about the users the cube's rows belong to
         (the profile's user; in an agent cube, each speaker): the rows of a user an
         erasure covers are dropped from the run and nothing of theirs is written (an
-        erasure deletes a cube's memories under the same lock), the others are."""
+        erasure deletes a cube's memories under the same lock), the others are.
+        ``caller``: whom the model's conflict decisions are counted for (by default the
+        run's tenant and agent)."""
         stats = WriteStats()
+        caller = caller or ModelCaller(run.tenant_id, run.agent_id)
         current = {r.seq: r for r in rows}
         for key, cube_rows in _by_cube(run, rows).items():
             if not any(r.action is None or _unwritten(r) for r in cube_rows):
@@ -175,7 +179,7 @@ class MemoryWriter:
             scope = provider_scope(run, cube_rows[0].owner(run))
             with tracing.span("memory cube write", {"memstream.cube": key.cube,
                                                     "memstream.candidates": len(cube_rows)}):
-                fresh = await self._cube(run, handle, model, scope, key, stats, erased)
+                fresh = await self._cube(run, handle, model, scope, key, stats, erased, caller)
             kept = {r.seq for r in fresh}
             for r in cube_rows:
                 if r.seq not in kept:  # dropped: an erasure covers its user
@@ -191,14 +195,14 @@ class MemoryWriter:
 
     async def _cube(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
                     scope: Scope, key: CubeKey, stats: WriteStats,
-                    erased: ErasedUsers | None) -> list[CandidateRow]:
+                    erased: ErasedUsers | None, caller: ModelCaller) -> list[CandidateRow]:
         """One cube: decided ahead (with a model), then under the lock; again while what
         was decided ahead no longer holds. The cube's rows as recorded."""
         round_ = 0
         while True:
             ahead = None
             if rounds_left(round_, self.model_rounds, model is not None):
-                ahead = await self._decide_ahead(run, handle, model, scope, key.cube)
+                ahead = await self._decide_ahead(run, handle, model, scope, key.cube, caller)
                 stats.model_calls += ahead.model_calls
             async with self.locks.hold(key) as held:
                 if erased is not None:
@@ -231,7 +235,7 @@ class MemoryWriter:
         return ours
 
     async def _decide_ahead(self, run: Run, handle: ProviderHandle, model: ChatCompleter | None,
-                            scope: Scope, cube: str) -> Ahead:
+                            scope: Scope, cube: str, caller: ModelCaller) -> Ahead:
         """The cube's decisions, made without its lock, on what the search finds now."""
         rows = await self._cube_rows(run, scope, cube)
         pending = sorted((r for r in rows if _to_decide(r)), key=lambda r: r.seq)
@@ -242,7 +246,7 @@ class MemoryWriter:
         with tracing.span("conflict decision", {"memstream.cube": cube,
                                                 "memstream.candidates": len(pending)}):
             decisions, calls = await self.decider.decide(
-                model, cube, [r.candidate for r in pending], existing)
+                model, cube, [r.candidate for r in pending], existing, caller=caller)
         return Ahead(tuple(r.seq for r in pending), tuple(decisions), seen(existing), calls)
 
     async def _in_lock(self, run: Run, handle: ProviderHandle, scope: Scope, cube: str,

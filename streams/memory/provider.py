@@ -87,16 +87,42 @@ class ChatResult:
     completion_tokens: int
 
 
+@dataclass
+class ModelTally:
+    """What the model calls made for one piece of work took (a session end's run):
+    the client adds each call's tokens as it answers."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class ModelCaller:
+    """On whose behalf a model is called: the tenant and agent its usage and cost are
+    counted for (``streams.model_usage``), and optionally the tally of the work
+    the call is part of. Passed explicitly with every call, never read from
+    ambient state, so concurrent runs of different tenants cannot mix up."""
+
+    tenant_id: str
+    agent_id: str
+    tally: ModelTally | None = field(default=None, compare=False)
+
+
 class ChatCompleter(Protocol):
     """A chat model (judge, conflict decisions, summaries)."""
 
     model: str
 
     async def complete(self, messages: list[dict[str, str]], *, purpose: str,
-                       temperature: float = 0.0, max_tokens: int | None = None,
-                       json_mode: bool = False) -> ChatResult:
-        """One completion of ``messages``; ``purpose`` (judge, conflict, summary) labels
-        the token counts. Raises :class:`EmptyModelAnswer` when the answer has no
+                       caller: ModelCaller, temperature: float = 0.0,
+                       max_tokens: int | None = None, json_mode: bool = False) -> ChatResult:
+        """One completion of ``messages``; ``purpose`` (judge, conflict, summary) and
+        ``caller`` label the usage counts. Raises :class:`EmptyModelAnswer` when the answer has no
         content, and any other :class:`ProviderError` when the call failed after the
         client's own retries."""
         ...

@@ -5,7 +5,7 @@ OpenAPI schema of its answer (:class:`Endpoint`, mirrored by
 ``docs/stats-api.yaml``), and answers a request with a status and a JSON body:
 
 * 200 and the endpoint's body (``/stats/quotas`` from this worker's quota books,
-  without the database);
+  ``/stats/model-usage`` from its model meter, without the database);
 * 4xx and ``{"error": {code, message, parameter}}`` for bad parameters;
 * 503 ``database_unavailable`` when the database cannot be reached;
 * 504 ``timeout`` when the queries take longer than the configured limit.
@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from streams.model_usage.meter import ModelMeter
 from streams.stats import queries, trends
 from streams.stats.buckets import BUCKETS, time_range
 from streams.stats.params import (
@@ -84,16 +85,29 @@ class QuotaView(Protocol):
     def view(self, tenant: str, now: float) -> dict[str, Any]: ...
 
 
+class ModelUsageView(Protocol):
+    """This worker's model usage of a tenant (``docs/stats-api.yaml``, ``ModelUsage``)."""
+
+    def view(self, tenant_id: str, *, hours: int, top: int) -> dict[str, Any]: ...
+
+
+MODEL_USAGE_HOURS = 24 * 31
+
+
 class StatsService:
-    """Answers the ``/stats/*`` endpoints from the database ``engine()`` returns, and
-    ``/stats/quotas`` from ``quotas`` (this worker's quota books, by quota name)."""
+    """Answers the ``/stats/*`` endpoints from the database ``engine()`` returns,
+    ``/stats/quotas`` from ``quotas`` (this worker's quota books, by quota name) and
+    ``/stats/model-usage`` from ``model_usage`` (this worker's model meter; without
+    one, a tenant with no usage)."""
 
     def __init__(self, engine: Callable[[], Awaitable[AsyncEngine]], *, max_limit: int = 100,
                  max_buckets: int = 1000, timeout_s: float = 10.0,
                  quotas: Mapping[str, QuotaView] | None = None,
+                 model_usage: ModelUsageView | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
         self.quotas = dict(quotas or {})
+        self.model_usage = model_usage
         self.clock = clock
         self.max_buckets = max_buckets
         self.timeout_s = timeout_s
@@ -118,6 +132,10 @@ class StatsService:
                      self._search_trends),
             Endpoint("quotas", "/stats/quotas", (tenant,), "Quotas", None,
                      local=self._quotas),
+            Endpoint("model_usage", "/stats/model-usage",
+                     (tenant, Param("hours", "integer", minimum=1, maximum=MODEL_USAGE_HOURS,
+                                    default=24), limit_param(10, max_limit)),
+                     "ModelUsage", None, local=self._model_usage),
         ]}
 
     async def answer(self, path: str, query: Query,
@@ -175,6 +193,11 @@ class StatsService:
         return await queries.cube_detail(conn, v.text("tenant"), _path_value(path, "cube_id"),
                                          v.optional_text("user"), v.integer("limit"),
                                          v.integer("offset"))
+
+    def _model_usage(self, v: Values) -> dict[str, Any]:
+        meter = self.model_usage if self.model_usage is not None else ModelMeter(
+            clock=self.clock)
+        return meter.view(v.text("tenant"), hours=v.integer("hours"), top=v.integer("limit"))
 
     def _quotas(self, v: Values) -> dict[str, Any]:
         tenant, now = v.text("tenant"), self.clock()

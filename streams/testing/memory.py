@@ -16,6 +16,7 @@ from typing import TypeAlias
 from streams.memory.model import USER_CUBE, MemoryCandidate, StoredMemory
 from streams.memory.provider import (
     ChatResult,
+    ModelCaller,
     ProviderError,
     ProviderRequestRejected,
     ProviderTimeout,
@@ -152,18 +153,21 @@ the messages giving either (or awaiting the text)."""
 
 class FakeChatModel:
     """A chat model answering from a script (:data:`Answer`\\ s, in order; then
-    ``default``). ``calls`` records each call's purpose and messages."""
+    ``default``). ``calls`` records each call's purpose and messages, ``callers`` whom
+    each was for."""
 
     def __init__(self, *answers: Answer, model: str = "fake-model") -> None:
         self.model = model
         self.answers: list[Answer] = list(answers)
         self.calls: list[tuple[str, Messages]] = []
+        self.callers: list[ModelCaller] = []
         self.default: Answer = "[]"
 
-    async def complete(self, messages: Messages, *, purpose: str,
+    async def complete(self, messages: Messages, *, purpose: str, caller: ModelCaller,
                        temperature: float = 0.0, max_tokens: int | None = None,
                        json_mode: bool = False) -> ChatResult:
         self.calls.append((purpose, messages))
+        self.callers.append(caller)
         answer = self.answers.pop(0) if self.answers else self.default
         got = answer(purpose, messages) if callable(answer) else answer
         if isinstance(got, Exception):

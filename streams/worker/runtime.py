@@ -33,6 +33,9 @@ from streams.memory.providers.memos import MemOSProvider
 from streams.memory.registry import ModelFactory, ProviderHandle, ProviderRegistry
 from streams.memory.rules.fusion import FusionWeights, Ramp
 from streams.memory.rules.recency import Recency
+from streams.model_usage.book import UsageBook
+from streams.model_usage.meter import ModelMeter
+from streams.model_usage.rules import LabelPolicy, Price
 from streams.session.reader import SessionReader
 from streams.session.stale import StaleHistories
 from streams.settings import Settings
@@ -179,7 +182,7 @@ class Runtime:
             if not e.base_url:
                 raise ValueError("MEMSTREAM_EMBEDDING__BASE_URL is required for kind openai")
             return OpenAIEmbedder(self.http, e.base_url, e.model, api_key=_secret(e.api_key),
-                                  dim=e.dim, timeout_s=e.timeout_s)
+                                  dim=e.dim, timeout_s=e.timeout_s, meter=self.model_meter)
         return None
 
     @cached_property
@@ -280,6 +283,11 @@ class Runtime:
         return [h.provider for h in handles if isinstance(h.provider, BuiltinProvider)]
 
     @cached_property
+    def model_meter(self) -> ModelMeter:
+        """The process's model usage: metrics, budgets and ``/stats/model-usage``."""
+        return model_meter(self.settings)
+
+    @cached_property
     def models(self) -> ModelFactory:
         """Chat models on the configured endpoint; none when no base URL is set."""
         llm = self.settings.llm
@@ -290,9 +298,19 @@ class Runtime:
 
         def build(name: str) -> ChatModel:
             return ChatModel(self.http, base_url, name, api_key=_secret(llm.api_key),
-                             timeout_s=llm.timeout_s, retry=retry)
+                             timeout_s=llm.timeout_s, retry=retry, meter=self.model_meter)
 
         return ModelFactory(build, llm.model, use_agent_model=llm.use_agent_model)
+
+
+def model_meter(settings: Settings) -> ModelMeter:
+    """The model meter the ``model_usage`` settings describe."""
+    u = settings.model_usage
+    return ModelMeter(
+        labels=LabelPolicy.of(u.labelled_tenants, u.labelled_agents),
+        prices={m: Price(p.input_per_1k, p.output_per_1k) for m, p in u.prices.items()},
+        daily_tokens=u.daily_tokens, tenant_daily_tokens=u.tenant_daily_tokens,
+        book=UsageBook(max_tenants=u.max_tenants, keep_hours=u.keep_hours))
 
 
 def _secret(value: SecretStr | None) -> str | None:

@@ -71,6 +71,7 @@ from streams.memory.agent_configs import AgentConfigs
 from streams.memory.cube_locks import CubeLocks
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
+from streams.model_usage.meter import ModelMeter
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
@@ -120,6 +121,9 @@ class Parts(Protocol):
 
     @property
     def models(self) -> ModelFactory: ...
+
+    @property
+    def model_meter(self) -> ModelMeter | None: ...
 
 
 @dataclass
@@ -261,7 +265,8 @@ class Wiring:
                 late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,
             refresh_erasures=self.erasures.refresh if self.erasures else None,
-            cube_quota=CubeQuota(EpisodeRows(engine), self.quotas.cube_memories))
+            cube_quota=CubeQuota(EpisodeRows(engine), self.quotas.cube_memories),
+            budget=p.model_meter)
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts

@@ -14,6 +14,7 @@ from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema import consolidation as cs
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.registry import ModelBuilder, ModelFactory, ProviderHandle, ProviderRegistry
+from streams.model_usage.meter import ModelMeter
 from streams.testing.memory import FakeChatModel, FakeMemoryProvider
 from streams.wire.envelope import SourceRecord
 from streams.wire.records import ChatMessage, SessionClosed
@@ -45,7 +46,10 @@ class Harness:
                  extra_providers: dict[str, FakeMemoryProvider] | None = None,
                  max_attempts: int = 3, atomic: bool = True,
                  consolidation: dict[str, Any] | None = None,
-                 quotas: dict[str, Any] | None = None) -> None:
+                 quotas: dict[str, Any] | None = None, build_model: ModelBuilder | None = None,
+                 meter: ModelMeter | None = None) -> None:
+        """``build_model``: the models' builder instead of ``model`` (a real client);
+        ``meter``: the model meter the pipeline keeps the budgets with."""
         self.engine = engine
         self.clock = Clock()
         self.store = MessageStore(engine)
@@ -59,8 +63,8 @@ class Harness:
         for name, p in (extra_providers or {}).items():
             handles[name] = ProviderHandle(name, p)
         self.registry = ProviderRegistry(handles)
-        models = ModelFactory(None if model is None else answering(model),
-                              "fake-model" if model else None)
+        builder = build_model or (None if model is None else answering(model))
+        models = ModelFactory(builder, "fake-model" if builder else None)
         settings = settings_for_tests(
             ingest={"retry_initial_s": 0.001, "retry_max_s": 0.002},
             consolidation={"retry_attempts": max_attempts, "retry_backoff_initial_s": 1.0,
@@ -68,7 +72,7 @@ class Harness:
                            "expiry_sweep_interval_s": 1.0, "cube_lock_timeout_s": 10.0,
                            **(consolidation or {})}, quotas=quotas or {})
         parts = FakeParts(engine=engine, store=self.store, cache=self.cache,
-                          providers=self.registry, models=models)
+                          providers=self.registry, models=models, model_meter=meter)
         self.wiring = wiring(parts, publisher=self.publisher, settings=settings,
                              agent_configs=self.configs, clock=self.clock, rng=lambda: 1.0)
         self.consolidation = self.wiring.consolidation()

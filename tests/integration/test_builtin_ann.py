@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.migrate import upgrade
 from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
-from streams.memory.provider import Scope, SearchRequest
+from streams.memory.provider import ModelCaller, Scope, SearchRequest
 from streams.memory.providers.builtin import ann
 from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
 from streams.memory.providers.builtin.provider import BuiltinProvider
@@ -38,7 +38,8 @@ class TopicEmbedder:
     name = "topic-test"
     dim = 16
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         out = []
         for t in texts:
             rng = np.random.default_rng(int(hashlib.sha1(t.encode()).hexdigest()[:8], 16))

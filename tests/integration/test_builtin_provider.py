@@ -21,6 +21,7 @@ from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.schema.memory import memory_scope_stats, memory_term
 from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
 from streams.memory.provider import (
+    ModelCaller,
     PermanentProviderError,
     RetryableProviderError,
     Scope,
@@ -47,7 +48,8 @@ class TableEmbedder:
         self.table = table
         self.calls = 0
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         self.calls += 1
         return [self.table.get(t, [0.0, 0.0, 1.0]) for t in texts]
 
@@ -348,7 +350,8 @@ class HashEmbedder:
     def __init__(self) -> None:
         self.gate: asyncio.Event | None = None  # when set, embedding waits for it
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         if self.gate is not None:
             await self.gate.wait()
         out = []

@@ -21,6 +21,7 @@ from streams.adapters.http.openai_compat import ChatModel, OpenAIEmbedder
 from streams.memory.model import MemoryCandidate, readable_cubes
 from streams.memory.provider import (
     EmptyModelAnswer,
+    ModelCaller,
     PermanentProviderError,
     ProviderBadAnswer,
     RetryableProviderError,
@@ -89,6 +90,9 @@ def memos(client: httpx.AsyncClient, memos_srv: FakeMemOS) -> MemOSProvider:
 @pytest.fixture
 def mem0(client: httpx.AsyncClient, mem0_srv: FakeMem0) -> Mem0Provider:
     return Mem0Provider(client, mem0_srv.url, api_key="k-mem0", timeout_s=0.3, retry=FAST)
+
+
+WHO = ModelCaller("tenant-a", "agent-a")
 
 
 def metric(name: str, **labels: str) -> float:
@@ -356,19 +360,23 @@ async def test_a_slow_server_still_writes_after_the_client_gave_up(mem0: Mem0Pro
 async def test_chat_body_answer_tokens_and_scripted_handler(client: httpx.AsyncClient,
                                                             oai_srv: FakeOpenAI) -> None:
     model = ChatModel(client, oai_srv.base_url, "judge-model", api_key="k-oai", retry=FAST)
-    before = metric("memstream_model_tokens_total", purpose="judge", direction="in")
+    labels = {"tenant": "other", "agent": "other", "model": "judge-model", "purpose": "judge",
+              "direction": "in"}
+    before = metric("memstream_model_tokens_total", **labels)
     oai_srv.script('{"items": []}')
     result = await model.complete([{"role": "user", "content": "one two three"}],
-                                  purpose="judge", max_tokens=50, json_mode=True)
+                                  purpose="judge", caller=WHO, max_tokens=50,
+                                  json_mode=True)
     assert oai_srv.chat_requests() == [{
         "model": "judge-model", "messages": [{"role": "user", "content": "one two three"}],
         "temperature": 0.0, "max_tokens": 50, "response_format": {"type": "json_object"}}]
     assert oai_srv.requests()[0].headers["Authorization"] == "Bearer k-oai"
     assert (result.text, result.prompt_tokens, result.completion_tokens) == (
         '{"items": []}', 3, 2)
-    assert metric("memstream_model_tokens_total", purpose="judge", direction="in") - before == 3
+    assert metric("memstream_model_tokens_total", **labels) - before == 3
     oai_srv.handler = lambda body: "conflict:" + body["messages"][-1]["content"]
-    answer = await model.complete([{"role": "user", "content": "A vs B"}], purpose="conflict")
+    answer = await model.complete([{"role": "user", "content": "A vs B"}], purpose="conflict",
+                                  caller=WHO)
     assert answer.text == "conflict:A vs B" and len(oai_srv.chat_requests()) == 2
 
 
@@ -378,7 +386,7 @@ async def test_chat_empty_answer_is_permanent(client: httpx.AsyncClient, oai_srv
     model = ChatModel(client, oai_srv.base_url, "m", api_key="k-oai", retry=FAST)
     oai_srv.script(answer)
     with pytest.raises(EmptyModelAnswer):
-        await model.complete([{"role": "user", "content": "hi"}], purpose="judge")
+        await model.complete([{"role": "user", "content": "hi"}], purpose="judge", caller=WHO)
     assert len(oai_srv.chat_requests()) == 1
 
 
@@ -388,18 +396,18 @@ async def test_chat_retries_and_permanent_errors(client: httpx.AsyncClient,
     msgs = [{"role": "user", "content": "hi"}]
     oai_srv.rate_limit_next(1)
     oai_srv.fail_next(1, 500)
-    assert (await model.complete(msgs, purpose="judge")).text == "[]"
+    assert (await model.complete(msgs, purpose="judge", caller=WHO)).text == "[]"
     oai_srv.delay_next(1, 1.0, process=False)
-    assert (await model.complete(msgs, purpose="judge")).text == "[]"
+    assert (await model.complete(msgs, purpose="judge", caller=WHO)).text == "[]"
     assert len(oai_srv.chat_requests()) == 5
     quota = {"error": {"message": "quota", "type": "insufficient_quota", "param": None,
                        "code": "insufficient_quota"}}
     oai_srv.fail_next(1, 429, body=quota)
     with pytest.raises(PermanentProviderError):
-        await model.complete(msgs, purpose="judge")
+        await model.complete(msgs, purpose="judge", caller=WHO)
     wrong_key = ChatModel(client, oai_srv.base_url, "m", api_key="nope", retry=FAST)
     with pytest.raises(PermanentProviderError):
-        await wrong_key.complete(msgs, purpose="judge")
+        await wrong_key.complete(msgs, purpose="judge", caller=WHO)
     raw = await client.post(f"{oai_srv.base_url}/chat/completions",
                             json={"model": "m", "messages": msgs, "max_token": 5},
                             headers={"Authorization": "Bearer k-oai"})

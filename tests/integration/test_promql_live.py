@@ -6,9 +6,10 @@ directory, stopped by its pid) scrapes the test's worker every second and
 evaluates ``deploy/prometheus/alerts.yml``. The load exercises every stage:
 chat events and a dead letter; an explicit and an idle session end, with a
 model that fails once and then answers nothing usable (judge fallbacks, rule
-judge, in-batch dedup, a summary) and a newer fact superseding an older one;
-a MySQL write that fails and is retried; memory queries answered from the cache,
-after a cache miss, and partially while the MemOS provider fails.
+judge, in-batch dedup, a summary; its usage priced, per tenant and agent) and a
+newer fact superseding an older one; a MySQL write that fails and is retried;
+memory queries answered from the cache, after a cache miss, and partially while
+the MemOS provider fails.
 
 Then each expression must parse and return data — an alerting expression,
 which is empty while all is well, through the series it is built on
@@ -232,6 +233,11 @@ async def test_every_promql_expression_returns_data(
         "MEMSTREAM_MEMOS__BASE_URL": memos.url,
         "MEMSTREAM_HEALTH__LAG_INTERVAL_S": "0.5",
         "MEMSTREAM_INGEST__RETRY_INITIAL_S": "0.05",
+        # the model's usage of t1 under its own label, priced (memstream_model_cost_total)
+        "MEMSTREAM_MODEL_USAGE__LABELLED_TENANTS": '["t1"]',
+        "MEMSTREAM_MODEL_USAGE__LABELLED_AGENTS": '["a1"]',
+        "MEMSTREAM_MODEL_USAGE__PRICES":
+            '{"test-model": {"input_per_1k": 0.5, "output_per_1k": 1.5}}',
     })
     worker = stack.worker().start()
     port = worker.env["MEMSTREAM_WEB__PORT"]

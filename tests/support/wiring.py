@@ -41,6 +41,7 @@ class FakeParts:
     tokens: TokenCounter = field(default_factory=TokenCounter)
     providers: Any = None
     models: Any = None
+    model_meter: Any = None
 
 
 def settings_for_tests(*, ingest: dict[str, Any] | None = None,

@@ -30,6 +30,8 @@ from typing import Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
+from streams.memory.provider import ModelCaller
+
 Matrix = npt.NDArray[np.float32]
 MODEL_NAME = "all-MiniLM-L6-v2"
 
@@ -42,7 +44,8 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         """One L2-normalised vector per text, in order."""
         ...
 
@@ -53,7 +56,8 @@ class NoEmbedder:
     name = "none"
     dim = 0
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         return [[] for _ in texts]
 
 
@@ -488,7 +492,8 @@ class LocalEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self.load().encode(texts, self._batch_size)
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
         """Vectors of ``texts`` from the model thread (or the cache), in order. Vectors
         computed across a :meth:`clear_cache` are returned but not remembered."""
         found: dict[str, Matrix] = {}

@@ -15,13 +15,15 @@ llama.cpp, LiteLLM and most hosted gateways accept:
 ``base_url`` includes the version, e.g. ``http://host:8000/v1``. Errors use the
 OpenAI envelope ``{"error": {message, type, code}}``; a 429 whose code is
 ``insufficient_quota`` is permanent (no retry can succeed), other 429s and 5xx
-are retryable. Tokens are counted in ``MODEL_TOKENS`` by purpose and direction.
+are retryable. Each call is metered by a :class:`~streams.model_usage.meter.ModelMeter`
+(calls, failures, retries, latency, tokens and cost per tenant, agent, model and
+purpose); tokens are the API's ``usage``, counted with cl100k_base when it has none.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -37,10 +39,11 @@ from streams.adapters.http.client import (
 from streams.memory.provider import (
     ChatResult,
     EmptyModelAnswer,
+    ModelCaller,
     ProviderError,
     ProviderRequestRejected,
 )
-from streams.metrics import MODEL_TOKENS
+from streams.model_usage.meter import ModelMeter
 
 log = logging.getLogger(__name__)
 PROVIDER = "openai_compat"
@@ -60,7 +63,8 @@ def _classify(operation: str, response: httpx.Response) -> ProviderError | None:
 
 
 async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, operation: str,
-                headers: dict[str, str], timeout_s: float, retry: RetryPolicy) -> Any:
+                headers: dict[str, str], timeout_s: float, retry: RetryPolicy,
+                retried: Callable[[], None]) -> Any:
     async def once() -> Any:
         return await send_json(client, "POST", url, provider=PROVIDER, operation=operation,
                                decode=lambda answer: answer, body=body, headers=headers,
@@ -70,16 +74,27 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, op
     def on_retry(attempt: int, err: ProviderError, delay: float) -> None:
         log.warning("%s %s attempt %d failed (%s); retrying in %.2fs",
                     PROVIDER, operation, attempt, err, delay)
+        retried()
 
     return await with_retries(once, retry, on_retry=on_retry)
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) else 0
-
-
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _reported(usage: dict[str, Any], name: str) -> int | None:
+    """A token count of the API's ``usage``; None when it gives none."""
+    value = usage.get(name)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text_of(answer: dict[str, Any]) -> str:
+    """The first choice's content, or nothing."""
+    choices = answer.get("choices")
+    first = _obj(choices[0]) if isinstance(choices, list) and choices else {}
+    content = _obj(first.get("message")).get("content")
+    return content if isinstance(content, str) else ""
 
 
 class ChatModel:
@@ -88,21 +103,30 @@ class ChatModel:
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, *,
                  api_key: str | None = None, timeout_s: float = 30.0,
-                 retry: RetryPolicy = DEFAULT_RETRY) -> None:
+                 retry: RetryPolicy = DEFAULT_RETRY, meter: ModelMeter | None = None) -> None:
         self._client = client
         self._url = f"{base_url.rstrip('/')}/chat/completions"
         self.model = model
         self._headers = auth_headers(api_key)
         self._timeout_s = timeout_s
         self._retry = retry
+        self._meter = meter if meter is not None else ModelMeter()
 
     async def complete(self, messages: list[dict[str, str]], *, purpose: str,
-                       temperature: float = 0.0, max_tokens: int | None = None,
-                       json_mode: bool = False) -> ChatResult:
-        """One completion. ``purpose`` (judge, conflict, summary) labels the token counts.
+                       caller: ModelCaller, temperature: float = 0.0,
+                       max_tokens: int | None = None, json_mode: bool = False) -> ChatResult:
+        """One completion. ``purpose`` (judge, conflict, summary) and ``caller`` label
+        its usage; tokens absent from ``usage`` are counted.
 
         Raises :class:`EmptyModelAnswer` when there is no content to use.
         """
+        with self._meter.call(caller, self.model, purpose) as call:
+            return await self._complete(messages, call.retried, call.used, temperature,
+                                        max_tokens, json_mode)
+
+    async def _complete(self, messages: list[dict[str, str]], retried: Callable[[], None],
+                        used: Callable[[int, int], None], temperature: float,
+                        max_tokens: int | None, json_mode: bool) -> ChatResult:
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": temperature}
         if max_tokens is not None:
@@ -110,14 +134,18 @@ class ChatModel:
         if json_mode:
             body["response_format"] = {"type": "json_object"}
         answer = await _post(self._client, self._url, body, operation="chat",
-                             headers=self._headers, timeout_s=self._timeout_s, retry=self._retry)
+                             headers=self._headers, timeout_s=self._timeout_s, retry=self._retry,
+                             retried=retried)
         if not isinstance(answer, dict):
             raise bad_answer(PROVIDER, "chat", "answer is not an object")
         usage = _obj(answer.get("usage"))
-        prompt_tokens = _int(usage.get("prompt_tokens"))
-        completion_tokens = _int(usage.get("completion_tokens"))
-        MODEL_TOKENS.labels(purpose, "in").inc(prompt_tokens)
-        MODEL_TOKENS.labels(purpose, "out").inc(completion_tokens)
+        prompt_tokens = _reported(usage, "prompt_tokens")
+        if prompt_tokens is None:
+            prompt_tokens = self._meter.count_chat(messages)
+        completion_tokens = _reported(usage, "completion_tokens")
+        if completion_tokens is None:
+            completion_tokens = self._meter.count_texts([_text_of(answer)])
+        used(prompt_tokens, completion_tokens)
         choices = answer.get("choices")
         if not isinstance(choices, list) or not choices:
             raise EmptyModelAnswer("model answered with no choices", provider=PROVIDER,
@@ -143,9 +171,11 @@ class OpenAIEmbedder:
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, *,
                  api_key: str | None = None, dim: int, timeout_s: float = 10.0,
-                 retry: RetryPolicy = DEFAULT_RETRY, batch_size: int = 256) -> None:
+                 retry: RetryPolicy = DEFAULT_RETRY, batch_size: int = 256,
+                 meter: ModelMeter | None = None) -> None:
         self._client = client
         self._url = f"{base_url.rstrip('/')}/embeddings"
+        self._meter = meter if meter is not None else ModelMeter()
         self.model = model
         self.name = f"openai:{model}"
         self.dim = dim
@@ -154,17 +184,22 @@ class OpenAIEmbedder:
         self._retry = retry
         self._batch_size = max(1, min(batch_size, 2048))
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *,
+                    caller: ModelCaller | None = None) -> list[list[float]]:
+        """One vector per text; each request is metered for ``caller`` (purpose ``embed``)."""
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
             batch = [t if t.strip() else " " for t in texts[start:start + self._batch_size]]
-            vectors.extend(await self._embed_batch(batch))
+            with self._meter.call(caller, self.model, "embed") as call:
+                vectors.extend(await self._embed_batch(batch, call.retried, call.used))
         return vectors
 
-    async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+    async def _embed_batch(self, batch: list[str], retried: Callable[[], None],
+                           used: Callable[[int, int], None]) -> list[list[float]]:
         body = {"model": self.model, "input": batch, "encoding_format": "float"}
         answer = await _post(self._client, self._url, body, operation="embed",
-                             headers=self._headers, timeout_s=self._timeout_s, retry=self._retry)
+                             headers=self._headers, timeout_s=self._timeout_s, retry=self._retry,
+                             retried=retried)
         data = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(data, list) or len(data) != len(batch):
             raise bad_answer(PROVIDER, "embed", f"expected {len(batch)} embeddings")
@@ -179,6 +214,6 @@ class OpenAIEmbedder:
             by_index[index] = [float(x) for x in vector]
         if sorted(by_index) != list(range(len(batch))):
             raise bad_answer(PROVIDER, "embed", "indexes do not cover the input")
-        usage = _obj(answer.get("usage"))
-        MODEL_TOKENS.labels("embed", "in").inc(_int(usage.get("prompt_tokens")))
+        prompt_tokens = _reported(_obj(answer.get("usage")), "prompt_tokens")
+        used(prompt_tokens if prompt_tokens is not None else self._meter.count_texts(batch), 0)
         return [by_index[i] for i in range(len(batch))]

@@ -46,6 +46,7 @@ from streams.memory.model import (
     decimal_id,
 )
 from streams.memory.provider import (
+    ModelCaller,
     PermanentProviderError,
     Scope,
     SearchRequest,
@@ -192,21 +193,23 @@ class BuiltinProvider:
             if self.embedder is not None:
                 model = (self.embedder.name, self.embedder.dim)
                 if fresh:  # embedded before the transaction: no connection waits on the model
-                    embedded = await self._embed([p.candidate.content for p in fresh])
+                    embedded = await self._embed([p.candidate.content for p in fresh], scope)
                     vectors = {p.hash: np.asarray(v, dtype=np.float32).tobytes()
                                for p, v in zip(fresh, embedded, strict=True)}
             known = await self._writes.add(scope, cube, owner, unique, vectors, model)
             return WriteResult([known[p.hash] for p in prepared])
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
+    async def _embed(self, texts: list[str], scope: Scope) -> list[list[float]]:
+        """Vectors of ``texts``, their model usage counted for the scope's tenant and agent."""
         assert self.embedder is not None
         try:
-            return await self.embedder.embed(texts)
+            return await self.embedder.embed(
+                texts, caller=ModelCaller(scope.tenant_id, scope.agent_id))
         except EmbedderError as exc:
             raise PermanentProviderError(str(exc), provider=self.name, operation="embed") from exc
 
-    async def _query_vector(self, query: str) -> Vector:
-        return np.asarray((await self._embed([query]))[0], dtype=np.float32)
+    async def _query_vector(self, query: str, scope: Scope) -> Vector:
+        return np.asarray((await self._embed([query], scope))[0], dtype=np.float32)
 
     async def expire(self, scope: Scope, cube: str, memory_ids: Sequence[str],
                      superseded_by: str | None) -> None:
@@ -279,7 +282,7 @@ class BuiltinProvider:
                 return await self._search.strongest(scope, request, pairs)
             if not request.query.strip():
                 return []
-            qvec = (asyncio.ensure_future(self._query_vector(request.query))
+            qvec = (asyncio.ensure_future(self._query_vector(request.query, scope))
                     if self.embedder is not None and not request.keyword_only else None)
             try:
                 return await self._search.run(scope, request, pairs, qvec)
