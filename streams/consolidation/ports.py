@@ -5,7 +5,8 @@ and ``ReprocessClaims`` the :class:`Ledger`, ``RunStore`` the :class:`Runs`,
 ``ExpiryStore`` the :class:`Expiries`, ``SummaryRows`` the :class:`Summaries`,
 ``ReprocessStore`` the :class:`ReprocessJobs`, ``EpisodeRows`` the
 :class:`EpisodeScan` and the :class:`CubeSizes`), the Redis conversation cache the
-:class:`SummaryCache`; :class:`~streams.memory.provider.ChatCompleter` (the chat
+:class:`SummaryCache`, ``streams.adapters.sensitive.scanner.SensitiveScanner``
+the :class:`SensitiveDetector`; :class:`~streams.memory.provider.ChatCompleter` (the chat
 model) and :class:`~streams.memory.cube_locks.CubeLocks` are memory's ports.
 
 A database store raises what its driver raised: the failure router decides
@@ -38,11 +39,12 @@ from streams.consolidation.model import (
 from streams.consolidation.rules.episode_retention import Episode
 from streams.consolidation.rules.parts import PartBound
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
+from streams.consolidation.rules.sensitive.kinds import Finding
 from streams.memory.cube_locks import CubeLocks
 from streams.memory.provider import ChatCompleter
 
 __all__ = ["ChatCompleter", "CubeLocks", "Expiries", "Ledger", "ReprocessJobs", "Runs",
-           "Summaries", "SummaryCache"]
+           "SensitiveDetector", "Summaries", "SummaryCache"]
 
 
 class Ledger(Protocol):
@@ -226,3 +228,11 @@ class CubeSizes(Protocol):
         """The valid memories of the cube (``owner``: the user of a user's cube, ``""``
         for an agent's); 0 for a cube not written yet."""
         ...
+
+
+class SensitiveDetector(Protocol):
+    """Finds sensitive content in a text about to enter long-term memory."""
+
+    def detect(self, text: str) -> list[Finding]:
+        """Every finding in ``text``, in text order, no two overlapping. Synchronous
+        and CPU-bound: a caller on the event loop runs it in a thread."""
