@@ -11,7 +11,7 @@ export PATH := $(PATH):/usr/sbin:/sbin
 .PHONY: help setup venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
         bench-query bench-failover bench-neighbour layout-report bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
-        bench-rotation bench-updates docs schemas clean
+        bench-rotation bench-updates bench-sensitive docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -112,6 +112,9 @@ bench-beam: $(STAMP) services  ## BEAM through Kafka: evidence in the budget, up
 
 bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
 	$(PY) bench/memory.py
+
+bench-sensitive: $(STAMP)  ## sensitive-content detection: per-kind precision/recall on the labelled corpus, false positives and cost on LoCoMo (no services)
+	$(PY) bench/sensitive.py $(ARGS)
 
 bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
 	$(PY) bench/retrieval_offline.py
