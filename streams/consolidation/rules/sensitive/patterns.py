@@ -9,7 +9,9 @@
   of a PEM/OpenSSH/PGP private key block (header to footer), and passwords or
   PINs *stated as such* in English ("my password is X", "PIN: 1234") and
   Chinese ("密码是X", "支付密码：X"). A stated value that is a common word
-  ("my password is wrong") is not a credential.
+  ("my password is wrong") is not a credential, a PIN is digits, and what
+  the password is for ("the password for the NAS is X") stays within the
+  sentence.
 
 :func:`cjk_blanked` is the view of a text that pattern recognizers written
 for space-separated languages read: every CJK character becomes a space, so
@@ -42,8 +44,9 @@ _KEYS = tuple(re.compile(p, re.S) for p in (
 ))
 
 _STATED_EN = re.compile(
-    r"\b(?:password|passcode|passphrase|passwd|pwd|pin(?: code| number)?)"
-    r"(?:\s+(?:for|to|of|on)\s+(?:my\s+|the\s+)?[\w.@-]+(?:\s+[\w.@-]+)?)?"
+    r"\b(?:(?P<pin>pin)(?: code| number)?|password|passcode|passphrase|passwd|pwd)"
+    r"(?:\s+(?:for|to|of|on)\s+(?:my\s+|the\s+)?[\w@-]+(?:\.[\w@-]+)*"
+    r"(?:\s+[\w@-]+(?:\.[\w@-]+)*)?)?"
     r"(?:\s+(?:is|was|is now|would be)\s*:?|\s*[:=])\s*[\"'“‘`]?"
     r"(?P<value>[^\s\"'“”‘’`]+)", re.I)
 _STATED_ZH = re.compile(
@@ -94,7 +97,10 @@ def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
         value = m.group("value")
         cut = len(value) - len(value.rstrip(_TRAILING))
         start, end = m.start("value"), m.end("value") - cut
-        if end > start and value[:end - start].lower() not in _NOT_A_VALUE:
+        value = value[:end - start]
+        if "pin" in pattern.groupindex and m.group("pin") and not value.isdigit():
+            continue  # a PIN is digits ("a pin on your bag. Is Spider-Man ..." is no PIN)
+        if end > start and value.lower() not in _NOT_A_VALUE:
             found.append(Finding(start, end, Kind.SECRET))
     return found
 
