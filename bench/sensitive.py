@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.machine import machine_ticks, steal_pct
 from streams.consolidation.ports import SensitiveDetector
 from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Finding, Kind
-from streams.devtools.sensitive_eval import Sentence, load, score
+from streams.devtools.sensitive_eval import CORPUS, Sentence, load, score
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo-dev.json"
 
@@ -48,7 +48,7 @@ def locomo_turns(path: Path) -> list[str]:
     return turns
 
 
-def corpus_table(sentences: list[Sentence], scanner: SensitiveDetector) -> None:
+def corpus_table(sentences: list[Sentence], scanner: SensitiveDetector) -> dict[str, object]:
     print(f"\ncorpus: {len(sentences)} sentences "
           f"({sum(not s.expected for s in sentences)} with nothing to find)")
     print(f"{'kind':<12} {'lang':<4} {'spans':>5} {'recall':>7} {'precision':>9} {'exact':>6}")
@@ -62,10 +62,12 @@ def corpus_table(sentences: list[Sentence], scanner: SensitiveDetector) -> None:
             exact = f"{t.exact}/{t.found}" if t.found else "-"
             print(f"{kind:<12} {lang:<4} {t.expected:>5} {t.recall:>7.3f} {t.precision:>9.3f} "
                   f"{exact:>6}")
-    misses = score(sentences, scanner.detect, frozenset(Kind)).misses
+    whole = score(sentences, scanner.detect, frozenset(Kind))
     print("\nwhat went wrong:")
-    for what, text in misses:
+    for what, text in whole.misses:
         print(f"  {what:<40} | {text[:90]!r}")
+    return {str(k): {"recall": round(t.recall, 3), "precision": round(t.precision, 3),
+                     "spans": t.expected} for k, t in whole.kinds.items()}
 
 
 def timed(detect: SensitiveDetector, turns: list[str]
@@ -81,7 +83,8 @@ def timed(detect: SensitiveDetector, turns: list[str]
     return costs, kinds, flagged
 
 
-def locomo(turns: list[str], scanner: SensitiveDetector, label: str, show: bool) -> None:
+def locomo(turns: list[str], scanner: SensitiveDetector, label: str,
+           show: bool) -> dict[str, float]:
     costs, kinds, flagged = timed(scanner, turns)
     q = statistics.quantiles(costs, n=100)
     print(f"{label:<22} {len(turns)} turns: structured findings in {flagged} "
@@ -92,12 +95,15 @@ def locomo(turns: list[str], scanner: SensitiveDetector, label: str, show: bool)
             found: list[Finding] = [f for f in scanner.detect(turn) if f.kind in STRUCTURED]
             for f in found:
                 print(f"    {f.kind}: {turn[f.start:f.end]!r} in {turn[:80]!r}")
+    return {"fp_turns_pct": round(100 * flagged / len(turns), 2),
+            "ms_mean": round(statistics.fmean(costs), 2), "ms_p99": round(q[98], 2)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--show", action="store_true", help="print LoCoMo's findings")
     parser.add_argument("--data", type=Path, default=LOCOMO, help="the LoCoMo dev JSON")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the labelled corpus")
     args = parser.parse_args()
     ticks = machine_ticks()
     before, t0 = rss_mb(), time.perf_counter()
@@ -112,12 +118,15 @@ def main() -> None:
     with_names = scanner_module.SensitiveScanner(names=True)
     print(f"scanner with NER:   built in {time.perf_counter() - t0:.2f} s, "
           f"+{rss_mb() - before:.0f} MB more")
-    corpus_table(load(), with_names)
+    kinds = corpus_table(load(args.corpus), with_names)
     turns = locomo_turns(args.data)
     print("\nLoCoMo dev:")
-    locomo(turns, structured, "structured (default)", args.show)
-    locomo(turns, with_names, "with NER", False)
-    print(f"\nsteal: {steal_pct(ticks, machine_ticks())} % of the machine's CPU")
+    default = locomo(turns, structured, "structured (default)", args.show)
+    ner = locomo(turns, with_names, "with NER", False)
+    steal = steal_pct(ticks, machine_ticks())
+    print(f"\nsteal: {steal} % of the machine's CPU")
+    print(json.dumps({"corpus": kinds, "locomo_default": default, "locomo_ner": ner,
+                      "steal_pct": steal}))
 
 
 if __name__ == "__main__":

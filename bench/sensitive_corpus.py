@@ -1,6 +1,7 @@
 """Writes the labelled corpus of sensitive content, tests/data/sensitive_corpus.jsonl.
 
     .venv/bin/python bench/sensitive_corpus.py      # rewrites the file (seeded: the same file)
+    .venv/bin/python bench/sensitive_corpus.py --seed 7 --out /tmp/other.jsonl  # fresh values
 
 One JSON object a line: ``text``, ``lang`` (``en`` | ``zh``), ``spans`` (each
 ``{"kind", "text"}``: the kind and the exact substring expected, which occurs
@@ -19,6 +20,7 @@ UUIDs, ISBNs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import string
@@ -458,14 +460,19 @@ def mixed() -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=44, help="another seed: other values")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    rng.seed(args.seed)
     for section in (cards, ibans, emails, phones, national_ids, credentials, ips, names,
                     mixed, near_misses):
         section()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with OUT.open("w", encoding="utf-8") as out:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{len(rows)} sentences -> {OUT}")
+    print(f"{len(rows)} sentences -> {args.out}")
 
 
 if __name__ == "__main__":
