@@ -11,6 +11,7 @@ from streams.consolidation.rules.sensitive.policy import (
     Policy,
     screen,
 )
+from streams.testing.consolidation import ListedDetector
 
 K, M, D = Action.KEEP, Action.MASK, Action.DROP
 TEXT = "Ana: ana@x.io, card 4111111111111111, pw hunter2"
@@ -88,3 +89,13 @@ def test_an_unknown_kind_or_action_is_refused(overrides: dict[str, str]) -> None
 def test_a_finding_has_a_span(start: int, end: int) -> None:
     with pytest.raises(ValueError):
         Finding(start, end, Kind.EMAIL)
+
+
+def test_the_listed_detector_double_finds_every_occurrence() -> None:
+    detector = ListedDetector({"a@x.io": Kind.EMAIL, "hunter2": Kind.SECRET})
+    text = "a@x.io, a@x.io and hunter2"
+    assert detector.detect(text) == [Finding(0, 6, Kind.EMAIL), Finding(8, 14, Kind.EMAIL),
+                                     Finding(19, 26, Kind.SECRET)]
+    assert screen(text, detector.detect(text), Policy.of({"secret": "mask"})).text == (
+        "[EMAIL], [EMAIL] and [SECRET]")
+    assert detector.seen == [text, text]
