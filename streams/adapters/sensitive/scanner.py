@@ -42,8 +42,9 @@ class SensitiveScanner:
     """Implements ``streams.consolidation.ports.SensitiveDetector``.
 
     Build one per process (the engines load here, not per call); ``detect``
-    is CPU-bound and thread-safe, so a caller on an event loop runs it in a
-    thread.
+    keeps no state between calls and is CPU-bound, so a caller on an event
+    loop runs it off the loop, on one worker thread at a time (spaCy does not
+    promise that one pipeline may run in several threads at once).
     """
 
     def __init__(self, *, names: bool = False) -> None:

@@ -69,7 +69,7 @@ class _OfflineEmailRecognizer(EmailRecognizer):
 
 
 class StructuredRecognizers:
-    """One Presidio engine; :meth:`findings` is thread-safe and pure CPU."""
+    """One Presidio engine; :meth:`findings` keeps no state between calls."""
 
     def __init__(self, regions: tuple[str, ...] = REGIONS) -> None:
         registry = RecognizerRegistry(supported_languages=["en"])
