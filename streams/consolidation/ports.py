@@ -5,7 +5,8 @@ and ``ReprocessClaims`` the :class:`Ledger`, ``RunStore`` the :class:`Runs`,
 ``ExpiryStore`` the :class:`Expiries`, ``SummaryRows`` the :class:`Summaries`,
 ``ReprocessStore`` the :class:`ReprocessJobs`, ``EpisodeRows`` the
 :class:`EpisodeScan` and the :class:`CubeSizes`), the Redis conversation cache the
-:class:`SummaryCache`; :class:`~streams.memory.provider.ChatCompleter` (the chat
+:class:`SummaryCache`, ``streams.adapters.sensitive.scanner.SensitiveScanner``
+the :class:`SensitiveDetector`; :class:`~streams.memory.provider.ChatCompleter` (the chat
 model) and :class:`~streams.memory.cube_locks.CubeLocks` are memory's ports;
 :class:`ModelBudget` is kept by ``streams.model_usage.meter.ModelMeter``.
 
@@ -39,11 +40,13 @@ from streams.consolidation.model import (
 from streams.consolidation.rules.episode_retention import Episode
 from streams.consolidation.rules.parts import PartBound
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
+from streams.consolidation.rules.sensitive.kinds import Finding
 from streams.memory.cube_locks import CubeLocks
 from streams.memory.provider import ChatCompleter, ModelCaller, ModelTally
 
 __all__ = ["ChatCompleter", "CubeLocks", "Expiries", "Ledger", "ModelBudget", "ModelCaller",
-           "ModelTally", "ReprocessJobs", "Runs", "Summaries", "SummaryCache"]
+           "ModelTally", "ReprocessJobs", "Runs", "SensitiveDetector", "Summaries",
+           "SummaryCache"]
 
 
 class ModelBudget(Protocol):
@@ -238,3 +241,11 @@ class CubeSizes(Protocol):
         """The valid memories of the cube (``owner``: the user of a user's cube, ``""``
         for an agent's); 0 for a cube not written yet."""
         ...
+
+
+class SensitiveDetector(Protocol):
+    """Finds sensitive content in a text about to enter long-term memory."""
+
+    def detect(self, text: str) -> list[Finding]:
+        """Every finding in ``text``, in text order, no two overlapping. Synchronous
+        and CPU-bound: a caller on the event loop runs it in a thread."""

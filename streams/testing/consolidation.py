@@ -1,5 +1,5 @@
 """In-memory doubles of consolidation's ports (:mod:`streams.consolidation.ports`):
-the pending expiries and the summary cache.
+the pending expiries, the summary cache and the sensitive-content detector.
 
 The ledger, the runs and the reprocess jobs have no double: their contracts are
 transactions over the schema, so the tests run them on SQLite instead.
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from streams.consolidation.model import CandidateRow, PendingExpiry, Run
+from streams.consolidation.rules.sensitive.kinds import Finding, Kind, resolved
 from streams.memory.provider import Scope
 from streams.stores import CacheUnavailable
 
@@ -92,3 +93,23 @@ class InMemorySummaryCache:
         if self.failing:
             raise CacheUnavailable("cache down")
         return sum(self.summaries.pop(k, None) is not None for k in conversations)
+
+
+class ListedDetector:
+    """The :class:`~streams.consolidation.ports.SensitiveDetector` over a fixed list:
+    every occurrence of a listed string is a finding of its kind (no library, no
+    model); ``seen`` keeps every text asked about."""
+
+    def __init__(self, listed: dict[str, Kind]) -> None:
+        self.listed = listed
+        self.seen: list[str] = []
+
+    def detect(self, text: str) -> list[Finding]:
+        self.seen.append(text)
+        found = []
+        for value, kind in self.listed.items():
+            at = text.find(value)
+            while at >= 0 and value:
+                found.append(Finding(at, at + len(value), kind))
+                at = text.find(value, at + 1)
+        return resolved(found)

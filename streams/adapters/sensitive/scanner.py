@@ -1,0 +1,67 @@
+"""The detector consolidation is given: every recognizer, one call per text.
+
+Why these libraries (measured on the benchmark machine, 2 cores, the 2,760
+turns of the LoCoMo dev conversations; docs/benchmarks.md):
+
+* **Presidio** (presidio-analyzer) for the structured kinds: the recognizers
+  the field uses, with their validations (Luhn, IBAN checksum, the
+  ``phonenumbers`` matcher, SSN group checks). Importing it with
+  detect-secrets costs 0.8-1.5 s and about 66 MB once per process (it
+  imports spaCy, though no model is loaded); a chat turn is scanned in
+  0.2 ms on average (p99 0.4-0.7 ms), every recognizer included. Built
+  offline (``structured``): its default engine downloads a model, its e-mail
+  check fetches the public-suffix list.
+* **detect-secrets** for the token formats it knows (``secrets``).
+* **memstream's own rules** where neither has one: Chinese resident ids
+  (MOD 11-2 check digit), the key formats above the scanners' patterns, and
+  passwords stated as such in English and Chinese (``patterns``).
+* **spaCy NER** (``names``) only when asked (``names=True``): it is the
+  costly part (50 MB, 6.5-9 ms a turn) and the default policy keeps names.
+
+Chinese text: cards, IBANs, e-mail, phones (mainland numbers through the CN
+region), IPs and ids are found inside Chinese sentences too, because the
+pattern recognizers read :func:`cjk_blanked`'s view of the text (a CJK
+character is a space there, offsets unchanged); Chinese names and places are
+not found.
+"""
+
+from __future__ import annotations
+
+from streams.adapters.sensitive.names import NameRecognizer
+from streams.adapters.sensitive.secrets import credential_findings
+from streams.adapters.sensitive.structured import StructuredRecognizers
+from streams.consolidation.rules.sensitive.kinds import Finding, resolved
+from streams.consolidation.rules.sensitive.patterns import (
+    cjk_blanked,
+    credentials,
+    resident_ids,
+)
+
+
+class SensitiveScanner:
+    """Implements ``streams.consolidation.ports.SensitiveDetector``.
+
+    Build one per process (the engines load here, not per call); ``detect``
+    keeps no state between calls and is CPU-bound, so a caller on an event
+    loop runs it off the loop, on one worker thread at a time (spaCy does not
+    promise that one pipeline may run in several threads at once).
+    """
+
+    def __init__(self, *, names: bool = False) -> None:
+        self._structured = StructuredRecognizers()
+        self._names = NameRecognizer() if names else None
+
+    @property
+    def finds_names(self) -> bool:
+        """Whether names and places are looked for."""
+        return self._names is not None
+
+    def detect(self, text: str) -> list[Finding]:
+        """Every finding in ``text``, in text order, overlaps settled
+        (``resolved``: the longer span stays)."""
+        view = cjk_blanked(text)
+        found = self._structured.findings(view) + credential_findings(view)
+        found += credentials(text) + resident_ids(text)
+        if self._names is not None:
+            found += self._names.findings(text)
+        return resolved(found)

@@ -1,0 +1,115 @@
+"""The recognizers memstream writes itself, where the libraries have none.
+
+* Chinese resident identity numbers (GB 11643-1999): 18 characters, a
+  six-digit region code, a birth date ``YYYYMMDD`` that exists, a three-digit
+  sequence and an ISO 7064 MOD 11-2 check character (``0``-``9`` or ``X``).
+* Credentials the secret scanners' patterns miss: OpenAI-style ``sk-`` keys
+  without the legacy ``T3BlbkFJ`` marker, GitHub fine-grained tokens, Stripe
+  keys of either mode, JSON Web Tokens (three base64url segments), the whole
+  of a PEM/OpenSSH/PGP private key block (header to footer), and passwords or
+  PINs *stated as such* in English ("my password is X", "PIN: 1234") and
+  Chinese ("密码是X", "支付密码：X"). A stated value that is a common word
+  ("my password is wrong") is not a credential, a PIN is digits, and what
+  the password is for ("the password for the NAS is X") stays within the
+  sentence.
+
+:func:`cjk_blanked` is the view of a text that pattern recognizers written
+for space-separated languages read: every CJK character becomes a space, so
+``卡号4111…`` has the word boundary before the digits that ``\\b`` patterns
+need, and every offset stays the offset of the original text.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+from streams.consolidation.rules.sensitive.kinds import Finding, Kind
+
+_CJK = re.compile(r"[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+                  r"\uf900-\ufaff\uff00-\uffef]")
+
+_RESIDENT_ID = re.compile(
+    r"(?<![0-9A-Za-z])([1-8]\d{5})((?:18|19|20)\d{2})(\d{2})(\d{2})\d{3}[0-9Xx](?![0-9A-Za-z])")
+_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
+_CHECK = "10X98765432"
+
+_KEYS = tuple(re.compile(p, re.S) for p in (
+    r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-(?:api\d\d-)?)?[A-Za-z0-9_-]{20,}",
+    r"(?<!\w)github_pat_[A-Za-z0-9_]{22,}",
+    r"(?<!\w)(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}",
+    r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+))
+
+_STATED_EN = re.compile(
+    r"\b(?:(?P<pin>pin)(?: code| number)?|password|passcode|passphrase|passwd|pwd)"
+    r"(?:\s+(?:for|to|of|on)\s+(?:my\s+|the\s+)?[\w@-]+(?:\.[\w@-]+)*"
+    r"(?:\s+[\w@-]+(?:\.[\w@-]+)*)?)?"
+    r"(?:\s+(?:is|was|is now|would be)\s*:?|\s*[:=])\s*[\"'“‘`]?"
+    r"(?P<value>[^\s\"'“”‘’`]+)", re.I)
+_STATED_ZH = re.compile(
+    r"(?:密码|密碼|口令|PIN码|pin码)(?:是|为|為|:|：|=|改成了|改成|设成|设为)\s*[\"'“‘「]?"
+    r"(?P<value>[!-~]+)")
+_TRAILING = ".,;:)]}>"  # sentence punctuation; "!" and "?" stay: passwords end in them
+_COMMON_WORDS = """
+    a an the my your his her our their its this that it not no never still also just
+    very so too quite really pretty same different wrong right correct incorrect
+    weak strong secure safe unsafe long short easy hard simple complex good bad fine ok
+    okay required needed necessary optional missing empty invalid valid expired reset
+    changed saved stored set written encrypted hashed protected forgotten lost case
+    sensitive being in on at for to of with from by about what which where when how
+    why who something anything nothing everything here there now again already known
+    unknown new old blank default different hidden shown visible manager managers
+    and or but if then because please thanks updated
+"""
+_NOT_A_VALUE = frozenset(_COMMON_WORDS.split())
+
+
+def cjk_blanked(text: str) -> str:
+    """``text`` with every CJK character (and full-width form) replaced by a space."""
+    return _CJK.sub(" ", text)
+
+
+def resident_id_valid(number: str) -> bool:
+    """Whether an 18-character Chinese resident id has an existing birth date and
+    the right ISO 7064 MOD 11-2 check character."""
+    if len(number) != 18 or not number[:17].isdigit():
+        return False
+    try:
+        date(int(number[6:10]), int(number[10:12]), int(number[12:14]))
+    except ValueError:
+        return False
+    total = sum(int(d) * w for d, w in zip(number[:17], _WEIGHTS, strict=True))
+    return _CHECK[total % 11] == number[17].upper()
+
+
+def resident_ids(text: str) -> list[Finding]:
+    """Every valid Chinese resident id in ``text``."""
+    return [Finding(m.start(), m.end(), Kind.NATIONAL_ID)
+            for m in _RESIDENT_ID.finditer(text) if resident_id_valid(m.group(0))]
+
+
+def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
+    found = []
+    for m in pattern.finditer(text):
+        value = m.group("value")
+        cut = len(value) - len(value.rstrip(_TRAILING))
+        start, end = m.start("value"), m.end("value") - cut
+        value = value[:end - start]
+        if "pin" in pattern.groupindex and m.group("pin") and not value.isdigit():
+            continue  # a PIN is digits ("a pin on your bag. Is Spider-Man ..." is no PIN)
+        if end > start and value.lower() not in _NOT_A_VALUE:
+            found.append(Finding(start, end, Kind.SECRET))
+    return found
+
+
+def credentials(text: str) -> list[Finding]:
+    """API keys, tokens and private key blocks of the forms above (read in
+    :func:`cjk_blanked`'s view: ``密钥sk-…`` is a key), and passwords or PINs
+    stated as such."""
+    view = cjk_blanked(text)
+    found = [Finding(m.start(), m.end(), Kind.SECRET)
+             for pattern in _KEYS for m in pattern.finditer(view)]
+    return found + _stated(text, _STATED_EN) + _stated(text, _STATED_ZH)

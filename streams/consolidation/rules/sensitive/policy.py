@@ -1,0 +1,110 @@
+"""What happens to a memory holding sensitive content, per kind, and the rule
+that applies it.
+
+Per kind the action is ``keep`` (stored as said), ``mask`` (each span replaced
+by the kind's placeholder, e.g. ``[CARD]``, the rest of the memory kept) or
+``drop`` (the memory is not written). The default: credentials dropped,
+payment data, national ids and contact data masked, names and places kept.
+:func:`screen` returns the text to store (``None`` when dropped) and, per
+kind found, what was done: never the text found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+from streams.consolidation.rules.sensitive.kinds import PLACEHOLDER, Finding, Kind, resolved
+
+
+class Action(StrEnum):
+    """What is done to a memory holding a kind."""
+
+    KEEP = "keep"
+    MASK = "mask"
+    DROP = "drop"
+
+
+DEFAULT_ACTIONS: Mapping[Kind, Action] = MappingProxyType({
+    Kind.SECRET: Action.DROP,
+    Kind.CARD: Action.MASK,
+    Kind.IBAN: Action.MASK,
+    Kind.NATIONAL_ID: Action.MASK,
+    Kind.EMAIL: Action.MASK,
+    Kind.PHONE: Action.MASK,
+    Kind.IP: Action.MASK,
+    Kind.NAME: Action.KEEP,
+    Kind.LOCATION: Action.KEEP,
+})
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One action per kind; a kind not named takes its default."""
+
+    actions: Mapping[Kind, Action] = field(default_factory=lambda: DEFAULT_ACTIONS)
+
+    def action(self, kind: Kind) -> Action:
+        return self.actions.get(kind, DEFAULT_ACTIONS[kind])
+
+    def acted_on(self) -> frozenset[Kind]:
+        """The kinds this policy does not simply keep: the ones worth detecting."""
+        return frozenset(k for k in Kind if self.action(k) is not Action.KEEP)
+
+    @classmethod
+    def of(cls, overrides: Mapping[str, str]) -> Policy:
+        """The default policy with ``{"card": "drop", ...}`` applied; an unknown
+        kind or action raises ``ValueError`` naming it."""
+        actions = dict(DEFAULT_ACTIONS)
+        for kind, action in overrides.items():
+            try:
+                actions[Kind(kind)] = Action(action)
+            except ValueError:
+                raise ValueError(f"sensitive policy: unknown kind or action {kind}={action}"
+                                 ) from None
+        return cls(MappingProxyType(actions))
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True)
+class Screened:
+    """What :func:`screen` made of a text: ``text`` to store, or ``None`` when the
+    memory is dropped; ``done`` maps every kind found to the action taken."""
+
+    text: str | None
+    done: Mapping[Kind, Action]
+
+    @property
+    def dropped(self) -> bool:
+        return self.text is None
+
+    @property
+    def masked(self) -> frozenset[Kind]:
+        """The kinds whose spans were replaced (empty when dropped)."""
+        return frozenset(k for k, a in self.done.items() if a is Action.MASK)
+
+
+def screen(text: str, findings: list[Finding], policy: Policy = DEFAULT_POLICY) -> Screened:
+    """Apply ``policy`` to ``text`` given what was found in it.
+
+    Any kind whose action is ``drop`` drops the whole memory (the other kinds
+    found are then reported as dropped too: nothing of it is stored).
+    Otherwise each span of a ``mask`` kind becomes the kind's placeholder;
+    overlapping masked findings are settled first (:func:`resolved`), and a
+    kept finding never shields a masked one it overlaps.
+    """
+    kinds = {f.kind for f in findings}
+    if any(policy.action(k) is Action.DROP for k in kinds):
+        return Screened(None, MappingProxyType(dict.fromkeys(sorted(kinds), Action.DROP)))
+    parts: list[str] = []
+    at = 0
+    for finding in resolved([f for f in findings if policy.action(f.kind) is Action.MASK]):
+        parts += [text[at:finding.start], PLACEHOLDER[finding.kind]]
+        at = finding.end
+    parts.append(text[at:])
+    done = {k: policy.action(k) for k in sorted(kinds)}
+    return Screened("".join(parts), MappingProxyType(done))
