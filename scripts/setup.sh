@@ -24,7 +24,10 @@
 #     what is missing and how to get it, and the exit status is 1.
 #  2. The Kafka jars, from Maven Central into $MEMSTREAM_CACHE
 #     (scripts/services.py jars).
-#  3. The Docker Compose CLI (scripts/install-compose.sh).
+#  3. The Docker Compose CLI (scripts/install-compose.sh), and Jaeger for the
+#     trace test (scripts/install-jaeger.sh), built in the background: its first
+#     build takes minutes, and the test waits for it (log:
+#     $MEMSTREAM_CACHE/bin/jaeger-build.log).
 #  4. The project's virtual environment .venv (make venv: reinstalled only
 #     when pyproject.toml is newer than its stamp).
 #  5. The virtual environments of the MemOS server and Mem0
@@ -198,6 +201,7 @@ fi
 "$PYTHON" scripts/services.py jars >/dev/null    # Kafka jars, cached
 bash scripts/install-compose.sh >/dev/null ||    # Docker Compose CLI, cached
     { say "building the Docker Compose CLI failed (scripts/install-compose.sh; its errors are above)."; exit 1; }
+bash scripts/install-jaeger.sh --background >/dev/null  # Jaeger, cached; the trace test waits for it
 make --no-print-directory -s venv PYTHON="$PYTHON" ||
     { say "building the project's .venv failed (make venv; its errors are above)."; exit 1; }
 "$PYTHON" scripts/services.py venvs >/dev/null   # MemOS and Mem0, cached

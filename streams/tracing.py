@@ -25,6 +25,7 @@ Attribute names follow the OpenTelemetry semantic conventions for messaging
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
@@ -34,6 +35,7 @@ from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from streams.wire.envelope import DeadLettered, Handled, Outgoing, ToSend
 from streams.wire.headers import TRACE_HEADERS, TRACEPARENT, Header, Headers
 
 TRACER: Final = trace.get_tracer("memstream")
@@ -144,6 +146,19 @@ def with_context(headers: Sequence[Header] = (),
     if not carrier:
         return list(headers)
     return [*(h for h in headers if h[0] not in TRACE_HEADERS), *carrier]
+
+
+def stamped(handled: Handled) -> Handled:
+    """``handled`` with every record it sends carrying the current trace context."""
+    if isinstance(handled, DeadLettered):
+        return DeadLettered(stamp(handled.dead_letter), handled.reason,
+                            tuple(stamp(r) for r in handled.replies))
+    return ToSend(tuple(stamp(r) for r in handled.records), handled.outcome)
+
+
+def stamp(record: Outgoing) -> Outgoing:
+    """``record`` carrying the current trace context (:func:`with_context`)."""
+    return dataclasses.replace(record, headers=with_context(record.headers))
 
 
 def kafka_attributes(topic: str, partition: int | None = None, offset: int | None = None,

@@ -30,7 +30,6 @@ may then acknowledge the event.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import random
 import time
@@ -193,8 +192,7 @@ class ConsolidationProcessor:
     async def _deliver(self, records: Sequence[Outgoing]) -> None:
         """Send ``records`` (retries, dead letters, next parts), each carrying the
         current trace context."""
-        records = [dataclasses.replace(r, headers=tracing.with_context(r.headers))
-                   for r in records]
+        records = [tracing.stamp(r) for r in records]
         if records:
             await retry_forever(lambda: self.publisher.publish(records), what="consolidation-out",
                                 initial_s=self.infra_initial_s, max_s=self.infra_max_s)

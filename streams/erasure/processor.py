@@ -41,6 +41,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from streams import tracing
 from streams.backoff import retry_forever
 from streams.erasure.executor import (
     ErasureExecutor,
@@ -109,7 +110,17 @@ class ErasureProcessor:
     async def handle(self, rec: SourceRecord) -> Handled:
         """The receipt to send (``ToSend``: none when no reply topic is named; the
         outcome ``done``, ``repeated``, ``dry_run`` or ``rejected``), or a dead letter
-        (``DeadLettered``, with the receipt of a ``blocked`` erasure)."""
+        (``DeadLettered``, with the receipt of a ``blocked`` erasure); each record to
+        send carries the trace context of the erasure's span."""
+        with tracing.consumer_span(f"process {rec.topic}", rec.headers,
+                                   tracing.kafka_attributes(rec.topic, rec.partition,
+                                                            rec.offset)) as span:
+            handled = await self._handle(rec)
+            span.set_attribute(tracing.OUTCOME, handled.outcome
+                               if isinstance(handled, ToSend) else "dead_lettered")
+            return tracing.stamped(handled)
+
+    async def _handle(self, rec: SourceRecord) -> Handled:
         try:
             addr = reply_address(rec.headers)
         except BadReplyHeaders as exc:
@@ -132,6 +143,7 @@ class ErasureProcessor:
                     for e in exc.errors()[:3])) from exc
         except ErasureRefused as exc:
             return self._refused(rec, addr, None, exc, reason=SCHEMA)
+        tracing.annotate({tracing.TENANT: req.tenant_id})
         if rec.key != req.key():
             log.warning("erasure %s of tenant %r refused: its key is not the one its body "
                         "gives", req.erasure_id, req.tenant_id)

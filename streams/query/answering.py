@@ -31,7 +31,6 @@ Nothing here raises (but cancellation): the consumer may then commit past it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -101,8 +100,7 @@ class QueryAnswering:
         if isinstance(handled, DeadLettered):
             dead = [handled.dead_letter]
             with tracing.producer_span(handled.dead_letter.topic):
-                dead = [dataclasses.replace(d, headers=tracing.with_context(d.headers))
-                        for d in dead]
+                dead = [tracing.stamp(d) for d in dead]
                 await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
                                     initial_s=self.retry_initial_s, max_s=self.retry_max_s)
             return "dead_lettered"
@@ -206,7 +204,7 @@ class QueryAnswering:
         """Deliver the reply and record it under ``key`` (None: a reply not recorded);
         whether it was delivered."""
         with tracing.producer_span(reply.topic, reply.partition):
-            reply = dataclasses.replace(reply, headers=tracing.with_context(reply.headers))
+            reply = tracing.stamp(reply)
             delivered = await self.replies.deliver(reply)
         if delivered and key is not None:
             await self.answered.remember(key)

@@ -1301,3 +1301,46 @@ def test_operations_doc_has_a_runbook_for_every_alert() -> None:
         path, _, anchor = runbook.partition("#")
         assert (ROOT / path).resolve() == OPERATIONS_DOC.resolve()
         assert anchor in anchors, f"docs/operations.md has no section #{anchor} for {rule['alert']}"
+
+
+# ====================================================================== tracing
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_tracing_example_validates_and_fits_the_worker(version: str) -> None:
+    """k8s/tracing/: every manifest it lists validates, and its Service is where the
+    ConfigMap's commented OTLP endpoint points."""
+    tracing = K8S / "tracing"
+    kust = yaml.safe_load((tracing / "kustomization.yaml").read_text())
+    assert set(kust["resources"]) == {p.name for p in tracing.glob("*.yaml")} - {
+        "kustomization.yaml"}
+    docs = [d for name in kust["resources"] for d in load_yaml_docs(tracing / name)]
+    for doc in docs:
+        validate_k8s(doc, version)
+    [service] = [d for d in docs if d["kind"] == "Service"]
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    endpoint = re.search(r'OTEL_EXPORTER_OTLP_ENDPOINT: "([^"]+)"',
+                         (K8S / "configmap.yaml").read_text())
+    assert endpoint is not None
+    url = urlsplit(endpoint.group(1))
+    assert url.hostname == f"{service['metadata']['name']}.{kust['namespace']}.svc.cluster.local"
+    assert url.port == ports["otlp-http"]
+
+
+@COMPOSE_TIMEOUT
+def test_compose_tracing_profile(compose_bin: Path) -> None:
+    """With the tracing profile, Jaeger runs health-checked beside the worker, and the
+    worker exports to it once MEMSTREAM_COMPOSE_OTLP_ENDPOINT names it; without it,
+    the worker's endpoint is empty (tracing off)."""
+    argv = [str(compose_bin), "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE),
+            "--profile", "tracing", "config", "--format", "json"]
+    env = {**compose_env(), "MEMSTREAM_COMPOSE_OTLP_ENDPOINT": "http://jaeger:4318"}
+    r = run(argv, cwd=ROOT, env=env)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+    services = json.loads(r.stdout)["services"]
+    jaeger = services["jaeger"]
+    assert jaeger["healthcheck"]["test"]
+    assert {p["target"] for p in jaeger["ports"]} == {16686}
+    worker_env = services["worker"]["environment"]
+    assert worker_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
+    plain = run([*argv[:-5], "config", "--format", "json"], cwd=ROOT, env=compose_env())
+    assert json.loads(plain.stdout)["services"]["worker"]["environment"][
+        "OTEL_EXPORTER_OTLP_ENDPOINT"] == ""

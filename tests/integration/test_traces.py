@@ -10,11 +10,15 @@ through Jaeger's query API (``/api/v3/traces/{id}``, OTLP JSON). Checked:
 * a query: the producer's span is the parent of the worker's ``process`` span,
   which holds the engine's parts and the reply's ``send`` span; the reply
   record carries that trace;
+* an erasure: its span is the child of the producer's, and its receipt carries
+  that trace;
 * a session: the session end's producer span is the parent of ``session
   close``, whose record's consolidation ``process`` span holds the run's parts
   and the SQL statements, and links to the producer spans of the session's
   messages;
-* attributes follow the messaging conventions; no span holds a message's text.
+* an ingest batch links to the producer spans of the records it took;
+* attributes follow the messaging conventions; no span of memstream's holds a
+  message's text.
 """
 
 from __future__ import annotations
@@ -204,9 +208,38 @@ async def test_one_trace_from_the_producer_to_the_reply_and_through_consolidatio
     for part in ("query short_term", "query long_term", "memory search", "query budget"):
         assert under(one(spans, part), process), part
 
-    # no span of either trace holds a message's text (nor the question)
-    for s in consolidated + answered:
-        text = json.dumps(s)
-        assert not any(c[:20] in text for c in CONTENTS), s["name"]
+    # an erasure (a dry run): its receipt is in the producer's trace
+    erasure = {"erasure_id": "e-trace", "tenant_id": "t1", "target": "user", "user_id": "u1",
+               "dry_run": True}
+    receipts = f"{stack.name}.erasure-replies"
+    producer.produce(t["erasures"], json.dumps(erasure).encode(), key=b"t1/e-trace", headers=[
+        ("kafka_replyTopic", receipts.encode()), ("kafka_correlationId", b"e1")])
+    assert producer.flush(30) == 0
+    [erase_sent] = [s for s in kept.spans if t["erasures"] in s.name]
+    erase_trace = hex_id(erase_sent.context.trace_id, 32)
+    [receipt] = await stack.read_topic(receipts, expect=1, timeout=30)
+    assert dict(receipt.headers)["traceparent"].decode().split("-")[1] == erase_trace
+    erased: list[dict[str, Any]] = []
+
+    def erasure_exported() -> bool:
+        erased[:] = trace_of(jaeger, erase_trace)
+        return any(s["name"] == f"process {t['erasures']}" for s in erased)
+
+    await eventually(erasure_exported, 30, "the erasure's span in the producer's trace")
+    handled = one(erased, f"process {t['erasures']}")
+    assert handled["parentSpanId"] == hex_id(erase_sent.context.span_id, 16)
+    assert handled["attrs"]["memstream.outcome"] == "dry_run"
+    assert handled["attrs"]["memstream.tenant_id"] == "t1"
+
+    # every trace memstream exported: the ingest batches link to the records they
+    # took; no span holds a message's text, nor the question
+    everything = httpx.get(f"{jaeger}/api/traces", params={"service": memstream, "limit": 1000},
+                           timeout=10).json()["data"]
+    batches = [s for tr in everything for s in tr["spans"] if s["operationName"] == "ingest batch"]
+    referenced = {r["spanID"] for s in batches for r in s["references"]}
+    assert {hex_id(m.context.span_id, 16) for m in sends} <= referenced
+    for tr in everything:
+        text = json.dumps(tr)
+        assert not any(c[:20] in text for c in CONTENTS)
         assert "Where do I live" not in text
     provider.shutdown()
