@@ -45,6 +45,7 @@ from streams.adapters.db.messages import MessageStore, message_row, row_to_doc  
 from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
 from streams.adapters.redis.conversation_cache import ConversationCache  # noqa: E402
 from streams.devtools.local_worker import LocalWorker  # noqa: E402
+from streams.devtools.traced_load import traceparent  # noqa: E402
 from streams.settings import (  # noqa: E402
     DatabaseSettings,
     KafkaSettings,
@@ -144,12 +145,18 @@ async def sink_ceiling(events: list[dict[str, Any]], db: str, batch: int) -> flo
     return len(events) / elapsed
 
 
-async def produce(topic: str, events: list[dict[str, Any]]) -> None:
+async def produce(topic: str, events: list[dict[str, Any]],
+                  sampled_share: float | None = None) -> None:
+    """``sampled_share``: each event carries a ``traceparent`` of its own, this share of
+    them sampled (None: no trace headers)."""
     p = AIOKafkaProducer(bootstrap_servers=KAFKA_BOOTSTRAP, acks="all", linger_ms=20,
                          max_batch_size=1 << 20)
+    rng = random.Random(7)
     await p.start()
     try:
-        futs = [await p.send(topic, json.dumps(e).encode(), key=e["conversation_id"].encode())
+        futs = [await p.send(topic, json.dumps(e).encode(), key=e["conversation_id"].encode(),
+                             headers=None if sampled_share is None else [
+                                 ("traceparent", traceparent(rng, sampled_share).encode())])
                 for e in events]
         await asyncio.gather(*futs)
     finally:
@@ -277,34 +284,41 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await ensure_topics(settings.kafka)
         print(f"producing {len(events)} events to {topic} ...", file=sys.stderr)
-        await produce(topic, events)
+        await produce(topic, events, args.sampled_share)
 
-        print("(c) bare consumer ...", file=sys.stderr)
-        bare = await bare_consumer(topic, len(events))
-        print("(d) Faust worker that only acknowledges ...", file=sys.stderr)
-        noop = faust_noop(topic, len(events), args.timeout)
+        bare = noop = ceiling = reference = float("nan")
+        if not args.worker_only:
+            print("(c) bare consumer ...", file=sys.stderr)
+            bare = await bare_consumer(topic, len(events))
+            print("(d) Faust worker that only acknowledges ...", file=sys.stderr)
+            noop = faust_noop(topic, len(events), args.timeout)
         print("worker ...", file=sys.stderr)
         worker = await worker_rate(settings, len(events), args.timeout)
-        print("(b) sink ceiling ...", file=sys.stderr)
-        ceiling = await sink_ceiling(events, "bench_ceiling", args.batch)
-        print("(a) reference path ...", file=sys.stderr)
-        reference = await reference_path(events[: args.reference_events], "bench_reference")
-        redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/1")
-        await redis.flushdb()
-        await redis.aclose()
+        if not args.worker_only:
+            print("(b) sink ceiling ...", file=sys.stderr)
+            ceiling = await sink_ceiling(events, "bench_ceiling", args.batch)
+            print("(a) reference path ...", file=sys.stderr)
+            reference = await reference_path(events[: args.reference_events],
+                                             "bench_reference")
+            redis = Redis.from_url(f"redis://127.0.0.1:{REDIS_PORT}/1")
+            await redis.flushdb()
+            await redis.aclose()
     finally:
         await delete_topics_containing(run)
     return {
         "events": len(events),
         "batch": args.batch,
         "events_per_s": round(worker),
-        "reference_per_s": round(reference),
-        "sink_ceiling_per_s": round(ceiling),
-        "bare_consumer_per_s": round(bare),
-        "faust_noop_per_s": round(noop),
-        "vs_reference": round(worker / reference, 1),
-        "vs_sink_ceiling": round(worker / ceiling, 2),
-        "faust_noop_vs_sink_ceiling": round(noop / ceiling, 2),
+        **({} if args.worker_only else {
+            "reference_per_s": round(reference),
+            "sink_ceiling_per_s": round(ceiling),
+            "bare_consumer_per_s": round(bare),
+            "faust_noop_per_s": round(noop),
+            "vs_reference": round(worker / reference, 1),
+            "vs_sink_ceiling": round(worker / ceiling, 2),
+            "faust_noop_vs_sink_ceiling": round(noop / ceiling, 2)}),
+        "sampled_share": args.sampled_share,
+        "tracing": "on" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "off",
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
     }
 
@@ -318,5 +332,10 @@ if __name__ == "__main__":
     ap.add_argument("--state-flush", type=float, default=None,
                     help="MEMSTREAM_INGEST__STATE_FLUSH_INTERVAL_S for the worker")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--sampled-share", type=float, default=None,
+                    help="each event carries a traceparent, this share sampled (what tracing "
+                         "costs: with OTEL_EXPORTER_OTLP_ENDPOINT set, the worker exports)")
+    ap.add_argument("--worker-only", action="store_true",
+                    help="the worker's rate alone, without (a)-(d)")
     result = asyncio.run(main(ap.parse_args()))
     print(json.dumps(result))

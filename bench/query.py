@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -72,6 +73,7 @@ from streams.adapters.kafka.admin import ensure_topics  # noqa: E402
 from streams.client import MemoryClient  # noqa: E402
 from streams.devtools.local_worker import LocalWorker  # noqa: E402
 from streams.devtools.locomo.scoring import percentile  # noqa: E402
+from streams.devtools.traced_load import inside_a_trace  # noqa: E402
 from streams.memory.model import MemoryCandidate, agent_cube  # noqa: E402
 from streams.memory.provider import Scope  # noqa: E402
 from streams.memory.providers.builtin.provider import BuiltinProvider  # noqa: E402
@@ -205,6 +207,7 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
                questions: Questions = short_question,
                every: Sequence[tuple[int, str]] = (), new: bool = False,
                settled: Callable[[query_scale.Ask], Awaitable[None]] | None = None,
+               sampled_share: float | None = None,
                ) -> dict[str, Any]:
     """``prepare``: awaited with a function asking one question of a user and an agent,
     instead of the warm-up of one question per user; returns the seconds it took.
@@ -225,6 +228,7 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
                             reply_topic=settings.query.reply_topic, timeout_s=10) as client:
 
         asked = itertools.count(1)
+        trace_rng = random.Random(11)
 
         async def ask(user_id: str, agent_id: str = "agent-1",
                       took: list[float] | None = None, message: str | None = None) -> bool:
@@ -235,10 +239,13 @@ async def load(settings: Settings, users: int, rate: float, seconds: float,
                 message = questions(rng, int(number) if number.isdigit() else 0)
             if new:
                 message = anew(message, next(asked))
+            traced = (contextlib.nullcontext() if sampled_share is None
+                      else inside_a_trace(trace_rng, sampled_share))
             try:
-                reply = await client.query(tenant_id="bench", user_id=user_id,
-                                           agent_id=agent_id, message=message,
-                                           include_short_term=False)
+                with traced:
+                    reply = await client.query(tenant_id="bench", user_id=user_id,
+                                               agent_id=agent_id, message=message,
+                                               include_short_term=False)
             except Exception:
                 return False
             if took is not None and reply.latency_ms is not None:
@@ -472,7 +479,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             every=beam_every_question(args.users) if beam else (),
                             new=args.new_questions,
                             settled=lambda ask: until_held(ask, args.users, settings.web.port,
-                                                           held, args.warm_limit))
+                                                           held, args.warm_limit),
+                            sampled_share=args.sampled_share)
     finally:
         if worker is not None:
             worker.stop()
@@ -485,6 +493,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                                     scale_data.largest_cached(beam_shape.CACHE_KEY))}
            if args.shape == "beam" and args.embedder == "local" else {}),
         "embedder": args.embedder, "cold": args.cold, "seed_s": round(seed_s, 1),
+        "sampled_share": args.sampled_share,
+        "tracing": "on" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "off",
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
         "load_avg": os.getloadavg(),
     })
@@ -514,6 +524,9 @@ if __name__ == "__main__":
     ap.add_argument("--sizes", default="1000,10000,100000", help="memories per cube (--scale)")
     ap.add_argument("--embedders", default="none,local",
                     help="the workers measured at each size (--scale)")
+    ap.add_argument("--sampled-share", type=float, default=None,
+                    help="each query asked inside a trace of its own, this share sampled (what "
+                         "tracing costs: with OTEL_EXPORTER_OTLP_ENDPOINT set, the worker exports)")
     ap.add_argument("--warm-limit", type=float, default=600.0,
                     help="longest wait for the scopes to be held (--scale: per size), seconds")
     print(json.dumps(asyncio.run(main(ap.parse_args()))))

@@ -21,6 +21,9 @@ most half of the queries are hedged over time (20 at once): when every worker
 is slow, hedging adds half the load, not all of it.
 ``stats`` counts what the client saw; ``on_outcome`` is called once per query.
 
+A query or an erasure asked inside an OpenTelemetry span carries its W3C trace
+context: memstream's spans continue the caller's trace (docs/observability.md).
+
 A secured cluster: pass ``security=KafkaSecurity(protocol="SASL_SSL",
 sasl_mechanism="SCRAM-SHA-512", username=..., password=..., cafile=...)``
 (:mod:`streams.adapters.kafka.security`). With ``signing_key`` (the tenant's
@@ -46,6 +49,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from streams import tracing
 from streams.adapters.kafka.bootstrap import bootstrap_servers
 from streams.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from streams.client_routes import GroupOwners, hedge_partition
@@ -263,7 +267,9 @@ class MemoryClient:
         cid = correlation_id if correlation_id is not None else uuid.uuid4().bytes
         fut: asyncio.Future[tuple[bytes, bytes | None]] = loop.create_future()
         self._waiting[cid] = fut
-        all_headers = request_headers(self.reply_topic, cid, self.reply_partition) + (headers or [])
+        # the caller's trace, when it asks inside a span: the worker's spans continue it
+        all_headers = tracing.with_context(
+            request_headers(self.reply_topic, cid, self.reply_partition) + (headers or []))
         sent_ms = int(time.time() * 1000)  # both copies: the worker's deadline is the caller's
         if self.signing_key is not None and not any(
                 name in (SIGNED_AT, SIGNATURE) for name, _ in headers or ()):

@@ -69,6 +69,7 @@ def exporting() -> bool:
 
 
 CONSUMER: Final = SpanKind.CONSUMER
+CLIENT: Final = SpanKind.CLIENT
 
 MAX_LINKS: Final = 128
 """At most this many links on one span (an ingest batch, a consolidation run)."""

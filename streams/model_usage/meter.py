@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from streams import tracing
 from streams.memory.provider import ModelCaller, ModelTally
 from streams.metrics import (
     MODEL_BUDGET_FALLBACKS,
@@ -45,6 +46,13 @@ from streams.tokens import CountTokens, TokenCounter
 
 NO_CALLER = ModelCaller("", "")
 
+# the GenAI semantic conventions of a model call's span
+GEN_AI_OPERATION = "gen_ai.operation.name"
+GEN_AI_PROVIDER = "gen_ai.provider.name"
+GEN_AI_MODEL = "gen_ai.request.model"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
 
 class MeteredCall:
     """One model call being metered; see :meth:`ModelMeter.call`."""
@@ -56,6 +64,11 @@ class MeteredCall:
         self._labels = (*meter.labels.labels(caller.tenant_id, caller.agent_id), model, purpose)
         self._usage = Totals(calls=1)
         self._started = 0.0
+        operation = "embeddings" if purpose == "embed" else "chat"
+        self._span = tracing.span(f"{operation} {model}", {
+            GEN_AI_OPERATION: operation, GEN_AI_PROVIDER: "openai", GEN_AI_MODEL: model,
+            "memstream.purpose": purpose, tracing.TENANT: caller.tenant_id},
+            kind=tracing.CLIENT)
 
     def retried(self, *_: Any) -> None:
         """One more request of this call after a retryable failure."""
@@ -71,6 +84,7 @@ class MeteredCall:
         self._usage.input_tokens += input_tokens
         self._usage.output_tokens += output_tokens
         self._usage.cost += cost
+        tracing.annotate({GEN_AI_INPUT_TOKENS: input_tokens, GEN_AI_OUTPUT_TOKENS: output_tokens})
         tally = self._caller.tally
         if tally is not None:
             tally.input_tokens += input_tokens
@@ -78,6 +92,7 @@ class MeteredCall:
             tally.calls += 1
 
     def __enter__(self) -> MeteredCall:
+        self._span.__enter__()  # current while the call's requests are made
         self._started = time.perf_counter()
         return self
 
@@ -91,6 +106,7 @@ class MeteredCall:
         if self._caller.tenant_id:
             self._meter.book.add(self._caller.tenant_id, self._caller.agent_id,
                                  self._meter.clock(), self._usage)
+        self._span.__exit__(kind, exc, tb)
 
 
 class ModelMeter:
