@@ -2,9 +2,10 @@
 
 Tracing is off unless an exporter is asked for: ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` set, or ``OTEL_TRACES_EXPORTER`` naming
-``otlp`` or ``console``; ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``
-keep it off. Off, no SDK is loaded and the spans of :mod:`streams.tracing` are
-non-recording (the upstream's trace context still passes through).
+``otlp`` or ``console``; ``OTEL_SDK_DISABLED=true``, ``OTEL_TRACES_EXPORTER=none``, or
+an ``OTEL_TRACES_EXPORTER`` naming neither of those two, keep it off. Off, no SDK is
+loaded and the spans of :mod:`streams.tracing` are non-recording (the upstream's
+trace context still passes through).
 
 On, the SDK reads the rest of the standard variables itself: the service name
 (``OTEL_SERVICE_NAME``, default ``memstream``), the resource
@@ -42,8 +43,8 @@ def wanted(env: Mapping[str, str] = os.environ) -> bool:
         return False
     exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",")
                  if e.strip()}
-    if "none" in exporters:
-        return False
+    if "none" in exporters or (exporters and not exporters & _ON):
+        return False  # off, or only exporters memstream does not ship (zipkin, ...)
     return bool(exporters & _ON) or bool(
         env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 

@@ -111,6 +111,7 @@ def one(spans: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return found[0]
 
 
+@pytest.mark.timeout(1800)  # its fixture may wait for Jaeger's first build
 async def test_one_trace_from_the_producer_to_the_reply_and_through_consolidation(
         stack: Stack, jaeger: str) -> None:
     stack.extra_env.update(FAST)
