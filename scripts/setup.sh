@@ -13,8 +13,8 @@
 #
 #  1. Programs from Debian packages: make, git, Python 3.11+ with venv, Redis,
 #     MariaDB server and client, Prometheus (promtool), a JDK (java, javac),
-#     Maven; and Go 1.21 or newer (Debian's is older; it builds the Docker
-#     Compose CLI and the Dockerfile check, fetching the toolchain the modules
+#     Maven; and Go 1.24 or newer (Debian's is older; it builds the Docker
+#     Compose CLI, Jaeger and the Dockerfile check, fetching the toolchain the modules
 #     ask for); and a cache directory this user may write (created if absent,
 #     also by --check). Missing packages are installed with apt-get as root, or
 #     through sudo when this user may use it, and the programs are looked for
@@ -123,15 +123,15 @@ else:
         esac
     fi
 
-    # Go: any release from 1.21 fetches the newer toolchain a module asks for
+    # Go: 1.24 for `go get -tool` (Jaeger); any release fetches the newer toolchain a module asks for
     if ! have go; then
-        manual+=("Go 1.21 or newer on PATH (Debian's golang-go is older): https://go.dev/doc/install")
+        manual+=("Go 1.24 or newer on PATH (Debian's golang-go is older): https://go.dev/doc/install")
     elif ! go_out="$(go env GOVERSION 2>&1)"; then
         manual+=("go is on PATH but \`go env GOVERSION\` fails: ${go_out//$'\n'/ }")
     else
         go_minor="$(sed -n 's/^go1\.\([0-9]*\).*/\1/p' <<<"$go_out")"
-        if [ -z "$go_minor" ] || [ "$go_minor" -lt 21 ]; then
-            manual+=("Go 1.21 or newer on PATH (now: ${go_out//$'\n'/ }; Debian's golang-go is older): https://go.dev/doc/install")
+        if [ -z "$go_minor" ] || [ "$go_minor" -lt 24 ]; then
+            manual+=("Go 1.24 or newer on PATH (now: ${go_out//$'\n'/ }; Debian's golang-go is older): https://go.dev/doc/install")
         fi
     fi
 

@@ -31,14 +31,16 @@ from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.context import Context as _Context
 from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, ToSend
-from streams.wire.headers import TRACE_HEADERS, TRACEPARENT, Header, Headers
+from streams.wire.headers import BAGGAGE, TRACE_HEADERS, TRACEPARENT, TRACESTATE, Header, Headers
 
 TRACER: Final = trace.get_tracer("memstream")
+Context = _Context  # a trace context, to carry across tasks (current, attached)
 
 # ── attribute names (semantic conventions) ─────────────────────────────────
 MESSAGING_SYSTEM: Final = "messaging.system"
@@ -93,11 +95,17 @@ _GETTER: Final = _HeaderGetter()
 _SETTER: Final = _HeaderSetter()
 
 
+_MAX_BYTES: Final = {TRACEPARENT: 256, TRACESTATE: 512, BAGGAGE: 8192}
+"""Longer values are not read (W3C: a tracestate of at most 512 characters, baggage of
+at most 8,192 bytes): a hostile producer's megabyte header is neither parsed nor logged."""
+
+
 def context_of(headers: Sequence[Header] | None) -> otel_context.Context | None:
     """The trace context a record's headers carry; None when they carry none."""
     if not headers or not any(k == TRACEPARENT for k, _ in headers):
         return None
-    return propagate.extract(headers, getter=_GETTER)
+    kept = [(k, v) for k, v in headers if k in _MAX_BYTES and len(v) <= _MAX_BYTES[k]]
+    return propagate.extract(kept, getter=_GETTER)
 
 
 def links_of(contexts: Iterable[Sequence[Header] | str | None],
@@ -108,8 +116,11 @@ def links_of(contexts: Iterable[Sequence[Header] | str | None],
     for c in contexts:
         if len(links) >= limit:
             break
-        headers = [(TRACEPARENT, c.encode("latin-1"))] if isinstance(c, str) else c
-        ctx = context_of(headers)
+        if isinstance(c, str):
+            if not c.isascii():
+                continue
+            c = [(TRACEPARENT, c.encode("ascii"))]
+        ctx = context_of(c)
         if ctx is None:
             continue
         span_context = trace.get_current_span(ctx).get_span_context()
@@ -162,6 +173,24 @@ def stamp(record: Outgoing) -> Outgoing:
     return dataclasses.replace(record, headers=with_context(record.headers))
 
 
+def current() -> Context:
+    """The current trace context, to carry into work that runs elsewhere later."""
+    return otel_context.get_current()
+
+
+@contextlib.contextmanager
+def attached(ctx: Context | None) -> Iterator[None]:
+    """The block runs in ``ctx`` (from :func:`current`; None: as it is)."""
+    if ctx is None:
+        yield
+        return
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
 def kafka_attributes(topic: str, partition: int | None = None, offset: int | None = None,
                      *, operation: str = "process",
                      group: str | None = None) -> dict[str, AttributeValue]:
@@ -184,10 +213,12 @@ def consumer_span(name: str, headers: Sequence[Header] | None,
                   links: Sequence[Link] = ()) -> Iterator[Span]:
     """A span (kind consumer) over the processing of a record, the child of the
     context its ``headers`` carry (a new trace when they carry none), current
-    while the block runs; an exception escaping the block marks it failed."""
+    while the block runs; an exception escaping the block marks it failed (with the
+    exception's type, never its message)."""
     with TRACER.start_as_current_span(name, context=context_of(headers),
                                       kind=SpanKind.CONSUMER, attributes=attributes,
-                                      links=links) as span:
+                                      links=links, record_exception=False,
+                                      set_status_on_exception=False) as span, _failing(span):
         yield span
 
 
@@ -195,9 +226,21 @@ def consumer_span(name: str, headers: Sequence[Header] | None,
 def span(name: str, attributes: Mapping[str, AttributeValue] | None = None, *,
          kind: SpanKind = SpanKind.INTERNAL, links: Sequence[Link] = ()) -> Iterator[Span]:
     """A child span of the current one, current while the block runs."""
-    with TRACER.start_as_current_span(name, kind=kind, attributes=attributes,
-                                      links=links) as s:
+    with TRACER.start_as_current_span(name, kind=kind, attributes=attributes, links=links,
+                                      record_exception=False,
+                                      set_status_on_exception=False) as s, _failing(s):
         yield s
+
+
+@contextlib.contextmanager
+def _failing(s: Span) -> Iterator[None]:
+    """An exception escaping the block marks ``s`` failed with the exception's type
+    only: an exception's message may hold content (a driver's error quotes a row)."""
+    try:
+        yield
+    except BaseException as exc:
+        failed(s, type(exc).__name__)
+        raise
 
 
 @contextlib.contextmanager
@@ -206,7 +249,8 @@ def producer_span(topic: str, partition: int | None = None) -> Iterator[Span]:
     inside it carries its context (:func:`with_context`)."""
     with TRACER.start_as_current_span(
             f"send {topic}", kind=SpanKind.PRODUCER,
-            attributes=kafka_attributes(topic, partition, operation="send")) as s:
+            attributes=kafka_attributes(topic, partition, operation="send"),
+            record_exception=False, set_status_on_exception=False) as s, _failing(s):
         yield s
 
 
@@ -227,20 +271,3 @@ def recording() -> bool:
     sampled): compute an attribute only then."""
     return trace.get_current_span().is_recording()
 
-
-__all__ = [
-    "TRACER",
-    "annotate",
-    "consumer_span",
-    "context_of",
-    "exporting",
-    "failed",
-    "kafka_attributes",
-    "links_of",
-    "producer_span",
-    "recording",
-    "span",
-    "start_exporting",
-    "traceparent_of",
-    "with_context",
-]

@@ -30,6 +30,7 @@ may then acknowledge the event.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -139,8 +140,10 @@ class ConsolidationProcessor:
             CONSOLIDATIONS.labels(handled.provider, handled.outcome).inc()
             span.set_attributes({tracing.OUTCOME: handled.outcome,
                                  "memstream.provider": handled.provider})
-            if deliver and handled.forward is not None:
-                await self._deliver([handled.forward])
+            if handled.forward is not None:  # the retry, dead letter or next part: in this trace
+                handled = dataclasses.replace(handled, forward=tracing.stamp(handled.forward))
+                if deliver:
+                    await self._deliver([handled.forward])
             return handled
 
     def _provider(self, closed: SessionClosed) -> str:
@@ -190,9 +193,6 @@ class ConsolidationProcessor:
             log.debug("could not record the error of %s: %s", closed.closed_id, exc)
 
     async def _deliver(self, records: Sequence[Outgoing]) -> None:
-        """Send ``records`` (retries, dead letters, next parts), each carrying the
-        current trace context."""
-        records = [tracing.stamp(r) for r in records]
         if records:
             await retry_forever(lambda: self.publisher.publish(records), what="consolidation-out",
                                 initial_s=self.infra_initial_s, max_s=self.infra_max_s)

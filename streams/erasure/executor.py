@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from streams import tracing
 from streams.backoff import retry_forever
 from streams.clock import naive_utc
 from streams.erasure.copies import MemoryCopies
@@ -347,7 +348,8 @@ class ErasureExecutor:
                                tenant_id=mark.tenant_id, target=mark.target,
                                subject=mark.subject, cutoff=mark.cutoff.replace(tzinfo=UTC),
                                chat_offsets=mark.chat_offsets, partition=p, issued_at=issued,
-                               round=round).model_dump_json().encode(), partition=p)
+                               round=round).model_dump_json().encode(),
+                           tracing.with_context(), partition=p)
                   for p in todo]
         await self._retry("erasure-fence", lambda: self.publisher.publish(fences))
         said = self.monotonic()

@@ -170,6 +170,11 @@ class SessionPlanning:
                 self.states.stage(key, state.to_table(), last[key])
         return appended, invalidate, last
 
+    @staticmethod
+    def causes(items: Sequence[Taken], plan: SessionPlan) -> dict[str, SourceRecord]:
+        """The record that closed each session the batch closed, by ``closed_id``."""
+        return {cid: items[i].record for cid, i in plan.causes.items()}
+
     def _late(self, items: Sequence[Taken], plan: SessionPlan, new_keys: set[EventKey]) -> None:
         """A message of a closed session stored only now (it was passed over and
         delivered again, or came out of order) gets its session a late closing
@@ -198,7 +203,10 @@ class SessionPlanning:
                     continue  # a redelivery of what was stored: its session took it
                 first = items[stored[0]]
                 assert isinstance(first.event, ChatMessage)
+                links = [t for j in stored
+                         if (t := tracing.traceparent_of(items[j].record.headers)) is not None]
                 closed = state.late(seq, first.record.topic, first.record.offset,
-                                    self.clock(), first.event)
+                                    self.clock(), first.event, trace_links=links)
                 plan.closed.append(closed)
+                plan.causes[closed.closed_id] = stored[0]
                 plan.publish.append(closed)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from streams import tracing
@@ -166,11 +166,12 @@ class IngestProcessor:
 
         appended, invalidate, last = self.planning.apply(items, plan, rows, new_keys, refused,
                                                          result, tally)
+        causes = self.planning.causes(items, plan)
         passed = await self.fences.tombstones(fences)
         _count(tally)
         self.outbox.begin(plan)
         return result, self._finish(appended, plan.fresh - invalidate, invalidate, plan, last,
-                                    result, passed)
+                                    result, passed, causes, tracing.current())
 
     async def _finish(
         self,
@@ -181,6 +182,25 @@ class IngestProcessor:
         last: dict[str, SourceRecord],
         result: IngestResult,
         passed: Sequence[tuple[ErasureFence, int]] = (),
+        causes: Mapping[str, SourceRecord] | None = None,
+        trace: tracing.Context | None = None,
+    ) -> None:
+        """Stage two, in the trace of the batch's stage one (``trace``), wherever the
+        batch sink runs it; ``causes``: the record that closed each session closed."""
+        with tracing.attached(trace):
+            await self._finish_batch(appended, fresh, invalidate, plan, last, result, passed,
+                                     causes or {})
+
+    async def _finish_batch(
+        self,
+        appended: dict[ConversationKey, list[MessageDoc]],
+        fresh: set[ConversationKey],
+        invalidate: set[ConversationKey],
+        plan: SessionPlan,
+        last: dict[str, SourceRecord],
+        result: IngestResult,
+        passed: Sequence[tuple[ErasureFence, int]],
+        causes: Mapping[str, SourceRecord],
     ) -> None:
         # the states (with the closing events in their outbox) are in the table
         # before the events are published, and each event leaves its outbox only
@@ -188,7 +208,7 @@ class IngestProcessor:
         try:
             await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
                                  self.states.barrier())
-            await self.outbox.publish(plan, last)
+            await self.outbox.publish(plan, last, causes)
             # the fence is passed once everything stored before it is written (the
             # tails of earlier batches ran before this one) and its tombstones are
             await self.fences.pass_fences(passed)

@@ -15,7 +15,7 @@ them a second time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from streams import tracing
 from streams.backoff import retry_forever
@@ -66,20 +66,22 @@ class ClosingEvents:
             for c in plan.publish:
                 self._publishing[table_key(c.tenant_id, c.conversation_id)] = done
 
-    async def publish(self, plan: SessionPlan, last: dict[str, SourceRecord]) -> None:
+    async def publish(self, plan: SessionPlan, last: dict[str, SourceRecord],
+                      causes: Mapping[str, SourceRecord]) -> None:
         """Deliver the plan's closing events (their states are in the table), then
-        empty their outboxes."""
+        empty their outboxes. ``last``: the batch's last record of each conversation;
+        ``causes``: the record that closed each session this batch closed, by
+        ``closed_id``."""
         if plan.publish:
-            closed = [self._closing(c, last.get(table_key(c.tenant_id, c.conversation_id)))
-                      for c in plan.publish]
+            closed = [self._closing(c, causes.get(c.closed_id)) for c in plan.publish]
             await self.deliver(closed, "session-closed")
             self._sent(plan, last)
 
     def _closing(self, c: SessionClosed, cause: SourceRecord | None) -> Outgoing:
-        """The record of closing event ``c``, in the trace of ``cause`` (the batch's
-        last record of the conversation: its session end, when one closed it; a new
-        trace for a close by inactivity): a span "session close" names the session, and
-        the record carries its context."""
+        """The record of closing event ``c``, in the trace of ``cause`` (its session
+        end; the message after a gap in event time; the first late message; the scan's
+        idle check; none for an event of an earlier batch published again): a span
+        "session close" names the session, and the record carries its context."""
         topic = self.config.session_closed_topic
         with tracing.consumer_span("session close", cause.headers if cause else None, {
                 tracing.TENANT: c.tenant_id, "memstream.trigger": c.trigger,

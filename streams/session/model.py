@@ -272,10 +272,10 @@ class SessionState:
         return closed
 
     def late(self, session_seq: int, source: str, offset: int, now: float,
-             message: ChatMessage) -> SessionClosed:
+             message: ChatMessage, *, trace_links: list[str] | None = None) -> SessionClosed:
         """A closing event for messages of the closed session ``session_seq``
-        delivered after it closed (the first of them at ``source``/``offset``);
-        put in the outbox like any closing event."""
+        delivered after it closed (the first of them at ``source``/``offset``; their
+        sampled traces ``trace_links``); put in the outbox like any closing event."""
         mark = hashlib.sha1(f"{source}:{offset}".encode()).hexdigest()[:12]
         closed = SessionClosed(
             closed_id=f"{self.tenant_id}/{self.conversation_id}#{session_seq}~{mark}",
@@ -283,6 +283,7 @@ class SessionState:
             conversation_id=self.conversation_id, trigger="late", session_seq=session_seq,
             closed_at=datetime.fromtimestamp(now, UTC),
             last_activity=message.created_at.astimezone(UTC), message_count=0,
+            trace_links=(trace_links or [])[-TRACE_LINKS_KEPT:],
         )
         self.outbox.append(closed.model_dump_json())
         return closed

@@ -110,6 +110,7 @@ StorableAwareTime = Annotated[AwareDatetime, AfterValidator(_storable_time)]
 
 TRACE_LINKS_KEPT = 16
 """A session-closed event names at most this many of its messages' traces."""
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 class _Event(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -225,16 +226,24 @@ class SessionClosed(BaseModel):
     last_event_id: str | None = Field(
         None, description="Event id of the session's last message: consolidation takes the "
         "conversation's messages stored up to it (absent: those stored by `closed_at`).")
-    trace_links: list[str] = Field(default_factory=list, max_length=TRACE_LINKS_KEPT,
-                                   description=(
+    trace_links: list[str] = Field(default_factory=list, description=(
         "W3C `traceparent` of the session's newest messages whose traces are sampled "
         "(at most 16): the consolidation run's span links to them. Empty when no "
-        "producer traced them."))
+        "producer traced them. What is not a traceparent is left out, and only the last "
+        "16 are kept: a tracing field never refuses a record."))
     part: int = Field(1, ge=1, description=(
         "1 for a session end; a session with more messages than one run takes "
         "(`MEMSTREAM_CONSOLIDATION__MAX_MESSAGES`, `__MAX_BYTES`) is consolidated in parts, "
         "and part n + 1 (`closed_id` of part 1 followed by `+n+1`) is sent when part n is "
         "done."))
+
+    @field_validator("trace_links", mode="before")
+    @classmethod
+    def _traceparents_only(cls, v: object) -> list[str]:
+        if not isinstance(v, list):
+            return []
+        return [t for t in v if isinstance(t, str) and _TRACEPARENT.fullmatch(t)][
+            -TRACE_LINKS_KEPT:]
 
 
 class IdleCheck(BaseModel):

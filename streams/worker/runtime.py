@@ -103,7 +103,7 @@ class Runtime:
                 self._held_engine = None
             if self._engine is not None:
                 await self._engine.dispose()
-            telemetry.flush()
+            await asyncio.to_thread(telemetry.flush)
             self._started = False
 
     @property

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streams import tracing
+from streams.worker.span_redaction import RedactingExporter
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,19 @@ def wanted(env: Mapping[str, str] = os.environ) -> bool:
     if "none" in exporters or (exporters and not exporters & _ON):
         return False  # off, or only exporters memstream does not ship (zipkin, ...)
     return bool(exporters & _ON) or bool(
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
+
+
+def refusal(env: Mapping[str, str] = os.environ) -> str | None:
+    """Why the tracing ``env`` asks for cannot be given (None: it can): memstream
+    ships OTLP over HTTP/protobuf only."""
+    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
+    if protocol != "http/protobuf":
+        return (f"OTLP protocol {protocol!r} is not shipped: set OTEL_EXPORTER_OTLP_PROTOCOL="
+                "http/protobuf and the collector's HTTP endpoint (port 4318); tracing is off")
+    return None
 
 
 def configure(env: Mapping[str, str] = os.environ) -> bool:
@@ -56,6 +69,9 @@ def configure(env: Mapping[str, str] = os.environ) -> bool:
     if _provider is not None:
         return True
     if not wanted(env):
+        return False
+    if (why := refusal(env)) is not None:
+        log.error("%s", why)
         return False
     from opentelemetry import trace
     from opentelemetry.instrumentation.redis import RedisInstrumentor
@@ -69,9 +85,9 @@ def configure(env: Mapping[str, str] = os.environ) -> bool:
                  if e.strip()} or {"otlp"}
     if "otlp" in exporters:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(RedactingExporter(OTLPSpanExporter())))
     if "console" in exporters:
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(RedactingExporter(ConsoleSpanExporter())))
     trace.set_tracer_provider(provider)
     RedisInstrumentor().instrument(tracer_provider=provider)
     _provider = provider
@@ -107,6 +123,7 @@ def instrument_http(client: Any) -> None:
 
 
 def flush(timeout_ms: int = 5000) -> None:
-    """Export what is buffered (the runtime's last step; the SDK shuts down at exit)."""
+    """Export what is buffered (the runtime's last step, in a thread: it blocks while
+    the collector does not answer; the SDK shuts down at exit)."""
     if _provider is not None:
         _provider.force_flush(timeout_ms)

@@ -106,3 +106,43 @@ def test_a_session_names_its_newest_sampled_messages_in_its_closing_event() -> N
     assert closed.trace_links == [tp(i + 1) for i in range(n) if i != 5][-TRACE_LINKS_KEPT:]
     assert state.trace_links == []
     assert "trace_links" not in state.to_table()  # nothing kept when there is none
+
+
+@pytest.mark.parametrize("value", ["€-not-ascii", "x" * 1_000_000, "", "00-zz"])
+def test_a_hostile_link_is_left_out(value: str) -> None:
+    assert tracing.links_of([value, tp(3)])[0].context.trace_id == 3
+    assert len(tracing.links_of([value])) == 0
+
+
+def test_headers_too_long_are_not_read() -> None:
+    huge = [(TRACEPARENT, SAMPLED.encode()), ("tracestate", b"k=" + b"v" * 600),
+            ("baggage", b"k=" + b"v" * 9000)]
+    ctx = tracing.context_of(huge)
+    assert ctx is not None  # the traceparent is read, the rest is not
+    with tracing.consumer_span("p", huge):
+        out = dict(tracing.with_context())
+    assert "tracestate" not in out and "baggage" not in out
+
+
+@pytest.mark.parametrize(("links", "kept"), [
+    (["€", 5, None, tp(1)], [tp(1)]),
+    ([tp(i) for i in range(1, 40)], [tp(i) for i in range(40 - TRACE_LINKS_KEPT, 40)]),
+    ("not a list", []),
+    ([SAMPLED.upper()], []),  # W3C: lowercase hex only
+])
+def test_a_closing_events_links_never_refuse_it(links: object, kept: list[str]) -> None:
+    from streams.wire.records import SessionClosed
+    closed = SessionClosed.model_validate({
+        "closed_id": "t/c#1", "tenant_id": "t", "user_id": "u", "agent_id": "a",
+        "conversation_id": "c", "trigger": "explicit", "session_seq": 1,
+        "closed_at": "2026-01-01T00:00:00Z", "last_activity": "2026-01-01T00:00:00Z",
+        "message_count": 1, "trace_links": links})
+    assert closed.trace_links == kept
+
+
+def test_a_failed_span_names_the_exception_type_only() -> None:
+    with recording() as spans, pytest.raises(ValueError), tracing.span("work"):
+        raise ValueError("Duplicate entry 'my card is 4111 1111 1111 1111' for key")
+    span, = named(spans, "work")
+    assert span.status.description == "ValueError"
+    assert not span.events  # no exception event, no message, no stack

@@ -72,6 +72,7 @@ class SessionPlan:
     states: dict[str, SessionState] = field(default_factory=dict)
     last_item: dict[str, int] = field(default_factory=dict)  # key -> index of its last event
     closed: list[SessionClosed] = field(default_factory=list)  # closed by this batch
+    causes: dict[str, int] = field(default_factory=dict)  # closed_id -> the item closing it
     publish: list[SessionClosed] = field(default_factory=list)  # everything to (re)publish
     expired: dict[str, int] = field(default_factory=dict)  # key -> last closed session
     outcomes: dict[int, str] = field(default_factory=dict)  # item index -> tally outcome
@@ -155,28 +156,28 @@ def plan_sessions(
                 state.apply_message(ev, item.topic, item.offset, now, previous=True,
                                     traceparent=item.traceparent)
             else:
-                _gap(plan, state, item, now, rules)
+                _gap(plan, state, item, i, now, rules)
                 plan.stamps[i] = state.session_seq
                 state.apply_message(ev, item.topic, item.offset, now,
                                     traceparent=item.traceparent)
                 bound = rules.reached(state)
-                if bound is not None and _closed(plan, state.close("explicit", now)):
+                if bound is not None and _closed(plan, state.close("explicit", now), i):
                     plan.cut.append((ev.tenant_id, bound))
         elif isinstance(ev, SessionEnd):
             plan.outcomes[i] = "session_end"
             if not state.seen(item.topic, item.offset):
-                _gap(plan, state, item, now, rules)
+                _gap(plan, state, item, i, now, rules)
                 state.mark(item.topic, item.offset)
                 state.observe(ev.created_at)
-                _closed(plan, state.close("explicit", now, ev, previous_until=ev.created_at))
+                _closed(plan, state.close("explicit", now, ev, previous_until=ev.created_at), i)
         elif isinstance(ev, BareEnd):
             plan.outcomes[i] = "session_end"
             if not state.seen(item.topic, item.offset):
                 state.mark(item.topic, item.offset)
                 state.forget_speaker(ev.erased_user)
-                _closed(plan, state.close("explicit", now))
+                _closed(plan, state.close("explicit", now), i)
         else:
-            plan.outcomes[i] = _idle(plan, state, item, now, rules, durable)
+            plan.outcomes[i] = _idle(plan, state, item, i, now, rules, durable)
             if plan.outcomes[i] == "idle_expired":
                 plan.expired[key] = state.session_seq - 1
     seen: set[str] = set()
@@ -190,7 +191,7 @@ def plan_sessions(
     return plan
 
 
-def _gap(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
+def _gap(plan: SessionPlan, state: SessionState, item: SourcedEvent, i: int, now: float,
          rules: SessionRules) -> None:
     """An event whose time is a gap after the open session's last activity
     closes that session first (trigger ``idle``: it went idle in event time), so
@@ -201,17 +202,19 @@ def _gap(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
         assert last is not None
         until = last + timedelta(seconds=rules.idle_timeout_s)
         _closed(plan, state.close("idle", now, next_from=(item.topic, item.offset),
-                                  previous_until=until))
+                                  previous_until=until), i)
 
 
-def _closed(plan: SessionPlan, closed: SessionClosed | None) -> bool:
+def _closed(plan: SessionPlan, closed: SessionClosed | None, cause: int) -> bool:
+    """``closed`` (when a session closed) is the plan's, closed by item ``cause``."""
     if closed is None:
         return False
     plan.closed.append(closed)
+    plan.causes[closed.closed_id] = cause
     return True
 
 
-def _idle(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float,
+def _idle(plan: SessionPlan, state: SessionState, item: SourcedEvent, i: int, now: float,
           rules: SessionRules, durable: Callable[[SessionState], bool]) -> str:
     """Close the session if it is still open and idle (the scan may be stale); a
     closed state quiet for the retention, whose records are all committed, expires."""
@@ -224,4 +227,4 @@ def _idle(plan: SessionPlan, state: SessionState, item: SourcedEvent, now: float
         return "idle_outbox" if state.outbox else "idle_active"
     if state.idle_for(now) < rules.idle_timeout_s:
         return "idle_active"
-    return "idle_closed" if _closed(plan, state.close("idle", now)) else "idle_active"
+    return "idle_closed" if _closed(plan, state.close("idle", now), i) else "idle_active"

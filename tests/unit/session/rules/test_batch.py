@@ -214,3 +214,24 @@ def test_a_bare_end_without_a_state_starts_none() -> None:
     plan = plan_sessions([SourcedEvent("chat", 0, BareEnd("t", "c"))], lambda k: None,
                          {KEY: 3}, 0.0, RULES)
     assert plan.outcomes == {0: "erased"} and plan.states == {} and plan.closed == []
+
+
+@pytest.mark.parametrize(("script", "causes"), [
+    ("M0 M1 E M3", {"t/c#1": 2}),              # the end, not the batch's last record
+    ("M0 E M1 E", {"t/c#1": 1, "t/c#2": 3}),  # two closes, each by its own end
+    ("M0 M200", {"t/c#1": 1}),                 # a gap in event time: the message after it
+])
+def test_the_plan_names_the_item_that_closed_each_session(script: str,
+                                                          causes: dict[str, int]) -> None:
+    events: list[Any] = [msg(int(w[1:])) if w[0] == "M" else end(n)
+                         for n, w in enumerate(script.split())]
+    plan = plan_sessions(src(*events), {}.get, {}, now=1000.0, rules=RULES)
+    assert plan.causes == causes
+
+
+def test_an_idle_check_is_the_cause_of_its_close() -> None:
+    state = SessionState.new(msg(0))
+    state.apply_message(msg(0), "chat", 0, now=100.0)
+    plan = plan_sessions(src(idle(), topic="idle"), table(t_c=state).get, {}, now=1000.0,
+                         rules=RULES)
+    assert plan.causes == {"t/c#1": 0}
