@@ -943,8 +943,8 @@ class ModelUsageSettings(BaseModel):
     labelled_tenants: list[str] = Field(
         default_factory=list, description=(
             "Tenants whose model usage gets its own `tenant` label value in the "
-            "`memstream_model_*` metrics; every other tenant is counted as `other`, so the "
-            "series stay bounded."))
+            "`memstream_model_*` metrics (and `memstream_sensitive_memories_total`); every "
+            "other tenant is counted as `other`, so the series stay bounded."))
     labelled_agents: list[str] = Field(
         default_factory=list, description=(
             "Agent ids that get their own `agent` label value, within the labelled tenants "
