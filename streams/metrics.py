@@ -173,6 +173,14 @@ VECTOR_GRAPHS_BUILDING = Gauge(
     "memstream_vector_graphs_building",
     "Vector graphs of large scopes this worker is building (scanned exactly meanwhile).",
 )
+SENSITIVE_MEMORIES = Counter(
+    "memstream_sensitive_memories_total",
+    "Memories consolidation was about to store (facts, episodes, summaries) that held "
+    "sensitive content, by tenant (`other` but for MEMSTREAM_MODEL_USAGE__LABELLED_TENANTS), "
+    "kind (card, iban, email, phone, national_id, secret, ip, name, location) and the action "
+    "taken (keep, mask, drop); a memory holding several kinds counts once for each.",
+    ["tenant", "kind", "action"],
+)
 # model usage: tenant and agent are `other` but for the ones the settings name
 # (MEMSTREAM_MODEL_USAGE__LABELLED_TENANTS, __LABELLED_AGENTS), streams/model_usage
 MODEL_LABELS = ["tenant", "agent", "model", "purpose"]

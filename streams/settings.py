@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from streams.consolidation.rules.sensitive.policy import DEFAULT_ACTIONS
 from streams.memory.rules.dates import DATE_LIFT, DATE_SLACK_DAYS
 from streams.memory.rules.fusion import FusionWeights, Ramp
 from streams.memory.rules.recency import Recency
@@ -942,8 +943,8 @@ class ModelUsageSettings(BaseModel):
     labelled_tenants: list[str] = Field(
         default_factory=list, description=(
             "Tenants whose model usage gets its own `tenant` label value in the "
-            "`memstream_model_*` metrics; every other tenant is counted as `other`, so the "
-            "series stay bounded."))
+            "`memstream_model_*` metrics (and `memstream_sensitive_memories_total`); every "
+            "other tenant is counted as `other`, so the series stay bounded."))
     labelled_agents: list[str] = Field(
         default_factory=list, description=(
             "Agent ids that get their own `agent` label value, within the labelled tenants "
@@ -980,6 +981,59 @@ class ModelUsageSettings(BaseModel):
         return tenants
 
 
+SensitiveAction = Literal["keep", "mask", "drop"]
+_ACT: dict[str, SensitiveAction] = {k.value: a.value
+                                    for k, a in DEFAULT_ACTIONS.items()}
+_ACTION_HELP = " (`keep`: stored as said; `mask`: each span replaced by `{}`; `drop`: the " \
+    "memory is not stored)."
+
+
+class SensitiveSettings(BaseModel):
+    """Sensitive content kept out of long-term memory (docs/sensitive.md): what is done
+    to a fact, episode or summary holding each kind. An agent's configuration on the
+    agent-config topic (`sensitive`) overrides any kind for that tenant and agent."""
+
+    enabled: bool = Field(True, description=(
+        "Screen what consolidation stores (facts, episodes, summaries); off: stored as "
+        "said."))
+    secret: SensitiveAction = Field(_ACT["secret"], description=(
+        "API keys, tokens, private keys, passwords stated as such"
+        + _ACTION_HELP.format("[SECRET]")))
+    card: SensitiveAction = Field(_ACT["card"], description=(
+        "Payment card numbers (Luhn-valid)" + _ACTION_HELP.format("[CARD]")))
+    iban: SensitiveAction = Field(_ACT["iban"], description=(
+        "Bank accounts (IBAN, checksum-valid)" + _ACTION_HELP.format("[IBAN]")))
+    national_id: SensitiveAction = Field(_ACT["national_id"], description=(
+        "US SSN, UK NINO, Chinese resident ids" + _ACTION_HELP.format("[ID]")))
+    email: SensitiveAction = Field(_ACT["email"], description=(
+        "E-mail addresses" + _ACTION_HELP.format("[EMAIL]")))
+    phone: SensitiveAction = Field(_ACT["phone"], description=(
+        "Phone numbers" + _ACTION_HELP.format("[PHONE]")))
+    ip: SensitiveAction = Field(_ACT["ip"], description=(
+        "IP addresses" + _ACTION_HELP.format("[IP]")))
+    name: SensitiveAction = Field(_ACT["name"], description=(
+        "Person names, English only, found by the NER model (see `ner`)"
+        + _ACTION_HELP.format("[NAME]")))
+    location: SensitiveAction = Field(_ACT["location"], description=(
+        "Places, English only, found by the NER model (see `ner`)"
+        + _ACTION_HELP.format("[LOCATION]")))
+    ner: Literal["auto", "on", "off"] = Field("auto", description=(
+        "Load the NER model for names and places (about 50 MB, 7-9 ms a memory): `auto` "
+        "when `name` or `location` is not `keep`; `on` also lets an agent's configuration "
+        "mask or drop them when the deployment keeps them. Without it names and places "
+        "are not found, whatever a policy says."))
+
+    def actions(self) -> dict[str, str]:
+        """The deployment's action per kind, ``{"card": "mask", ...}``."""
+        return {kind: getattr(self, kind) for kind in _ACT}
+
+    def finds_names(self) -> bool:
+        """Whether the worker loads the NER model."""
+        if self.ner != "auto":
+            return self.ner == "on"
+        return self.name != "keep" or self.location != "keep"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMSTREAM_",
@@ -1004,6 +1058,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     quotas: QuotaSettings = QuotaSettings()
     model_usage: ModelUsageSettings = ModelUsageSettings()
+    sensitive: SensitiveSettings = SensitiveSettings()
     log_level: str = Field("info", description="Worker log level.")
 
     @field_validator("log_level")

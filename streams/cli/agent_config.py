@@ -1,11 +1,11 @@
 """``memstream agent-config set|get|delete``: an agent's memory configuration.
 
 ``set --tenant T --agent A [--provider MEMOS|MEM0|MYSQL|none] [--open-long-memory on|off]
-[--model NAME]`` changes the given fields of the current value (``--replace``
-starts from the defaults) and produces it to the compacted topic; every worker
-picks it up from there. ``get --tenant T [--agent A]`` prints the values and
-what the worker makes of them (route, long memory on or off). ``delete``
-produces a tombstone.
+[--model NAME] [--sensitive KIND=ACTION ...]`` changes the given fields of the
+current value (``--replace`` starts from the defaults) and produces it to the
+compacted topic; every worker picks it up from there. ``get --tenant T [--agent A]``
+prints the values and what the worker makes of them (route, long memory on or
+off). ``delete`` produces a tombstone.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from aiokafka.errors import KafkaError
 
 from streams.adapters.kafka.agent_config_topic import describe, merged, read_all, write
 from streams.cli._common import fail, print_json
+from streams.consolidation.rules.sensitive.kinds import Kind
+from streams.consolidation.rules.sensitive.policy import Policy
 from streams.memory.rules.routing import PROVIDERS, parse_agent_config, split_agent_config_key
 from streams.settings import get_settings
 from streams.wire.records import TENANT_PATTERN
@@ -35,6 +37,10 @@ def register(sub: Any) -> None:
                    help="long-term memory provider (NONE: unset, the built-in one)")
     p.add_argument("--open-long-memory", choices=["on", "off"])
     p.add_argument("--model", help="the model bound to the agent ('' to unset)")
+    p.add_argument("--sensitive", metavar="KIND=ACTION", action="append",
+                   help="the agent's sensitive-content policy, one kind a flag (kinds: "
+                   f"{', '.join(k.value for k in Kind)}; actions: keep, mask, drop); it "
+                   "replaces the agent's previous one; 'none' clears it")
     p.add_argument("--replace", action="store_true", help="start from the defaults")
     p.set_defaults(func=run)
 
@@ -45,9 +51,25 @@ def _validate(args: argparse.Namespace) -> str | None:
     if args.action in ("set", "delete") and not args.agent:
         return f"{args.action} needs --agent"
     if args.action == "set" and not args.replace and args.provider is None \
-            and args.open_long_memory is None and args.model is None:
-        return "nothing to set: give --provider, --open-long-memory or --model"
+            and args.open_long_memory is None and args.model is None and not args.sensitive:
+        return "nothing to set: give --provider, --open-long-memory, --model or --sensitive"
+    try:
+        _sensitive(args.sensitive)
+    except ValueError as exc:
+        return str(exc)
     return None
+
+
+def _sensitive(flags: list[str] | None) -> dict[str, str] | None:
+    """The ``--sensitive`` flags as ``{kind: action}`` (None: not given, ``{}``: cleared);
+    ``ValueError`` on an unknown kind or action."""
+    if not flags:
+        return None
+    if flags == ["none"]:
+        return {}
+    pairs = dict(flag.partition("=")[::2] for flag in flags)
+    Policy.of(pairs)  # raises on an unknown kind or action
+    return pairs
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -78,7 +100,8 @@ async def _run(args: argparse.Namespace) -> int:
     provider = "" if args.provider is None else (None if args.provider == "NONE" else args.provider)
     config = merged(current, provider=provider,
                     open_long_memory=None if args.open_long_memory is None
-                    else args.open_long_memory == "on", model=args.model)
+                    else args.open_long_memory == "on", model=args.model,
+                    sensitive=_sensitive(args.sensitive))
     await write(k, args.tenant, args.agent, config)
     print_json(describe(args.tenant, args.agent, json.dumps(config.to_dict()).encode(),
                         default_long_memory=default))

@@ -26,6 +26,11 @@ cube's lock (:class:`.writer.MemoryWriter`), always about the users the
 candidates belong to, not only the user who closed the session: in a group
 chat the closing event may name another speaker than the erased one.
 
+What the judge and the episodes make of the messages is screened for sensitive
+content (:class:`.screening.Screening`) before the candidates are saved with the
+run, and the summary before it is stored: nothing a tenant's policy keeps out
+reaches a candidate row, a provider or the summary table.
+
 Every model call of a run is counted for the run's tenant and agent (a
 :class:`~.ports.ModelCaller` handed to the judge, the writer and the summarizer,
 with a tally of the run's tokens, recorded per consolidated message at the end).
@@ -63,7 +68,9 @@ from streams.consolidation.rules.dedup import dedup_candidates, drop_covered_by_
 from streams.consolidation.rules.llm_judge import clip_text
 from streams.consolidation.rules.parts import PartBound, next_id, previous_id
 from streams.consolidation.rules.passages import passages
+from streams.consolidation.rules.sensitive.policy import Policy
 from streams.consolidation.rules.summary import CHAT_ROLES
+from streams.consolidation.screening import Screening
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import MemoryWriter, WriteStats
 from streams.erasure.rules.coverage import ErasureIndex
@@ -159,7 +166,8 @@ class ConsolidationPipeline:
                  erasures: ErasureIndex | None = None,
                  refresh_erasures: Callable[[], Awaitable[None]] | None = None,
                  cube_quota: CubeQuota | None = None,
-                 budget: ModelBudget | None = None) -> None:
+                 budget: ModelBudget | None = None,
+                 screening: Screening | None = None) -> None:
         self.ledger = ledger
         self.runs = runs
         self.judge = judge
@@ -174,6 +182,7 @@ class ConsolidationPipeline:
         self.refresh_erasures = refresh_erasures
         self.cube_quota = cube_quota
         self.budget = budget
+        self.screening = screening
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -225,7 +234,8 @@ class ConsolidationPipeline:
             with tracing.span("consolidation summary"):
                 out.summary = await self.summarizer.maybe_summarize(
                     run.tenant_id, run.conversation_id,
-                    self.models.for_agent(None) if with_model else None, caller=caller)
+                    self.models.for_agent(None) if with_model else None, caller=caller,
+                    screen=self._summary_screen(run))
         await self.runs.finish(run.closed_id, self.now())
         if self.budget is not None and caller.tally is not None:
             self.budget.per_message(run.tenant_id, caller.tally, run.message_count)
@@ -352,9 +362,28 @@ class ConsolidationPipeline:
         planned = [PlannedCandidate(cube_for(c.scope, run.agent_id), c, user_id=owner(c))
                    for c in kept]
         planned = [p for p in planned + episodes if not self._erased_memory(run, p)]
+        if self.screening is not None:  # before anything is stored, the candidate rows too
+            with tracing.span("consolidation screen"):
+                planned = await self.screening.candidates(run.tenant_id, planned,
+                                                          self._policy(run))
         if self.cube_quota is not None:  # episodes of a cube at its quota dropped
             planned = await self.cube_quota.keep(run, planned)
         return judged.kind, planned
+
+    def _policy(self, run: Run) -> Policy:
+        """The run's tenant's and agent's sensitive-content policy (read afresh)."""
+        assert self.screening is not None
+        agent = self.configs.get(run.tenant_id, run.agent_id)
+        return self.screening.policy(run.tenant_id, run.agent_id,
+                                     agent.sensitive if agent else ())
+
+    def _summary_screen(self, run: Run) -> Callable[[str], Awaitable[str]] | None:
+        """How the run's summary is screened before it is stored (None: not at all)."""
+        screening = self.screening
+        if screening is None:
+            return None
+        policy = self._policy(run)
+        return lambda text: screening.summary(run.tenant_id, text, policy)
 
     def _erased_memory(self, run: Run, p: PlannedCandidate) -> bool:
         """A candidate that would bring an erased memory back (its cube, user and kind,

@@ -246,6 +246,14 @@ class CubeSizes(Protocol):
 class SensitiveDetector(Protocol):
     """Finds sensitive content in a text about to enter long-term memory."""
 
+    @property
+    def finds_names(self) -> bool:
+        """Whether names and places are looked for (else a policy about them is moot)."""
+
     def detect(self, text: str) -> list[Finding]:
         """Every finding in ``text``, in text order, no two overlapping. Synchronous
-        and CPU-bound: a caller on the event loop runs it in a thread."""
+        and CPU-bound: a caller on the event loop calls :meth:`detect_all`."""
+
+    async def detect_all(self, texts: Sequence[str]) -> list[list[Finding]]:
+        """:meth:`detect` of each text, run off the event loop on the detector's one
+        worker thread (one text at a time in the whole process)."""

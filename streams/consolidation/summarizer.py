@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from streams.consolidation.model import SessionMessage
@@ -64,9 +64,12 @@ class Summarizer:
 
     async def maybe_summarize(self, tenant_id: str, conversation_id: str,
                               model: ChatCompleter | None, *,
-                              caller: ModelCaller | None = None) -> str | None:
+                              caller: ModelCaller | None = None,
+                              screen: Callable[[str], Awaitable[str]] | None = None,
+                              ) -> str | None:
         """Summarise when due; returns the generator used, or None when not due. The
-        model's usage is counted for ``caller`` (by default the tenant, no agent)."""
+        model's usage is counted for ``caller`` (by default the tenant, no agent);
+        ``screen`` makes the text what is stored (sensitive content masked)."""
         work = await self.summaries.due(
             tenant_id, conversation_id, newest=self.max_messages,
             due=lambda uncovered: needs_summary(uncovered, self.threshold))
@@ -75,6 +78,8 @@ class Summarizer:
         text, generator = await self._generate(model, work.previous, work.messages,
                                                work.covered_until,
                                                caller or ModelCaller(tenant_id, ""))
+        if screen is not None:
+            text = await screen(text)
         await self._store(tenant_id, conversation_id, text, work.until, work.total)
         SUMMARIES.labels(generator).inc()
         return generator

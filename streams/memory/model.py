@@ -120,6 +120,9 @@ class MemoryCandidate:
     # content, end exclusive; None: the whole message, or not a passage)
     role: str | None = None
     span: tuple[int, int] | None = None
+    # the kinds of sensitive content whose spans were replaced by placeholders
+    # (``("card", "email")``, sorted): provenance, never the text itself
+    masked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ transactions over the schema, so the tests run them on SQLite instead.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -100,12 +102,18 @@ class ListedDetector:
     every occurrence of a listed string is a finding of its kind (no library, no
     model); ``seen`` keeps every text asked about."""
 
-    def __init__(self, listed: dict[str, Kind]) -> None:
+    def __init__(self, listed: dict[str, Kind], *, finds_names: bool = True) -> None:
         self.listed = listed
+        self.finds_names = finds_names
         self.seen: list[str] = []
+        self.threads: set[str] = set()  # the names of the threads detect ran in
+
+    async def detect_all(self, texts: Sequence[str]) -> list[list[Finding]]:
+        return await asyncio.to_thread(lambda: [self.detect(t) for t in texts])
 
     def detect(self, text: str) -> list[Finding]:
         self.seen.append(text)
+        self.threads.add(threading.current_thread().name)
         found = []
         for value, kind in self.listed.items():
             at = text.find(value)

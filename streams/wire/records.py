@@ -279,3 +279,7 @@ class AgentConfigValue(BaseModel):
     )
     model: str | None = Field(None, description="The model bound to the agent.")
     updated_at: AwareDatetime | None = Field(None, description="When the configuration was set.")
+    sensitive: dict[str, Literal["keep", "mask", "drop"]] | None = Field(None, description=(
+        "The agent's sensitive-content policy, kind to action (kinds: secret, card, iban, "
+        "national_id, email, phone, ip, name, location); a kind not named takes the "
+        "deployment's action (MEMSTREAM_SENSITIVE__*)."))

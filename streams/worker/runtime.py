@@ -43,6 +43,7 @@ from streams.tokens import MEMO_TEXTS, TokenCounter
 from streams.worker import telemetry
 
 if TYPE_CHECKING:
+    from streams.adapters.sensitive.scanner import SensitiveScanner
     from streams.memory.providers.builtin.held_reads import HeldReads
     from streams.memory.providers.builtin.provider import BuiltinProvider
 
@@ -96,6 +97,9 @@ class Runtime:
             if self._http is not None:
                 await self._http.aclose()
                 self._http = None
+            if self.__dict__.get("sensitive") is not None:
+                self.sensitive.close()  # type: ignore[union-attr]
+                del self.__dict__["sensitive"]
             for provider in self._builtin_providers():
                 await provider.close()  # its held connection, before the engines go
             if self._held_engine is not None:
@@ -281,6 +285,17 @@ class Runtime:
             return []
         handles = [self.providers.get(route) for route in self.providers.configured()]
         return [h.provider for h in handles if isinstance(h.provider, BuiltinProvider)]
+
+    @cached_property
+    def sensitive(self) -> SensitiveScanner | None:
+        """The process's sensitive-content scanner, built on first use (its libraries
+        take about a second to import; the NER model loads only when the settings ask
+        for names or places); None when screening is off."""
+        s = self.settings.sensitive
+        if not s.enabled:
+            return None
+        from streams.adapters.sensitive.scanner import SensitiveScanner as Scanner
+        return Scanner(names=s.finds_names())
 
     @cached_property
     def model_meter(self) -> ModelMeter:

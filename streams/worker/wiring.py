@@ -54,10 +54,11 @@ from streams.consolidation.expiry import ExpirySweeper
 from streams.consolidation.failures import FailureRouter
 from streams.consolidation.judge import ConflictDecider, MemoryJudge
 from streams.consolidation.pipeline import ConsolidationPipeline, PassageCut, PipelineConfig
-from streams.consolidation.ports import Ledger, Runs
+from streams.consolidation.ports import Ledger, Runs, SensitiveDetector
 from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
+from streams.consolidation.screening import Screening
 from streams.consolidation.slots import SlotFreeLocks
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import HiddenMemories, MemoryWriter
@@ -72,6 +73,7 @@ from streams.memory.cube_locks import CubeLocks
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.registry import ModelFactory, ProviderRegistry
 from streams.model_usage.meter import ModelMeter
+from streams.model_usage.rules import LabelPolicy
 from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
 from streams.query.engine import QueryConfig, QueryEngine, SearchRecorder
@@ -124,6 +126,11 @@ class Parts(Protocol):
 
     @property
     def model_meter(self) -> ModelMeter | None: ...
+
+    @property
+    def sensitive(self) -> SensitiveDetector | None:
+        """The process's sensitive-content detector (None: nothing is screened)."""
+        ...
 
 
 @dataclass
@@ -266,7 +273,16 @@ class Wiring:
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,
             refresh_erasures=self.erasures.refresh if self.erasures else None,
             cube_quota=CubeQuota(EpisodeRows(engine), self.quotas.cube_memories),
-            budget=p.model_meter)
+            budget=p.model_meter, screening=self.screening())
+
+    def screening(self) -> Screening | None:
+        """Screening of what consolidation stores, with the process's detector and the
+        deployment's policy; None when screening is off or there is no detector."""
+        s = self.settings
+        if not s.sensitive.enabled or self.parts.sensitive is None:
+            return None
+        labels = LabelPolicy.of(s.model_usage.labelled_tenants, ())
+        return Screening(self.parts.sensitive, s.sensitive.actions(), tenant_label=labels.tenant)
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.messages import MessageStore, message_row
 from streams.adapters.db.schema import consolidation as cs
+from streams.consolidation.ports import SensitiveDetector
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.registry import ModelBuilder, ModelFactory, ProviderHandle, ProviderRegistry
 from streams.model_usage.meter import ModelMeter
@@ -47,9 +48,12 @@ class Harness:
                  max_attempts: int = 3, atomic: bool = True,
                  consolidation: dict[str, Any] | None = None,
                  quotas: dict[str, Any] | None = None, build_model: ModelBuilder | None = None,
-                 meter: ModelMeter | None = None) -> None:
+                 meter: ModelMeter | None = None, sensitive: SensitiveDetector | None = None,
+                 settings: dict[str, Any] | None = None) -> None:
         """``build_model``: the models' builder instead of ``model`` (a real client);
-        ``meter``: the model meter the pipeline keeps the budgets with."""
+        ``meter``: the model meter the pipeline keeps the budgets with; ``sensitive``:
+        the detector consolidation screens with (none: nothing is screened);
+        ``settings``: other settings groups."""
         self.engine = engine
         self.clock = Clock()
         self.store = MessageStore(engine)
@@ -70,9 +74,10 @@ class Harness:
             consolidation={"retry_attempts": max_attempts, "retry_backoff_initial_s": 1.0,
                            "retry_backoff_max_s": 4.0, "concurrency": 4,
                            "expiry_sweep_interval_s": 1.0, "cube_lock_timeout_s": 10.0,
-                           **(consolidation or {})}, quotas=quotas or {})
+                           **(consolidation or {})}, quotas=quotas or {}, **(settings or {}))
         parts = FakeParts(engine=engine, store=self.store, cache=self.cache,
-                          providers=self.registry, models=models, model_meter=meter)
+                          providers=self.registry, models=models, model_meter=meter,
+                          sensitive=sensitive)
         self.wiring = wiring(parts, publisher=self.publisher, settings=settings,
                              agent_configs=self.configs, clock=self.clock, rng=lambda: 1.0)
         self.consolidation = self.wiring.consolidation()

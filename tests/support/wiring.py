@@ -42,6 +42,7 @@ class FakeParts:
     providers: Any = None
     models: Any = None
     model_meter: Any = None
+    sensitive: Any = None
 
 
 def settings_for_tests(*, ingest: dict[str, Any] | None = None,

@@ -41,7 +41,7 @@ from streams.adapters.db.schema.consolidation import (
     memory_origin,
     pending_expiry,
 )
-from streams.adapters.db.schema.memory import role_and_span, span_of
+from streams.adapters.db.schema.memory import masked_column, masked_of, role_and_span, span_of
 from streams.clock import aware_utc, naive_utc
 from streams.consolidation.model import (
     EPISODE_DECIDER,
@@ -85,7 +85,7 @@ def _row_to_candidate(r: Any) -> CandidateRow:
         importance=float(r.importance),
         source_event_ids=tuple(json.loads(r.source_event_ids)),
         event_time=aware_utc(r.event_time), kind="episode" if r.kind == "episode" else "fact",
-        role=r.role, span=span_of(r),
+        role=r.role, span=span_of(r), masked=masked_of(r),
     )
     return CandidateRow(
         seq=int(r.seq), cube=r.cube, candidate=cand, action=r.action,
@@ -136,7 +136,7 @@ class RunStore:
             "decider": EPISODE_DECIDER if p.episode else None,
             "expire_ids": None, "reason": None, "write_started_at": None, "memory_id": None,
             "written_at": None, "expired_at": None, "user_id": p.user_id,
-            **role_and_span(p.candidate),
+            **role_and_span(p.candidate), **masked_column(p.candidate),
         } for i, p in enumerate(planned)]
         async with self.engine.begin() as conn:
             status = (await conn.execute(select(r.status).where(r.closed_id == closed_id)

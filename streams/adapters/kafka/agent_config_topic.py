@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -76,9 +77,11 @@ async def write(k: KafkaSettings, tenant_id: str, agent_id: str,
 
 def merged(current: AgentConfig | None, *, provider: str | None = "",
            open_long_memory: bool | None = None, model: str | None = None,
-           now: datetime | None = None) -> AgentConfig:
+           now: datetime | None = None,
+           sensitive: Mapping[str, str] | None = None) -> AgentConfig:
     """``current`` with the given fields changed (``provider=""``: unchanged,
-    ``None``: unset; ``model=""``: unset)."""
+    ``None``: unset; ``model=""``: unset; ``sensitive``: the whole override replaced,
+    ``{}`` clears it)."""
     base = current or AgentConfig()
     return AgentConfig(
         long_memory_provider=(base.long_memory_provider if provider == ""
@@ -86,6 +89,7 @@ def merged(current: AgentConfig | None, *, provider: str | None = "",
         open_long_memory=base.open_long_memory if open_long_memory is None else open_long_memory,
         model=base.model if model is None else (model or None),
         updated_at=now or datetime.now(UTC),
+        sensitive=base.sensitive if sensitive is None else tuple(sorted(sensitive.items())),
     )
 
 

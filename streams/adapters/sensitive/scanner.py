@@ -27,6 +27,10 @@ not found.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
 from streams.adapters.sensitive.names import NameRecognizer
 from streams.adapters.sensitive.secrets import credential_findings
 from streams.adapters.sensitive.structured import StructuredRecognizers
@@ -43,13 +47,28 @@ class SensitiveScanner:
 
     Build one per process (the engines load here, not per call); ``detect``
     keeps no state between calls and is CPU-bound, so a caller on an event
-    loop runs it off the loop, on one worker thread at a time (spaCy does not
-    promise that one pipeline may run in several threads at once).
+    loop calls :meth:`detect_all`, which runs it on the scanner's own single
+    worker thread (spaCy does not promise that one pipeline may run in several
+    threads at once).
     """
 
     def __init__(self, *, names: bool = False) -> None:
         self._structured = StructuredRecognizers()
         self._names = NameRecognizer() if names else None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sensitive")
+
+    async def detect_all(self, texts: Sequence[str]) -> list[list[Finding]]:
+        """:meth:`detect` of each text on the scanner's one worker thread, off the
+        event loop (every caller of the process shares it)."""
+        if not texts:
+            return []
+        batch = list(texts)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, lambda: [self.detect(t) for t in batch])
+
+    def close(self) -> None:
+        """Let the worker thread go (a call after this fails)."""
+        self._thread.shutdown(wait=False, cancel_futures=True)
 
     @property
     def finds_names(self) -> bool:

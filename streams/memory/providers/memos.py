@@ -217,6 +217,7 @@ class MemOSProvider:
                 "scope": memory.scope, "importance": memory.importance, "kind": memory.kind,
                 "source_event_ids": list(memory.source_event_ids),
                 "event_time": memory.event_time.isoformat() if memory.event_time else None,
+                **({"masked": list(memory.masked)} if memory.masked else {}),
             }
             body = {
                 "user_id": ids.user_id,

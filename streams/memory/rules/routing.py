@@ -45,6 +45,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "open_long_memory": ("open_long_memory", "openLongMemory"),
     "model": ("model", "bound_model", "boundModel"),
     "updated_at": ("updated_at", "updatedAt"),
+    "sensitive": ("sensitive",),
 }
 
 
@@ -54,6 +55,9 @@ class AgentConfig:
     open_long_memory: bool = False
     model: str | None = None
     updated_at: datetime | None = None
+    # the agent's sensitive-content policy: (kind, action) pairs overriding the
+    # deployment's, as given (checked by consolidation, which knows the kinds)
+    sensitive: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def for_new_agent(cls, now: datetime | None = None) -> AgentConfig:
@@ -67,6 +71,7 @@ class AgentConfig:
             "open_long_memory": self.open_long_memory,
             "model": self.model,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            **({"sensitive": dict(self.sensitive)} if self.sensitive else {}),
         }
 
 
@@ -116,11 +121,22 @@ def _time(value: Any) -> datetime | None:
     return aware_utc(t)
 
 
+def _sensitive(value: Any) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise _Unreadable("sensitive is not an object of kind names to actions")
+    return tuple(sorted((k.strip().lower(), v.strip().lower()) for k, v in value.items()))
+
+
 def parse_agent_config(raw: bytes | str | dict[str, Any] | None) -> AgentConfig | None:
     """The configuration in a topic value, or None when it is absent or unreadable.
 
     Provider names are matched case-insensitively; missing fields take the
-    defaults of :class:`AgentConfig` (no provider, long memory off, no model).
+    defaults of :class:`AgentConfig` (no provider, long memory off, no model, the
+    deployment's sensitive-content policy). ``sensitive`` must be an object of
+    strings; which kinds and actions it names is checked where it is applied.
     """
     if raw is None:
         return None
@@ -136,6 +152,7 @@ def parse_agent_config(raw: bytes | str | dict[str, Any] | None) -> AgentConfig 
             open_long_memory=_flag(_field(doc, "open_long_memory")),
             model=_model(_field(doc, "model")),
             updated_at=_time(_field(doc, "updated_at")),
+            sensitive=_sensitive(_field(doc, "sensitive")),
         )
     except _Unreadable:
         return None

@@ -131,6 +131,7 @@ consolidation_candidate = Table(
     Column("role", String(16)),
     Column("span_start", Integer),
     Column("span_end", Integer),
+    Column("masked", String(128)),  # kinds of sensitive content masked in it (0020)
     Index(None, "user_id"),  # an erasure's candidates (0014)
     Index(None, "memory_id"),
 )

@@ -39,6 +39,7 @@ from streams.adapters.db.schema.conversation import BigId, BinaryKey, LongText, 
 from streams.memory.model import MemoryCandidate
 
 TERM_MAX_CHARS = 64
+MASKED_MAX_CHARS = 128
 
 
 memory_scope_stats = Table(
@@ -84,6 +85,7 @@ memory = Table(
     Column("role", String(16)),  # an episode's message role
     Column("span_start", Integer),  # a passage's offsets in its message's content
     Column("span_end", Integer),
+    Column("masked", String(MASKED_MAX_CHARS)),  # kinds masked in it, comma-separated (0020)
     UniqueConstraint("scope_id", "content_hash"),
     Index(None, "scope_id", "session_key", "seq"),
     Index(None, "tenant_id", "user_id", "cube"),  # an erasure of a user's memories (0014)
@@ -120,6 +122,18 @@ def role_and_span(c: MemoryCandidate) -> dict[str, Any]:
     row (``memory`` and ``consolidation_candidate`` both have them)."""
     return {"role": c.role, "span_start": c.span[0] if c.span else None,
             "span_end": c.span[1] if c.span else None}
+
+
+def masked_column(c: MemoryCandidate) -> dict[str, Any]:
+    """The ``masked`` column of a memory's or a candidate's row: the kinds of sensitive
+    content masked in it, comma-separated (NULL: none)."""
+    return {"masked": ",".join(c.masked)[:MASKED_MAX_CHARS] or None}
+
+
+def masked_of(r: Any) -> tuple[str, ...]:
+    """A row's masked kinds (empty: none, or a row from before 0020)."""
+    value = getattr(r, "masked", None)
+    return tuple(value.split(",")) if isinstance(value, str) and value else ()
 
 
 def span_of(r: Any) -> tuple[int, int] | None:

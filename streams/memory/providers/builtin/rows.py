@@ -51,6 +51,8 @@ def stored(r: DbRow, score: float) -> StoredMemory:
             "role": r.role,
             "span": (int(r.span_start), int(r.span_end)) if r.span_start is not None
             and r.span_end is not None else None,
+            **({"masked": masked.split(",")} if isinstance(masked := getattr(r, "masked", None),
+                                                          str) and masked else {}),
         },
     )
 

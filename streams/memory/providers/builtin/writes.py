@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from streams.adapters.db.engine import insert_ignoring_duplicates
 from streams.adapters.db.schema.memory import (
     TERM_MAX_CHARS,
+    masked_column,
     memory,
     memory_embedding,
     memory_scope_stats,
@@ -162,7 +163,7 @@ class Writes:
             "content_hash": p.hash, "event_time": naive_utc(p.candidate.event_time),
             "valid_from": naive_utc(p.candidate.event_time) or now, "valid_to": None,
             "superseded_by": None, "created_at": now, "updated_at": now,
-            **role_and_span(p.candidate),
+            **role_and_span(p.candidate), **masked_column(p.candidate),
         } for p in new]
         await conn.execute(memory.insert(), rows)
         ids = await self.ids_by_hash(conn, scope_id, [p.hash for p in new])

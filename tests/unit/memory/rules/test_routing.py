@@ -82,3 +82,23 @@ def test_a_key_is_the_tenant_and_the_agent_which_may_itself_hold_a_slash() -> No
     for key in ("t1", "t1/", "/a", "bad tenant/a"):
         with pytest.raises(ValueError):
             split_agent_config_key(key)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ({}, ()),
+    ({"sensitive": None}, ()),
+    ({"sensitive": {}}, ()),
+    ({"sensitive": {"Email": " DROP ", "card": "keep"}}, (("card", "keep"), ("email", "drop"))),
+    ({"sensitive": {"anything": "goes"}}, (("anything", "goes"),)),  # checked where applied
+])
+def test_an_agents_sensitive_policy_is_read_as_given(raw: dict[str, Any],
+                                                     expected: tuple[tuple[str, str], ...]) -> None:
+    config = parse_agent_config(raw)
+    assert config is not None and config.sensitive == expected
+    again = parse_agent_config(config.to_dict())
+    assert again is not None and again.sensitive == expected
+
+
+@pytest.mark.parametrize("value", [["email", "drop"], "drop", {"email": 1}, {"email": None}])
+def test_a_sensitive_policy_not_of_strings_is_unreadable(value: Any) -> None:
+    assert parse_agent_config({"sensitive": value}) is None

@@ -1,0 +1,116 @@
+"""Screening: what consolidation is about to store, screened for sensitive content.
+
+Facts and episodes are screened as candidates, before they are saved with the run
+(:meth:`.ports.Runs.save_judgement`): a candidate row never holds what the policy
+keeps out, and every provider (built-in, MemOS, Mem0) is handed the screened text.
+Per kind the tenant's and agent's :class:`~.rules.sensitive.policy.Policy` keeps
+the memory as said, masks the spans (typed placeholders, the kinds recorded in
+:attr:`~streams.memory.model.MemoryCandidate.masked`) or drops it. A summary is
+never dropped (a conversation without one would be summarised again at every
+session end): a kind its policy drops is masked in it instead.
+
+The policy is the deployment's (settings, handed in as plain ``{kind: action}``)
+with the agent's configuration on the agent-config topic applied over it; an
+override naming an unknown kind or action is not applied (the deployment's
+policy is, and a warning names the agent and the error, not any text).
+
+Detection runs on the detector's own worker thread (:meth:`.ports.SensitiveDetector.
+detect_all`), one batch per run; a policy that acts on no kind the detector can find
+costs nothing. Counts go to ``memstream_sensitive_memories_total`` by tenant (as
+``tenant_label`` names it, bounded), kind and action; nothing found is logged or
+put in a span.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+from streams.consolidation.model import PlannedCandidate
+from streams.consolidation.ports import SensitiveDetector
+from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
+from streams.consolidation.rules.sensitive.policy import Action, Policy, Screened, screen
+from streams.metrics import SENSITIVE_MEMORIES
+
+log = logging.getLogger(__name__)
+
+
+def never_dropping(policy: Policy) -> Policy:
+    """``policy`` with every ``drop`` turned into ``mask`` (for summaries)."""
+    return Policy(MappingProxyType({k: Action.MASK if policy.action(k) is Action.DROP
+                                    else policy.action(k) for k in Kind}))
+
+
+class Screening:
+    """Screens candidates and summaries with a tenant's and agent's policy."""
+
+    def __init__(self, detector: SensitiveDetector, deployment: Mapping[str, str], *,
+                 tenant_label: Callable[[str], str] = lambda tenant_id: tenant_id) -> None:
+        """``deployment``: the action per kind the settings give (``ValueError`` on an
+        unknown kind or action)."""
+        self.detector = detector
+        self.deployment = Policy.of(deployment)
+        self.tenant_label = tenant_label
+
+    def policy(self, tenant_id: str, agent_id: str,
+               overrides: Sequence[tuple[str, str]] = ()) -> Policy:
+        """The deployment's policy with the agent's ``(kind, action)`` overrides."""
+        if not overrides:
+            return self.deployment
+        try:
+            return Policy.of({**{k.value: a.value for k, a in self.deployment.actions.items()},
+                              **dict(overrides)})
+        except ValueError as exc:
+            log.warning("agent %s/%s: its sensitive policy is not applied (%s); the "
+                        "deployment's is", tenant_id, agent_id, exc)
+            return self.deployment
+
+    def _looks(self, policy: Policy) -> bool:
+        """Whether detection can change anything: some kind the detector finds is acted on."""
+        findable = STRUCTURED if not self.detector.finds_names else frozenset(Kind)
+        return bool(policy.acted_on() & findable)
+
+    async def _screened(self, tenant_id: str, texts: Sequence[str],
+                        policy: Policy) -> list[Screened | None]:
+        """Each text screened, or None where nothing was found."""
+        out: list[Screened | None] = []
+        for text, findings in zip(texts, await self.detector.detect_all(texts), strict=True):
+            if not findings:
+                out.append(None)
+                continue
+            screened = screen(text, findings, policy)
+            tenant = self.tenant_label(tenant_id)
+            for kind, action in screened.done.items():
+                SENSITIVE_MEMORIES.labels(tenant, kind.value, action.value).inc()
+            out.append(screened)
+        return out
+
+    async def candidates(self, tenant_id: str, planned: Sequence[PlannedCandidate],
+                         policy: Policy) -> list[PlannedCandidate]:
+        """``planned`` with the dropped ones left out and the masked ones' text masked
+        (their masked kinds recorded), in order."""
+        if not planned or not self._looks(policy):
+            return list(planned)
+        results = await self._screened(tenant_id, [p.candidate.content for p in planned],
+                                       policy)
+        out = []
+        for p, screened in zip(planned, results, strict=True):
+            if screened is None or not screened.masked:
+                if screened is None or not screened.dropped:
+                    out.append(p)
+                continue
+            assert screened.text is not None
+            masked = tuple(sorted(k.value for k in screened.masked))
+            out.append(replace(p, candidate=replace(p.candidate, content=screened.text,
+                                                    masked=masked)))
+        return out
+
+    async def summary(self, tenant_id: str, text: str, policy: Policy) -> str:
+        """``text`` with every kind the policy does not keep masked."""
+        summary_policy = never_dropping(policy)
+        if not text or not self._looks(summary_policy):
+            return text
+        (screened,) = await self._screened(tenant_id, [text], summary_policy)
+        return text if screened is None or screened.text is None else screened.text

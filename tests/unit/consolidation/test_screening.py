@@ -1,0 +1,85 @@
+"""Screening of candidates and summaries: the policy a tenant's agent gets, what
+is done per kind, and that a policy acting on nothing findable detects nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from streams.consolidation.model import PlannedCandidate
+from streams.consolidation.rules.sensitive.kinds import Kind
+from streams.consolidation.rules.sensitive.policy import DEFAULT_ACTIONS, Action
+from streams.consolidation.screening import Screening, never_dropping
+from streams.memory.model import USER_CUBE, MemoryCandidate
+from streams.settings import SensitiveSettings
+from streams.testing.consolidation import ListedDetector
+
+DEPLOYMENT = {k.value: a.value for k, a in DEFAULT_ACTIONS.items()}
+LISTED = {"a@b.io": Kind.EMAIL, "sk-123": Kind.SECRET, "Ann": Kind.NAME}
+
+
+def planned(text: str) -> PlannedCandidate:
+    return PlannedCandidate(USER_CUBE, MemoryCandidate(
+        content=text, event_time=datetime(2026, 1, 1, tzinfo=UTC)))
+
+
+def test_the_settings_name_every_kind_with_the_default_actions() -> None:
+    assert SensitiveSettings().actions() == DEPLOYMENT
+
+
+@pytest.mark.parametrize(("settings", "loads"), [
+    ({}, False), ({"name": "mask"}, True), ({"location": "drop"}, True),
+    ({"ner": "on"}, True), ({"name": "mask", "ner": "off"}, False),
+])
+def test_the_ner_model_loads_only_when_asked(settings: dict[str, str], loads: bool) -> None:
+    assert SensitiveSettings.model_validate(settings).finds_names() is loads
+
+
+@pytest.mark.parametrize(("overrides", "kind", "action"), [
+    ((), Kind.EMAIL, Action.MASK),
+    ((("email", "drop"),), Kind.EMAIL, Action.DROP),
+    ((("email", "drop"),), Kind.SECRET, Action.DROP),
+    ((("secret", "keep"),), Kind.SECRET, Action.KEEP),
+    ((("email", "shred"),), Kind.EMAIL, Action.MASK),  # unreadable: the deployment's
+    ((("ssn", "drop"),), Kind.NATIONAL_ID, Action.MASK),
+])
+def test_an_agents_policy_is_the_deployments_with_its_overrides(
+        overrides: tuple[tuple[str, str], ...], kind: Kind, action: Action) -> None:
+    screening = Screening(ListedDetector({}), DEPLOYMENT)
+    assert screening.policy("t", "a", overrides).action(kind) is action
+
+
+def test_a_summary_policy_masks_what_drops() -> None:
+    policy = never_dropping(Screening(ListedDetector({}), DEPLOYMENT).deployment)
+    assert policy.action(Kind.SECRET) is Action.MASK
+    assert policy.action(Kind.NAME) is Action.KEEP
+
+
+@pytest.mark.parametrize(("text", "stored", "masked"), [
+    ("write to a@b.io", "write to [EMAIL]", ("email",)),
+    ("key sk-123 and a@b.io", None, ()),
+    ("Ann says hi", "Ann says hi", ()),
+    ("nothing here", "nothing here", ()),
+])
+async def test_candidates_are_kept_masked_or_dropped(text: str, stored: str | None,
+                                                    masked: tuple[str, ...]) -> None:
+    screening = Screening(ListedDetector(LISTED), DEPLOYMENT)
+    out = await screening.candidates("t", [planned(text)], screening.deployment)
+    assert [(p.candidate.content, p.candidate.masked) for p in out] == (
+        [] if stored is None else [(stored, masked)])
+
+
+async def test_names_are_not_looked_for_when_the_detector_cannot_find_them() -> None:
+    detector = ListedDetector(LISTED, finds_names=False)
+    screening = Screening(detector, {**DEPLOYMENT, "email": "keep", "secret": "keep",
+                                     "card": "keep", "iban": "keep", "national_id": "keep",
+                                     "phone": "keep", "ip": "keep", "name": "mask"})
+    out = await screening.candidates("t", [planned("Ann")], screening.deployment)
+    assert [p.candidate.content for p in out] == ["Ann"] and detector.seen == []
+
+
+async def test_a_summary_is_masked() -> None:
+    screening = Screening(ListedDetector(LISTED), DEPLOYMENT)
+    text = await screening.summary("t", "key sk-123, mail a@b.io", screening.deployment)
+    assert text == "key [SECRET], mail [EMAIL]"
