@@ -55,6 +55,14 @@ NOT_SETTINGS: Mapping[str, str] = {
     "MEMSTREAM_TEST_JAEGER_OTLP_PORT": "`scripts/services.py`, `tests/`: port of Jaeger's "
                                       "OTLP/HTTP receiver",
     "MEMSTREAM_COMPOSE_KAFKA_PORT": "`docker-compose.yml`: host port of Kafka",
+    "MEMSTREAM_COMPOSE_JAEGER_PORT": "`docker-compose.yml`: host port of Jaeger's UI "
+                                     "(the tracing profile)",
+    "MEMSTREAM_COMPOSE_OTLP_ENDPOINT": "`docker-compose.yml`: where the worker exports "
+                                       "traces (empty: off)",
+    "MEMSTREAM_COMPOSE_TRACES_SAMPLER": "`docker-compose.yml`: the worker's "
+                                        "OTEL_TRACES_SAMPLER",
+    "MEMSTREAM_COMPOSE_TRACES_SAMPLER_ARG": "`docker-compose.yml`: the worker's "
+                                            "OTEL_TRACES_SAMPLER_ARG",
     "MEMSTREAM_COMPOSE_MYSQL_PORT": "`docker-compose.yml`: host port of MySQL",
     "MEMSTREAM_COMPOSE_REDIS_PORT": "`docker-compose.yml`: host port of Redis",
     "MEMSTREAM_COMPOSE_WEB_PORT": "`docker-compose.yml`: host port of the worker's web server",

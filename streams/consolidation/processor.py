@@ -141,9 +141,10 @@ class ConsolidationProcessor:
             span.set_attributes({tracing.OUTCOME: handled.outcome,
                                  "memstream.provider": handled.provider})
             if handled.forward is not None:  # the retry, dead letter or next part: in this trace
-                handled = dataclasses.replace(handled, forward=tracing.stamp(handled.forward))
+                forward = tracing.stamp(handled.forward)
+                handled = dataclasses.replace(handled, forward=forward)
                 if deliver:
-                    await self._deliver([handled.forward])
+                    await self._deliver([forward])
             return handled
 
     def _provider(self, closed: SessionClosed) -> str:

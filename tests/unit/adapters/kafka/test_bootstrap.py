@@ -40,8 +40,9 @@ def test_bootstrap_servers(broker: str | Sequence[str], servers: list[str]) -> N
 
 
 def test_the_client_loads_no_settings_and_no_other_adapter() -> None:
-    """``streams.client`` needs only ``streams.wire``, this helper, the security options and
-    its hedges' routes."""
+    """``streams.client`` needs only ``streams.wire``, this helper, the security options,
+    its hedges' routes and the trace context (``streams.tracing``, the OpenTelemetry API
+    only)."""
     code = ("import json, sys, streams.client; "
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('streams'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -49,4 +50,4 @@ def test_the_client_loads_no_settings_and_no_other_adapter() -> None:
     assert [m for m in loaded if not m.startswith("streams.wire")] == [
         "streams", "streams.adapters", "streams.adapters.kafka",
         "streams.adapters.kafka.bootstrap", "streams.adapters.kafka.security", "streams.client",
-        "streams.client_routes"]
+        "streams.client_routes", "streams.tracing"]
