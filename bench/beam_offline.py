@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import json
 import sqlite3
 import sys
@@ -104,6 +105,8 @@ def code_digest(data: Path, chats: Sequence[str]) -> str:
         h.update(p.name.encode())
         h.update(str(p.stat().st_size).encode())
     h.update(",".join(chats).encode())
+    for key in sorted(k for k in os.environ if k.startswith("MEMSTREAM_")):
+        h.update(f"{key}={os.environ[key]}".encode())  # settings change what is stored
     for name in CODE_DIRS:
         base = ROOT / name
         for f in sorted(base.rglob("*.py")) if base.is_dir() else [base]:

@@ -133,7 +133,7 @@ def ibans() -> None:
 # ---------------------------------------------------------------- e-mail
 EMAILS = ["maria.gonzalez@gmail.com", "j.smith+travel@outlook.co.uk", "li_wei@163.com",
           "zhangsan@qq.com", "team-lead@acme-corp.io", "o.brien@uni-heidelberg.de",
-          "wangfang1988@sina.cn", "support@example.org", "k.tanaka@yahoo.co.jp",
+          "wangfang1988@sina.cn", "support@acme-mail.org", "k.tanaka@yahoo.co.jp",
           "dev.ops@startup.ai", "chen.jie@foxmail.com", "a.b@c-d.net"]
 EN_MAIL = ["You can reach me at {}.", "My email is {} if the form asks.",
            "Forward the tickets to {} please.", "Contact: {}"]

@@ -20,6 +20,8 @@ Context words are not used: a finding stands on its pattern and validation.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Any, Final
 
 import tldextract
@@ -59,13 +61,23 @@ MASTERCARD_2_SERIES: Final = Pattern(
     0.3)
 
 _SUFFIXES = tldextract.TLDExtract(cache_dir=None, suffix_list_urls=())
+_DECIMAL = re.compile(r"\d+\.\d+")
+EXAMPLE_DOMAINS: Final = frozenset({"example.com", "example.org", "example.net"})
+"""Reserved for examples (RFC 2606): an address there is nobody's (an agent's code
+samples are full of them)."""
 
 
 class _OfflineEmailRecognizer(EmailRecognizer):
-    """Presidio's e-mail recognizer, its domain checked against the bundled list."""
+    """Presidio's e-mail recognizer, its domain checked against the bundled list (and
+    not one reserved for examples)."""
 
     def validate_result(self, pattern_text: str) -> bool:
-        return bool(_SUFFIXES(pattern_text).fqdn)
+        # the domain after the last "@" is a registered one, and the part before it is
+        # no path ("cdn.jsdelivr.net/npm/bootstrap@5.3.0" is a package, not an address)
+        local, _, domain = pattern_text.rpartition("@")
+        parts = _SUFFIXES(domain)
+        return (bool(local) and "/" not in local and bool(parts.fqdn)
+                and parts.top_domain_under_public_suffix.lower() not in EXAMPLE_DOMAINS)
 
 
 class StructuredRecognizers:
@@ -89,5 +101,25 @@ class StructuredRecognizers:
         """What the recognizers find in ``text`` (offsets into ``text``)."""
         results = self._engine.analyze(text=text, language="en", entities=self._entities,
                                        score_threshold=MIN_SCORE)
-        return [Finding(r.start, r.end, ENTITIES[r.entity_type]) for r in results
-                if r.end > r.start]
+        found = [Finding(r.start, r.end, ENTITIES[r.entity_type]) for r in results
+                 if r.end > r.start]
+        return [f for f in found if not _names_nobody(text, f)]
+
+
+def _names_nobody(text: str, f: Finding) -> bool:
+    """A finding of a recognizer that names no one: a decimal fraction read as a phone
+    number (``0.1073741824``, code and maths are full of them), a loopback or
+    unspecified address (``127.0.0.1``, ``0.0.0.0``: every machine's own)."""
+    value = text[f.start:f.end]
+    if f.kind is Kind.PHONE:
+        before = text[f.start - 1:f.start]
+        after = text[f.end:f.end + 2]
+        return (_DECIMAL.fullmatch(value) is not None or before == "."
+                or (after[:1] == "." and after[1:2].isdigit()))
+    if f.kind is Kind.IP:
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            return False
+        return address.is_loopback or address.is_unspecified
+    return False

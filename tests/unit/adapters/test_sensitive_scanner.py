@@ -77,6 +77,16 @@ def test_a_fresh_process_scans_without_the_network() -> None:
     ("Call 020 7946 0321 about the flat", "Call [PHONE] about the flat"),
     ("my password is hunter2! do not tell", None),
     ("Order 2023110512345678 shipped 2024-01-05", "Order 2023110512345678 shipped 2024-01-05"),
+    # what agent conversations are full of: a package pinned in a URL, a decimal
+    # fraction, this machine's own addresses
+    ('<link href="https://cdn.jsdelivr.net/npm/bootstrap@5.3.0/dist/css/bootstrap.min.css">',
+     '<link href="https://cdn.jsdelivr.net/npm/bootstrap@5.3.0/dist/css/bootstrap.min.css">'),
+    ("P(X = 10) = 0.1073741824", "P(X = 10) = 0.1073741824"),
+    ("open http://127.0.0.1:5000 or bind 0.0.0.0:8000",
+     "open http://127.0.0.1:5000 or bind 0.0.0.0:8000"),
+    ("the server is 203.0.113.9", "the server is [IP]"),
+    ("submitForm({ email: 'johndoe@example.com' })", "submitForm({ email: 'johndoe@example.com' })"),
+    ("write to me at johndoe@examples.com", "write to me at [EMAIL]"),
 ])
 def test_the_default_policy_over_the_scanner(scanner: SensitiveScanner, text: str,
                                              stored: str | None) -> None:

@@ -47,8 +47,8 @@ _STATED_EN = re.compile(
     r"\b(?:(?P<pin>pin)(?: code| number)?|password|passcode|passphrase|passwd|pwd)"
     r"(?:\s+(?:for|to|of|on)\s+(?:my\s+|the\s+)?[\w@-]+(?:\.[\w@-]+)*"
     r"(?:\s+[\w@-]+(?:\.[\w@-]+)*)?)?"
-    r"(?:\s+(?:is|was|is now|would be)\s*:?|\s*[:=])\s*[\"'“‘`]?"
-    r"(?P<value>[^\s\"'“”‘’`]+)", re.I)
+    r"(?:\s+(?:is|was|is now|would be)[ \t]*:?|[ \t]*(?P<assign>[:=]))[ \t]*"
+    r"(?P<quote>[\"'“‘`]?)(?P<value>[^\s\"'“”‘’`]+)", re.I)
 _STATED_ZH = re.compile(
     r"(?:密码|密碼|口令|PIN码|pin码)(?:是|为|為|:|：|=|改成了|改成|设成|设为)\s*[\"'“‘「]?"
     r"(?P<value>[!-~]+)")
@@ -63,7 +63,13 @@ _COMMON_WORDS = """
     why who something anything nothing everything here there now again already known
     unknown new old blank default different hidden shown visible manager managers
     and or but if then because please thanks updated
+    return none null nil true false self this undefined await yield lambda def function
+    var let const input field column
 """
+# code, not a secret: a call or an index, an attribute chain (db.Column), a variable
+# (hashed_password), markup (Password:</label>): read so only when assigned unquoted
+# (password = data.get(...))
+_CODE = re.compile(r".*[()\[\]{}].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z]+(?:_[a-z0-9]+)+|<.*")
 _NOT_A_VALUE = frozenset(_COMMON_WORDS.split())
 
 
@@ -100,6 +106,9 @@ def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
         value = value[:end - start]
         if "pin" in pattern.groupindex and m.group("pin") and not value.isdigit():
             continue  # a PIN is digits ("a pin on your bag. Is Spider-Man ..." is no PIN)
+        if ("assign" in pattern.groupindex and m.group("assign") and not m.group("quote")
+                and _CODE.fullmatch(value)):
+            continue
         if end > start and value.lower() not in _NOT_A_VALUE:
             found.append(Finding(start, end, Kind.SECRET))
     return found

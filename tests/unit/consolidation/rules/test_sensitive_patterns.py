@@ -48,6 +48,16 @@ def test_resident_ids_in_text(text: str, found: list[str]) -> None:
     ("a spiderman pin on your purse. Is Spider-Man your hero?", []),
     ("the pin is gold", []),
     ("the password for my gmail.com account: Qx7-pp", ["Qx7-pp"]),
+    # code about passwords is no password: a call, an attribute, a variable, a keyword
+    ("    password = db.Column(db.String(120), nullable=False)", []),
+    ("password = data.get('password')", []),
+    ("if not username or not password:\n        return jsonify(error)", []),
+    ("user = User(username=username, password=hashed_password)", []),
+    ("password=request.form['password']", []),
+    ("password = None", []),
+    ('<label for="password">Password:</label>', []),
+    ('password = "hunter2"', ["hunter2"]),  # a literal in code is a hard-coded secret
+    ("password: letmein", ["letmein"]),
     ("我的密码是abc123456，记一下", ["abc123456"]),
     ("支付密码：135790", ["135790"]),
     ("邮箱密码改成了Qwe@2024", ["Qwe@2024"]),
