@@ -13,7 +13,7 @@ from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import FAST, run_status, set_agent
 from tests.support.worker import eventually
 
-EMAIL, PASSWORD = "ann.lee@example.com", "Tr0ub4dor&3x"
+EMAIL, PASSWORD = "ann.lee@fastmail.com", "Tr0ub4dor&3x"
 SAID = [f"You can reach me at {EMAIL} any time.", "Sure.",
         f"My password is {PASSWORD} for the team wiki.", "Noted.",
         "My sister is called Ana.", "Nice."]
