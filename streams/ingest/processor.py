@@ -187,33 +187,19 @@ class IngestProcessor:
     ) -> None:
         """Stage two, in the trace of the batch's stage one (``trace``), wherever the
         batch sink runs it; ``causes``: the record that closed each session closed."""
-        with tracing.attached(trace):
-            await self._finish_batch(appended, fresh, invalidate, plan, last, result, passed,
-                                     causes or {})
-
-    async def _finish_batch(
-        self,
-        appended: dict[ConversationKey, list[MessageDoc]],
-        fresh: set[ConversationKey],
-        invalidate: set[ConversationKey],
-        plan: SessionPlan,
-        last: dict[str, SourceRecord],
-        result: IngestResult,
-        passed: Sequence[tuple[ErasureFence, int]],
-        causes: Mapping[str, SourceRecord],
-    ) -> None:
         # the states (with the closing events in their outbox) are in the table
         # before the events are published, and each event leaves its outbox only
         # once published: a crash anywhere leaves it to be published again
-        try:
-            await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
-                                 self.states.barrier())
-            await self.outbox.publish(plan, last, causes)
-            # the fence is passed once everything stored before it is written (the
-            # tails of earlier batches ran before this one) and its tombstones are
-            await self.fences.pass_fences(passed)
-        finally:
-            self.outbox.done(plan)
+        with tracing.attached(trace):
+            try:
+                await asyncio.gather(self._write_cache(appended, fresh, invalidate, result),
+                                     self.states.barrier())
+                await self.outbox.publish(plan, last, causes or {})
+                # the fence is passed once everything stored before it is written (the
+                # tails of earlier batches ran before this one) and its tombstones are
+                await self.fences.pass_fences(passed)
+            finally:
+                self.outbox.done(plan)
 
     async def _write_cache(
         self,
