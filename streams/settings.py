@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, NonNegativeInt, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.consolidation.rules.sensitive.policy import DEFAULT_ACTIONS
@@ -960,14 +960,15 @@ class ModelUsageSettings(BaseModel):
             "UTC day on one worker; over it, a session end is consolidated without the model "
             "(the rule judge, rule conflict decisions, an extractive summary), counted in "
             "`memstream_model_budget_fallbacks_total`. 0: no budget."))
-    tenant_daily_tokens: dict[str, int] = Field(
+    tenant_daily_tokens: dict[str, NonNegativeInt] = Field(
         default_factory=dict, description=(
             'Daily token budgets of named tenants, JSON `{"acme": 2000000}` (0: no budget); '
             "the others take `daily_tokens`."))
     max_tenants: int = Field(
         10_000, ge=1, description=(
-            "Tenants whose usage a worker keeps for `/stats/model-usage` and the budgets "
-            "(the least recently seen are forgotten)."))
+            "Tenants whose hourly usage a worker keeps for `/stats/model-usage` (the least "
+            "recently seen are forgotten; their tokens of the day, which the budgets read, "
+            "are kept apart and are not)."))
     keep_hours: int = Field(
         48, ge=1, le=24 * 31, description="Hours of usage per tenant and agent a worker keeps "
         "for `/stats/model-usage`.")

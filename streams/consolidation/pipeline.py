@@ -244,9 +244,13 @@ class ConsolidationPipeline:
 
     def _admitted(self, run: Run) -> bool:
         """Whether the run may call the model: always, but for a tenant over its daily
-        token budget when a model is configured (the refusal is counted)."""
-        return (self.budget is None or not self.models.configured
-                or self.budget.admit(run.tenant_id))
+        token budget when a model is configured and the run would use it (its long
+        memory on, or summaries made); a refusal is counted, once per attempt."""
+        if self.budget is None or not self.models.configured:
+            return True
+        if not (run.long_memory or self.config.summarize):
+            return True  # no model call to refuse: no fallback to count
+        return self.budget.admit(run.tenant_id)
 
     async def _next_part(self, closed: SessionClosed, run: Run) -> SessionClosed | None:
         """The closing event of the part after ``run``, when the session has more and

@@ -3,7 +3,11 @@
 
 The book keeps ``max_tenants`` tenants (the least recently seen are forgotten),
 ``max_agents`` agents per tenant (the others are summed as ``other``) and the
-last ``keep_hours`` hours. It is the usage of this worker since it started;
+last ``keep_hours`` hours: at most ``max_tenants`` x ``max_agents`` x
+``keep_hours`` entries, and each call's work does not grow with them (old hours
+are pruned once an hour). A tenant's tokens of the day are kept apart from that
+(one number per tenant, ``max_day_tenants`` of them): forgetting a tenant's hours
+never resets its daily budget. It is the usage of this worker since it started;
 Prometheus (``memstream_model_*``) sums the workers and keeps the history.
 """
 
@@ -45,8 +49,8 @@ class Totals:
 @dataclass
 class _Tenant:
     hours: dict[tuple[str, int], Totals] = field(default_factory=dict)  # (agent, hour)
-    day: int = -1
-    day_tokens: int = 0
+    agents: set[str] = field(default_factory=set)
+    newest_hour: int = -1
 
 
 def _iso_hour(hour: int) -> str:
@@ -55,11 +59,14 @@ def _iso_hour(hour: int) -> str:
 
 class UsageBook:
     def __init__(self, *, max_tenants: int = 10_000, keep_hours: int = 48,
-                 max_agents: int = MAX_AGENTS) -> None:
+                 max_agents: int = MAX_AGENTS, max_day_tenants: int = 1_000_000) -> None:
         self.max_tenants = max_tenants
         self.keep_hours = keep_hours
         self.max_agents = max_agents
+        self.max_day_tenants = max_day_tenants
         self._tenants: OrderedDict[str, _Tenant] = OrderedDict()
+        self._day = -1
+        self._day_tokens: dict[str, int] = {}  # this UTC day's tokens, by tenant
 
     def add(self, tenant_id: str, agent_id: str, now: float, usage: Totals) -> None:
         """Count one call's usage for the tenant and agent at ``now``."""
@@ -71,22 +78,27 @@ class UsageBook:
         else:
             self._tenants.move_to_end(tenant_id)
         hour = hour_of(now)
-        agents = {a for a, _ in t.hours}
-        if agent_id not in agents and len(agents) >= self.max_agents:
-            agent_id = OTHER
+        if agent_id not in t.agents:
+            if len(t.agents) >= self.max_agents:
+                agent_id = OTHER
+            t.agents.add(agent_id)
         t.hours.setdefault((agent_id, hour), Totals()).add(usage)
-        oldest = hour - self.keep_hours + 1
-        for key in [k for k in t.hours if k[1] < oldest]:
-            del t.hours[key]
+        if hour > t.newest_hour:  # a new hour: the ones past keep_hours go
+            t.newest_hour = hour
+            oldest = hour - self.keep_hours + 1
+            for key in [k for k in t.hours if k[1] < oldest]:
+                del t.hours[key]
+            t.agents = {a for a, _ in t.hours}
         day = day_of(now)
-        if t.day != day:
-            t.day, t.day_tokens = day, 0
-        t.day_tokens += usage.input_tokens + usage.output_tokens
+        if self._day != day:
+            self._day, self._day_tokens = day, {}
+        if tenant_id in self._day_tokens or len(self._day_tokens) < self.max_day_tenants:
+            self._day_tokens[tenant_id] = (self._day_tokens.get(tenant_id, 0)
+                                           + usage.input_tokens + usage.output_tokens)
 
     def spent_today(self, tenant_id: str, now: float) -> int:
         """Tokens the tenant's calls took on this worker in the UTC day of ``now``."""
-        t = self._tenants.get(tenant_id)
-        return t.day_tokens if t is not None and t.day == day_of(now) else 0
+        return self._day_tokens.get(tenant_id, 0) if self._day == day_of(now) else 0
 
     def view(self, tenant_id: str, now: float, *, hours: int, top: int) -> dict[str, Any]:
         """The tenant's usage over the last ``hours`` hours: per hour, its ``top``

@@ -17,7 +17,7 @@ for the named ones), so the series stay bounded whatever the traffic.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -35,6 +35,7 @@ from streams.metrics import (
 )
 from streams.model_usage.book import Totals, UsageBook
 from streams.model_usage.rules import (
+    OTHER,
     LabelPolicy,
     Price,
     budget_of,
@@ -61,7 +62,8 @@ class MeteredCall:
         self._meter = meter
         self._caller = caller
         self._model = model
-        self._labels = (*meter.labels.labels(caller.tenant_id, caller.agent_id), model, purpose)
+        self._labels = (*meter.labels.labels(caller.tenant_id, caller.agent_id),
+                        meter.model_label(model), purpose)
         self._usage = Totals(calls=1)
         self._started = 0.0
         operation = "embeddings" if purpose == "embed" else "chat"
@@ -75,7 +77,8 @@ class MeteredCall:
         MODEL_RETRIES.labels(*self._labels).inc()
 
     def used(self, input_tokens: int, output_tokens: int = 0) -> None:
-        """The tokens the call took (once per call)."""
+        """The tokens the call took (once per call; a negative count is 0)."""
+        input_tokens, output_tokens = max(0, input_tokens), max(0, output_tokens)
         cost = cost_of(self._meter.prices, self._model, input_tokens, output_tokens)
         MODEL_TOKENS.labels(*self._labels, "in").inc(input_tokens)
         MODEL_TOKENS.labels(*self._labels, "out").inc(output_tokens)
@@ -122,14 +125,22 @@ class ModelMeter:
                  prices: Mapping[str, Price] | None = None, daily_tokens: int = 0,
                  tenant_daily_tokens: Mapping[str, int] | None = None,
                  book: UsageBook | None = None, count_tokens: CountTokens | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 models: Iterable[str] | None = None) -> None:
         self.labels = labels or LabelPolicy()
         self.prices = dict(prices or {})
+        # the models with a label of their own: those configured and priced (None: any)
+        self.models = None if models is None else frozenset(models) | frozenset(self.prices)
         self.daily_tokens = daily_tokens
         self.tenant_daily_tokens = dict(tenant_daily_tokens or {})
         self.book = book or UsageBook()
         self._count = count_tokens
         self.clock = clock
+
+    def model_label(self, model: str) -> str:
+        """``model``'s label value: ``other`` for a model neither configured nor priced (an
+        agent's configuration may name any model: the label stays bounded)."""
+        return model if self.models is None or model in self.models else OTHER
 
     def call(self, caller: ModelCaller | None, model: str, purpose: str) -> MeteredCall:
         """A context manager around one call of ``model`` for ``purpose`` on

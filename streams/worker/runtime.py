@@ -325,7 +325,8 @@ def model_meter(settings: Settings) -> ModelMeter:
         labels=LabelPolicy.of(u.labelled_tenants, u.labelled_agents),
         prices={m: Price(p.input_per_1k, p.output_per_1k) for m, p in u.prices.items()},
         daily_tokens=u.daily_tokens, tenant_daily_tokens=u.tenant_daily_tokens,
-        book=UsageBook(max_tenants=u.max_tenants, keep_hours=u.keep_hours))
+        book=UsageBook(max_tenants=u.max_tenants, keep_hours=u.keep_hours),
+        models=[m for m in (settings.llm.model, settings.embedding.model) if m])
 
 
 def _secret(value: SecretStr | None) -> str | None:

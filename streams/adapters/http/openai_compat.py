@@ -23,6 +23,7 @@ purpose); tokens are the API's ``usage``, counted with cl100k_base when it has n
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,10 +84,20 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+MAX_REPORTED_TOKENS = 10_000_000
+"""A ``usage`` count above this (or negative, not finite, not a number) is no count:
+the tokens are counted instead, so a buggy or hostile endpoint can neither break the
+call nor spend a tenant's daily budget."""
+
+
 def _reported(usage: dict[str, Any], name: str) -> int | None:
-    """A token count of the API's ``usage``; None when it gives none."""
+    """A token count of the API's ``usage``; None when it gives none worth taking."""
     value = usage.get(name)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        return None
+    return int(value)
 
 
 def _text_of(answer: dict[str, Any]) -> str:

@@ -42,10 +42,21 @@ def test_tenants_agents_and_hours_are_bounded() -> None:
     book = UsageBook(max_tenants=2, keep_hours=2, max_agents=2)
     for t in ("t1", "t2", "t3"):
         book.add(t, "a", 0.0, used(1))
-    assert book.spent_today("t1", 0.0) == 0  # the least recently seen tenant is forgotten
+    # the least recently seen tenant's hours are forgotten, not its tokens of the day
+    # (forgetting them would reset its budget)
+    assert book.view("t1", 0.0, hours=1, top=9)["total"]["tokens"] == 0
+    assert book.spent_today("t1", 0.0) == 1
+    assert book.spent_today("t1", 86_400.0) == 0  # a new UTC day
     for agent in ("a", "b", "c", "d"):
         book.add("t3", agent, 0.0, used(1))
     assert sorted(a["agent_id"] for a in book.view("t3", 0.0, hours=1, top=9)["top_agents"]) \
         == ["a", "b", "other"]
     book.add("t3", "a", 5 * HOUR, used(1))
     assert book.view("t3", 5 * HOUR, hours=48, top=9)["total"]["tokens"] == 1
+
+
+def test_the_days_tokens_are_bounded_too() -> None:
+    book = UsageBook(max_day_tenants=2)
+    for t in ("t1", "t2", "t3"):
+        book.add(t, "a", 0.0, used(1))
+    assert [book.spent_today(t, 0.0) for t in ("t1", "t2", "t3")] == [1, 1, 0]
