@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import os
 import json
+import os
 import sqlite3
 import sys
 import time

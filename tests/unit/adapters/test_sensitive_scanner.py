@@ -85,7 +85,8 @@ def test_a_fresh_process_scans_without_the_network() -> None:
     ("open http://127.0.0.1:5000 or bind 0.0.0.0:8000",
      "open http://127.0.0.1:5000 or bind 0.0.0.0:8000"),
     ("the server is 203.0.113.9", "the server is [IP]"),
-    ("submitForm({ email: 'johndoe@example.com' })", "submitForm({ email: 'johndoe@example.com' })"),
+    ("submitForm({ email: 'johndoe@example.com' })",
+     "submitForm({ email: 'johndoe@example.com' })"),
     ("write to me at johndoe@examples.com", "write to me at [EMAIL]"),
 ])
 def test_the_default_policy_over_the_scanner(scanner: SensitiveScanner, text: str,
