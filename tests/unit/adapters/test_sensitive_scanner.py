@@ -85,6 +85,11 @@ def test_a_fresh_process_scans_without_the_network() -> None:
     ("open http://127.0.0.1:5000 or bind 0.0.0.0:8000",
      "open http://127.0.0.1:5000 or bind 0.0.0.0:8000"),
     ("the server is 203.0.113.9", "the server is [IP]"),
+    # full-width forms, as a Chinese keyboard types them, are read as their ASCII
+    ("卡号４１１１１１１１１１１１１１１１", "卡号[CARD]"),
+    ("手机１３８１２３４５６７８", "手机[PHONE]"),
+    ("ｂｏｂ＠ｇｍａｉｌ．ｃｏｍ", "[EMAIL]"),
+    ("身份证号１１０１０５１９４９１２３１００２Ｘ", "身份证号[ID]"),
     ("submitForm({ email: 'johndoe@example.com' })",
      "submitForm({ email: 'johndoe@example.com' })"),
     ("write to me at johndoe@examples.com", "write to me at [EMAIL]"),

@@ -14,7 +14,8 @@
   sentence.
 
 :func:`cjk_blanked` is the view of a text that pattern recognizers written
-for space-separated languages read: every CJK character becomes a space, so
+for space-separated languages read: full-width ASCII (``４１１１``, ``＠``, typed
+on a Chinese keyboard) becomes ASCII and every other CJK character a space, so
 ``卡号4111…`` has the word boundary before the digits that ``\\b`` patterns
 need, and every offset stays the offset of the original text.
 """
@@ -27,7 +28,9 @@ from datetime import date
 from streams.consolidation.rules.sensitive.kinds import Finding, Kind
 
 _CJK = re.compile(r"[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-                  r"\uf900-\ufaff\uff00-\uffef]")
+                  r"\uf900-\ufaff\uff00\uff5f-\uffef]")
+# full-width ASCII (what a Chinese keyboard types: "４１１１", "＠", "："), one for one
+_HALFWIDTH = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
 
 _RESIDENT_ID = re.compile(
     r"(?<![0-9A-Za-z])([1-8]\d{5})((?:18|19|20)\d{2})(\d{2})(\d{2})\d{3}[0-9Xx](?![0-9A-Za-z])")
@@ -44,14 +47,15 @@ _KEYS = tuple(re.compile(p, re.S) for p in (
 ))
 
 _STATED_EN = re.compile(
-    r"\b(?:(?P<pin>pin)(?: code| number)?|password|passcode|passphrase|passwd|pwd)"
+    r"(?<![A-Za-z0-9])(?:(?P<pin>pin)(?: code| number)?|password|passcode|passphrase|passwd"
+    r"|pwd)"
     r"(?:\s+(?:for|to|of|on)\s+(?:my\s+|the\s+)?[\w@-]+(?:\.[\w@-]+)*"
     r"(?:\s+[\w@-]+(?:\.[\w@-]+)*)?)?"
-    r"(?:\s+(?:is|was|is now|would be)[ \t]*:?|[ \t]*(?P<assign>[:=]))[ \t]*"
+    r"(?:\s+(?:is now\b|is|was|would be)[ \t]*:?|[ \t]*(?:(?P<assign>=)|:))[ \t]*"
     r"(?P<quote>[\"'“‘`]?)(?P<value>[^\s\"'“”‘’`]+)", re.I)
 _STATED_ZH = re.compile(
-    r"(?:密码|密碼|口令|PIN码|pin码)(?:是|为|為|:|：|=|改成了|改成|设成|设为)\s*[\"'“‘「]?"
-    r"(?P<value>[!-~]+)")
+    r"(?:密码|密碼|口令|PIN码|pin码)\s*(?:(?:是|为|為|改成了|改成|设成|设为)\s*[:：=]?|[:：=])"
+    r"\s*[\"'“‘「]?(?P<value>[!-~]+)")
 _TRAILING = ".,;:)]}>"  # sentence punctuation; "!" and "?" stay: passwords end in them
 _COMMON_WORDS = """
     a an the my your his her our their its this that it not no never still also just
@@ -64,18 +68,26 @@ _COMMON_WORDS = """
     unknown new old blank default different hidden shown visible manager managers
     and or but if then because please thanks updated
     return none null nil true false self this undefined await yield lambda def function
-    var let const input field column
+    var let const input field column nowhere somewhere anywhere everywhere gone
 """
 # code, not a secret: a call or an index, an attribute chain (db.Column), a variable
-# (hashed_password), markup (Password:</label>): read so only when assigned unquoted
-# (password = data.get(...))
-_CODE = re.compile(r".*[()\[\]{}].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z]+(?:_[a-z0-9]+)+|<.*")
+# (hashed_password): read so only when assigned unquoted with "=" (password =
+# data.get(...)); after a colon it is said ("wifi password: blue_sky_42")
+_CODE = re.compile(r".*[()\[\]{}].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z]+(?:_[a-z0-9]+)+")
+_TAG = re.compile(r"</?[A-Za-z]")
+_PLACEHOLDER = re.compile(r"\{.*|%[sd]|\$\{?\w+\}?")  # a template's: f"{x}", %s, $PW
 _NOT_A_VALUE = frozenset(_COMMON_WORDS.split())
 
 
+def halfwidth(text: str) -> str:
+    """``text`` with its full-width ASCII forms as ASCII, one character for one (every
+    offset stays): ``卡号４１１１`` is ``卡号4111``."""
+    return text.translate(_HALFWIDTH)
+
+
 def cjk_blanked(text: str) -> str:
-    """``text`` with every CJK character (and full-width form) replaced by a space."""
-    return _CJK.sub(" ", text)
+    """:func:`halfwidth`'s ``text`` with every other CJK character replaced by a space."""
+    return _CJK.sub(" ", halfwidth(text))
 
 
 def resident_id_valid(number: str) -> bool:
@@ -92,9 +104,10 @@ def resident_id_valid(number: str) -> bool:
 
 
 def resident_ids(text: str) -> list[Finding]:
-    """Every valid Chinese resident id in ``text``."""
+    """Every valid Chinese resident id in ``text`` (full-width digits too)."""
+    half = halfwidth(text)
     return [Finding(m.start(), m.end(), Kind.NATIONAL_ID)
-            for m in _RESIDENT_ID.finditer(text) if resident_id_valid(m.group(0))]
+            for m in _RESIDENT_ID.finditer(half) if resident_id_valid(m.group(0))]
 
 
 def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
@@ -108,7 +121,9 @@ def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
             continue  # a PIN is digits ("a pin on your bag. Is Spider-Man ..." is no PIN)
         if ("assign" in pattern.groupindex and m.group("assign") and not m.group("quote")
                 and _CODE.fullmatch(value)):
-            continue
+            continue  # assigned in code: an expression, not a literal
+        if _TAG.match(value) or _PLACEHOLDER.fullmatch(value):
+            continue  # markup after a label ("Password:</label>"), a template's placeholder
         if end > start and value.lower() not in _NOT_A_VALUE:
             found.append(Finding(start, end, Kind.SECRET))
     return found
@@ -118,7 +133,7 @@ def credentials(text: str) -> list[Finding]:
     """API keys, tokens and private key blocks of the forms above (read in
     :func:`cjk_blanked`'s view: ``密钥sk-…`` is a key), and passwords or PINs
     stated as such."""
-    view = cjk_blanked(text)
+    view, half = cjk_blanked(text), halfwidth(text)
     found = [Finding(m.start(), m.end(), Kind.SECRET)
              for pattern in _KEYS for m in pattern.finditer(view)]
-    return found + _stated(text, _STATED_EN) + _stated(text, _STATED_ZH)
+    return found + _stated(half, _STATED_EN) + _stated(half, _STATED_ZH)

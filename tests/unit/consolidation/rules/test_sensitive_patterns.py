@@ -58,10 +58,22 @@ def test_resident_ids_in_text(text: str, found: list[str]) -> None:
     ('<label for="password">Password:</label>', []),
     ('password = "hunter2"', ["hunter2"]),  # a literal in code is a hard-coded secret
     ("password: letmein", ["letmein"]),
+    ("my password is now hunter2", ["hunter2"]),
+    ("my password is nowhere to be found", []),
+    ("wifi password: blue_sky_42", ["blue_sky_42"]),
+    ("password: hunter.two.x", ["hunter.two.x"]),
+    ("DB_PASSWORD=Summer2024", ["Summer2024"]),
+    ("hashed_password = generate_password_hash(password)", []),
+    ('print(f"Hashed password: {new_user.password_hash}")', []),
+    ("export PASSWORD=$DB_PASSWORD", []),
     ("我的密码是abc123456，记一下", ["abc123456"]),
     ("支付密码：135790", ["135790"]),
     ("邮箱密码改成了Qwe@2024", ["Qwe@2024"]),
     ("密码是什么来着", []),
+    ("密码是１２３４５６", ["１２３４５６"]),  # full-width, as a Chinese keyboard types it
+    ("我的密码是：Abc123456", ["Abc123456"]),
+    ("密码是: hunter2", ["hunter2"]),
+    ("密码 是 hunter2", ["hunter2"]),
     ("key sk-proj-abcdefghijklmnopqrstuvwxyz0123 ok", ["sk-proj-abcdefghijklmnopqrstuvwxyz0123"]),
     ("我的密钥sk-abcdefghijklmnopqrstuvwx。", ["sk-abcdefghijklmnopqrstuvwx"]),
     ("I use scikit-learn and sk-video", []),
@@ -85,7 +97,8 @@ def test_a_private_key_block_is_found_whole_even_cut_short() -> None:
 
 @pytest.mark.parametrize(("text", "view"), [
     ("卡号4111", "  4111"),
-    ("邮箱：a@b.cn。", "   a@b.cn "),
+    ("邮箱：a@b.cn。", "  :a@b.cn "),  # a full-width colon is a colon
+    ("卡号４１１１　ｘ", "  4111 x"),
     ("plain text", "plain text"),
 ])
 def test_cjk_blanked_keeps_every_offset(text: str, view: str) -> None:
