@@ -49,7 +49,6 @@ MESSAGING_OPERATION_NAME: Final = "messaging.operation.name"
 MESSAGING_DESTINATION: Final = "messaging.destination.name"
 MESSAGING_PARTITION: Final = "messaging.destination.partition.id"
 MESSAGING_OFFSET: Final = "messaging.kafka.offset"
-MESSAGING_CONSUMER_GROUP: Final = "messaging.consumer.group.name"
 MESSAGING_BATCH_COUNT: Final = "messaging.batch.message_count"
 TENANT: Final = "memstream.tenant_id"
 OUTCOME: Final = "memstream.outcome"
@@ -192,8 +191,7 @@ def attached(ctx: Context | None) -> Iterator[None]:
 
 
 def kafka_attributes(topic: str, partition: int | None = None, offset: int | None = None,
-                     *, operation: str = "process",
-                     group: str | None = None) -> dict[str, AttributeValue]:
+                     *, operation: str = "process") -> dict[str, AttributeValue]:
     """The messaging attributes of a span over one record of ``topic``."""
     attrs: dict[str, AttributeValue] = {
         MESSAGING_SYSTEM: "kafka", MESSAGING_OPERATION_TYPE: operation,
@@ -202,8 +200,6 @@ def kafka_attributes(topic: str, partition: int | None = None, offset: int | Non
         attrs[MESSAGING_PARTITION] = str(partition)
     if offset is not None:
         attrs[MESSAGING_OFFSET] = offset
-    if group is not None:
-        attrs[MESSAGING_CONSUMER_GROUP] = group
     return attrs
 
 
@@ -264,10 +260,4 @@ def annotate(attributes: Mapping[str, AttributeValue]) -> None:
 def failed(s: Span, description: str) -> None:
     """Mark ``s`` failed with ``description`` (a reason code, never content)."""
     s.set_status(Status(StatusCode.ERROR, description))
-
-
-def recording() -> bool:
-    """Whether the current span records (an SDK is configured and the trace is
-    sampled): compute an attribute only then."""
-    return trace.get_current_span().is_recording()
 
