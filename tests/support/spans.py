@@ -1,49 +1,42 @@
-"""Spans recorded in process: an OpenTelemetry SDK tracer provider installed once
-per test process, which keeps the spans that end while a test holds
-:func:`recording` (and nothing otherwise)."""
+"""Spans recorded in process: while a test holds :func:`recording`, memstream's
+tracer (``streams.tracing.TRACER``) is one of an OpenTelemetry SDK provider of the
+test's own, which keeps the spans that end; outside the block it is the API's
+again (non-recording), so no other test sees a trace context it did not make."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+
+from streams import tracing
 
 
 class _Kept(SpanProcessor):
     def __init__(self) -> None:
-        self.on = False
         self.spans: list[ReadableSpan] = []
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self.on:
-            self.spans.append(span)
-
-
-_KEPT = _Kept()
-_installed = False
+        self.spans.append(span)
 
 
 @contextmanager
 def recording() -> Iterator[list[ReadableSpan]]:
     """The spans that end inside the block (the list fills as they end)."""
-    global _installed
-    if not _installed:
-        provider = TracerProvider()
-        provider.add_span_processor(_KEPT)
-        trace.set_tracer_provider(provider)
-        _installed = True
-    _KEPT.spans = []
-    _KEPT.on = True
+    kept = _Kept()
+    provider = TracerProvider()
+    provider.add_span_processor(kept)
+    before = tracing.TRACER
+    tracing.TRACER = provider.get_tracer("memstream")  # type: ignore[misc]
     try:
-        yield _KEPT.spans
+        yield kept.spans
     finally:
-        _KEPT.on = False
+        tracing.TRACER = before  # type: ignore[misc]
 
 
 def named(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
