@@ -758,6 +758,12 @@ class RankingSettings(BaseModel):
             "Built-in provider: an episodic memory made from an assistant's message counts this "
             "times its fused signal (the user's own words weigh more in a memory of the user)."),
     )
+    instruction_floor: float | None = Field(
+        _FUSION.instruction, ge=0, le=1, description=(
+            "Built-in provider: the best of the user's standing instructions (\"Always include "
+            "version numbers when I ask about dependencies\") scoring at least this share of "
+            "the best memory is lifted to the top of the reply; null turns it off."),
+    )
     recency_depth: int = Field(
         _RECENCY.depth, ge=0, le=200, description=(
             "Built-in provider: among this many best memories of a cube, a newer one that updates "

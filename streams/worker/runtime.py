@@ -207,7 +207,8 @@ class Runtime:
             weights=FusionWeights(
                 dense=r.dense_weight, lexical=round(1 - r.dense_weight, 6),
                 neighbour=r.neighbour_weight, session=r.session_weight, person=r.person_weight,
-                passage_decay=r.passage_decay, assistant=r.assistant_weight),
+                passage_decay=r.passage_decay, assistant=r.assistant_weight,
+                instruction=r.instruction_floor),
             ramp=Ramp(*r.dense_floor, *r.lexical_floor),
             recency=Recency(depth=r.recency_depth, band=r.recency_band),
             ann_min_vectors=s.embedding.ann_min_vectors,

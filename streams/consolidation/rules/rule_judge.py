@@ -11,6 +11,9 @@ request, a dangling clause, markup …):
 kind          example                                        type          importance
 ============  =============================================  ============  ==========
 remember      "Please remember that my flat is number 12"    by content    0.9
+instruction   "Always include version numbers when I ask     preference    0.9
+              about dependencies" (:mod:`~streams.memory.
+              rules.instructions`)
 correction    "Actually, I live in Berlin now." / "其实…" /    by content    0.8
               "the response time has now improved to 250ms"
 preference    "I love hiking." / "我不喜欢香菜"                preference    0.7
@@ -56,11 +59,14 @@ from streams.memory.model import (
     ScopeKind,
     SourceMessage,
 )
+from streams.memory.rules.instructions import standing_instruction
 from streams.memory.rules.recency import announces_change, states_value
 
-FindingKind = Literal["remember", "correction", "preference", "fact", "lesson", "event"]
+FindingKind = Literal["remember", "instruction", "correction", "preference", "fact", "lesson",
+                      "event"]
 IMPORTANCE: dict[FindingKind, float] = {
     "remember": 0.9,
+    "instruction": 0.9,
     "correction": 0.8,
     "preference": 0.7,
     "fact": 0.6,
@@ -353,6 +359,8 @@ def _statement(s: str) -> Finding | None:
 def _user_finding(s: str) -> Finding | None:
     if (body := _remembered(s)) is not None:
         return Finding("remember", body, "preference" if is_preference(body) else "text")
+    if standing_instruction(s):
+        return Finding("instruction", s, "preference")
     if is_question(s):
         return None
     if (body := _corrected(s)) is not None:

@@ -43,6 +43,7 @@ CHAT_ROLES = ("user", "assistant")
 
 _PRIORITY: dict[FindingKind, int] = {
     "remember": 5,
+    "instruction": 5,
     "correction": 5,
     "preference": 3,
     "fact": 3,

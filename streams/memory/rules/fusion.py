@@ -25,7 +25,13 @@ rotation on LoCoMo, ``make bench-rotation``):
    ("What did Caroline paint?", :func:`named_people`);
 7. of the passages of one message (a long answer cut into parts), the best
    keeps its score and the k-th next is multiplied by ``0.3 ** k``;
-8. everything is rescaled so the best memory scores the cube's confidence
+8. the best of the user's standing instructions (:mod:`.instructions`: "Always
+   include version numbers when I ask about dependencies") scoring at least
+   ``0.2`` of the best memory is lifted to the best's score: the request falls
+   under it, and the answer must follow it whatever else the reply holds (one
+   only: a cube's instructions share the topic of its chat, and the others
+   keep their rank);
+9. everything is rescaled so the best memory scores the cube's confidence
    (:func:`confidence`, 1.0 when it surely holds what is asked; a cube whose
    best match is weak in absolute terms scores low as a whole, so its only
    hit is not promoted to 1.0).
@@ -62,6 +68,7 @@ class Position(NamedTuple):
     speaker: str | None = None
     source: str | None = None
     assistant: bool = False
+    instruction: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class FusionWeights:
     person: float = 0.25
     passage_decay: float = 0.3  # the k-th next passage of one message: times this ** k
     assistant: float = 0.05  # an assistant's episode's mixed signal: times this
+    instruction: float | None = 0.2  # the best standing instruction at least this share of
+    # the best memory is lifted to the top (None: never)
 
 
 _SPEAKER = re.compile(r"^\s*([^\W\d_][\w .'’-]{0,60}?)\s*:\s")
@@ -106,12 +115,16 @@ class Places:
     speakers: Sequence[str]
     source: Ids = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     assistant: Flags = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    instruction: Flags = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def assistants(self, at: Ids) -> Flags:
         """Whether each row ``at`` was made from an assistant's message (-1: no place)."""
-        if not len(self.assistant):
-            return np.zeros(len(at), dtype=bool)
-        return np.where(at >= 0, self.assistant[np.maximum(at, 0)], False)
+        return _flags(self.assistant, at)
+
+    def instructions(self, at: Ids) -> Flags:
+        """Whether each row ``at`` is a user's standing instruction (-1: no place;
+        :func:`~.instructions.standing_instruction`)."""
+        return _flags(self.instruction, at)
 
     def sources(self, at: Ids) -> Ids:
         """The source code of each row ``at`` (-1: no place, or none)."""
@@ -134,6 +147,13 @@ class Places:
         has = sessions >= 0
         keys = np.where(has, (sessions << 34) | (self.seq[at] + SEQ_OFFSET), 0)
         return sessions, keys, has
+
+
+def _flags(flags: Flags, at: Ids) -> Flags:
+    """``flags`` of the rows ``at`` (-1, or no flags at all: False)."""
+    if not len(flags):
+        return np.zeros(len(at), dtype=bool)
+    return np.where(at >= 0, flags[np.maximum(at, 0)], False)
 
 
 def rows_of(keys: Ids, wanted: Ids) -> Ids:
@@ -264,6 +284,17 @@ def _passage_decay(values: Floats, sources: Ids, decay: float) -> Floats:
     return out
 
 
+def _lift_instruction(values: Floats, instruction: Flags, floor: float) -> Floats:
+    """``values`` with the best standing instruction at or above ``floor`` (one: the
+    first on a tie) raised to the best value; unchanged when there is none."""
+    at = np.flatnonzero(instruction & (values >= floor))
+    if not len(at):
+        return values
+    out = values.copy()
+    out[at[int(np.argmax(values[at]))]] = float(values.max())
+    return out
+
+
 def confidence(dense_best: float | None, lexical_share: float, ramp: Ramp, *,
                specific: bool = False) -> float:
     """How surely a cube holds anything the query asks about, 0..1, from absolute
@@ -357,6 +388,8 @@ def fuse_arrays(lexical: tuple[Ids, Floats], dense: tuple[Ids, Floats] | None,
     top = float(scores.max())
     if top <= 0 or top_score <= 0:
         return ids, np.zeros(len(ids), dtype=np.float64)
+    if weights.instruction is not None:
+        scores = _lift_instruction(scores, places.instructions(at), weights.instruction * top)
     scaled = scores / top if top_score == 1.0 else scores * (top_score / top)
     return ids, np.where(scaled > 0.0, scaled, 0.0)  # as max(0.0, v): -0.0 and NaN give 0.0
 
@@ -395,10 +428,9 @@ def fuse(
     speakers: dict[str, int] = {}
     sources: dict[str, int] = {}
     keys = sorted(positions, key=numbers.__getitem__)
-    if any(positions[k].assistant for k in keys):
-        said = np.array([positions[k].assistant for k in keys], dtype=bool)
-    else:
-        said = np.zeros(0, dtype=bool)
+    said, told = (np.array([getattr(positions[k], f) for k in keys], dtype=bool)
+                  if any(getattr(positions[k], f) for k in keys) else np.zeros(0, dtype=bool)
+                  for f in ("assistant", "instruction"))
     if any(not -SEQ_LIMIT <= positions[k].seq < SEQ_LIMIT for k in keys):
         raise ValueError("a place's seq is a 32-bit integer")
     places = Places(
@@ -411,7 +443,7 @@ def fuse(
         list(speakers),
         np.array([-1 if (c := positions[k].source) is None else sources.setdefault(
             c, len(sources)) for k in keys], dtype=np.int64),
-        said)
+        said, told)
 
     def arrays(scores: Mapping[str, float]) -> tuple[Ids, Floats]:
         return (np.array([numbers[k] for k in scores], dtype=np.int64),

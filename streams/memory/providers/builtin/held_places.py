@@ -46,6 +46,7 @@ class HeldPlaces:
         self.preference: Flags = np.zeros(0, dtype=bool)
         self.source: Ids = _NONE  # the message a passage is part of (-1: none)
         self.assistant: Flags = np.zeros(0, dtype=bool)  # made from an assistant's message
+        self.instruction: Flags = np.zeros(0, dtype=bool)  # a user's standing instruction
         self.time: Floats = np.zeros(0, dtype=np.float64)  # event time, s (NaN: none)
         self.changed: Flags = np.zeros(0, dtype=bool)  # announces a change (rules.recency)
         self.values: Ids = _NONE  # the values it states (rules.recency.value_signature)
@@ -68,10 +69,12 @@ class HeldPlaces:
             types: Sequence[str], words: Ids, counts: Ids,
             sources: Sequence[str | None] | None = None,
             assistant: Sequence[bool] | None = None,
-            said: tuple[Sequence[float], Sequence[bool], Sequence[int]] | None = None) -> None:
+            said: tuple[Sequence[float], Sequence[bool], Sequence[int]] | None = None,
+            instruction: Sequence[bool] | None = None) -> None:
         """Memories above every held id, with their (session, seq, speaker), type, word
         ids (``words``: each memory's in turn, ``counts`` of them), the message each
         episode is part of (``sources``; None: none), whether it was an assistant's,
+        whether it is a user's standing instruction (``instruction``; None: none is),
         and what it says when (``said``: event times in s, NaN: none; whether it
         announces a change; its value signature, :mod:`~streams.memory.rules.recency`)."""
         if not ids:
@@ -96,6 +99,8 @@ class HeldPlaces:
             dtype=np.int64)])
         self.assistant = np.concatenate([self.assistant, np.array(
             assistant if assistant is not None else [False] * len(ids), dtype=bool)])
+        self.instruction = np.concatenate([self.instruction, np.array(
+            instruction if instruction is not None else [False] * len(ids), dtype=bool)])
         times, changed, values = said if said is not None else (
             [np.nan] * len(ids), [False] * len(ids), [0] * len(ids))
         self.time = np.concatenate([self.time, np.array(times, dtype=np.float64)])
@@ -128,7 +133,7 @@ class HeldPlaces:
         self._table = None
         self.speaker, self.preference = self.speaker[keep], self.preference[keep]
         self.source = _renumbered(self.source[keep], self.source_names, self.sources)
-        self.assistant = self.assistant[keep]
+        self.assistant, self.instruction = self.assistant[keep], self.instruction[keep]
         self.time, self.changed, self.values = (self.time[keep], self.changed[keep],
                                                  self.values[keep])
         self.word_at, self.word_count = self.word_at[keep], self.word_count[keep]
@@ -191,7 +196,7 @@ class HeldPlaces:
         at = self.rows(ids)
         assert (at >= 0).all(), "places of memories not held"
         return Places(ids, self.session[at], self.seq[at], self.speaker[at], self.speaker_names,
-                      self.source[at], self.assistant[at])
+                      self.source[at], self.assistant[at], self.instruction[at])
 
 
 def _renumbered(codes: Ids, names: list[str], numbers: dict[str, int]) -> Ids:

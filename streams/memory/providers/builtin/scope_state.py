@@ -28,6 +28,7 @@ from streams.memory.providers.builtin.ann import VectorIndex
 from streams.memory.providers.builtin.held_places import HeldPlaces
 from streams.memory.providers.builtin.rows import DbRow, Vector
 from streams.memory.rules.fusion import speaker_of
+from streams.memory.rules.instructions import standing_instruction
 from streams.memory.rules.lexical import KeptParts, PostingArrays, term_counts, tokenize
 from streams.memory.rules.mmr import token_set, word_ids
 from streams.memory.rules.recency import announces_change, value_signature
@@ -91,6 +92,7 @@ class ScopeState:
         types: list[str] = []
         sources: list[str | None] = []
         assistant: list[bool] = []
+        instruction: list[bool] = []
         times: list[float] = []
         changed: list[bool] = []
         values: list[int] = []
@@ -105,6 +107,7 @@ class ScopeState:
             # an episode's source events, as stored: the passages of one message share them
             sources.append(r.source_event_ids if r.kind == "episode" else None)
             assistant.append(r.role == "assistant")
+            instruction.append(r.role != "assistant" and standing_instruction(r.content))
             times.append(aware_utc(r.event_time).timestamp() if r.event_time else math.nan)
             changed.append(announces_change(r.content))
             values.append(value_signature(r.content))
@@ -130,7 +133,7 @@ class ScopeState:
             self._append(term, np.array(held, np.int64), np.array(tfs), np.array(dls))
         self.places.add(ids, places, types, np.frombuffer(words, np.int64).copy(),
                         np.frombuffer(counts, np.int64).copy(), sources, assistant,
-                        (times, changed, values))
+                        (times, changed, values), instruction)
 
     def _append(self, term: str, ids: Ids, tf: Floats, dl: Floats) -> None:
         held = self.terms.get(term)

@@ -104,6 +104,11 @@ REMEMBER, CORRECTION, PREFERENCE, FACT, LESSON, EVENT = (
         ("我吃素", SAME, "text", FACT),
         ("我单身", SAME, "text", FACT),
         ("我女朋友叫小红", SAME, "text", FACT),
+        # standing instructions for the assistant's answers: preferences, kept whole
+        ("Always include version numbers when I ask about software dependencies.", SAME,
+         "preference", 0.9),
+        ("From now on, answer in Spanish.", SAME, "preference", 0.9),
+        ("以后我问日期的时候，请用年月日格式。", SAME, "preference", 0.9),
         # events
         ("Last week I went to a support group.", SAME, "text", EVENT),
         ("我昨天去了北京", SAME, "text", EVENT),

@@ -228,6 +228,19 @@ def passage_decay(scores: Mapping[str, float], positions: Mapping[str, Position]
     return out
 
 
+def lift_instruction(scores: Mapping[str, float], positions: Mapping[str, Position], *,
+                     floor: float) -> Scores:
+    """The best standing instruction at or above ``floor`` (the first of equals) raised to
+    the best score."""
+    told = [k for k, v in scores.items()
+            if (p := positions.get(k)) is not None and p.instruction and v >= floor]
+    out = dict(scores)
+    if told:
+        best = max(told, key=lambda k: (scores[k], -told.index(k)))
+        out[best] = max(scores.values())
+    return out
+
+
 def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | None,
                    positions: Mapping[str, Position], *, query: str, weights: FusionWeights,
                    limit: int | None, top_score: float = 1.0) -> Scores:
@@ -263,6 +276,8 @@ def reference_fuse(lexical: Mapping[str, float], dense: Mapping[str, float] | No
     top = max(boosted.values())
     if top <= 0 or top_score <= 0:
         return dict.fromkeys(boosted, 0.0)
+    if weights.instruction is not None:
+        boosted = lift_instruction(boosted, positions, floor=weights.instruction * top)
     if top_score == 1.0:
         return {k: max(0.0, v / top) for k, v in boosted.items()}
     return {k: max(0.0, v * (top_score / top)) for k, v in boosted.items()}
@@ -273,7 +288,7 @@ SCORE = st.one_of(st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.0]),
                   st.floats(0.0, 40.0, allow_nan=False, allow_infinity=False))
 POSITION = st.builds(Position, st.sampled_from([None, "s1", "s2", "s3"]),
                      st.integers(-2, 5), st.sampled_from([None, "Alice", "alice", "Bob Lee", ""]),
-                     st.sampled_from([None, "e1", "e2", ""]), st.booleans())
+                     st.sampled_from([None, "e1", "e2", ""]), st.booleans(), st.booleans())
 
 
 @settings(max_examples=600, deadline=None)
@@ -287,7 +302,8 @@ POSITION = st.builds(Position, st.sampled_from([None, "s1", "s2", "s3"]),
        weights=st.builds(FusionWeights, st.sampled_from([0.5, 0.7]), st.sampled_from([0.5, 0.3]),
                          st.sampled_from([0.0, 0.4]), st.sampled_from([0.0, 0.4]),
                          st.sampled_from([0.0, 0.25]), st.sampled_from([1.0, 0.5, 0.7, 0.0]),
-                         st.sampled_from([1.0, 0.5, 0.0])),
+                         st.sampled_from([1.0, 0.5, 0.0]),
+                         st.sampled_from([None, 0.0, 0.2, 1.0])),
        top_score=st.sampled_from([1.0, 0.5, 0.0, 0.123]))
 def test_fuse_is_the_reference_bit_for_bit(
         lexical: dict[str, float], dense: dict[str, float] | None,
@@ -301,6 +317,22 @@ def test_fuse_is_the_reference_bit_for_bit(
     got = fuse(lexical, dense, positions, query=query, weights=weights, limit=limit,
                top_score=top_score)
     assert [(k, v.hex()) for k, v in got.items()] == [(k, v.hex()) for k, v in want.items()]
+
+
+def test_the_best_relevant_standing_instruction_is_lifted_to_the_top() -> None:
+    positions = {"t1": Position("s", 0), "t2": Position("s", 1),
+                 "i1": Position("s", 2, instruction=True), "i2": Position("s", 3, instruction=True)}
+    lexical = {"t1": 10.0, "t2": 8.0, "i1": 3.0, "i2": 2.5}
+    w = FusionWeights(neighbour=0.0, session=0.0, person=0.0, instruction=0.2)
+    got = fuse(lexical, None, positions, weights=w)
+    assert got == {"t1": 1.0, "t2": 0.8, "i1": 1.0, "i2": 0.25}  # one only: the best
+    assert fuse(lexical, None, positions, weights=FusionWeights(
+        neighbour=0.0, session=0.0, person=0.0, instruction=None))["i1"] == 0.3
+    # below the floor (a share of the best memory) it keeps its rank
+    assert fuse(lexical, None, positions, weights=FusionWeights(
+        neighbour=0.0, session=0.0, person=0.0, instruction=0.4))["i1"] == 0.3
+    # an instruction that is already the best stays where it is; the others are untouched
+    assert fuse({"i1": 5.0, "t1": 4.0}, None, positions, weights=w) == {"i1": 1.0, "t1": 0.8}
 
 
 def test_a_seq_beyond_32_bits_is_refused() -> None:
