@@ -181,6 +181,14 @@ SENSITIVE_MEMORIES = Counter(
     "taken (keep, mask, drop); a memory holding several kinds counts once for each.",
     ["tenant", "kind", "action"],
 )
+SENSITIVE_WINDOW_MESSAGES = Counter(
+    "memstream_sensitive_window_messages_total",
+    "Session-window messages a query was about to return that held sensitive content, when "
+    "MEMSTREAM_SENSITIVE__SESSION_WINDOW is on, by tenant (as for "
+    "memstream_sensitive_memories_total), kind and action (keep, mask, drop: left out); "
+    "each message counts once per worker, when first screened.",
+    ["tenant", "kind", "action"],
+)
 # model usage: tenant and agent are `other` but for the ones the settings name
 # (MEMSTREAM_MODEL_USAGE__LABELLED_TENANTS, __LABELLED_AGENTS), streams/model_usage
 MODEL_LABELS = ["tenant", "agent", "model", "purpose"]

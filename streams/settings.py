@@ -1030,6 +1030,30 @@ class SensitiveSettings(BaseModel):
         "mask or drop them when the deployment keeps them. Without it names and places "
         "are not found, whatever a policy says."))
 
+    tenants: dict[str, dict[str, SensitiveAction]] = Field(default_factory=dict, description=(
+        "A tenant's own actions over the deployment's, e.g. "
+        "`{\"acme\": {\"email\": \"drop\", \"name\": \"mask\"}}`; an agent's "
+        "configuration applies over its tenant's."))
+    agents_may_relax: bool = Field(True, description=(
+        "Whether an agent's configuration may keep more than its tenant's policy (`keep` "
+        "where the tenant masks, `mask` where it drops); off: an agent may only tighten it, "
+        "and an entry that would relax it is not applied (a warning names it)."))
+    session_window: bool = Field(False, description=(
+        "Also screen the Session window (the short-term history a query returns) with the "
+        "same policy: masked spans replaced, a message holding a dropped kind left out. "
+        "Off by default: the chat history is the customer's record, stored and served as "
+        "said."))
+
+    @field_validator("tenants")
+    @classmethod
+    def _known_kinds(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for tenant, actions in v.items():
+            unknown = sorted(set(actions) - set(_ACT))
+            if unknown:
+                raise ValueError(f"tenant {tenant!r}: unknown kind(s) {', '.join(unknown)} "
+                                 f"(kinds: {', '.join(_ACT)})")
+        return v
+
     def actions(self) -> dict[str, str]:
         """The deployment's action per kind, ``{"card": "mask", ...}``."""
         return {kind: getattr(self, kind) for kind in _ACT}

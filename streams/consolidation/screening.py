@@ -9,10 +9,13 @@ the memory as said, masks the spans (typed placeholders, the kinds recorded in
 never dropped (a conversation without one would be summarised again at every
 session end): a kind its policy drops is masked in it instead.
 
-The policy is the deployment's (settings, handed in as plain ``{kind: action}``)
-with the agent's configuration on the agent-config topic applied over it; an
-override naming an unknown kind or action is not applied (the deployment's
-policy is, and a warning names the agent and the error, not any text).
+The policy is layered: the deployment's (settings, handed in as plain ``{kind:
+action}``), then the tenant's (settings, ``tenants``), then the agent's
+configuration on the agent-config topic. Each entry of an override is applied on
+its own (:func:`~.rules.sensitive.policy.layered`): one naming an unknown kind or
+action is not, nor, when agents may only tighten (``agents_may_relax`` off), one
+that keeps more than the tenant's policy; a warning names the agent and the
+entries not applied, never any text.
 
 Detection runs on the detector's own worker thread (:meth:`.ports.SensitiveDetector.
 detect_all`), one batch per run; a policy that acts on no kind the detector can find
@@ -28,11 +31,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from prometheus_client import Counter
+
 from streams.consolidation.model import PlannedCandidate
 from streams.consolidation.ports import SensitiveDetector
 from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
-from streams.consolidation.rules.sensitive.policy import Action, Policy, Screened, screen
-from streams.metrics import SENSITIVE_MEMORIES
+from streams.consolidation.rules.sensitive.policy import (
+    Action,
+    Policy,
+    Screened,
+    layered,
+    screen,
+)
+from streams.metrics import SENSITIVE_MEMORIES, SENSITIVE_WINDOW_MESSAGES
 
 log = logging.getLogger(__name__)
 
@@ -47,33 +58,46 @@ class Screening:
     """Screens candidates and summaries with a tenant's and agent's policy."""
 
     def __init__(self, detector: SensitiveDetector, deployment: Mapping[str, str], *,
+                 tenants: Mapping[str, Mapping[str, str]] | None = None,
+                 agents_may_relax: bool = True,
                  tenant_label: Callable[[str], str] = lambda tenant_id: tenant_id) -> None:
-        """``deployment``: the action per kind the settings give (``ValueError`` on an
-        unknown kind or action)."""
+        """``deployment``: the action per kind the settings give; ``tenants``: a tenant's
+        actions over it (``ValueError`` on an unknown kind or action in either);
+        ``agents_may_relax``: whether an agent's configuration may keep more than its
+        tenant's policy."""
         self.detector = detector
         self.deployment = Policy.of(deployment)
+        self.tenants: dict[str, Policy] = {}
+        for tenant, actions in (tenants or {}).items():
+            policy, refused = layered(self.deployment, actions)
+            if refused:
+                raise ValueError(f"sensitive policy of tenant {tenant!r}: unknown kind or "
+                                 f"action {', '.join(refused)}")
+            self.tenants[tenant] = policy
+        self.agents_may_relax = agents_may_relax
         self.tenant_label = tenant_label
 
     def policy(self, tenant_id: str, agent_id: str,
                overrides: Sequence[tuple[str, str]] = ()) -> Policy:
-        """The deployment's policy with the agent's ``(kind, action)`` overrides."""
+        """The tenant's policy (the deployment's if it has none of its own) with the
+        agent's ``(kind, action)`` overrides that may be applied."""
+        base = self.tenants.get(tenant_id, self.deployment)
         if not overrides:
-            return self.deployment
-        try:
-            return Policy.of({**{k.value: a.value for k, a in self.deployment.actions.items()},
-                              **dict(overrides)})
-        except ValueError as exc:
-            log.warning("agent %s/%s: its sensitive policy is not applied (%s); the "
-                        "deployment's is", tenant_id, agent_id, exc)
-            return self.deployment
+            return base
+        policy, refused = layered(base, dict(overrides),
+                                  tighten_only=not self.agents_may_relax)
+        if refused:
+            log.warning("agent %s/%s: sensitive policy entries not applied: %s",
+                        tenant_id, agent_id, ", ".join(refused))
+        return policy
 
     def _looks(self, policy: Policy) -> bool:
         """Whether detection can change anything: some kind the detector finds is acted on."""
         findable = STRUCTURED if not self.detector.finds_names else frozenset(Kind)
         return bool(policy.acted_on() & findable)
 
-    async def _screened(self, tenant_id: str, texts: Sequence[str],
-                        policy: Policy) -> list[Screened | None]:
+    async def _screened(self, tenant_id: str, texts: Sequence[str], policy: Policy,
+                        counter: Counter = SENSITIVE_MEMORIES) -> list[Screened | None]:
         """Each text screened, or None where nothing was found."""
         out: list[Screened | None] = []
         for text, findings in zip(texts, await self.detector.detect_all(texts), strict=True):
@@ -83,9 +107,18 @@ class Screening:
             screened = screen(text, findings, policy)
             tenant = self.tenant_label(tenant_id)
             for kind, action in screened.done.items():
-                SENSITIVE_MEMORIES.labels(tenant, kind.value, action.value).inc()
+                counter.labels(tenant, kind.value, action.value).inc()
             out.append(screened)
         return out
+
+    async def window_texts(self, tenant_id: str, texts: Sequence[str],
+                           policy: Policy) -> list[str | None]:
+        """Session-window messages' texts under ``policy``: each as said, masked, or
+        None when it holds a kind the policy drops (counted as window messages)."""
+        if not texts or not self._looks(policy):
+            return list(texts)
+        results = await self._screened(tenant_id, texts, policy, SENSITIVE_WINDOW_MESSAGES)
+        return [text if r is None else r.text for text, r in zip(texts, results, strict=True)]
 
     async def candidates(self, tenant_id: str, planned: Sequence[PlannedCandidate],
                          policy: Policy) -> list[PlannedCandidate]:

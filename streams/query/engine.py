@@ -52,6 +52,7 @@ from streams.metrics import (
     QUERY_MEMORIES,
     QUERY_STAGE_LATENCY,
 )
+from streams.query.ports import WindowScreen
 from streams.query.rules.budget import filter_and_trim, pack_budget
 from streams.query.rules.generic import content_terms, is_generic
 from streams.query.rules.query_text import build_query_text
@@ -144,9 +145,13 @@ class QueryEngine:
         count_tokens: CountTokens,
         *,
         search_log: SearchRecorder | None = None,
+        window_screen: WindowScreen | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """``window_screen``: how the Session window is screened for sensitive content
+        before it is returned (None: it is returned as stored)."""
         self.config = config
+        self.window_screen = window_screen
         self.reader = reader
         self.agent_configs = agent_configs
         self.providers = providers
@@ -171,6 +176,8 @@ class QueryEngine:
         window = await self.reader.window(q.tenant_id, q.conversation_id, last_n=q.options.last_n)
         if not may_read_window(window.speakers, q.user_id):
             raise WindowWithheld(q.conversation_id)
+        if self.window_screen is not None:
+            window = await self.window_screen.screen(q.tenant_id, q.agent_id, window)
         return window
 
     async def _long_term(self, q: MemoryQuery) -> _LongTerm:

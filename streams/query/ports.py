@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from streams.query.model import Claim
+from streams.session.reader import SessionWindow
 from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.query import MemoryQuery, MemoryReply
 
@@ -85,4 +86,14 @@ class DurableAnswers(Protocol):
 
     async def exists(self, key: str) -> bool:
         """Whether ``key`` was recorded. Raises the store's error when it failed."""
+        ...
+
+
+class WindowScreen(Protocol):
+    """The Session window screened for sensitive content, when the deployment asks
+    (:class:`~streams.adapters.sensitive.window_screening.WindowScreening`)."""
+
+    async def screen(self, tenant_id: str, agent_id: str,
+                     window: SessionWindow) -> SessionWindow:
+        """``window`` with the tenant's and agent's policy applied to its messages."""
         ...

@@ -47,6 +47,7 @@ from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.adapters.redis.conversation_cache import ConversationCache
+from streams.adapters.sensitive.window_screening import WindowScreening
 from streams.clock import naive_utc
 from streams.consolidation.cube_quota import CubeQuota
 from streams.consolidation.episode_retention import EpisodeRetention
@@ -282,7 +283,10 @@ class Wiring:
         if not s.sensitive.enabled or self.parts.sensitive is None:
             return None
         labels = LabelPolicy.of(s.model_usage.labelled_tenants, ())
-        return Screening(self.parts.sensitive, s.sensitive.actions(), tenant_label=labels.tenant)
+        return Screening(self.parts.sensitive, s.sensitive.actions(),
+                         tenants=s.sensitive.tenants,
+                         agents_may_relax=s.sensitive.agents_may_relax,
+                         tenant_label=labels.tenant)
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts
@@ -384,10 +388,18 @@ class Wiring:
                 default_long_memory=s.consolidation.default_long_memory,
                 date_lift=s.ranking.date_lift,
                 date_lift_slack_days=s.ranking.date_lift_slack_days),
-            p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log)
+            p.reader, self.agent_configs, p.providers, p.tokens, search_log=search_log,
+            window_screen=self.window_screening())
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
                               reply_targets=self.reply_targets(), signing=self.signing(),
                               quotas=self.quotas.queries)
+
+    def window_screening(self) -> WindowScreening | None:
+        """The Session window's screening, when the deployment asks for it."""
+        screening = self.screening()
+        if screening is None or not self.settings.sensitive.session_window:
+            return None
+        return WindowScreening(screening, self.agent_configs)
 
     def reply_targets(self) -> ReplyTargets:
         """Where replies and receipts may go: never to memstream's own topics."""

@@ -50,6 +50,47 @@ def test_an_agents_policy_is_the_deployments_with_its_overrides(
     assert screening.policy("t", "a", overrides).action(kind) is action
 
 
+@pytest.mark.parametrize(("tenant", "overrides", "relax", "kind", "action"), [
+    # the tenant's own actions over the deployment's; another tenant keeps the deployment's
+    ("acme", (), True, Kind.EMAIL, Action.DROP),
+    ("acme", (), True, Kind.NAME, Action.MASK),
+    ("other", (), True, Kind.EMAIL, Action.MASK),
+    # an agent's configuration over its tenant's
+    ("acme", (("email", "keep"),), True, Kind.EMAIL, Action.KEEP),
+    ("acme", (("email", "keep"),), False, Kind.EMAIL, Action.DROP),  # may only tighten
+    ("acme", (("name", "drop"),), False, Kind.NAME, Action.DROP),
+    ("other", (("card", "keep"), ("email", "drop")), False, Kind.CARD, Action.MASK),
+    ("other", (("card", "keep"), ("email", "drop")), False, Kind.EMAIL, Action.DROP),
+    # one bad entry does not void the others
+    ("other", (("email", "shred"), ("phone", "drop")), True, Kind.PHONE, Action.DROP),
+    ("other", (("emial", "drop"), ("phone", "drop")), True, Kind.EMAIL, Action.MASK),
+])
+def test_policies_are_layered_deployment_tenant_agent(
+        tenant: str, overrides: tuple[tuple[str, str], ...], relax: bool, kind: Kind,
+        action: Action) -> None:
+    screening = Screening(ListedDetector({}), DEPLOYMENT,
+                          tenants={"acme": {"email": "drop", "name": "mask"}},
+                          agents_may_relax=relax)
+    assert screening.policy(tenant, "a", overrides).action(kind) is action
+
+
+def test_an_unknown_kind_or_action_of_a_tenant_is_refused_at_start() -> None:
+    with pytest.raises(ValueError, match="acme"):
+        Screening(ListedDetector({}), DEPLOYMENT, tenants={"acme": {"email": "shred"}})
+    with pytest.raises(ValueError, match="unknown kind"):
+        SensitiveSettings.model_validate({"tenants": {"acme": {"emial": "drop"}}})
+    assert SensitiveSettings.model_validate(
+        {"tenants": {"acme": {"email": "drop"}}}).tenants == {"acme": {"email": "drop"}}
+
+
+def test_entries_not_applied_are_named_in_a_warning_without_any_text(
+        caplog: pytest.LogCaptureFixture) -> None:
+    screening = Screening(ListedDetector({}), DEPLOYMENT, agents_may_relax=False)
+    screening.policy("t", "a", (("secret", "keep"), ("x" * 500, "drop")))
+    [record] = [r for r in caplog.records if "not applied" in r.getMessage()]
+    assert "secret=keep" in record.getMessage() and len(record.getMessage()) < 300
+
+
 def test_a_summary_policy_masks_what_drops() -> None:
     policy = never_dropping(Screening(ListedDetector({}), DEPLOYMENT).deployment)
     assert policy.action(Kind.SECRET) is Action.MASK
