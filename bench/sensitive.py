@@ -10,7 +10,10 @@ positive when the scanner reports any structured kind in it (the
 conversations hold no card, account, id, credential or address; ``--show``
 prints what was found, to check that claim). Names are measured with NER on,
 places too; the default policy keeps both and does not load the model.
-No services are needed.
+Adversarial texts (100 and 400 KB of one unit repeated: IPv4 addresses,
+digits with separators, ``a@b``, base64-ish characters, Chinese digits) show
+that the work per text is bounded (``rules/sensitive/budget.py``): their
+cost must grow with the text's length and no faster. No services are needed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import random
 import statistics
 import sys
 import time
@@ -68,6 +72,30 @@ def corpus_table(sentences: list[Sentence], scanner: SensitiveDetector) -> dict[
         print(f"  {what:<40} | {text[:90]!r}")
     return {str(k): {"recall": round(t.recall, 3), "precision": round(t.precision, 3),
                      "spans": t.expected} for k, t in whole.kinds.items()}
+
+
+def adversarial_texts(size: int) -> dict[str, str]:
+    """One unit repeated to ``size`` characters, per shape a hostile tenant may send."""
+    rng = random.Random(1)
+    base64ish = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                   "0123456789+/_-") for _ in range(4096))
+    units = {"1.2.3.4 repeated": "1.2.3.4 ", "digits, separators": "4111-1111 1111.1111/ 0917 ",
+             "a@b repeated": "a@b ", "a@b.com repeated": "a@b.com ", "base64-ish": base64ish,
+             "Chinese digits": "我的号码是138１２３４５６７８，一二三四五六七八九〇"}
+    return {label: (unit * (size // len(unit) + 1))[:size] for label, unit in units.items()}
+
+
+def adversarial(scanner: SensitiveDetector) -> dict[str, list[float]]:
+    print("\nadversarial texts (one detect call each):")
+    costs: dict[str, list[float]] = {}
+    for size in (100_000, 400_000):
+        for label, text in adversarial_texts(size).items():
+            t0 = time.perf_counter()
+            found = scanner.detect(text)
+            ms = (time.perf_counter() - t0) * 1000
+            costs.setdefault(label, []).append(round(ms))
+            print(f"  {label:<20} {size // 1000:>4} KB {ms:8.0f} ms  {len(found)} findings")
+    return costs
 
 
 def timed(detect: SensitiveDetector, turns: list[str]
@@ -123,10 +151,11 @@ def main() -> None:
     print("\nLoCoMo dev:")
     default = locomo(turns, structured, "structured (default)", args.show)
     ner = locomo(turns, with_names, "with NER", False)
+    hostile = adversarial(structured)
     steal = steal_pct(ticks, machine_ticks())
     print(f"\nsteal: {steal} % of the machine's CPU")
     print(json.dumps({"corpus": kinds, "locomo_default": default, "locomo_ner": ner,
-                      "steal_pct": steal}))
+                      "adversarial_ms_100k_400k": hostile, "steal_pct": steal}))
 
 
 if __name__ == "__main__":

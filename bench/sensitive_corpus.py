@@ -459,6 +459,84 @@ def mixed() -> None:
         add(text, "zh", "two kinds", *spans)
 
 
+# ---------------------------------------------------------------- evasions
+ZWSP, ZWJ, WJ, SHY = "\u200b", "\u200d", "\u2060", "\u00ad"
+
+
+def evasions() -> None:
+    """What a hostile review wrote to slip past the detector, and near misses of it."""
+    number = card("4", 16)
+    add(f"My card is {grouped(number, '.')} if you need it.", "en", "card with dots",
+        ("card", grouped(number, ".")))
+    number = card("51", 16)
+    add(f"Card number {grouped(number, '/')} for the booking.", "en", "card with slashes",
+        ("card", grouped(number, "/")))
+    number = card("6011", 16)
+    broken = f"{number[:4]} {number[4:8]}\n{number[8:12]} {number[12:]}"
+    add(f"card:\n{broken}\nexp 09/28", "en", "card across a line break", ("card", broken))
+    number = card("4", 16)
+    hidden = ZWSP.join(number[i:i + 4] for i in range(0, 16, 4))
+    add(f"Pay with {hidden} tonight.", "en", "card with zero-width spaces", ("card", hidden))
+    number = card("62", 16)
+    add(f"卡号是{grouped(number, '.')}，别外传", "zh", "card with dots",
+        ("card", grouped(number, ".")))
+    add(f"My card is {grouped(card('4', 16, valid=False), '.')} I think.", "en",
+        "card with dots failing Luhn")
+    add("The years were 1999\n2000\n2001\n2002 in that order.", "en",
+        "lines of numbers, not a card")
+    for country in ("DE", "NL"):
+        number = iban(country, BBANS[country]()).lower()
+        shown = " ".join(number[j:j + 4] for j in range(0, len(number), 4))
+        add(f"my iban is {shown}, thanks", "en", "IBAN in lower case", ("iban", shown))
+    number = iban("GB", BBANS["GB"]()).lower()
+    add(f"转账到{number}就行", "zh", "IBAN in lower case", ("iban", number))
+    add(f"is {iban('DE', BBANS['DE'](), valid=False).lower()} right?", "en",
+        "IBAN in lower case failing the mod-97 check")
+    bare = ssn().replace("-", "")
+    add(f"My SSN is {bare}, for the W-2.", "en", "US SSN stated, no dashes",
+        ("national_id", bare))
+    bare = ssn().replace("-", "")
+    add(f"我的社会安全号是{bare}", "zh", "US SSN stated, no dashes", ("national_id", bare))
+    add(f"Order {ssn().replace('-', '')} shipped on Monday.", "en",
+        "nine digits not stated as an SSN")
+    value = resident_id()
+    grouped_id = f"{value[:6]} {value[6:14]} {value[14:]}"
+    add(f"身份证号 {grouped_id} 订票用", "zh", "Chinese resident id grouped",
+        ("national_id", grouped_id))
+    value = resident_id()
+    hidden = value[:9] + SHY + value[9:]
+    add(f"身份证{hidden}，别外传", "zh", "Chinese resident id with a soft hyphen",
+        ("national_id", hidden))
+    for text, value in [("You can reach me at maria.g(at)gmail.com.", "maria.g(at)gmail.com"),
+                        ("mail: tom [at] outlook [dot] com", "tom [at] outlook [dot] com"),
+                        ("it's jlee at yahoo dot co dot uk if you need me",
+                         "jlee at yahoo dot co dot uk"),
+                        (f"Email me: ana{ZWSP}.ruiz@gmail.com", f"ana{ZWSP}.ruiz@gmail.com")]:
+        add(text, "en", "obfuscated e-mail address", ("email", value))
+    add("邮箱 wang.fang(at)163.com 有事联系", "zh", "obfuscated e-mail address",
+        ("email", "wang.fang(at)163.com"))
+    for text in ("I work at google.com now.", "Look at example dot com for the docs.",
+                 "We met at noon at the cafe.",
+                 "Clone git@github.com:acme/api.git first.",
+                 "Upgrade to version 2.4.1.0 tonight.",
+                 "The DB is postgres://localhost:5432/app on my laptop."):
+        add(text, "en", "near miss: no address, no credential")
+    for template, host in (("DATABASE_URL=postgres://app:{}@db.internal:5432/app", ""),
+                           ("mysql://root:{}@10.0.0.7:3306/shop is the shop's database",
+                            "10.0.0.7"),
+                           ("连接串 mongodb+srv://admin:{}@cluster0.mongodb.net/prod", ""),
+                           ("cache at redis://:{}@cache:6379/0", "")):
+        value = alnum(14)
+        spans = [("secret", value)] + ([("ip", host)] if host else [])
+        add(template.format(value), "zh" if "连接" in template else "en",
+            "password in a connection string", *spans)
+    for key in ("AIza" + b64url(35), "glpat-" + b64url(20)):
+        add(f"the key is {key}, keep it safe", "en", "key or token", ("secret", key))
+    key = "ghp_" + alnum(36)
+    hidden = key[:8] + ZWJ + key[8:]
+    add(f"my token {hidden} please", "en", "key with a zero-width joiner", ("secret", hidden))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=44, help="another seed: other values")
@@ -466,7 +544,7 @@ def main() -> None:
     args = parser.parse_args()
     rng.seed(args.seed)
     for section in (cards, ibans, emails, phones, national_ids, credentials, ips, names,
-                    mixed, near_misses):
+                    mixed, near_misses, evasions):
         section()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as out:

@@ -13,8 +13,11 @@ turns of the LoCoMo dev conversations; docs/benchmarks.md):
   check fetches the public-suffix list.
 * **detect-secrets** for the token formats it knows (``secrets``).
 * **memstream's own rules** where neither has one: Chinese resident ids
-  (MOD 11-2 check digit), the key formats above the scanners' patterns, and
-  passwords stated as such in English and Chinese (``patterns``).
+  (MOD 11-2 check digit) and SSNs stated as such (``national_ids``), e-mail
+  addresses written with ``(at)`` or ``at … dot`` (``emails``), the key
+  formats above the scanners' patterns, URLs' passwords and passwords stated
+  as such in English and Chinese (``patterns``); and what names nobody though
+  shaped like a kind (``nobody``).
 * **spaCy NER** (``names``) only when asked (``names=True``): it is the
   costly part (50 MB, 6.5-9 ms a turn) and the default policy keeps names.
 
@@ -23,6 +26,12 @@ region), IPs and ids are found inside Chinese sentences too, because the
 pattern recognizers read :func:`cjk_blanked`'s view of the text (a CJK
 character is a space there, offsets unchanged); Chinese names and places are
 not found.
+
+Every recognizer reads the text without its invisible format characters
+(zero-width spaces and joiners, soft hyphens: ``visible``), and each finding
+is mapped back to the text as written. The work per text is bounded: each
+recognizer validates at most a budget of candidates, and takes the ones past
+it as found (``budget``).
 """
 
 from __future__ import annotations
@@ -31,15 +40,15 @@ import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from streams.adapters.sensitive.ibans import LowerCaseIbans
 from streams.adapters.sensitive.names import NameRecognizer
 from streams.adapters.sensitive.secrets import credential_findings
-from streams.adapters.sensitive.structured import StructuredRecognizers
+from streams.adapters.sensitive.structured import StructuredRecognizers, deliverable
+from streams.consolidation.rules.sensitive.emails import obfuscated_emails
 from streams.consolidation.rules.sensitive.kinds import Finding, resolved
-from streams.consolidation.rules.sensitive.patterns import (
-    cjk_blanked,
-    credentials,
-    resident_ids,
-)
+from streams.consolidation.rules.sensitive.national_ids import resident_ids, stated_ssns
+from streams.consolidation.rules.sensitive.patterns import blanked, cjk_blanked, credentials
+from streams.consolidation.rules.sensitive.visible import visible
 
 
 class SensitiveScanner:
@@ -54,6 +63,7 @@ class SensitiveScanner:
 
     def __init__(self, *, names: bool = False) -> None:
         self._structured = StructuredRecognizers()
+        self._ibans = LowerCaseIbans()
         self._names = NameRecognizer() if names else None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sensitive")
 
@@ -78,9 +88,15 @@ class SensitiveScanner:
     def detect(self, text: str) -> list[Finding]:
         """Every finding in ``text``, in text order, overlaps settled
         (``resolved``: the longer span stays)."""
-        view = cjk_blanked(text)
-        found = self._structured.findings(view) + credential_findings(view)
-        found += credentials(text) + resident_ids(text)
+        seen = visible(text)
+        read = seen.text
+        ids = resident_ids(read)
+        # a valid resident id is read by no other recognizer (its check letter X would
+        # start a phone number's extension: "…309X，手机139…")
+        view = blanked(cjk_blanked(read), ids)
+        found = self._structured.findings(view) + self._ibans.findings(view)
+        found += credential_findings(view) + credentials(read) + ids + stated_ssns(read)
+        found += obfuscated_emails(view, deliverable)
         if self._names is not None:
-            found += self._names.findings(text)
-        return resolved(found)
+            found += self._names.findings(read)
+        return [seen.original(f) for f in resolved(found)]

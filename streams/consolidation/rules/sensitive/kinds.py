@@ -8,6 +8,7 @@ point at.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -67,8 +68,16 @@ def resolved(findings: list[Finding]) -> list[Finding]:
     the phone number inside it."""
     ordered = sorted(findings, key=lambda f: (f.kind not in STRUCTURED, -(f.end - f.start),
                                               f.start, f.kind))
+    # the kept spans are disjoint, so sorted by start they are sorted by end too: a
+    # candidate overlaps one of them only if it overlaps its neighbours there
+    starts: list[int] = []
     kept: list[Finding] = []
     for finding in ordered:
-        if not any(finding.overlaps(k) for k in kept):
-            kept.append(finding)
-    return sorted(kept)
+        at = bisect_right(starts, finding.start)
+        if at and kept[at - 1].end > finding.start:
+            continue
+        if at < len(kept) and kept[at].start < finding.end:
+            continue
+        starts.insert(at, finding.start)
+        kept.insert(at, finding)
+    return kept

@@ -1,12 +1,15 @@
-"""The recognizers memstream writes itself, where the libraries have none.
+"""The credentials memstream recognizes itself, where the libraries have none,
+and the view of a text its pattern recognizers read (national ids:
+``national_ids``; obfuscated e-mail addresses: ``emails``).
 
-* Chinese resident identity numbers (GB 11643-1999): 18 characters, a
-  six-digit region code, a birth date ``YYYYMMDD`` that exists, a three-digit
-  sequence and an ISO 7064 MOD 11-2 check character (``0``-``9`` or ``X``).
 * Credentials the secret scanners' patterns miss: OpenAI-style ``sk-`` keys
   without the legacy ``T3BlbkFJ`` marker, GitHub fine-grained tokens, Stripe
-  keys of either mode, JSON Web Tokens (three base64url segments), the whole
-  of a PEM/OpenSSH/PGP private key block (header to footer), and passwords or
+  keys of either mode, Google API keys (``AIza`` and 35 characters), GitLab
+  tokens (``glpat-`` and the other ``gl…-`` prefixes, 20 characters or more),
+  JSON Web Tokens (three base64url segments), the whole of a PEM/OpenSSH/PGP
+  private key block (header to footer), the password of a URL or connection
+  string (``postgres://user:PASSWORD@host/db``, ``redis://:PASSWORD@cache``;
+  a template's placeholder there is none), and passwords or
   PINs *stated as such* in English ("my password is X", "PIN: 1234") and
   Chinese ("密码是X", "支付密码：X"). A stated value that is a common word
   ("my password is wrong") is not a credential, a PIN is digits, and what
@@ -23,7 +26,6 @@ need, and every offset stays the offset of the original text.
 from __future__ import annotations
 
 import re
-from datetime import date
 
 from streams.consolidation.rules.sensitive.kinds import Finding, Kind
 
@@ -32,20 +34,23 @@ _CJK = re.compile(r"[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-
 # full-width ASCII (what a Chinese keyboard types: "４１１１", "＠", "："), one for one
 _HALFWIDTH = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
 
-_RESIDENT_ID = re.compile(
-    r"(?<![0-9A-Za-z])([1-8]\d{5})((?:18|19|20)\d{2})(\d{2})(\d{2})\d{3}[0-9Xx](?![0-9A-Za-z])")
-_WEIGHTS = tuple(pow(2, 17 - i, 11) for i in range(17))
-_CHECK = "10X98765432"
-
 _KEYS = tuple(re.compile(p, re.S) for p in (
     r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-(?:api\d\d-)?)?[A-Za-z0-9_-]{20,}",
     r"(?<!\w)github_pat_[A-Za-z0-9_]{22,}",
     r"(?<!\w)(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}",
+    r"(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])",
+    r"(?<![\w-])gl(?:pat|dt|rt|ptt|ft|cbt|imt|oas|soat)-[0-9A-Za-z_-]{20,}",
     r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
 ))
 
+# a URL's password: scheme://user:PASSWORD@host (the scheme starts a word, so a long
+# run of letters is read once, not from each of its characters)
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s:/@]{0,256}:"
+    r"(?P<value>[^\s:/@]{1,256})@(?=[\w\[])")
+_MASKED = re.compile(r"\*+|x+|X+|<[^>]*>|\[[^\]]*\]")  # "user:***@", "user:<password>@"
 _STATED_EN = re.compile(
     r"(?<![A-Za-z0-9])(?:(?P<pin>pin)(?: code| number)?|password|passcode|passphrase|passwd"
     r"|pwd)"
@@ -90,24 +95,16 @@ def cjk_blanked(text: str) -> str:
     return _CJK.sub(" ", halfwidth(text))
 
 
-def resident_id_valid(number: str) -> bool:
-    """Whether an 18-character Chinese resident id has an existing birth date and
-    the right ISO 7064 MOD 11-2 check character."""
-    if len(number) != 18 or not number[:17].isdigit():
-        return False
-    try:
-        date(int(number[6:10]), int(number[10:12]), int(number[12:14]))
-    except ValueError:
-        return False
-    total = sum(int(d) * w for d, w in zip(number[:17], _WEIGHTS, strict=True))
-    return _CHECK[total % 11] == number[17].upper()
-
-
-def resident_ids(text: str) -> list[Finding]:
-    """Every valid Chinese resident id in ``text`` (full-width digits too)."""
-    half = halfwidth(text)
-    return [Finding(m.start(), m.end(), Kind.NATIONAL_ID)
-            for m in _RESIDENT_ID.finditer(half) if resident_id_valid(m.group(0))]
+def blanked(text: str, findings: list[Finding]) -> str:
+    """``text`` with the spans of ``findings`` as spaces (offsets unchanged)."""
+    parts: list[str] = []
+    at = 0
+    for f in sorted(findings):
+        start = max(f.start, at)
+        if f.end > start:
+            parts += [text[at:start], " " * (f.end - start)]
+            at = f.end
+    return "".join(parts) + text[at:]
 
 
 def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
@@ -130,10 +127,14 @@ def _stated(text: str, pattern: re.Pattern[str]) -> list[Finding]:
 
 
 def credentials(text: str) -> list[Finding]:
-    """API keys, tokens and private key blocks of the forms above (read in
-    :func:`cjk_blanked`'s view: ``密钥sk-…`` is a key), and passwords or PINs
-    stated as such."""
+    """API keys, tokens, private key blocks and URLs' passwords of the forms above
+    (read in :func:`cjk_blanked`'s view: ``密钥sk-…`` is a key), and passwords or
+    PINs stated as such."""
     view, half = cjk_blanked(text), halfwidth(text)
     found = [Finding(m.start(), m.end(), Kind.SECRET)
              for pattern in _KEYS for m in pattern.finditer(view)]
+    found += [Finding(m.start("value"), m.end("value"), Kind.SECRET)
+              for m in _URL_PASSWORD.finditer(view)
+              if not (_PLACEHOLDER.fullmatch(m.group("value"))
+                      or _MASKED.fullmatch(m.group("value")))]
     return found + _stated(half, _STATED_EN) + _stated(half, _STATED_ZH)

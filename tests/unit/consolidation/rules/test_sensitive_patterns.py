@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from streams.consolidation.rules.sensitive.kinds import Kind
-from streams.consolidation.rules.sensitive.patterns import (
-    cjk_blanked,
-    credentials,
-    resident_id_valid,
-    resident_ids,
-)
+from streams.consolidation.rules.sensitive.national_ids import resident_id_valid, resident_ids
+from streams.consolidation.rules.sensitive.patterns import cjk_blanked, credentials
 
 
 @pytest.mark.parametrize(("number", "valid"), [
