@@ -88,7 +88,7 @@ def test_entries_not_applied_are_named_in_a_warning_without_any_text(
     screening = Screening(ListedDetector({}), DEPLOYMENT, agents_may_relax=False)
     screening.policy("t", "a", (("secret", "keep"), ("x" * 500, "drop")))
     [record] = [r for r in caplog.records if "not applied" in r.getMessage()]
-    assert "secret=keep" in record.getMessage() and len(record.getMessage()) < 300
+    assert "secret -> keep" in record.getMessage() and len(record.getMessage()) < 300
 
 
 def test_a_summary_policy_masks_what_drops() -> None:

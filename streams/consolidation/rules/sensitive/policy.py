@@ -116,7 +116,7 @@ _STRICTNESS = {Action.KEEP: 0, Action.MASK: 1, Action.DROP: 2}
 def layered(base: Policy, overrides: Mapping[str, str], *,
             tighten_only: bool = False) -> tuple[Policy, list[str]]:
     """``base`` with each of ``overrides`` (``{"card": "drop", ...}``) applied that can
-    be, and the ones that cannot, as ``"kind=action"``: an unknown kind or action,
+    be, and the ones that cannot, as ``"kind -> action"``: an unknown kind or action,
     or, with ``tighten_only``, an action that keeps more than ``base`` does for its
     kind (``keep`` < ``mask`` < ``drop``). One bad entry never voids the others."""
     actions = {k: base.action(k) for k in Kind}
@@ -125,10 +125,10 @@ def layered(base: Policy, overrides: Mapping[str, str], *,
         try:
             k, a = Kind(kind), Action(action)
         except ValueError:
-            refused.append(f"{kind}={action}"[:64])
+            refused.append(f"{kind} -> {action}"[:64])
             continue
         if tighten_only and _STRICTNESS[a] < _STRICTNESS[actions[k]]:
-            refused.append(f"{kind}={action}")
+            refused.append(f"{kind} -> {action}"[:64])
             continue
         actions[k] = a
     return Policy(MappingProxyType(actions)), refused
