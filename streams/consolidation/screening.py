@@ -17,8 +17,9 @@ policy is, and a warning names the agent and the error, not any text).
 Detection runs on the detector's own worker thread (:meth:`.ports.SensitiveDetector.
 detect_all`), one batch per run; a policy that acts on no kind the detector can find
 costs nothing. Counts go to ``memstream_sensitive_memories_total`` by tenant (as
-``tenant_label`` names it, bounded), kind and action; nothing found is logged or
-put in a span.
+``tenant_label`` names it, bounded), kind and action, and to this worker's
+:class:`~.sensitive_counts.SensitiveCounts` by the tenant's own id (``GET
+/stats/sensitive``); nothing found is logged or put in a span.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from streams.consolidation.model import PlannedCandidate
 from streams.consolidation.ports import SensitiveDetector
 from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
 from streams.consolidation.rules.sensitive.policy import Action, Policy, Screened, screen
+from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.metrics import SENSITIVE_MEMORIES
 
 log = logging.getLogger(__name__)
@@ -47,12 +49,15 @@ class Screening:
     """Screens candidates and summaries with a tenant's and agent's policy."""
 
     def __init__(self, detector: SensitiveDetector, deployment: Mapping[str, str], *,
-                 tenant_label: Callable[[str], str] = lambda tenant_id: tenant_id) -> None:
+                 tenant_label: Callable[[str], str] = lambda tenant_id: tenant_id,
+                 counts: SensitiveCounts | None = None) -> None:
         """``deployment``: the action per kind the settings give (``ValueError`` on an
-        unknown kind or action)."""
+        unknown kind or action); ``counts``: where the counts per tenant are kept for
+        the stats API (None: only the metric counts)."""
         self.detector = detector
         self.deployment = Policy.of(deployment)
         self.tenant_label = tenant_label
+        self.counts = counts
 
     def policy(self, tenant_id: str, agent_id: str,
                overrides: Sequence[tuple[str, str]] = ()) -> Policy:
@@ -84,6 +89,8 @@ class Screening:
             tenant = self.tenant_label(tenant_id)
             for kind, action in screened.done.items():
                 SENSITIVE_MEMORIES.labels(tenant, kind.value, action.value).inc()
+                if self.counts is not None:
+                    self.counts.add(tenant_id, kind, action)
             out.append(screened)
         return out
 

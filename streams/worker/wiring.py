@@ -59,6 +59,7 @@ from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.consolidation.screening import Screening
+from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.consolidation.slots import SlotFreeLocks
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import HiddenMemories, MemoryWriter
@@ -130,6 +131,12 @@ class Parts(Protocol):
     @property
     def sensitive(self) -> SensitiveDetector | None:
         """The process's sensitive-content detector (None: nothing is screened)."""
+        ...
+
+    @property
+    def sensitive_counts(self) -> SensitiveCounts | None:
+        """The process's counts of sensitive content per tenant, kind and action, for
+        ``/stats/sensitive`` (None: only the metric counts)."""
         ...
 
 
@@ -282,7 +289,8 @@ class Wiring:
         if not s.sensitive.enabled or self.parts.sensitive is None:
             return None
         labels = LabelPolicy.of(s.model_usage.labelled_tenants, ())
-        return Screening(self.parts.sensitive, s.sensitive.actions(), tenant_label=labels.tenant)
+        return Screening(self.parts.sensitive, s.sensitive.actions(), tenant_label=labels.tenant,
+                         counts=self.parts.sensitive_counts)
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts
