@@ -114,6 +114,15 @@ class Screening:
                                                     masked=masked)))
         return out
 
+    async def kept_out(self, texts: Sequence[str], policy: Policy) -> list[bool]:
+        """Whether each text holds what ``policy`` does not keep as said (a kind it masks
+        or drops): for memories stored before, so nothing is counted."""
+        if not texts or not self._looks(policy):
+            return [False] * len(texts)
+        found = await self.detector.detect_all(texts)
+        return [bool(f) and screen(t, f, policy).text != t
+                for t, f in zip(texts, found, strict=True)]
+
     async def summary(self, tenant_id: str, text: str, policy: Policy) -> str:
         """``text`` with every kind the policy does not keep masked."""
         summary_policy = never_dropping(policy)
