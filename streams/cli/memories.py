@@ -37,12 +37,14 @@ def register(sub: Any) -> None:
 
 
 def as_doc(m: StoredMemory) -> dict[str, Any]:
+    """A memory as listed; ``masked``: the kinds of sensitive content masked in it."""
     return {
         "id": m.id, "cube": m.cube, "kind": m.kind, "type": m.type, "scope": m.scope,
         "content": m.content, "importance": m.importance,
         "event_time": m.event_time.isoformat() if m.event_time else None,
         "source_event_ids": list(m.source_event_ids),
         "valid_to": m.metadata.get("valid_to"), "superseded_by": m.metadata.get("superseded_by"),
+        "masked": masked if isinstance(masked := m.metadata.get("masked"), list) else [],
     }
 
 

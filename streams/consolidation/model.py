@@ -196,13 +196,15 @@ class JobSession:
 
 @dataclass(frozen=True)
 class Retiring:
-    """A memory a job replaces."""
+    """A memory a job replaces; ``text``: what it says, where an expired memory keeps
+    it (the built-in provider's rows; None for a provider whose expiry deletes)."""
 
     provider: str
     memory_id: str
     cube: str
     user_id: str
     agent_id: str
+    text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -376,10 +376,13 @@ class ConsolidationPipeline:
 
     def _policy(self, run: Run) -> Policy:
         """The run's tenant's and agent's sensitive-content policy (read afresh)."""
+        return self.policy_of(run.tenant_id, run.agent_id)
+
+    def policy_of(self, tenant_id: str, agent_id: str) -> Policy:
+        """The tenant's and agent's sensitive-content policy now (screening is on)."""
         assert self.screening is not None
-        agent = self.configs.get(run.tenant_id, run.agent_id)
-        return self.screening.policy(run.tenant_id, run.agent_id,
-                                     agent.sensitive if agent else ())
+        agent = self.configs.get(tenant_id, agent_id)
+        return self.screening.policy(tenant_id, agent_id, agent.sensitive if agent else ())
 
     def _summary_screen(self, run: Run) -> Callable[[str], Awaitable[str]] | None:
         """How the run's summary is screened before it is stored (None: not at all)."""

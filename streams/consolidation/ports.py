@@ -205,7 +205,8 @@ class ReprocessJobs(Protocol):
     async def sessions(self, job_id: str) -> list[JobSession]: ...
 
     async def retiring(self, job: Job) -> list[Retiring]:
-        """What the job replaces and did not write again, not retired yet."""
+        """What the job replaces and did not write again, not retired yet, with the
+        text of those the built-in provider holds."""
 
     async def hidden(self, closed_id: str, cube: str, user_id: str) -> set[str]:
         """The ids a job's run must not see in ``cube``."""

@@ -17,7 +17,11 @@ the memories those sessions had produced before:
    what the job has written so far and everything outside it.
 3. **retire**: the replaced memories the job did not write again are expired
    through their provider. Queries find the old memories until the new ones
-   are written, and both for a moment: never neither.
+   are written, and both for a moment: never neither. One whose text holds what
+   the sensitive-content policy in force does not keep as said (a policy
+   tightened since it was stored: the rebuild masked or dropped it) is deleted
+   instead (``forget``), so no expired row keeps it; MemOS and Mem0 delete on
+   expiry anyway.
 
 One process runs a tenant's job at a time (a lock held for the whole run:
 :class:`ReprocessBusy` for a second one). Every provider the job writes to or
@@ -211,9 +215,14 @@ class Reprocessor:
         await self.store.finish(job.job_id, "retiring", self._now())
         for group in _by_scope(await self.store.retiring(job)).values():
             first = group[0]
-            handle = self.pipeline.registry.get(first.provider)
-            await handle.provider.expire(Scope(job.tenant_id, first.user_id, first.agent_id),
-                                         first.cube, [m.memory_id for m in group], None)
+            provider = self.pipeline.registry.get(first.provider).provider
+            scope = Scope(job.tenant_id, first.user_id, first.agent_id)
+            gone = await self._kept_out(job.tenant_id, first.agent_id, group)
+            if gone:
+                await provider.forget(scope, first.cube, gone)
+            kept = [m.memory_id for m in group if m.memory_id not in gone]
+            if kept:
+                await provider.expire(scope, first.cube, kept, None)
             await self.store.retired(job, group, self._now())
         await self.store.finish(job.job_id, "done", self._now())
         final = await self.store.job(job.job_id)
@@ -221,6 +230,18 @@ class Reprocessor:
         report.written, report.kept = counts.written, counts.kept
         report.retired = final.retired if final else 0
         return report
+
+    async def _kept_out(self, tenant_id: str, agent_id: str,
+                        group: list[Retiring]) -> list[str]:
+        """The ids of ``group`` whose text holds what the agent's sensitive-content
+        policy now keeps out (none when nothing is screened or no text is held)."""
+        screening = self.pipeline.screening
+        known = [m for m in group if m.text is not None]
+        if screening is None or not known:
+            return []
+        policy = self.pipeline.policy_of(tenant_id, agent_id)
+        out = await screening.kept_out([m.text or "" for m in known], policy)
+        return [m.memory_id for m, held in zip(known, out, strict=True) if held]
 
     def _check_providers(self, job: Job, sessions: list[JobSession], held: set[str]) -> None:
         p = self.pipeline

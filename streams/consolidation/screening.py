@@ -20,8 +20,9 @@ entries not applied, never any text.
 Detection runs on the detector's own worker thread (:meth:`.ports.SensitiveDetector.
 detect_all`), one batch per run; a policy that acts on no kind the detector can find
 costs nothing. Counts go to ``memstream_sensitive_memories_total`` by tenant (as
-``tenant_label`` names it, bounded), kind and action; nothing found is logged or
-put in a span.
+``tenant_label`` names it, bounded), kind and action, and to this worker's
+:class:`~.sensitive_counts.SensitiveCounts` by the tenant's own id (``GET
+/stats/sensitive``); nothing found is logged or put in a span.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from streams.consolidation.rules.sensitive.policy import (
     layered,
     screen,
 )
+from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.metrics import SENSITIVE_MEMORIES, SENSITIVE_WINDOW_MESSAGES
 
 log = logging.getLogger(__name__)
@@ -60,11 +62,13 @@ class Screening:
     def __init__(self, detector: SensitiveDetector, deployment: Mapping[str, str], *,
                  tenants: Mapping[str, Mapping[str, str]] | None = None,
                  agents_may_relax: bool = True,
-                 tenant_label: Callable[[str], str] = lambda tenant_id: tenant_id) -> None:
+                 tenant_label: Callable[[str], str] = lambda tenant_id: tenant_id,
+                 counts: SensitiveCounts | None = None) -> None:
         """``deployment``: the action per kind the settings give; ``tenants``: a tenant's
         actions over it (``ValueError`` on an unknown kind or action in either);
         ``agents_may_relax``: whether an agent's configuration may keep more than its
-        tenant's policy."""
+        tenant's policy; ``counts``: where the counts of memories per tenant are kept
+        for the stats API (None: only the metric counts)."""
         self.detector = detector
         self.deployment = Policy.of(deployment)
         self.tenants: dict[str, Policy] = {}
@@ -76,6 +80,7 @@ class Screening:
             self.tenants[tenant] = policy
         self.agents_may_relax = agents_may_relax
         self.tenant_label = tenant_label
+        self.counts = counts
 
     def policy(self, tenant_id: str, agent_id: str,
                overrides: Sequence[tuple[str, str]] = ()) -> Policy:
@@ -108,6 +113,8 @@ class Screening:
             tenant = self.tenant_label(tenant_id)
             for kind, action in screened.done.items():
                 counter.labels(tenant, kind.value, action.value).inc()
+                if self.counts is not None and counter is SENSITIVE_MEMORIES:
+                    self.counts.add(tenant_id, kind, action)
             out.append(screened)
         return out
 
@@ -139,6 +146,15 @@ class Screening:
             out.append(replace(p, candidate=replace(p.candidate, content=screened.text,
                                                     masked=masked)))
         return out
+
+    async def kept_out(self, texts: Sequence[str], policy: Policy) -> list[bool]:
+        """Whether each text holds what ``policy`` does not keep as said (a kind it masks
+        or drops): for memories stored before, so nothing is counted."""
+        if not texts or not self._looks(policy):
+            return [False] * len(texts)
+        found = await self.detector.detect_all(texts)
+        return [bool(f) and screen(t, f, policy).text != t
+                for t, f in zip(texts, found, strict=True)]
 
     async def summary(self, tenant_id: str, text: str, policy: Policy) -> str:
         """``text`` with every kind the policy does not keep masked."""

@@ -5,7 +5,8 @@ OpenAPI schema of its answer (:class:`Endpoint`, mirrored by
 ``docs/stats-api.yaml``), and answers a request with a status and a JSON body:
 
 * 200 and the endpoint's body (``/stats/quotas`` from this worker's quota books,
-  ``/stats/model-usage`` from its model meter, without the database);
+  ``/stats/model-usage`` from its model meter, ``/stats/sensitive`` from its counts
+  of sensitive content, without the database);
 * 4xx and ``{"error": {code, message, parameter}}`` for bad parameters;
 * 503 ``database_unavailable`` when the database cannot be reached;
 * 504 ``timeout`` when the queries take longer than the configured limit.
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.model_usage.meter import ModelMeter
 from streams.stats import queries, trends
 from streams.stats.buckets import BUCKETS, time_range
@@ -91,6 +93,13 @@ class ModelUsageView(Protocol):
     def view(self, tenant_id: str, *, hours: int, top: int) -> dict[str, Any]: ...
 
 
+class SensitiveView(Protocol):
+    """This worker's counts of sensitive content of a tenant (``docs/stats-api.yaml``,
+    ``Sensitive``)."""
+
+    def view(self, tenant_id: str) -> dict[str, Any]: ...
+
+
 MODEL_USAGE_HOURS = 24 * 31
 
 
@@ -98,16 +107,19 @@ class StatsService:
     """Answers the ``/stats/*`` endpoints from the database ``engine()`` returns,
     ``/stats/quotas`` from ``quotas`` (this worker's quota books, by quota name) and
     ``/stats/model-usage`` from ``model_usage`` (this worker's model meter; without
-    one, a tenant with no usage)."""
+    one, a tenant with no usage) and ``/stats/sensitive`` from ``sensitive`` (this
+    worker's counts per kind and action; without them, zeros)."""
 
     def __init__(self, engine: Callable[[], Awaitable[AsyncEngine]], *, max_limit: int = 100,
                  max_buckets: int = 1000, timeout_s: float = 10.0,
                  quotas: Mapping[str, QuotaView] | None = None,
                  model_usage: ModelUsageView | None = None,
+                 sensitive: SensitiveView | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
         self.quotas = dict(quotas or {})
         self.model_usage = model_usage
+        self.sensitive = sensitive
         self.clock = clock
         self.max_buckets = max_buckets
         self.timeout_s = timeout_s
@@ -136,6 +148,8 @@ class StatsService:
                      (tenant, Param("hours", "integer", minimum=1, maximum=MODEL_USAGE_HOURS,
                                     default=24), limit_param(10, max_limit)),
                      "ModelUsage", None, local=self._model_usage),
+            Endpoint("sensitive", "/stats/sensitive", (tenant,), "Sensitive", None,
+                     local=self._sensitive),
         ]}
 
     async def answer(self, path: str, query: Query,
@@ -198,6 +212,11 @@ class StatsService:
         meter = self.model_usage if self.model_usage is not None else ModelMeter(
             clock=self.clock)
         return meter.view(v.text("tenant"), hours=v.integer("hours"), top=v.integer("limit"))
+
+    def _sensitive(self, v: Values) -> dict[str, Any]:
+        counts = self.sensitive if self.sensitive is not None else SensitiveCounts(
+            clock=self.clock)
+        return counts.view(v.text("tenant"))
 
     def _quotas(self, v: Values) -> dict[str, Any]:
         tenant, now = v.text("tenant"), self.clock()

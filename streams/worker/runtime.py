@@ -25,6 +25,7 @@ from streams.adapters.http.client import RetryPolicy
 from streams.adapters.http.openai_compat import ChatModel, OpenAIEmbedder
 from streams.adapters.redis.conversation_cache import ConversationCache
 from streams.consolidation.rules.dedup import normalize
+from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.erasure.model import ErasureMark
 from streams.erasure.registry import ErasureRegistry
 from streams.erasure.rules.held import held_scopes
@@ -297,6 +298,12 @@ class Runtime:
             return None
         from streams.adapters.sensitive.scanner import SensitiveScanner as Scanner
         return Scanner(names=s.finds_names())
+
+    @cached_property
+    def sensitive_counts(self) -> SensitiveCounts:
+        """The process's counts of sensitive content per tenant, kind and action:
+        what its screening did, for ``/stats/sensitive``."""
+        return SensitiveCounts()
 
     @cached_property
     def model_meter(self) -> ModelMeter:

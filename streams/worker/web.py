@@ -114,7 +114,7 @@ def install(app: Any, runtime: Runtime, settings: Settings,
     w = settings.web
     stats = StatsService(engine, max_limit=w.stats_max_limit, max_buckets=w.stats_max_buckets,
                          timeout_s=w.stats_timeout_s, quotas=quotas,
-                         model_usage=runtime.model_meter)
+                         model_usage=runtime.model_meter, sensitive=runtime.sensitive_counts)
     install_stats(app, stats, StatsAccess(
         TokenGrant(t.sha256, frozenset(t.tenants)) for t in w.stats_tokens))
 

@@ -60,6 +60,7 @@ from streams.consolidation.processor import ConsolidationProcessor
 from streams.consolidation.reprocess import Reprocessor
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.consolidation.screening import Screening
+from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.consolidation.slots import SlotFreeLocks
 from streams.consolidation.summarizer import Summarizer
 from streams.consolidation.writer import HiddenMemories, MemoryWriter
@@ -131,6 +132,12 @@ class Parts(Protocol):
     @property
     def sensitive(self) -> SensitiveDetector | None:
         """The process's sensitive-content detector (None: nothing is screened)."""
+        ...
+
+    @property
+    def sensitive_counts(self) -> SensitiveCounts | None:
+        """The process's counts of sensitive content per tenant, kind and action, for
+        ``/stats/sensitive`` (None: only the metric counts)."""
         ...
 
 
@@ -286,7 +293,7 @@ class Wiring:
         return Screening(self.parts.sensitive, s.sensitive.actions(),
                          tenants=s.sensitive.tenants,
                          agents_may_relax=s.sensitive.agents_may_relax,
-                         tenant_label=labels.tenant)
+                         tenant_label=labels.tenant, counts=self.parts.sensitive_counts)
 
     def consolidation(self) -> Consolidation:
         s, p = self.settings, self.parts

@@ -3,17 +3,27 @@ worker's real scanner: the default policy masks an e-mail address, drops a state
 password and keeps a name; an agent's policy set on the agent-config topic drops the
 e-mail and masks the password instead. Neither the memories, nor the run's candidate
 rows, nor the worker's log hold what was kept out; the memory records which kinds
-were masked, and the worker counts per tenant, kind and action."""
+were masked, and the worker counts per tenant, kind and action, in its metrics and in
+its stats API (``/stats/sensitive``, the tenant's own counts only)."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import httpx
 
+from streams.stats.access import new_token, token_hash
 from tests.integration.conftest import Stack, chat_event, session_end_event
 from tests.integration.consolidation_support import FAST, run_status, set_agent
 from tests.support.worker import eventually
 
 EMAIL, PASSWORD = "ann.lee@fastmail.com", "Tr0ub4dor&3x"
+T1, T2 = new_token(), new_token()  # stats tokens of tenant t1, of tenant t2
+TOKENS = json.dumps([{"sha256": token_hash(T1), "tenants": ["t1"]},
+                     {"sha256": token_hash(T2), "tenants": ["t2"]}])
+COUNTED = re.compile(r'^memstream_sensitive_memories_total\{action="(\w+)",kind="(\w+)",'
+                     r'tenant="other"\} (\S+)$', re.M)
 SAID = [f"You can reach me at {EMAIL} any time.", "Sure.",
         f"My password is {PASSWORD} for the team wiki.", "Noted.",
         "My sister is called Ana.", "Nice."]
@@ -37,7 +47,7 @@ def held_anywhere(stack: Stack, secret: str) -> list[str]:
 
 
 async def test_each_action_through_kafka_into_the_builtin_provider(stack: Stack) -> None:
-    stack.extra_env.update(FAST)
+    stack.extra_env.update({**FAST, "MEMSTREAM_WEB__STATS_TOKENS": TOKENS})
     set_agent(stack, "t1", "a2", "--provider", "MYSQL", "--open-long-memory", "on",
               "--model", "chat-model", "--sensitive", "email=drop",
               "--sensitive", "secret=mask")
@@ -58,9 +68,27 @@ async def test_each_action_through_kafka_into_the_builtin_provider(stack: Stack)
     assert held_anywhere(stack, EMAIL) == [] and held_anywhere(stack, PASSWORD) == []
     log = worker.log_text()
     assert EMAIL not in log and PASSWORD not in log
-    metrics = httpx.get(f"http://127.0.0.1:{worker.env['MEMSTREAM_WEB__PORT']}/metrics",
-                        timeout=5).text
+    web = f"http://127.0.0.1:{worker.env['MEMSTREAM_WEB__PORT']}"
+    metrics = httpx.get(f"{web}/metrics", timeout=5).text
     for kind, action in (("email", "mask"), ("secret", "drop"), ("email", "drop"),
                          ("secret", "mask")):
         assert (f'memstream_sensitive_memories_total{{action="{action}",kind="{kind}",'
                 f'tenant="other"}}') in metrics
+
+    # the stats API: t1's counts (the only tenant here, so the metric's "other" ones)
+    stats = httpx.get(f"{web}/stats/sensitive", params={"tenant": "t1"}, timeout=5,
+                      headers={"Authorization": f"Bearer {T1}"})
+    assert stats.status_code == 200, stats.text
+    counted = {(kind, action): int(float(n)) for action, kind, n in COUNTED.findall(metrics)}
+    shown = {(kind, action): n for kind, actions in stats.json()["kinds"].items()
+             for action, n in actions.items() if n}
+    assert shown == {k: n for k, n in counted.items() if n}, (shown, counted)
+    assert {("email", "mask"), ("secret", "drop"), ("email", "drop"),
+            ("secret", "mask")} <= set(shown)
+    other = httpx.get(f"{web}/stats/sensitive", params={"tenant": "t2"}, timeout=5,
+                      headers={"Authorization": f"Bearer {T2}"})
+    assert other.status_code == 200 and other.json()["total"] == {"keep": 0, "mask": 0,
+                                                                  "drop": 0}
+    refused = httpx.get(f"{web}/stats/sensitive", params={"tenant": "t1"}, timeout=5,
+                        headers={"Authorization": f"Bearer {T2}"})
+    assert refused.status_code == 403

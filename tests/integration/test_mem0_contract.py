@@ -97,6 +97,17 @@ async def test_each_memory_comes_back_as_written(mem0: Mem0Provider, scope: Scop
     assert found[ids[1]].importance == 0.8
 
 
+async def test_the_kinds_masked_in_a_memory_come_back_with_it(
+        mem0: Mem0Provider, scope: Scope) -> None:
+    ids = (await mem0.add(scope, USER_CUBE, [
+        fact("Alice's e-mail address is [EMAIL].", "e1", masked=("email",)),
+        fact("Alice's card [CARD] and phone [PHONE].", "e2", masked=("card", "phone")),
+        fact("Alice lives in Berlin.", "e3")])).ids
+    found = {m.id: m for m in await mem0.search(scope, ask("Alice e-mail card phone Berlin"))}
+    assert [found[i].metadata.get("masked") for i in ids] == [
+        ["email"], ["card", "phone"], None]
+
+
 async def test_delete_removes_the_memory_and_only_it(mem0: Mem0Provider, scope: Scope) -> None:
     gone, kept = (await mem0.add(scope, USER_CUBE, [fact("Alice lives in Porto.", "e1"),
                                                     fact("Alice works at Acme.", "e2")])).ids

@@ -117,6 +117,17 @@ async def test_each_memory_comes_back_with_its_type_sources_and_time(
     assert found[ids[2]].importance == 0.8
 
 
+async def test_the_kinds_masked_in_a_memory_come_back_with_it(
+        memos: MemOSProvider, scope: Scope) -> None:
+    ids = (await memos.add(scope, USER_CUBE, [
+        fact("Alice's e-mail address is [EMAIL].", "e1", masked=("email",)),
+        fact("Alice's card [CARD] and phone [PHONE].", "e2", masked=("card", "phone")),
+        fact("Alice lives in Berlin.", "e3")])).ids
+    found = {m.id: m for m in await memos.search(scope, ask("Alice e-mail card phone Berlin"))}
+    assert [found[i].metadata.get("masked") for i in ids] == [
+        ["email"], ["card", "phone"], None]
+
+
 async def test_a_deduplicated_search_still_finds_what_is_stored(
         memos: MemOSProvider, scope: Scope) -> None:
     ids = (await memos.add(scope, USER_CUBE, [fact("Alice drinks green tea.", "e1"),

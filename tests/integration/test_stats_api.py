@@ -57,7 +57,8 @@ def anonymous(worker: WorkerProcess) -> Iterator[httpx.Client]:
 ENDPOINTS = [("/stats/overview", {}), ("/stats/top-agents", {"limit": "100"}),
              ("/stats/memory-types", {"by": "cube"}), ("/stats/cubes/user_profile", {}),
              ("/stats/trends", {"from": "2026-11-29", "to": "2026-12-01"}),
-             ("/stats/search-trends", {"from": "2026-11-29", "to": "2026-12-01"})]
+             ("/stats/search-trends", {"from": "2026-11-29", "to": "2026-12-01"}),
+             ("/stats/sensitive", {})]
 
 
 @pytest.mark.parametrize(("path", "extra"), ENDPOINTS)

@@ -43,6 +43,7 @@ class FakeParts:
     models: Any = None
     model_meter: Any = None
     sensitive: Any = None
+    sensitive_counts: Any = None
 
 
 def settings_for_tests(*, ingest: dict[str, Any] | None = None,

@@ -34,6 +34,7 @@ from streams.adapters.db.schema.consolidation import (
     memory_origin,
 )
 from streams.adapters.db.schema.conversation import conversation_message
+from streams.adapters.db.schema.memory import memory
 from streams.adapters.db.schema.reprocess import (
     reprocess_job,
     reprocess_message,
@@ -50,6 +51,7 @@ from streams.consolidation.model import (
     SessionMessage,
 )
 from streams.consolidation.rules.reprocess_plan import PlannedSession, Progress, StoredMessage
+from streams.erasure.model import BUILTIN
 from streams.memory.model import USER_CUBE
 
 _m, _o, _s = conversation_message.c, memory_origin.c, reprocess_session.c
@@ -169,9 +171,19 @@ class ReprocessStore:
             _x.job_id == job.job_id, _x.retired_at.is_(None), ~ours)
 
     async def retiring(self, job: Job) -> list[Retiring]:
+        """The job's memories to retire, with the text of the built-in provider's
+        (its expiry keeps the row; the other providers' deletes)."""
         async with self.engine.connect() as conn:
             rows = (await conn.execute(self._replaced(job))).all()
-        return [Retiring(r.provider, r.memory_id, r.cube, r.user_id, r.agent_id) for r in rows]
+            ids = [int(r.memory_id) for r in rows
+                   if r.provider == BUILTIN and r.memory_id.isdigit()]
+            texts = {str(t.id): t.content for t in (await conn.execute(
+                select(memory.c.id, memory.c.content).where(
+                    memory.c.tenant_id == job.tenant_id, memory.c.id.in_(ids))) if ids
+                else [])}
+        return [Retiring(r.provider, r.memory_id, r.cube, r.user_id, r.agent_id,
+                         texts.get(r.memory_id) if r.provider == BUILTIN else None)
+                for r in rows]
 
     async def hidden(self, closed_id: str, cube: str, user_id: str) -> set[str]:
         """The ids a job's run must not see in ``cube`` (as written for ``user_id``):

@@ -263,3 +263,11 @@ def read_provider_time(value: object) -> datetime | None:
     except ValueError:
         return None
     return aware_utc(parsed)
+
+
+def read_masked(value: object) -> list[str]:
+    """The kinds of sensitive content masked in a memory, as memstream wrote them into
+    a provider's metadata (a list of kind names); [] for anything else."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, str) and v]

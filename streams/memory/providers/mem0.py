@@ -22,8 +22,10 @@ The OSS server has no ``/v1`` prefix.
 
 Mapping of a result: ``score`` is the score, ``metadata`` gives type, scope,
 importance, kind and source event ids, the event time is ``metadata.event_time``
-or else ``created_at``. Mem0 takes no client-chosen ids either, so a retried add
-whose first answer was lost may store a copy (see the MemOS provider).
+or else ``created_at``; ``metadata.masked`` (the kinds of sensitive content masked
+in it) is the record's ``metadata["masked"]``. Mem0 takes no client-chosen ids
+either, so a retried add whose first answer was lost may store a copy (see the
+MemOS provider).
 
 Tenant isolation: Mem0 knows users and agents only. :func:`mem0_entity` is the
 one mapping: the ``user_profile`` cube is stored under ``user_id
@@ -54,6 +56,7 @@ from streams.adapters.http.client import (
     RetryPolicy,
     bad_answer,
     keyword_match,
+    read_masked,
     read_provider_time,
     send_json,
     with_retries,
@@ -240,7 +243,9 @@ class Mem0Provider:
                         or read_provider_time(item.get("created_at"))),
             source_event_ids=tuple(str(s) for s in sources) if isinstance(sources, list) else (),
             kind="episode" if meta.get("kind") == "episode" else "fact",
-            metadata={"provider": self.name, "created_at": item.get("created_at")},
+            metadata={"provider": self.name, "created_at": item.get("created_at"),
+                      **({"masked": masked} if (masked := read_masked(meta.get("masked")))
+                         else {})},
         )
 
     # --------------------------------------------------------------- expire

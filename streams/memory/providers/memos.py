@@ -30,8 +30,9 @@ and ``help/error_codes.md``. Every answer is ``{code, message, data}``.
   ``ToolSchemaMemory``/``ToolTrajectoryMemory`` -> tool, ``SkillMemory`` -> skill),
   and for plain text types (``LongTermMemory``, ``UserMemory``, ...) from the type
   memstream recorded in ``info.memstream_type``; the event time is ``info.event_time`` (when the
-  source message was written) or else ``metadata.created_at``. Buckets of a cube
-  the request did not name are dropped.
+  source message was written) or else ``metadata.created_at``; the kinds of
+  sensitive content masked in it, ``info.masked``, are ``metadata["masked"]``.
+  Buckets of a cube the request did not name are dropped.
 - ``expire`` -> ``POST /product/delete_memory`` with ``writable_cube_ids`` and
   ``memory_ids`` only (adding ``user_id`` would select a second delete mode,
   which MemOS refuses). MemOS deletes physically; ``superseded_by`` is not kept.
@@ -87,6 +88,7 @@ from streams.adapters.http.client import (
     auth_headers,
     bad_answer,
     keyword_match,
+    read_masked,
     read_provider_time,
     send_json,
     with_retries,
@@ -334,7 +336,9 @@ class MemOSProvider:
             source_event_ids=tuple(str(s) for s in sources) if isinstance(sources, list) else (),
             kind="episode" if info.get("kind") == "episode" else "fact",
             metadata={"provider": self.name, "memory_type": memos_type,
-                      "created_at": meta.get("created_at")},
+                      "created_at": meta.get("created_at"),
+                      **({"masked": masked} if (masked := read_masked(info.get("masked")))
+                         else {})},
         )
 
     # --------------------------------------------------------------- expire

@@ -124,3 +124,13 @@ async def test_a_summary_is_masked() -> None:
     screening = Screening(ListedDetector(LISTED), DEPLOYMENT)
     text = await screening.summary("t", "key sk-123, mail a@b.io", screening.deployment)
     assert text == "key [SECRET], mail [EMAIL]"
+
+
+async def test_a_stored_text_is_kept_out_when_the_policy_would_change_it() -> None:
+    screening = Screening(ListedDetector(LISTED), DEPLOYMENT)
+    policy = screening.policy("t", "a", (("name", "mask"),))
+    texts = ["write to a@b.io", "key sk-123", "Ann says hi", "write to [EMAIL]", "nothing"]
+    assert await screening.kept_out(texts, policy) == [True, True, True, False, False]
+    keep_all = screening.policy("t", "a", tuple((k.value, "keep") for k in Kind))
+    assert await screening.kept_out(texts, keep_all) == [False] * 5
+    assert await screening.kept_out([], policy) == []
