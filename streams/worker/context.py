@@ -49,6 +49,7 @@ from streams.worker.faust_glue import (
     finish,
     install_commit_guard,
     out_of_order_topics,
+    resume_clears_only_a_suspended_flow,
     seek_uncommitted_to_start,
 )
 from streams.worker.faust_wait_empty import install_wait_empty
@@ -86,9 +87,11 @@ class WorkerContext:
 
     def install(self) -> None:
         """What must be in place before Faust starts: the consumer fixes (its seek
-        after a rebalance, its wait for the records handed out), the commit guard,
-        the web pages and the shutdown hook (idempotent fixes)."""
+        after a rebalance, its flow control's resume, its wait for the records handed
+        out), the commit guard, the web pages and the shutdown hook (idempotent
+        fixes)."""
         seek_uncommitted_to_start()
+        resume_clears_only_a_suspended_flow()
         install_wait_empty()
         install_commit_guard(self.commit_guard,
                              out_of_order_topics=out_of_order_topics(self.settings.kafka),

@@ -7,6 +7,21 @@
   the buffer, so each write sets it to the event the write belongs to.
 * ``source_record``: a Faust event as a library-neutral :class:`SourceRecord`.
 * ``timer``: ``app.timer`` with a type (Faust's decorator has none).
+* ``resume_clears_only_a_suspended_flow``: Faust's flow control empties every
+  stream's queue each time it is resumed (``FlowControlEvent.resume`` in
+  ``mode/utils/queues.py``), also when it was running already. After a rebalance
+  with tables to recover it is: recovery resumed it to read the changelogs, and
+  ``Recovery._resume_streams`` then resumes the stream partitions, seeks them to
+  their committed offsets (a request to the broker per partition) and resumes the
+  flow once more. A record fetched meanwhile after its partition's seek was
+  dropped from its stream's queue by that last resume, and never fetched again:
+  the partition's records stopped there until the next rebalance (a session end
+  read by a restarted worker was not consolidated). The flow control now empties
+  the queues only when a suspended flow resumes — what was queued before the
+  rebalance — never what was delivered while it runs. A record delivered before
+  its partition's seek is then delivered again after it, as it already was when
+  its agent had taken it before that resume: at worst handled twice, which the
+  commit guard and every sink tolerate.
 * ``seek_uncommitted_to_start``: after a rebalance Faust seeks every stream
   partition back to its committed offset, through aiokafka's
   ``seek_to_committed``, which seeks only when the offset is above 0. Records
@@ -67,6 +82,7 @@ from faust.transport.consumer import Consumer
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from faust.types import TP
 from faust.types.tuples import ack_lock
+from mode.utils.queues import FlowControlEvent
 
 from streams.metrics import COMMIT_REFUSED, GROUP_REJOINS
 from streams.redaction import redact_logs
@@ -183,6 +199,22 @@ def committed_offsets(app: Any) -> Callable[[str, int], int | None]:
 def seek_uncommitted_to_start() -> None:
     """Install the seek fix described in the module docstring (idempotent)."""
     setattr(Consumer, "perform_seek", _perform_seek)  # noqa: B010  (a method on a class)
+
+
+_original_flow_resume = FlowControlEvent.resume
+
+
+def _flow_resume(self: FlowControlEvent) -> None:
+    if self.is_active():
+        return  # running: nothing is left from before a rebalance, nothing is dropped
+    _original_flow_resume(self)
+
+
+def resume_clears_only_a_suspended_flow() -> None:
+    """Install the flow-control fix described in the module docstring (idempotent):
+    ``resume()`` of a running flow changes nothing; of a suspended one, it empties the
+    streams' queues and lets records in, as Faust's does."""
+    setattr(FlowControlEvent, "resume", _flow_resume)  # noqa: B010  (a method on a class)
 
 
 _original_fetch_records = AIOKafkaConsumerThread._fetch_records
