@@ -173,11 +173,13 @@ class QueryEngine:
     async def _short_term(self, q: MemoryQuery) -> SessionWindow | None:
         if not (q.options.include_short_term and q.conversation_id):
             return None
-        window = await self.reader.window(q.tenant_id, q.conversation_id, last_n=q.options.last_n)
+        screen = self.window_screen
+        window = await self.reader.window(
+            q.tenant_id, q.conversation_id, last_n=q.options.last_n,
+            screen=None if screen is None else (
+                lambda docs, summary: screen.screen(q.tenant_id, q.agent_id, docs, summary)))
         if not may_read_window(window.speakers, q.user_id):
             raise WindowWithheld(q.conversation_id)
-        if self.window_screen is not None:
-            window = await self.window_screen.screen(q.tenant_id, q.agent_id, window)
         return window
 
     async def _long_term(self, q: MemoryQuery) -> _LongTerm:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from streams.query.model import Claim
-from streams.session.reader import SessionWindow
+from streams.session.reader import Docs
 from streams.wire.envelope import Outgoing, SourceRecord
 from streams.wire.query import MemoryQuery, MemoryReply
 
@@ -93,7 +93,8 @@ class WindowScreen(Protocol):
     """The Session window screened for sensitive content, when the deployment asks
     (:class:`~streams.adapters.sensitive.window_screening.WindowScreening`)."""
 
-    async def screen(self, tenant_id: str, agent_id: str,
-                     window: SessionWindow) -> SessionWindow:
-        """``window`` with the tenant's and agent's policy applied to its messages."""
+    async def screen(self, tenant_id: str, agent_id: str, docs: Docs,
+                     summary: str | None) -> tuple[Docs, str | None]:
+        """The window's messages and summary under the tenant's and agent's policy,
+        before the window is built from them."""
         ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -30,6 +31,12 @@ Source = Literal["cache", "database"]
 Read = Literal["cache", "unverified", "database"]
 """Where a read's messages came from; ``unverified``: Redis, while the database did not
 say in time whether the list missed a write (``StaleHistories.lookup``)."""
+
+
+Docs = list[dict[str, Any]]
+Screen = Callable[[Docs, str | None], Awaitable[tuple[Docs, str | None]]]
+"""What a window's messages and summary become before the window is built (the
+Session window's sensitive-content screening): messages may be changed or left out."""
 
 
 @dataclass
@@ -168,11 +175,20 @@ class SessionReader:
         *,
         last_n: int | None = None,
         max_tokens: int | None = None,
+        screen: Screen | None = None,
     ) -> SessionWindow:
+        """The window of the last ``last_n`` messages within ``max_tokens``; with
+        ``screen``, the messages and summary it gives are the ones the window is
+        built from (alternation, token fitting and the summary's copy follow them),
+        while ``considered`` and ``speakers`` still count every message read."""
         n = last_n or self.default_last_n
         limit = max_tokens or self.max_token_window
         docs, source = await self.messages(tenant_id, conversation_id, n)
         summary = await self.summary(tenant_id, conversation_id) if docs else None
+        read, speakers = len(docs), sorted(
+            {str(d["user_id"]) for d in docs if d.get("user_id") is not None})
+        if screen is not None and docs:
+            docs, summary = await screen(list(docs), summary)
         budget = min(self.summary_token_budget, limit // 2)
         w: Window = build_window(
             docs,
@@ -192,7 +208,7 @@ class SessionReader:
             tokens=w.tokens,
             truncated=w.truncated,
             source="database" if source == "database" else "cache",
-            considered=len(docs),
-            speakers=sorted({str(d["user_id"]) for d in docs if d.get("user_id") is not None}),
+            considered=read,
+            speakers=speakers,
             unverified=source == "unverified",
         )

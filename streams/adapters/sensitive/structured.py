@@ -26,6 +26,7 @@ candidate pattern).
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any, Final
 
 import tldextract
@@ -106,6 +107,12 @@ class _CardRecognizer(CreditCardRecognizer):
         return bool(super().validate_result(pattern_text))
 
 
+MADE_OF_DIGITS = frozenset({Kind.CARD, Kind.IBAN, Kind.NATIONAL_ID, Kind.PHONE})
+"""Kinds no value of which is without a decimal digit: a card's, an IBAN's check
+digits, an SSN's, a NINO's, a phone number's (an IP address may be, in IPv6)."""
+_DIGIT = re.compile(r"\d")  # any script's decimal digits (Unicode Nd), as the patterns'
+
+
 class _Recognizer:
     """One Presidio recognizer, the kind it finds and its candidates' patterns."""
 
@@ -147,7 +154,10 @@ class StructuredRecognizers:
 
     def findings(self, text: str) -> list[Finding]:
         """What the recognizers find in ``text`` (offsets into ``text``), but for
-        what names nobody (``nobody``)."""
-        found = [f for r in self._recognizers for f in r.findings(text)]
+        what names nobody (``nobody``). A text without a decimal digit (of any
+        script) is not read by the recognizers of kinds that are made of digits."""
+        digits = _DIGIT.search(text) is not None
+        found = [f for r in self._recognizers if digits or r.kind not in MADE_OF_DIGITS
+                 for f in r.findings(text)]
         return [f for f in found if not names_nobody(text, f)]
 

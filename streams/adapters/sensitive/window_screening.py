@@ -2,11 +2,14 @@
 
 Off by default (``sensitive.session_window``): the chat history is the customer's
 record, stored and served as said; long-term memory is screened either way. On,
-each message (and tool output) a query returns in its Session window goes through
-the tenant's and agent's policy (:meth:`~streams.consolidation.screening.
-Screening.policy`, the same as consolidation's): a masked kind's spans become
-their placeholders, a message holding a kind the policy drops is left out of the
-window. What is stored (the database, Redis) is not changed.
+the messages a query's Session window is built from go through the tenant's and
+agent's policy (:meth:`~streams.consolidation.screening.Screening.policy`, the
+same as consolidation's) before the window is built — their content, their
+speaker's name and their tool calls' arguments: a masked kind's spans become their
+placeholders, a message holding a kind the policy drops is left out, and the
+window's alternation, token count and truncation then follow what is left. The
+conversation's summary is masked as consolidation masks one (never dropped). What
+is stored (the database, Redis) is not changed.
 
 A conversation's messages come back in every query of it, so each text's result
 is kept per tenant and policy in a bounded cache (``entries``, and ``chars`` of text held in
@@ -21,14 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Any
 
 from streams.consolidation.rules.sensitive.kinds import Kind
 from streams.consolidation.rules.sensitive.policy import Policy
-from streams.consolidation.screening import Screening
+from streams.consolidation.screening import Screening, never_dropping
 from streams.memory.agent_configs import AgentConfigs
-from streams.session.reader import SessionWindow
+from streams.session.reader import Docs
 
 _Key = tuple[str, tuple[str, ...], bytes]
 
@@ -78,22 +80,50 @@ class WindowScreening:
             self._remember(k, result)
         return [held[k] if k in held else found[k] for k in keys]
 
-    async def screen(self, tenant_id: str, agent_id: str,
-                     window: SessionWindow) -> SessionWindow:
+    async def screen(self, tenant_id: str, agent_id: str, docs: Docs,
+                     summary: str | None) -> tuple[Docs, str | None]:
         agent = self.configs.get(tenant_id, agent_id)
         policy = self.screening.policy(tenant_id, agent_id, agent.sensitive if agent else ())
-        lists = {name: getattr(window, name) for name in ("messages", "tool")}
-        texts = [str(m.get("content") or "") for msgs in lists.values() for m in msgs]
-        if not any(texts):
-            return window
-        results = iter(await self.texts(tenant_id, policy, texts))
-        screened: dict[str, list[dict[str, Any]]] = {}
-        for name, msgs in lists.items():
-            kept = []
-            for m in msgs:
-                result = next(results)
-                if result is None:
-                    continue
-                kept.append(m if result == (m.get("content") or "") else {**m, "content": result})
-            screened[name] = kept
-        return replace(window, messages=screened["messages"], tool=screened["tool"])
+        fields = [said for d in docs for said in _said(d)]
+        results = iter(await self.texts(tenant_id, policy, [t for _, t in fields]))
+        kept: Docs = []
+        for d in docs:
+            said = _said(d)
+            done = [next(results) for _ in said]
+            if any(r is None for r in done):
+                continue  # a kind the policy drops: the message is left out
+            kept.append(d if all(r == t for (_, t), r in zip(said, done, strict=True))
+                        else _rewritten(d, said, done))
+        if summary:
+            (masked,) = await self.texts(tenant_id, never_dropping(policy), [summary])
+            summary = summary if masked is None else masked  # never None: nothing drops
+        return kept, summary
+
+
+def _said(doc: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+    """Where a message says something (its content, its speaker's name, each tool
+    call's arguments) and what, as (path, text)."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    for key in ("content", "name"):
+        if isinstance(doc.get(key), str) and doc[key]:
+            out.append(((key,), doc[key]))
+    for i, call in enumerate(doc.get("tool_calls") or []):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and fn["arguments"]:
+            out.append((("tool_calls", str(i)), fn["arguments"]))
+    return out
+
+
+def _rewritten(doc: dict[str, Any], said: list[tuple[tuple[str, ...], str]],
+               done: list[str | None]) -> dict[str, Any]:
+    """A copy of ``doc`` with each place that says something replaced by its screened
+    text (the stored message is not changed)."""
+    out = dict(doc)
+    for (path, _), text in zip(said, done, strict=True):
+        if path[0] == "tool_calls":
+            calls = out["tool_calls"] = list(out["tool_calls"])
+            call = calls[int(path[1])] = dict(calls[int(path[1])])
+            call["function"] = {**call["function"], "arguments": text}
+        else:
+            out[path[0]] = text
+    return out

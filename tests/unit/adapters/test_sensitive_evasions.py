@@ -126,3 +126,18 @@ def test_past_the_budget_a_card_is_still_found(scanner: SensitiveScanner) -> Non
                for f in found)
     stored = screen(text, found).text
     assert stored is not None and "4111 1111 1111 1111" not in stored
+
+
+def test_a_text_without_digits_is_not_read_by_the_recognizers_of_digit_kinds() -> None:
+    from streams.adapters.sensitive.structured import MADE_OF_DIGITS, StructuredRecognizers
+    recognizers = StructuredRecognizers()
+    read: list[str] = []
+    for r in recognizers._recognizers:
+        r._checked = (lambda f, k: lambda text: (read.append(k), f(text))[1])(  # type: ignore[method-assign]
+            r._checked, r.kind.value)
+    recognizers.findings("write to me at ann.lee@fastmail.com, no numbers here")
+    assert read and not set(read) & {k.value for k in MADE_OF_DIGITS}
+    for digits in ("4111 1111 1111 1111", "４１１１ １１１１ １１１１ １１１１", "٤١١١"):
+        read.clear()
+        recognizers.findings(f"card {digits}")
+        assert {k.value for k in MADE_OF_DIGITS} <= set(read), digits
