@@ -1026,9 +1026,10 @@ class SensitiveSettings(BaseModel):
         + _ACTION_HELP.format("[LOCATION]")))
     ner: Literal["auto", "on", "off"] = Field("auto", description=(
         "Load the NER model for names and places (about 50 MB, 7-9 ms a memory): `auto` "
-        "when `name` or `location` is not `keep`; `on` also lets an agent's configuration "
-        "mask or drop them when the deployment keeps them. Without it names and places "
-        "are not found, whatever a policy says."))
+        "when `name` or `location` is not `keep`, here or in any tenant's policy "
+        "(`tenants`); `on` also lets an agent's configuration mask or drop them when its "
+        "tenant keeps them. Without it names and places are not found, whatever a policy "
+        "says."))
 
     tenants: dict[str, dict[str, SensitiveAction]] = Field(default_factory=dict, description=(
         "A tenant's own actions over the deployment's, e.g. "
@@ -1059,10 +1060,14 @@ class SensitiveSettings(BaseModel):
         return {kind: getattr(self, kind) for kind in _ACT}
 
     def finds_names(self) -> bool:
-        """Whether the worker loads the NER model."""
+        """Whether the worker loads the NER model: with ``ner="auto"``, when the
+        deployment's or any tenant's policy does not keep names or places."""
         if self.ner != "auto":
             return self.ner == "on"
-        return self.name != "keep" or self.location != "keep"
+        if self.name != "keep" or self.location != "keep":
+            return True
+        return any(action != "keep" for actions in self.tenants.values()
+                   for kind, action in actions.items() if kind in ("name", "location"))
 
 
 class Settings(BaseSettings):

@@ -121,13 +121,21 @@ def _time(value: Any) -> datetime | None:
     return aware_utc(t)
 
 
+_SENSITIVE_ENTRIES = 32  # there are 9 kinds: room for a few misspelt ones, named in a warning
+_SENSITIVE_CHARS = 32
+
+
 def _sensitive(value: Any) -> tuple[tuple[str, str], ...]:
-    if value is None:
+    """The entries of ``sensitive`` whose kind and action are strings (the first
+    _SENSITIVE_ENTRIES of them, each cut to _SENSITIVE_CHARS characters); any other
+    entry, or a value that is not an object, is left out: it never makes the rest of
+    the configuration unreadable. Which kinds and actions are known is checked where
+    the policy is applied (``Screening.policy``, which names the others)."""
+    if not isinstance(value, dict):
         return ()
-    if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise _Unreadable("sensitive is not an object of kind names to actions")
-    return tuple(sorted((k.strip().lower(), v.strip().lower()) for k, v in value.items()))
+    entries = [(k.strip().lower()[:_SENSITIVE_CHARS], v.strip().lower()[:_SENSITIVE_CHARS])
+               for k, v in value.items() if isinstance(k, str) and isinstance(v, str)]
+    return tuple(sorted(entries[:_SENSITIVE_ENTRIES]))
 
 
 def parse_agent_config(raw: bytes | str | dict[str, Any] | None) -> AgentConfig | None:
@@ -135,8 +143,9 @@ def parse_agent_config(raw: bytes | str | dict[str, Any] | None) -> AgentConfig 
 
     Provider names are matched case-insensitively; missing fields take the
     defaults of :class:`AgentConfig` (no provider, long memory off, no model, the
-    deployment's sensitive-content policy). ``sensitive`` must be an object of
-    strings; which kinds and actions it names is checked where it is applied.
+    deployment's sensitive-content policy). ``sensitive`` is read leniently: the
+    entries that are not strings are left out (see :func:`_sensitive`); which kinds
+    and actions it names is checked where it is applied.
     """
     if raw is None:
         return None

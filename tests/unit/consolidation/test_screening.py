@@ -31,6 +31,10 @@ def test_the_settings_name_every_kind_with_the_default_actions() -> None:
 @pytest.mark.parametrize(("settings", "loads"), [
     ({}, False), ({"name": "mask"}, True), ({"location": "drop"}, True),
     ({"ner": "on"}, True), ({"name": "mask", "ner": "off"}, False),
+    ({"tenants": {"acme": {"name": "mask"}}}, True),
+    ({"tenants": {"acme": {"email": "drop"}, "globex": {"location": "drop"}}}, True),
+    ({"tenants": {"acme": {"email": "drop", "name": "keep"}}}, False),
+    ({"tenants": {"acme": {"name": "mask"}}, "ner": "off"}, False),
 ])
 def test_the_ner_model_loads_only_when_asked(settings: dict[str, str], loads: bool) -> None:
     assert SensitiveSettings.model_validate(settings).finds_names() is loads
@@ -89,6 +93,25 @@ def test_entries_not_applied_are_named_in_a_warning_without_any_text(
     screening.policy("t", "a", (("secret", "keep"), ("x" * 500, "drop")))
     [record] = [r for r in caplog.records if "not applied" in r.getMessage()]
     assert "secret -> keep" in record.getMessage() and len(record.getMessage()) < 300
+
+
+def test_entries_not_applied_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    screening = Screening(ListedDetector({}), DEPLOYMENT)
+    forged = "x\nCRITICAL forged line\r\x1b[2J\u2028\u202e"
+    screening.policy("t", "a", ((forged, "drop"), ("email", forged)))
+    [record] = [r for r in caplog.records if "not applied" in r.getMessage()]
+    message = record.getMessage()
+    assert message.isprintable()
+    assert "\\nCRITICAL forged" in message
+
+
+def test_only_the_first_entries_not_applied_are_named(caplog: pytest.LogCaptureFixture) -> None:
+    screening = Screening(ListedDetector({}), DEPLOYMENT)
+    screening.policy("t", "a", tuple((f"kind{i}", "drop") for i in range(30)))
+    [record] = [r for r in caplog.records if "not applied" in r.getMessage()]
+    message = record.getMessage()
+    assert "kind7 -> drop" in message and "kind8 -> drop" not in message
+    assert message.endswith(", and 22 more")
 
 
 def test_a_summary_policy_masks_what_drops() -> None:

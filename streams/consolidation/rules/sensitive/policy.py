@@ -111,6 +111,16 @@ def screen(text: str, findings: list[Finding], policy: Policy = DEFAULT_POLICY) 
 
 
 _STRICTNESS = {Action.KEEP: 0, Action.MASK: 1, Action.DROP: 2}
+_NAMED = 8  # refused entries named; the others are counted
+_ENTRY_CHARS = 64
+
+
+def _named(kind: str, action: str) -> str:
+    """``"kind -> action"`` safe to log: each side ``repr()``-escaped where it holds
+    anything but printable characters (no newline or control character reaches a log
+    line), the whole cut to _ENTRY_CHARS."""
+    kind, action = (s if s.isprintable() else repr(s) for s in (kind, action))
+    return f"{kind} -> {action}"[:_ENTRY_CHARS]
 
 
 def layered(base: Policy, overrides: Mapping[str, str], *,
@@ -118,17 +128,23 @@ def layered(base: Policy, overrides: Mapping[str, str], *,
     """``base`` with each of ``overrides`` (``{"card": "drop", ...}``) applied that can
     be, and the ones that cannot, as ``"kind -> action"``: an unknown kind or action,
     or, with ``tighten_only``, an action that keeps more than ``base`` does for its
-    kind (``keep`` < ``mask`` < ``drop``). One bad entry never voids the others."""
+    kind (``keep`` < ``mask`` < ``drop``). One bad entry never voids the others.
+
+    The refused entries are for a log line: control characters escaped, each cut to
+    64 characters, the first 8 named and the rest as ``"and N more"``."""
     actions = {k: base.action(k) for k in Kind}
-    refused: list[str] = []
+    refused: list[tuple[str, str]] = []
     for kind, action in overrides.items():
         try:
             k, a = Kind(kind), Action(action)
         except ValueError:
-            refused.append(f"{kind} -> {action}"[:64])
+            refused.append((kind, action))
             continue
         if tighten_only and _STRICTNESS[a] < _STRICTNESS[actions[k]]:
-            refused.append(f"{kind} -> {action}"[:64])
+            refused.append((kind, action))
             continue
         actions[k] = a
-    return Policy(MappingProxyType(actions)), refused
+    named = [_named(kind, action) for kind, action in refused[:_NAMED]]
+    if len(refused) > _NAMED:
+        named.append(f"and {len(refused) - _NAMED} more")
+    return Policy(MappingProxyType(actions)), named

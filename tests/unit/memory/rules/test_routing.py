@@ -99,6 +99,27 @@ def test_an_agents_sensitive_policy_is_read_as_given(raw: dict[str, Any],
     assert again is not None and again.sensitive == expected
 
 
-@pytest.mark.parametrize("value", [["email", "drop"], "drop", {"email": 1}, {"email": None}])
-def test_a_sensitive_policy_not_of_strings_is_unreadable(value: Any) -> None:
-    assert parse_agent_config({"sensitive": value}) is None
+@pytest.mark.parametrize(("value", "kept"), [
+    (["email", "drop"], ()),
+    ("drop", ()),
+    ({"email": 1}, ()),
+    ({"email": None}, ()),
+    ({"email": "drop", "card": 1}, (("email", "drop"),)),
+    ({"email": {"x": 1}, "Name": "MASK", "ip": ["drop"]}, (("name", "mask"),)),
+])
+def test_entries_not_of_strings_are_left_out_and_the_rest_of_the_config_kept(
+        value: Any, kept: tuple[tuple[str, str], ...]) -> None:
+    config = parse_agent_config({"long_memory_provider": "MEM0", "open_long_memory": True,
+                                 "model": "m", "sensitive": value})
+    assert config is not None
+    assert route(config) == "mem0" and long_memory_enabled(config, default_for_unknown=False)
+    assert config.sensitive == kept
+
+
+def test_the_sensitive_entries_kept_are_capped_in_number_and_length() -> None:
+    many = {f"kind{i:03}": "drop" for i in range(1000)}
+    config = parse_agent_config({"sensitive": {"email": "drop", **many}})
+    assert config is not None and len(config.sensitive) == 32
+    assert ("email", "drop") in config.sensitive  # the first entries are the ones kept
+    config = parse_agent_config({"sensitive": {"e" * 10_000: "d" * 10_000}})
+    assert config is not None and config.sensitive == (("e" * 32, "d" * 32),)
