@@ -53,8 +53,10 @@ MIN_SCORE: Final = 0.4
 """Below it a Presidio result is a guess its own authors call weak (the SSN
 recognizer's bare nine digits score 0.05); phone numbers score 0.4."""
 
-# between a card's groups: nothing, a hyphen, a space, a dot, a slash, or one line break
-_SEP: Final = r"(?:[-./ ]|[ \t]*\r?\n[ \t]*)?"
+# between a card's groups: nothing, a hyphen, a space (a tab, a no-break, thin, figure or
+# ideographic space too), a dot, a slash, or one line break
+_SPACES: Final = " \t\u00a0\u2007\u2009\u202f\u3000"
+_SEP: Final = rf"(?:[-./{_SPACES}]|[{_SPACES}]*\r?\n[{_SPACES}]*)?"
 CARD_PATTERNS: Final = [
     Pattern("Card (Presidio's issuers, any separator)",
             rf"\b(?!1\d{{12}}(?!\d))(?:4\d{{3}}|5[0-5]\d{{2}}|6\d{{3}}|1\d{{3}}|3\d{{3}})"
@@ -62,8 +64,8 @@ CARD_PATTERNS: Final = [
     Pattern("Mastercard 2-series",
             rf"\b2(?:2[2-9]\d|[3-6]\d\d|7[01]\d|720){_SEP}\d{{4}}{_SEP}\d{{4}}{_SEP}\d{{4}}\b",
             0.3)]
-_CARD_SEPARATORS: Final = [("-", ""), (" ", ""), (".", ""), ("/", ""), ("\t", ""),
-                           ("\r", ""), ("\n", "")]
+_CARD_SEPARATORS: Final = [("-", ""), (".", ""), ("/", ""), ("\r", ""), ("\n", ""),
+                           *((c, "") for c in _SPACES)]
 
 _REGEX: Any = importlib.import_module("regex")
 """Presidio's regular-expression engine (no type stubs): its patterns are read with

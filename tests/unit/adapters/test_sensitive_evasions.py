@@ -28,6 +28,12 @@ def scanner() -> SensitiveScanner:
     ("card 4111.1111.1111.1111 ok", "card [CARD] ok"),
     ("card 4111/1111/1111/1111 ok", "card [CARD] ok"),
     ("card 4111 1111\n1111 1111 ok", "card [CARD] ok"),
+    # ... by a tab, a no-break, thin, figure or ideographic space; or hidden by
+    # invisible format characters, combining marks or blank fillers
+    ("card 4111\u00a01111\u00a01111\u00a01111 ok", "card [CARD] ok"),
+    ("card 4111\t1111\u20091111\u30001111 ok", "card [CARD] ok"),
+    ("card 4111\u061c1111\U000e0041 1111 1111 ok", "card [CARD] ok"),
+    ("card 4\u0308111\u28001111\u28001111\u28001111 ok", "card [CARD] ok"),
     ("卡号5500.0000.0000.0004", "卡号[CARD]"),
     ("card 4111.1111.1111.1112 ok", "card 4111.1111.1111.1112 ok"),       # fails Luhn
     ("card 4111.1111/1111 1111 ok", "card 4111.1111/1111 1111 ok"),       # mixed marks

@@ -3,7 +3,10 @@
 A zero-width space, joiner or non-joiner (U+200B-U+200D), a word joiner
 (U+2060), a byte-order mark (U+FEFF), a soft hyphen (U+00AD) and the other
 invisible format characters of Unicode's category Cf (direction marks and
-embeddings, the Mongolian vowel separator, invisible operators) show nothing,
+embeddings, the Mongolian vowel separator, invisible operators, tag characters),
+the nonspacing marks (Mn: a combining accent over a digit, variation selectors)
+and the blank fillers (Hangul fillers, the Braille blank) show nothing or next
+to nothing,
 so ``4111``, a zero-width space and ``1111 1111 1111`` read as a card number;
 written inside a value, they would hide it from every pattern.
 Detection reads :func:`visible`'s text, and :meth:`Visible.original` turns a
@@ -13,14 +16,18 @@ characters inside it included (masking replaces them too).
 
 from __future__ import annotations
 
-import re
+import importlib
 from dataclasses import dataclass
 from typing import Final
 
 from streams.consolidation.rules.sensitive.kinds import Finding
 
-INVISIBLE: Final = re.compile(
-    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
+INVISIBLE: Final = importlib.import_module("regex").compile(
+    r"[\p{Cf}\p{Mn}\u115f\u1160\u3164\uffa0\u2800]")
+"""Every format character (Cf: zero-width spaces and joiners, direction marks, tag
+characters, the byte-order mark, the soft hyphen …), every nonspacing mark (Mn:
+combining accents, the grapheme joiner, variation selectors) and the blank fillers
+that show as nothing (Hangul fillers, the Braille blank)."""
 
 
 @dataclass(frozen=True, slots=True)
