@@ -368,8 +368,9 @@ class ConsolidationPipeline:
         planned = [p for p in planned + episodes if not self._erased_memory(run, p)]
         if self.screening is not None:  # before anything is stored, the candidate rows too
             with tracing.span("consolidation screen"):
-                planned = await self.screening.candidates(run.tenant_id, planned,
-                                                          self._policy(run))
+                planned = await self.screening.candidates(
+                    run.tenant_id, planned, self._policy(run),
+                    said=() if episodes else [m.content for m in chat])
         if self.cube_quota is not None:  # episodes of a cube at its quota dropped
             planned = await self.cube_quota.keep(run, planned)
         return judged.kind, planned
@@ -384,13 +385,14 @@ class ConsolidationPipeline:
         agent = self.configs.get(tenant_id, agent_id)
         return self.screening.policy(tenant_id, agent_id, agent.sensitive if agent else ())
 
-    def _summary_screen(self, run: Run) -> Callable[[str], Awaitable[str]] | None:
+    def _summary_screen(self, run: Run
+                        ) -> Callable[[str, Sequence[str]], Awaitable[str]] | None:
         """How the run's summary is screened before it is stored (None: not at all)."""
         screening = self.screening
         if screening is None:
             return None
         policy = self._policy(run)
-        return lambda text: screening.summary(run.tenant_id, text, policy)
+        return lambda text, said: screening.summary(run.tenant_id, text, policy, said)
 
     def _erased_memory(self, run: Run, p: PlannedCandidate) -> bool:
         """A candidate that would bring an erased memory back (its cube, user and kind,

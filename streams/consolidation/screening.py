@@ -44,10 +44,14 @@ from streams.consolidation.rules.sensitive.policy import (
     layered,
     screen,
 )
+from streams.consolidation.rules.sensitive.repeated import repeated, said_values
 from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.metrics import SENSITIVE_MEMORIES, SENSITIVE_WINDOW_MESSAGES
 
 log = logging.getLogger(__name__)
+
+SUMMARY_WITHHELD = ("(summary withheld: the messages it sums up hold more sensitive values "
+                    "than are looked for in a model's wording)")
 
 
 def never_dropping(policy: Policy) -> Policy:
@@ -101,6 +105,13 @@ class Screening:
         findable = STRUCTURED if not self.detector.finds_names else frozenset(Kind)
         return bool(policy.acted_on() & findable)
 
+    def _count(self, tenant_id: str, screened: Screened, counter: Counter) -> None:
+        tenant = self.tenant_label(tenant_id)
+        for kind, action in screened.done.items():
+            counter.labels(tenant, kind.value, action.value).inc()
+            if self.counts is not None and counter is SENSITIVE_MEMORIES:
+                self.counts.add(tenant_id, kind, action)
+
     async def _screened(self, tenant_id: str, texts: Sequence[str], policy: Policy,
                         counter: Counter = SENSITIVE_MEMORIES) -> list[Screened | None]:
         """Each text screened, or None where nothing was found."""
@@ -110,11 +121,7 @@ class Screening:
                 out.append(None)
                 continue
             screened = screen(text, findings, policy)
-            tenant = self.tenant_label(tenant_id)
-            for kind, action in screened.done.items():
-                counter.labels(tenant, kind.value, action.value).inc()
-                if self.counts is not None and counter is SENSITIVE_MEMORIES:
-                    self.counts.add(tenant_id, kind, action)
+            self._count(tenant_id, screened, counter)
             out.append(screened)
         return out
 
@@ -128,18 +135,32 @@ class Screening:
         return [text if r is None else r.text for text, r in zip(texts, results, strict=True)]
 
     async def candidates(self, tenant_id: str, planned: Sequence[PlannedCandidate],
-                         policy: Policy) -> list[PlannedCandidate]:
+                         policy: Policy, said: Sequence[str] = ()) -> list[PlannedCandidate]:
         """``planned`` with the dropped ones left out and the masked ones' text masked
-        (their masked kinds recorded), in order."""
+        (their masked kinds recorded), in order. A value found in a candidate (an
+        episode is a message as said) or in ``said`` (the session's messages, when no
+        episode stands for them) is found again in every other candidate that repeats
+        it (:mod:`~.rules.sensitive.repeated`: a model's wording of a fact); a session
+        with too many such values keeps no fact, only its screened episodes."""
         if not planned or not self._looks(policy):
             return list(planned)
-        results = await self._screened(tenant_id, [p.candidate.content for p in planned],
-                                       policy)
+        texts = [p.candidate.content for p in planned]
+        found = await self.detector.detect_all([*texts, *said])
+        values = said_values([*texts, *said], found, policy)
         out = []
-        for p, screened in zip(planned, results, strict=True):
-            if screened is None or not screened.masked:
-                if screened is None or not screened.dropped:
-                    out.append(p)
+        for p, text, own in zip(planned, texts, found[:len(texts)], strict=True):
+            if values is None and p.candidate.kind != "episode":
+                continue  # more values than are looked for again: no worded fact is kept
+            findings = [*own, *repeated(text, values or [])]
+            if not findings:
+                out.append(p)
+                continue
+            screened = screen(text, findings, policy)
+            self._count(tenant_id, screened, SENSITIVE_MEMORIES)
+            if screened.dropped:
+                continue
+            if not screened.masked:
+                out.append(p)
                 continue
             assert screened.text is not None
             masked = tuple(sorted(k.value for k in screened.masked))
@@ -156,10 +177,20 @@ class Screening:
         return [bool(f) and screen(t, f, policy).text != t
                 for t, f in zip(texts, found, strict=True)]
 
-    async def summary(self, tenant_id: str, text: str, policy: Policy) -> str:
-        """``text`` with every kind the policy does not keep masked."""
+    async def summary(self, tenant_id: str, text: str, policy: Policy,
+                      said: Sequence[str] = ()) -> str:
+        """``text`` with every kind the policy does not keep masked, and every value
+        found in ``said`` (the messages a model summarised) that it repeats."""
         summary_policy = never_dropping(policy)
         if not text or not self._looks(summary_policy):
             return text
-        (screened,) = await self._screened(tenant_id, [text], summary_policy)
-        return text if screened is None or screened.text is None else screened.text
+        found = await self.detector.detect_all([text, *said])
+        values = said_values([text, *said], found, summary_policy)
+        if values is None:  # more values than are looked for again: nothing of it kept
+            return SUMMARY_WITHHELD
+        findings = [*found[0], *repeated(text, values)]
+        if not findings:
+            return text
+        screened = screen(text, findings, summary_policy)
+        self._count(tenant_id, screened, SENSITIVE_MEMORIES)
+        return text if screened.text is None else screened.text

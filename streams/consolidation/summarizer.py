@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 from streams.consolidation.model import SessionMessage
@@ -65,11 +65,14 @@ class Summarizer:
     async def maybe_summarize(self, tenant_id: str, conversation_id: str,
                               model: ChatCompleter | None, *,
                               caller: ModelCaller | None = None,
-                              screen: Callable[[str], Awaitable[str]] | None = None,
+                              screen: Callable[[str, Sequence[str]], Awaitable[str]] | None
+                              = None,
                               ) -> str | None:
         """Summarise when due; returns the generator used, or None when not due. The
         model's usage is counted for ``caller`` (by default the tenant, no agent);
-        ``screen`` makes the text what is stored (sensitive content masked)."""
+        ``screen`` makes the text what is stored (sensitive content masked), given the
+        messages a model summarised (none for an extractive summary: its lines are
+        the messages' own words)."""
         work = await self.summaries.due(
             tenant_id, conversation_id, newest=self.max_messages,
             due=lambda uncovered: needs_summary(uncovered, self.threshold))
@@ -79,7 +82,9 @@ class Summarizer:
                                                work.covered_until,
                                                caller or ModelCaller(tenant_id, ""))
         if screen is not None:
-            text = await screen(text)
+            said = ([m.content for m in work.messages if m.id > work.covered_until]
+                    if generator == "model" else [])
+            text = await screen(text, said)
         await self._store(tenant_id, conversation_id, text, work.until, work.total)
         SUMMARIES.labels(generator).inc()
         return generator

@@ -3,14 +3,16 @@ is done per kind, and that a policy acting on nothing findable detects nothing."
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from streams.consolidation.model import PlannedCandidate
-from streams.consolidation.rules.sensitive.kinds import Kind
+from streams.consolidation.rules.sensitive.kinds import Finding, Kind
 from streams.consolidation.rules.sensitive.policy import DEFAULT_ACTIONS, Action
-from streams.consolidation.screening import Screening, never_dropping
+from streams.consolidation.screening import SUMMARY_WITHHELD, Screening, never_dropping
 from streams.memory.model import USER_CUBE, MemoryCandidate
 from streams.settings import SensitiveSettings
 from streams.testing.consolidation import ListedDetector
@@ -157,3 +159,55 @@ async def test_a_stored_text_is_kept_out_when_the_policy_would_change_it() -> No
     keep_all = screening.policy("t", "a", tuple((k.value, "keep") for k in Kind))
     assert await screening.kept_out(texts, keep_all) == [False] * 5
     assert await screening.kept_out([], policy) == []
+
+
+class StatedDetector:
+    """Finds a password only where it is stated as one ("password is X"), as the real
+    detector does: a model's wording of it ("login is X") is not found by itself."""
+
+    finds_names = False
+
+    async def detect_all(self, texts: list[str]) -> list[list[Finding]]:
+        return [[Finding(m.start(1), m.end(1), Kind.SECRET)
+                 for m in re.finditer(r"password is (\S+)", t)] for t in texts]
+
+
+def episode(text: str) -> PlannedCandidate:
+    p = planned(text)
+    return replace(p, candidate=replace(p.candidate, kind="episode"))
+
+
+@pytest.mark.parametrize(("secret", "fact"), [
+    ("drop", None), ("mask", "The user's wiki login is [SECRET]."),
+    ("keep", "The user's wiki login is Tr0ub4dor&3x."),
+])
+async def test_a_value_a_model_words_again_is_screened_as_where_it_was_said(
+        secret: str, fact: str | None) -> None:
+    screening = Screening(StatedDetector(), {**DEPLOYMENT, "secret": secret})
+    said = "User: my password is Tr0ub4dor&3x"
+    worded = "The user's wiki login is Tr0ub4dor&3x."
+    kept = await screening.candidates("t", [episode(said), planned(worded)],
+                                      screening.deployment)
+    facts = [p.candidate.content for p in kept if p.candidate.kind == "fact"]
+    assert facts == ([fact] if fact else [])
+    # no episode stands for the messages (a provider keeping none): the messages are read
+    kept = await screening.candidates("t", [planned(worded)], screening.deployment,
+                                      said=[said])
+    assert [p.candidate.content for p in kept] == ([fact] if fact else [])
+
+
+async def test_a_summary_masks_what_a_model_repeats_of_the_messages() -> None:
+    screening = Screening(StatedDetector(), DEPLOYMENT)
+    text = await screening.summary("t", "- wiki login: Tr0ub4dor&3x", screening.deployment,
+                                   ["my password is Tr0ub4dor&3x"])
+    assert text == "- wiki login: [SECRET]"
+
+
+async def test_too_many_values_keep_no_worded_fact() -> None:
+    screening = Screening(StatedDetector(), {**DEPLOYMENT, "secret": "mask"})
+    said = " ".join(f"password is pw-{i:04d}-x" for i in range(65))
+    kept = await screening.candidates("t", [episode(said), planned("An innocent fact.")],
+                                      screening.deployment)
+    assert [p.candidate.kind for p in kept] == ["episode"]
+    assert await screening.summary("t", "sum", screening.deployment, [said]) == \
+        SUMMARY_WITHHELD
