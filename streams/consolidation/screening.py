@@ -36,7 +36,7 @@ from prometheus_client import Counter
 
 from streams.consolidation.model import PlannedCandidate
 from streams.consolidation.ports import SensitiveDetector
-from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
+from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Finding, Kind
 from streams.consolidation.rules.sensitive.policy import (
     Action,
     Policy,
@@ -45,6 +45,7 @@ from streams.consolidation.rules.sensitive.policy import (
     screen,
 )
 from streams.consolidation.rules.sensitive.repeated import repeated, said_values
+from streams.consolidation.rules.sensitive.within import findings_within, said_within
 from streams.consolidation.sensitive_counts import SensitiveCounts
 from streams.metrics import SENSITIVE_MEMORIES, SENSITIVE_WINDOW_MESSAGES
 
@@ -145,7 +146,19 @@ class Screening:
         if not planned or not self._looks(policy):
             return list(planned)
         texts = [p.candidate.content for p in planned]
-        found = await self.detector.detect_all([*texts, *said])
+        episodes = [t for p, t in zip(planned, texts, strict=True)
+                    if p.candidate.kind == "episode"]
+        inside = [None if p.candidate.kind == "episode" else said_within(t, episodes)
+                  for p, t in zip(planned, texts, strict=True)]
+        read = [t for t, at in zip(texts, inside, strict=True) if at is None]
+        detected = iter(await self.detector.detect_all([*read, *said]))
+        found: list[list[Finding]] = [next(detected) if at is None else [] for at in inside]
+        of_episode = [f for p, f in zip(planned, found, strict=True)
+                      if p.candidate.kind == "episode"]
+        for i, at in enumerate(inside):  # a fact said word for word in an episode
+            if at is not None:
+                found[i] = findings_within(of_episode[at[0]], at[1], len(texts[i]))
+        found += list(detected)  # the messages', for their values only
         values = said_values([*texts, *said], found, policy)
         out = []
         for p, text, own in zip(planned, texts, found[:len(texts)], strict=True):

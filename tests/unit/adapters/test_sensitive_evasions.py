@@ -147,3 +147,31 @@ def test_a_text_without_digits_is_not_read_by_the_recognizers_of_digit_kinds() -
         read.clear()
         recognizers.findings(f"card {digits}")
         assert {k.value for k in MADE_OF_DIGITS} <= set(read), digits
+
+
+def test_a_clause_read_inside_its_message_finds_what_it_finds_alone(
+        scanner: SensitiveScanner) -> None:
+    """The projection of :mod:`streams.consolidation.rules.sensitive.within` against the
+    real scanner, on every clause of the corpus: each finding of the clause read alone
+    lies inside a finding of the same kind of its message."""
+    import json
+    import re
+    from pathlib import Path
+
+    from streams.consolidation.rules.sensitive.within import findings_within, said_within
+    corpus = Path(__file__).resolve().parents[2] / "data" / "sensitive_corpus.jsonl"
+    checked = 0
+    for line in corpus.read_text().splitlines():
+        text = json.loads(line)["text"]
+        episode = f"User: {text}"
+        in_episode = scanner.detect(episode)
+        for part in filter(None, (p.strip() for p in re.split(r"(?<=[.!?。；;，,])\s*", text))):
+            at = said_within(part, [episode])
+            if at is None:
+                continue
+            checked += 1
+            projected = findings_within(in_episode, at[1], len(part))
+            for f in scanner.detect(part):
+                assert any(p.start <= f.start and p.end >= f.end and p.kind == f.kind
+                           for p in projected), (part, f, projected)
+    assert checked > 400

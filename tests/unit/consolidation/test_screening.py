@@ -211,3 +211,18 @@ async def test_too_many_values_keep_no_worded_fact() -> None:
     assert [p.candidate.kind for p in kept] == ["episode"]
     assert await screening.summary("t", "sum", screening.deployment, [said]) == \
         SUMMARY_WITHHELD
+
+
+async def test_a_fact_said_inside_an_episode_is_read_there_not_again() -> None:
+    detector = ListedDetector(LISTED)
+    screening = Screening(detector, DEPLOYMENT)
+    kept = await screening.candidates("t", [
+        episode("User: I live in Berlin. Write to a@b.io please."),
+        planned("Write to a@b.io please."), planned("I live in Berlin."),
+        planned("Ann moved away.")], screening.deployment)
+    assert detector.seen == ["User: I live in Berlin. Write to a@b.io please.",
+                             "Ann moved away."]
+    assert [p.candidate.content for p in kept] == [
+        "User: I live in Berlin. Write to [EMAIL] please.", "Write to [EMAIL] please.",
+        "I live in Berlin.", "Ann moved away."]
+    assert kept[1].candidate.masked == ("email",)
