@@ -31,6 +31,11 @@ DEAD_LETTERS_DEDUPLICATED = Counter(
 INGEST_BATCH = Histogram(
     "memstream_ingest_batch_size", "Events per ingest batch.", buckets=BATCH_BUCKETS
 )
+INGEST_HELD = Gauge(
+    "memstream_ingest_events_held",
+    "Chat events this worker holds back, of tenants over their quota of events "
+    "(MEMSTREAM_QUOTAS__EVENTS_OVER_QUOTA=delay), to take in as the quota has room.",
+)
 SINK_LATENCY = Histogram(
     "memstream_sink_write_seconds",
     "Time to write one batch, by sink.",

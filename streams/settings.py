@@ -866,6 +866,8 @@ class TenantQuota(BaseModel):
         None, ge=0, description=(
             "Chat events a second taken into ingest for the tenant (0: no limit)."))
     events_burst: int | None = Field(None, ge=1, description="Chat events at once, above the rate.")
+    events_over_quota: Literal["delay", "dead_letter"] | None = Field(
+        None, description="What becomes of the tenant's chat events over its quota.")
     erasures_per_min: float | None = Field(
         None, ge=0, description="Erasure requests a minute taken in (0: no limit).")
     erasures_burst: int | None = Field(None, ge=1, description="Erasures at once, above the rate.")
@@ -895,12 +897,26 @@ class QuotaSettings(BaseModel):
     events_per_s: float = Field(
         0.0, ge=0, description=(
             "Chat events a second one worker takes into ingest for one tenant, counted where "
-            "an event is first read (`chat.messages`); one over it is dead-lettered, reason "
-            "`over_quota`. 0: no limit (the default: a limit refuses events, so it is set "
-            "where wanted, by default or per tenant)."))
+            "an event is first read (`chat.messages`); what becomes of one over it is "
+            "`events_over_quota`. 0: no limit (the default: a limit holds a tenant's events "
+            "back, so it is set where wanted, by default or per tenant)."))
     events_burst: int = Field(
         2000, ge=1, description=(
             "Chat events of one tenant one worker takes into ingest at once above the rate."))
+    events_over_quota: Literal["delay", "dead_letter"] = Field(
+        "delay", description=(
+            "What becomes of a tenant's chat events over its quota: `delay` holds them in "
+            "the worker and takes them in, in the order read, as the quota has room again "
+            "(the tenant's later events wait behind them; other tenants' events, on the same "
+            "partitions, do not); `dead_letter` dead-letters each, reason `over_quota`."))
+    events_held_max: int = Field(
+        20_000, ge=1, description=(
+            "Chat events of one tenant one worker holds back at once (`delay`); one past it "
+            "is dead-lettered, reason `over_quota`."))
+    events_held_bytes: int = Field(
+        64 * 1024 * 1024, ge=1, description=(
+            "Bytes of chat events (their Kafka values) one worker holds back at once, of "
+            "every tenant; an event past it is dead-lettered, reason `over_quota`."))
     erasures_per_min: float = Field(
         60.0, ge=0, description=(
             "Erasure requests a minute one worker takes in for one tenant; one over it is "
@@ -921,7 +937,8 @@ class QuotaSettings(BaseModel):
     tenant_overrides: dict[str, TenantQuota] = Field(
         default_factory=dict, description=(
             'Quotas of named tenants, JSON `{"acme": {"queries_per_s": 500, '
-            '"queries_burst": 1000, "events_per_s": 200, "erasures_per_min": 10, '
+            '"queries_burst": 1000, "events_per_s": 200, "events_over_quota": "dead_letter", '
+            '"erasures_per_min": 10, '
             '"memories_per_cube": 20000, "sessions_consolidating": 2, '
             '"episodes_max_per_cube": 5000}, ...}`; unset fields take the defaults.'))
 

@@ -9,8 +9,10 @@ once looked up, :meth:`Classifier.drop_erased`), and placed
 parent conversation (sub-agent chat), re-keyed to its conversation's home
 partition, refused, or dropped. An event read on the chat
 topic is weighed against its tenant's quota of events first, and dead-lettered
-over it (:mod:`streams.ingest.rules.quota`). Idle checks are taken as they are;
-erasure fences were taken in before (:mod:`streams.ingest.fences`).
+when the quota refuses it (:mod:`streams.ingest.rules.quota`; a tenant whose
+events over it are delayed was weighed before, :mod:`streams.ingest.pacing`).
+Idle checks are taken as they are; erasure fences were taken in before
+(:mod:`streams.ingest.fences`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ from streams.clock import naive_utc
 from streams.erasure.model import ErasureMark
 from streams.erasure.rules.coverage import ErasureIndex, EventPlace
 from streams.ingest.model import IngestConfig, IngestResult, Taken, Tally
-from streams.ingest.ports import ErasedEvents
+from streams.ingest.ports import ErasedEvents, EventQuota
 from streams.ingest.rules.quota import counts, over_quota
 from streams.ingest.rules.routing import place
 from streams.ingest.rules.subagent import as_parent_message
 from streams.metrics import DEAD_LETTERS, ERASURE_SKIPPED
-from streams.quotas.book import QuotaBook
 from streams.session.rules.batch import BareEnd
 from streams.wire.dead_letter import dead_letter
 from streams.wire.decode import (
@@ -68,7 +69,7 @@ class Classifier:
 
     def __init__(self, config: IngestConfig, erasures: ErasureIndex, *,
                  clock: Callable[[], float], home: Callable[[str], int] | None,
-                 quota: QuotaBook | None = None,
+                 quota: EventQuota | None = None,
                  erased_events: ErasedEvents | None = None) -> None:
         self.config = config
         self.erased_events = erased_events
@@ -108,9 +109,9 @@ class Classifier:
                     continue
                 bare = covered  # placed like any session end: at its conversation's home
             if self.quota is not None and counts(rec.topic, chat_topic=cfg.chat_topic):
-                decision = self.quota.take(decoded.tenant_id, self.clock())
-                if not decision.allowed:
-                    dlq.append(self.dead_letter(rec, over_quota(decision.message), tally))
+                refused = self.quota.weigh(rec, decoded.tenant_id, self.clock())
+                if refused is not None:
+                    dlq.append(self.dead_letter(rec, over_quota(refused), tally))
                     continue
             where = place(decoded, internal=rec.topic == cfg.subagent_topic,
                           partition=rec.partition, home=self.home,

@@ -8,7 +8,9 @@
   (:class:`streams.adapters.db.erasure_reads.ConversationReads`);
 * :class:`FencePassed`: the erasure log, told a fence was passed;
 * :class:`ErasedEvents`: the events an erasure deleted that its cutoff does not
-  cover (:class:`streams.adapters.db.messages.MessageStore`).
+  cover (:class:`streams.adapters.db.messages.MessageStore`);
+* :class:`EventQuota`: the quota of chat events per tenant
+  (:class:`streams.ingest.pacing.EventPacer`).
 
 The Redis copy and the stale-history marks are the session stage's ports
 (:mod:`streams.session.ports`); events go out through
@@ -25,6 +27,7 @@ from typing import Protocol
 
 from streams.ingest.model import EventKey, MessageRow, StoredRows
 from streams.session.model import ConversationKey
+from streams.wire.envelope import SourceRecord
 from streams.wire.erasure import ErasureFence
 
 
@@ -103,4 +106,12 @@ class ErasedEvents(Protocol):
     async def erased(self, keys: Sequence[EventKey]) -> set[EventKey]:
         """Those of ``keys`` an erasure deleted and remembered: dated after its cutoff,
         which does not cover them when they are sent again. Raises on any failure."""
+        ...
+
+
+class EventQuota(Protocol):
+    def weigh(self, rec: SourceRecord, tenant: str, now: float) -> str | None:
+        """None to store chat event ``rec`` of ``tenant`` at ``now``, else why it is
+        over its tenant's quota (it is dead-lettered ``over_quota`` with that message).
+        Called once for each read of an event, where it is first read."""
         ...

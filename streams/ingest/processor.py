@@ -55,6 +55,7 @@ from streams.ingest.planning import SessionPlanning
 from streams.ingest.ports import (
     ClosedSessions,
     ErasedEvents,
+    EventQuota,
     FencePassed,
     RowBatches,
     WholeConversations,
@@ -62,7 +63,6 @@ from streams.ingest.ports import (
 from streams.ingest.publishing import ClosingEvents, Delivery
 from streams.ingest.store import MessageWriter
 from streams.metrics import INGEST_BATCH, INGEST_EVENTS, SINK_FAILURES
-from streams.quotas.book import QuotaBook
 from streams.session.model import ConversationKey, MessageDoc
 from streams.session.ports import HotCopy, SessionTable
 from streams.session.rules.batch import SessionPlan
@@ -79,7 +79,7 @@ class IngestProcessor:
     ``erasures``: the erasures taken in, whose events are skipped; ``fence_passed``
     and ``whole``: where a fence is recorded as passed, what a user erasure takes
     whole (see :mod:`streams.ingest.fences`); ``quota``: the quota of chat events
-    per tenant, an event over it dead-lettered (None: no limit); ``erased_events``:
+    per tenant, an event it refuses dead-lettered (None: no limit); ``erased_events``:
     the messages erasures deleted past their cutoff, not stored again."""
 
     def __init__(
@@ -98,10 +98,11 @@ class IngestProcessor:
         erasures: ErasureIndex | None = None,
         fence_passed: FencePassed | None = None,
         whole: WholeConversations | None = None,
-        quota: QuotaBook | None = None,
+        quota: EventQuota | None = None,
         erased_events: ErasedEvents | None = None,
     ) -> None:
         self.config = config
+        self.quota = quota
         self.cache = cache
         self.stale = stale
         self.table = table

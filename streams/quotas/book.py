@@ -4,6 +4,9 @@
 (``memstream_quota_decisions_total{tenant,quota,decision}``: ``allowed``, or the
 quota's name for a refusal, ``refused_as`` — ``refused`` for queries,
 ``dead_lettered`` for events — and the tenant's own tally, :meth:`QuotaBook.tally`);
+a tenant may have its own (``refused_as_for``: the events of a tenant whose events
+over the quota are ``delayed``, counted by :mod:`streams.ingest.pacing` through
+:meth:`QuotaBook.count`);
 :meth:`QuotaBook.shed` counts a request refused without being weighed (``shed``: the
 query consumer had more of the tenant's requests waiting than it may queue);
 :meth:`QuotaBook.peek` only tells what it would decide, counting nothing. Memory
@@ -25,6 +28,7 @@ from streams.metrics import QUOTA_DECISIONS
 from streams.quotas.rules import Bucket, Limit, peek, take
 
 ALLOWED, REFUSED, DEAD_LETTERED, SHED = "allowed", "refused", "dead_lettered", "shed"
+DELAYED = "delayed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class _Entry:
     bucket: Bucket | None = None
     allowed: int = 0
     refused: int = 0
+    delayed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +70,17 @@ class Tally:
     tokens: float
     allowed: int
     refused: int
+    delayed: int = 0
 
 
 class QuotaBook:
     def __init__(self, quota: str, default: Limit, overrides: Mapping[str, Limit] | None = None,
                  *, max_tenants: int = 10_000, unit_s: float = 1.0,
-                 refused_as: str = REFUSED) -> None:
+                 refused_as: str = REFUSED,
+                 refused_as_for: Mapping[str, str] | None = None) -> None:
         self.quota = quota
         self.refused_as = refused_as
+        self.refused_as_for = dict(refused_as_for or {})
         self.default = default
         self.overrides = dict(overrides or {})
         self.max_tenants = max_tenants
@@ -85,20 +93,33 @@ class QuotaBook:
     def __len__(self) -> int:
         return len(self._tenants)
 
-    def take(self, tenant: str, now: float) -> Decision:
-        """Decide a request of ``tenant`` at ``now`` (seconds), and count the decision."""
+    def over_quota(self, tenant: str) -> str:
+        """What becomes of a request of ``tenant`` over the quota (its decision label)."""
+        return self.refused_as_for.get(tenant, self.refused_as)
+
+    def take(self, tenant: str, now: float, *, count: bool = True) -> Decision:
+        """Decide a request of ``tenant`` at ``now`` (seconds), and count the decision
+        (``count=False``: the caller counts it, :meth:`count`)."""
         limit = self.limit(tenant)
         entry = self._entry(tenant)
         verdict = take(entry.bucket, limit, now)
         entry.bucket = verdict.bucket
-        if verdict.allowed:
-            entry.allowed += 1
-        else:
-            entry.refused += 1
-        QUOTA_DECISIONS.labels(tenant, self.quota,
-                               ALLOWED if verdict.allowed else self.refused_as).inc()
+        if count:
+            self.count(tenant, ALLOWED if verdict.allowed else self.over_quota(tenant))
         return Decision(self.quota, tenant, verdict.allowed, limit, verdict.retry_after_s,
                         self.unit_s)
+
+    def count(self, tenant: str, decision: str) -> None:
+        """Count a decision about a request of ``tenant``: ``allowed``, ``delayed``
+        (held back to be taken later), or a refusal."""
+        entry = self._entry(tenant)
+        if decision == ALLOWED:
+            entry.allowed += 1
+        elif decision == DELAYED:
+            entry.delayed += 1
+        else:
+            entry.refused += 1
+        QUOTA_DECISIONS.labels(tenant, self.quota, decision).inc()
 
     def shed(self, tenant: str) -> None:
         """Count a request of ``tenant`` refused without being weighed (decision ``shed``,
@@ -119,7 +140,7 @@ class QuotaBook:
         limit = self.limit(tenant)
         entry = self._tenants.get(tenant) or _Entry()
         tokens = peek(entry.bucket, limit, now).bucket.tokens
-        return Tally(limit, tokens, entry.allowed, entry.refused)
+        return Tally(limit, tokens, entry.allowed, entry.refused, entry.delayed)
 
     def view(self, tenant: str, now: float) -> dict[str, Any]:
         """The tenant's row of ``GET /stats/quotas``."""
@@ -127,7 +148,8 @@ class QuotaBook:
         return {"quota": self.quota, "limited": not t.limit.unlimited,
                 "rate": t.limit.rate * self.unit_s, "per_s": self.unit_s,
                 "burst": t.limit.burst, "available": round(t.tokens, 3),
-                "allowed": t.allowed, "refused": t.refused, "over_quota": self.refused_as}
+                "allowed": t.allowed, "refused": t.refused, "delayed": t.delayed,
+                "over_quota": self.over_quota(tenant)}
 
     def _entry(self, tenant: str) -> _Entry:
         entry = self._tenants.get(tenant)
@@ -136,7 +158,7 @@ class QuotaBook:
             return entry
         while len(self._tenants) >= self.max_tenants:
             gone, _ = self._tenants.popitem(last=False)
-            for decision in (ALLOWED, self.refused_as, SHED):
+            for decision in {ALLOWED, REFUSED, DEAD_LETTERED, DELAYED, SHED, self.over_quota(gone)}:
                 with contextlib.suppress(KeyError):  # never counted
                     QUOTA_DECISIONS.remove(gone, self.quota, decision)
         entry = self._tenants[tenant] = _Entry()

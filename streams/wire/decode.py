@@ -42,7 +42,7 @@ __all__ = [
     "BAD_ID", "BAD_TIME", "INVALID_TEXT", "MAX_DEPTH", "MISSING_TENANT", "OUT_OF_RANGE",
     "REASONS", "SCHEMA", "TOO_DEEP", "TOO_LARGE", "UNDECODABLE", "UNKNOWN_TYPE", "UNSTORABLE",
     "Rejected",
-    "decode_chat_event", "decode_idle_record", "decode_record",
+    "decode_chat_event", "decode_idle_record", "decode_record", "tenant_of",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -50,6 +50,16 @@ M = TypeVar("M", bound=BaseModel)
 _adapter: TypeAdapter[ChatMessage | SessionEnd] = TypeAdapter(ChatEvent)
 # validation errors whose type is itself a reason (raised by the models' own rules)
 _REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE, BAD_TIME, BAD_ID})
+
+
+def tenant_of(raw: bytes | None) -> str | None:
+    """The tenant a chat event's value names, or None when it names none (or is not
+    a JSON object): only what a quota needs before the event is decoded."""
+    doc = load_object(raw)
+    if isinstance(doc, Rejected):
+        return None
+    tenant = doc.get("tenant_id")
+    return tenant if isinstance(tenant, str) and tenant else None
 
 
 def decode_chat_event(

@@ -31,6 +31,7 @@ from streams.consolidation.episode_retention import EpisodeRetention
 from streams.consolidation.retry_scheduler import RetryScheduler
 from streams.erasure.processor import REQUEUED, ErasureProcessor
 from streams.erasure.retention import RetentionRunner
+from streams.ingest.pacing import EventPacer
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
@@ -94,7 +95,8 @@ class WorkerContext:
         resume_clears_only_a_suspended_flow()
         install_wait_empty()
         install_commit_guard(self.commit_guard,
-                             out_of_order_topics=out_of_order_topics(self.settings.kafka),
+                             out_of_order_topics=out_of_order_topics(
+                                 self.settings.kafka, paced=self.quotas.events is not None),
                              recover_after_s=self.settings.kafka.redeliver_after_s)
         install_web(self.app, self.runtime, self.settings, self.queries,
                     self.quotas.views())
@@ -165,6 +167,11 @@ class WorkerContext:
         # a state leaves the table only once its records are committed
         processor.planning.committed = committed_offsets(self.app)
         return processor
+
+    @staticmethod
+    def event_pacer(processor: IngestProcessor) -> EventPacer[Any] | None:
+        """The processor's pacer of chat events, when its quota of events is one."""
+        return processor.quota if isinstance(processor.quota, EventPacer) else None
 
     async def consolidation(self) -> Consolidation:
         """One pipeline and processor, shared by the session-closed and retry

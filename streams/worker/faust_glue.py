@@ -341,12 +341,15 @@ def give_back_acks(consumer: Any, tp: TP, offsets: Iterable[int]) -> None:
         acked.sort()
 
 
-def out_of_order_topics(kafka: KafkaSettings) -> list[str]:
+def out_of_order_topics(kafka: KafkaSettings, *, paced: bool = False) -> list[str]:
     """The topics whose records are finished out of order on purpose, for
     :func:`install_commit_guard`: ``memory.retry`` (each record held until due)
     and ``memory.session-closed`` (each session end acknowledged once handled,
-    a short run before a long one read earlier: :mod:`streams.worker.in_flight`)."""
-    return [kafka.retry_topic, kafka.session_closed_topic]
+    a short run before a long one read earlier: :mod:`streams.worker.in_flight`);
+    with ``paced`` (a tenant has a quota of events), the chat topic too (a tenant's
+    events over it held back while others' are stored:
+    :mod:`streams.worker.paced_intake`)."""
+    return [kafka.retry_topic, kafka.session_closed_topic, *([kafka.chat_topic] if paced else [])]
 
 
 def finish(guard: CommitGuard, event: Any) -> None:

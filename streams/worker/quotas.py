@@ -2,7 +2,8 @@
 tenant's overrides (``quotas.tenant_overrides``), as plain values for the stages.
 
 * ``queries`` — a second, taken by the query processors;
-* ``events`` — chat events a second into ingest (none when no tenant has a limit);
+* ``events`` — chat events a second into ingest (none when no tenant has a limit),
+  those over it delayed (:mod:`streams.ingest.pacing`) or dead-lettered per tenant;
 * ``erasures`` — a minute, taken by the erasure processor for each new erasure;
 * ``cube_memories`` — valid memories of a cube before consolidation adds no episodes;
 * ``sessions_consolidating`` — consolidation slots one tenant's runs hold at once
@@ -17,11 +18,12 @@ One :class:`Quotas` per process: the processors take from its books and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from streams.consolidation.rules.episode_retention import RetentionLimits
 from streams.consolidation.rules.fairness import tenant_share
-from streams.quotas.book import DEAD_LETTERED, QuotaBook
+from streams.quotas.book import DEAD_LETTERED, DELAYED, QuotaBook
 from streams.quotas.counts import CountQuota
 from streams.quotas.rules import Limit
 from streams.settings import Settings
@@ -64,8 +66,19 @@ def events_quota(s: Settings) -> QuotaBook | None:
     default = Limit(q.events_per_s, q.events_burst)
     if default.unlimited and all(limit.unlimited for limit in overrides.values()):
         return None
+    action = {"delay": DELAYED, "dead_letter": DEAD_LETTERED}
     return QuotaBook("events", default, overrides, max_tenants=q.max_tenants,
-                     refused_as=DEAD_LETTERED)
+                     refused_as=action[q.events_over_quota],
+                     refused_as_for={t: action[o.events_over_quota]
+                                     for t, o in q.tenant_overrides.items()
+                                     if o.events_over_quota is not None})
+
+
+def delays_events(book: QuotaBook) -> Callable[[str], bool]:
+    """Whether a tenant's chat events over the quota of ``book`` are held back and
+    taken in later (``delay``), rather than dead-lettered."""
+    return lambda tenant: (book.over_quota(tenant) == DELAYED
+                           and not book.limit(tenant).unlimited)
 
 
 def erasures_quota(s: Settings) -> QuotaBook:

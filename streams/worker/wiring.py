@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -69,6 +69,7 @@ from streams.erasure.processor import ErasureProcessor
 from streams.erasure.registry import ErasureRegistry
 from streams.erasure.retention import RetentionConfig, RetentionRunner
 from streams.ingest.model import IngestConfig
+from streams.ingest.pacing import EventPacer
 from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.cube_locks import CubeLocks
@@ -92,7 +93,7 @@ from streams.tokens import TokenCounter
 from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
-from streams.worker.quotas import Quotas, process_quotas
+from streams.worker.quotas import Quotas, delays_events, process_quotas
 
 
 class Parts(Protocol):
@@ -217,8 +218,18 @@ class Wiring:
             state_flush_interval_s=self.settings.ingest.state_flush_interval_s,
             home=home_partitions(self.settings.kafka.partitions),
             erasures=e.index if e else None, fence_passed=self._fence_passed if e else None,
-            whole=ConversationReads(self.parts.engine), quota=self.quotas.events,
+            whole=ConversationReads(self.parts.engine), quota=self.event_pacer(),
             erased_events=store)
+
+    def event_pacer(self) -> EventPacer[Any] | None:
+        """A new pacer of chat events for each ingest processor (what it holds belongs
+        to one run of the ingest agent); None when no tenant has a quota of events."""
+        book, q = self.quotas.events, self.settings.quotas
+        if book is None:
+            return None
+        return EventPacer(book, delays=delays_events(book),
+                          chat_topic=self.settings.kafka.chat_topic,
+                          max_held=q.events_held_max, max_bytes=q.events_held_bytes)
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None

@@ -1,8 +1,8 @@
 """Chat events a second per tenant into ingest: a loud tenant's events over its
-quota are dead-lettered (reason ``over_quota``) while a calm tenant's events on
-the same partition, in the same batches, are all stored at once; the loud
-tenant's stored events keep their order, none is stored twice, and every
-decision is counted by tenant."""
+quota are dead-lettered (reason ``over_quota``, the tenant's ``events_over_quota``
+being ``dead_letter``) while a calm tenant's events on the same partition, in
+the same batches, are all stored at once; the loud tenant's stored events keep
+their order, none is stored twice, and every decision is counted by tenant."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from streams.ingest.pacing import EventPacer
 from streams.ingest.processor import IngestProcessor
 from streams.session.stale import StaleHistories
 from streams.testing.ingest import InMemoryMessageStore
@@ -55,6 +56,7 @@ def decisions(tenant: str, decision: str) -> float:
 def build(clock: Clock, **overrides: Any) -> tuple[InMemoryMessageStore, RecordingPublisher,
                                                    IngestProcessor]:
     store, cache, pub = InMemoryMessageStore(), InMemoryHotCopy(), RecordingPublisher()
+    overrides = {t: {"events_over_quota": "dead_letter", **o} for t, o in overrides.items()}
     settings = settings_for_tests(quotas={"tenant_overrides": overrides},
                                   ingest={"state_flush_interval_s": 0.0})
     proc = ingest_processor(store, cache, pub, InMemorySessionTable(),
@@ -88,8 +90,9 @@ async def test_a_loud_tenant_over_quota_is_dead_lettered_and_a_calm_one_stored()
     assert len(stored(store, "calm-1")) == 13
     assert (decisions("loud-1", "allowed"), decisions("loud-1", "dead_lettered")) == (5, 8)
     assert (decisions("calm-1", "allowed"), decisions("calm-1", "dead_lettered")) == (13, 0)
-    tally = proc.classifier.quota.tally("loud-1", clock()) if proc.classifier.quota else None
-    assert tally is not None and (tally.allowed, tally.refused) == (5, 8)
+    assert isinstance(proc.quota, EventPacer)
+    tally = proc.quota.quota.tally("loud-1", clock())
+    assert (tally.allowed, tally.refused, tally.delayed) == (5, 8, 0)
 
 
 async def test_a_batch_read_again_stores_nothing_twice() -> None:

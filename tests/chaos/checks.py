@@ -280,4 +280,18 @@ def check_phase(w: Workload, s: Snapshot, reference: Snapshot | None = None,
     if s.deadline:
         out.append(deadline_queries_in_time(s))
     out += [redis_lists(s), lag_zero(s)]
+    if s.held_back is not None:
+        out.append(held_back(s, required=reference is None))
     return out
+
+
+def held_back(s: Snapshot, *, required: bool) -> Finding:
+    """The paced tenant (``tests.chaos.phases.PACED_ENV``) went over its quota of events
+    and had events held back: its messages, checked stored once and in order above,
+    went through the delay path. ``required`` in the undisturbed phase (the workload
+    published at once, one worker throughout); in the others only reported, the
+    counts of killed workers gone with them."""
+    n = s.held_back or 0
+    return Finding("the paced tenant's events held back over its quota (all stored, above)",
+                   n > 0 or not required,
+                   f"{n} held back, as counted by the workers live at the end")

@@ -1,6 +1,9 @@
 """The two chaos phases, each in a namespace of its own (topics, consumer group,
 database, Redis prefix).
 
+Every worker paces one tenant's events (``PACED_ENV``: over a quota of events,
+held back and taken in later, in order).
+
 * **undisturbed** — one worker on the shared services; the workload published
   at once; wait until it settled; a snapshot from the outside.
 * **disturbed** — a private Redis and MariaDB (they are restarted), two or
@@ -18,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from tests.chaos.checks import NONE, Erased
 from tests.chaos.config import ChaosConfig
@@ -60,6 +66,13 @@ WORKER_ENV = {
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_INITIAL_S": "1",
     "MEMSTREAM_CONSOLIDATION__RETRY_BACKOFF_MAX_S": "4",
 }
+PACED_TENANT = "globex"
+PACED_ENV = {
+    # one tenant's events over a quota of events, held back and taken in later in
+    # order (MEMSTREAM_QUOTAS__EVENTS_OVER_QUOTA=delay) through every kill and rebalance
+    "MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps(
+        {PACED_TENANT: {"events_per_s": 30, "events_burst": 60}}),
+}
 EXPIRING_ENV = {
     # a conversation quiet for 5 s after its session closed leaves the sessions table
     # (the returning ones speak again after that: their numbers come from the database)
@@ -86,7 +99,8 @@ def _stack(name: str, tmp: Path, database: str, db_url: str, redis_url: str,
            env: dict[str, str] | None = None) -> Stack:
     return Stack(name=name, tmp=tmp, partitions=PARTITIONS, database=database,
                  redis_url=redis_url,
-                 extra_env={**WORKER_ENV, **(env or {}), "MEMSTREAM_DATABASE__URL": db_url})
+                 extra_env={**WORKER_ENV, **PACED_ENV, **(env or {}),
+                            "MEMSTREAM_DATABASE__URL": db_url})
 
 
 def _topics(stack: Stack) -> dict[str, str]:
@@ -159,6 +173,7 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
         timeline.note(f"published {len(w.records)} records")
         settled = await settle(observer, w, cfg, timeline)
         snap = await observer.snapshot([])
+        snap.held_back = await held_back(cluster)
     finally:
         cluster.kill_all()
         await observer.close()
@@ -166,6 +181,20 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
         drop_database(database)
         await delete_topics_containing(name)
     return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
+
+
+async def held_back(cluster: Cluster) -> int:
+    """The paced tenant's events the live workers held back (their counts since they
+    started: a worker killed took its own with it)."""
+    series = ('memstream_quota_decisions_total{decision="delayed",quota="events",'
+              f'tenant="{PACED_TENANT}"}} ')
+    total = 0
+    async with httpx.AsyncClient(timeout=10) as http:
+        for slot in cluster.live():
+            text = (await http.get(f"http://127.0.0.1:{slot.port}/metrics")).text
+            total += sum(int(float(line[len(series):])) for line in text.splitlines()
+                         if line.startswith(series))
+    return total
 
 
 def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
@@ -310,6 +339,7 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) 
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent),
                                    erased)
             snap = await observer.snapshot(queries.sent)
+            snap.held_back = await held_back(cluster)
             snap.erasures = [(o.planned.describe(), o.status) for o in eraser.outcomes]
             snap.erased_memories = [o.memory for o in eraser.outcomes if o.memory is not None]
             if plan:

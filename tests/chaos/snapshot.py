@@ -93,3 +93,6 @@ class Snapshot:
     """who asked once the phase settled (erased users, group-chat speakers) -> the source
     events of the memories their replies gave (and ``error:<code>`` per failed reply)"""
     leftovers: dict[str, int] = field(default_factory=dict)  # "table (subject)" -> rows
+    held_back: int | None = None
+    """the paced tenant's events the live workers held back over its quota of events
+    (``memstream_quota_decisions_total{decision="delayed"}``); None: not read"""

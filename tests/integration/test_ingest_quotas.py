@@ -1,9 +1,16 @@
 """Chat events a second per tenant on a real worker over Kafka, MariaDB and
-Redis: a loud tenant's events over its quota are dead-lettered (``over_quota``)
-while a calm tenant's events, on the same partition, are all stored; the loud
-tenant's stored events keep their order per conversation, every one of its
-events is stored or dead-lettered, none stored twice — across a SIGKILL of the
-worker in the middle; the decisions show on ``/metrics`` and ``/stats/quotas``."""
+Redis, a calm tenant's events on the same partition as a loud tenant's, across a
+SIGKILL of the worker in the middle:
+
+* ``delay`` (the default): the loud tenant's events over its quota are held back
+  and stored later, every one, once, in the order produced; the calm tenant's
+  are stored at once, while the loud tenant's wait;
+* ``dead_letter``: the loud tenant's events over its quota are dead-lettered
+  (``over_quota``); the calm tenant's are all stored; the loud tenant's stored
+  events keep their order per conversation, every one of its events is stored
+  or dead-lettered, none stored twice.
+
+The decisions show on ``/metrics`` and ``/stats/quotas``."""
 
 from __future__ import annotations
 
@@ -49,11 +56,57 @@ def stored(stack: Stack, tenant: str) -> list[tuple[str, str]]:
         f"WHERE tenant_id = '{tenant}' ORDER BY id")]
 
 
+def environment(**loud: object) -> dict[str, str]:
+    return {"MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps({"loud": loud}),
+            "MEMSTREAM_WEB__STATS_TOKENS": json.dumps([{"sha256": token_hash(TOKEN),
+                                                        "tenants": ["*"]}])}
+
+
+async def quota_shown(port: str, decision: str) -> dict[str, object]:
+    """The loud tenant's decision is on ``/metrics``, the calm one's is not; its row of
+    the events quota in ``/stats/quotas``."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
+                                 headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        metrics = (await http.get("/metrics")).text
+        assert f'memstream_quota_decisions_total{{decision="{decision}",quota="events",' \
+               'tenant="loud"}' in metrics
+        assert f'decision="{decision}",quota="events",tenant="calm"' not in metrics
+        body = (await http.get("/stats/quotas", params={"tenant": "loud"})).json()
+        row: dict[str, object] = next(q for q in body["quotas"] if q["quota"] == "events")
+        assert row["over_quota"] == decision
+        return row
+
+
+async def test_a_loud_tenant_is_delayed_in_order_and_a_calm_one_is_not(stack: Stack) -> None:
+    env = environment(events_per_s=4 * RATE, events_burst=BURST)
+    calm, loud = same_partition(stack)
+    first, second = events(0, calm, loud), events(1, calm, loud)
+    worker = stack.worker(**env).start()
+    await stack.produce(first)
+    await eventually(lambda: len(stored(stack, "calm")) == HALF // 4, 60,
+                     "every calm event of the first half stored")
+    # the calm tenant's events did not wait for the loud tenant's held back
+    assert len(stored(stack, "loud")) < HALF
+    worker.kill()  # with events held: never acknowledged, read again
+    worker = stack.worker(**env).start()
+    await stack.produce(second)
+    sent = [e for e in first + second if e["tenant_id"] == "loud"]
+    await eventually(lambda: len(stored(stack, "loud")) == len(sent), 120,
+                     "every loud event stored")
+
+    rows = stored(stack, "loud")
+    assert len(rows) == len(set(rows)), "an event stored twice"
+    for conv in loud:  # every one, in produce order
+        assert [e for c, e in rows if c == conv] == [
+            str(e["event_id"]) for e in sent if e["conversation_id"] == conv]
+    assert stored(stack, "calm") == [(calm, f"calm-{calm}-{i}") for i in range(2 * HALF // 4)]
+    assert not await stack.read_topic(stack.topics["dlq"])
+    row = await quota_shown(worker.env["MEMSTREAM_WEB__PORT"], "delayed")
+    assert isinstance(row["delayed"], int) and row["delayed"] > 0 and row["refused"] == 0
+
+
 async def test_a_loud_tenant_is_dead_lettered_and_a_calm_one_stored(stack: Stack) -> None:
-    env = {"MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps(
-               {"loud": {"events_per_s": RATE, "events_burst": BURST}}),
-           "MEMSTREAM_WEB__STATS_TOKENS": json.dumps([{"sha256": token_hash(TOKEN),
-                                                       "tenants": ["*"]}])}
+    env = environment(events_per_s=RATE, events_burst=BURST, events_over_quota="dead_letter")
     calm, loud = same_partition(stack)
     first, second = events(0, calm, loud), events(1, calm, loud)
     worker = stack.worker(**env).start()
@@ -91,15 +144,7 @@ async def test_a_loud_tenant_is_dead_lettered_and_a_calm_one_stored(stack: Stack
     # two workers, each with a full bucket, over the time it took
     assert len(rows) < len(sent) // 2, len(rows)
 
-    port = worker.env["MEMSTREAM_WEB__PORT"]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10,
-                                 headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        metrics = (await http.get("/metrics")).text
-        assert 'memstream_quota_decisions_total{decision="dead_lettered",quota="events",' \
-               'tenant="loud"}' in metrics
-        assert 'decision="dead_lettered",quota="events",tenant="calm"' not in metrics
-        body = (await http.get("/stats/quotas", params={"tenant": "loud"})).json()
-        events_quota = next(q for q in body["quotas"] if q["quota"] == "events")
-        assert (events_quota["rate"], events_quota["burst"]) == (RATE, BURST)
-        assert events_quota["over_quota"] == "dead_lettered"
-        assert events_quota["refused"] > 0 and events_quota["allowed"] >= BURST
+    row = await quota_shown(worker.env["MEMSTREAM_WEB__PORT"], "dead_lettered")
+    assert (row["rate"], row["burst"]) == (RATE, BURST)
+    assert isinstance(row["refused"], int) and isinstance(row["allowed"], int)
+    assert row["refused"] > 0 and row["allowed"] >= BURST

@@ -1,0 +1,129 @@
+"""PacedIntake: the ingest agent's records into its batch sink, through the pacer.
+
+The agent hands :meth:`PacedIntake.add` every record it reads, with its Faust
+event; the pacer (:class:`~streams.ingest.pacing.EventPacer`) says which go to
+the sink now and holds the rest of a tenant over its quota of events. A task of
+the intake's own adds each held record to the sink as its tenant's quota has
+room. Without a pacer (no tenant has a quota of events), records go straight to
+the sink.
+
+Contract:
+
+* Records reach the sink one caller at a time (a FIFO lock), so a tenant's
+  records released by the task are never overtaken by later ones of that tenant
+  read meanwhile: the pacer holds a tenant's later records behind its held ones.
+* Held records are not acknowledged: the commit guard keeps the chat topic's
+  commit below the lowest of them (the topic is one of its out-of-order topics
+  while a pacer may hold), and the records are read again after a crash.
+* :meth:`release` (before a rebalance or a stop, from Faust's wait for its
+  records: :func:`~streams.worker.faust_wait_empty.let_go_while_waiting`) lets
+  go of every held record, acknowledged to Faust only; until :meth:`resume`, a
+  later record of those tenants is let go as it is read. Faust then waits only
+  for what the sink is writing.
+* A failure of the task stops the intake: the next :meth:`add` raises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+from streams.ingest.pacing import EventPacer, Item
+from streams.metrics import INGEST_HELD
+from streams.wire.envelope import SourceRecord
+from streams.worker.batch_sink import BatchSink
+
+log = logging.getLogger(__name__)
+
+H = TypeVar("H")
+
+
+class PacedIntake(Generic[H]):
+    def __init__(self, sink: BatchSink[SourceRecord, H], pacer: EventPacer[H] | None, *,
+                 let_go: Callable[[H], Awaitable[None]],
+                 clock: Callable[[], float] = time.time, tick_s: float = 1.0) -> None:
+        self.sink = sink
+        self.pacer = pacer
+        self._let_go = let_go
+        self.clock = clock
+        self.tick_s = tick_s
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def add(self, items: Sequence[Item[H]]) -> None:
+        """Take ``items`` (records read, in order) in now or hold them."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            raise RuntimeError("the ingest intake's release task failed") \
+                from self._task.exception()
+        async with self._lock:
+            if self.pacer is None:
+                await self._to_sink(items)
+                return
+            admitted = self.pacer.admit(items, self.clock())
+            for _, handle in admitted.let_go:
+                await self._let_go(handle)
+            await self._to_sink(admitted.ready)
+            INGEST_HELD.set(self.pacer.held)
+        if self.pacer.held:
+            if self._task is None or self._task.done():
+                self._task = asyncio.create_task(self._release_due(), name="ingest-held")
+            self._wake.set()
+
+    async def _to_sink(self, items: Sequence[Item[H]]) -> None:
+        if items:
+            await self.sink.add([rec for rec, _ in items], [handle for _, handle in items])
+
+    async def _release_due(self) -> None:
+        assert self.pacer is not None
+        while True:
+            wait = self.pacer.next_in(self.clock())
+            if wait is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if wait > 0:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), min(wait, self.tick_s))
+                continue
+            async with self._lock:
+                due = self.pacer.due(self.clock())
+                INGEST_HELD.set(self.pacer.held)
+                await self._to_sink(due)
+            if not due:  # the quota's room and the pacer's disagree by a rounding
+                await asyncio.sleep(0.01)
+
+    async def release(self) -> int:
+        """Let go of every held record (see the module docstring); how many."""
+        if self.pacer is None:
+            return 0
+        held = self.pacer.release()
+        INGEST_HELD.set(0)
+        for _, handle in held:  # each on its own: one failing leaves the others let go
+            try:
+                await self._let_go(handle)
+            except Exception:
+                log.exception("ingest: a record held back could not be let go")
+        if held:
+            log.info("ingest: %d records held back let go, unacknowledged", len(held))
+        return len(held)
+
+    def resume(self) -> None:
+        if self.pacer is not None:
+            self.pacer.resume()
+
+    async def close(self) -> None:
+        """Stop the task; what is held stays unacknowledged (Kafka keeps it)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.pacer is not None:
+            self.pacer.release()
+            INGEST_HELD.set(0)

@@ -1,0 +1,141 @@
+"""The pacer of chat events: a tenant over its quota held and taken in later, in
+order; other tenants never held; bounded; let go at a rebalance. No event loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client import REGISTRY
+
+from streams.ingest.pacing import EventPacer, Item
+from streams.quotas.book import DEAD_LETTERED, DELAYED, QuotaBook
+from streams.quotas.rules import Limit
+from streams.wire.envelope import SourceRecord
+
+CHAT = "chat"
+
+
+def rec(tenant: str | None, i: int, *, topic: str = CHAT, size: int = 0) -> Item[str]:
+    doc = {"tenant_id": tenant, "event_id": f"{tenant}-{i}", "content": "x" * size}
+    value = json.dumps(doc).encode() if tenant is not None else b"not json"
+    return SourceRecord(topic, 0, i, b"k", value), f"{tenant}-{i}"
+
+
+def pacer(*, rate: float = 2.0, burst: float = 2.0, max_held: int = 100,
+          max_bytes: int = 1 << 20, dead_letter: tuple[str, ...] = (),
+          free: tuple[str, ...] = ()) -> EventPacer[str]:
+    book = QuotaBook("events", Limit(rate, burst),
+                     {t: Limit(0.0, 1.0) for t in free}, refused_as=DELAYED,
+                     refused_as_for={t: DEAD_LETTERED for t in dead_letter})
+    return EventPacer(book, delays=lambda t: book.over_quota(t) == DELAYED
+                      and not book.limit(t).unlimited, chat_topic=CHAT,
+                      max_held=max_held, max_bytes=max_bytes)
+
+
+def handles(items: list[Item[str]]) -> list[str]:
+    return [h for _, h in items]
+
+
+def decisions(tenant: str, decision: str) -> float:
+    return REGISTRY.get_sample_value("memstream_quota_decisions_total", {
+        "tenant": tenant, "quota": "events", "decision": decision}) or 0.0
+
+
+# (what is read, in order) -> (taken in at once, held)
+@pytest.mark.parametrize(("reads", "ready", "held"), [
+    # the burst passes, the rest of the tenant is held
+    ([("loud-a", i) for i in range(4)], ["loud-a-0", "loud-a-1"], 2),
+    # another tenant, read between, is never held
+    ([("loud-b", 0), ("loud-b", 1), ("loud-b", 2), ("calm-b", 0), ("loud-b", 3),
+      ("calm-b", 1)], ["loud-b-0", "loud-b-1", "calm-b-0", "calm-b-1"], 2),
+    # a tenant without a limit, and one whose events are dead-lettered, pass
+    ([("free-c", i) for i in range(5)], [f"free-c-{i}" for i in range(5)], 0),
+    ([("dead-c", i) for i in range(5)], [f"dead-c-{i}" for i in range(5)], 0),
+    # a record naming no tenant, and one of another topic, pass unweighed
+    ([(None, 0), ("loud-d", 0), ("loud-d", 1), ("loud-d", 2)],
+     ["None-0", "loud-d-0", "loud-d-1"], 1),
+])
+def test_who_is_held(reads: list[tuple[str | None, int]], ready: list[str], held: int) -> None:
+    p = pacer(dead_letter=("dead-c",), free=("free-c",))
+    out = p.admit([rec(t, i) for t, i in reads], 0.0)
+    assert handles(out.ready) == ready and not out.let_go
+    assert p.held == held
+
+
+def test_other_topics_are_not_weighed() -> None:
+    p = pacer(burst=1.0)
+    out = p.admit([rec("loud-e", i, topic="sub") for i in range(5)], 0.0)
+    assert len(out.ready) == 5 and p.held == 0
+
+
+def test_held_records_come_out_in_order_as_the_quota_has_room() -> None:
+    p = pacer(rate=2.0, burst=2.0)
+    assert handles(p.admit([rec("loud-f", i) for i in range(6)], 0.0).ready) == [
+        "loud-f-0", "loud-f-1"]
+    assert p.next_in(0.0) == pytest.approx(0.5)
+    assert p.due(0.25) == []
+    assert handles(p.due(0.5)) == ["loud-f-2"]
+    # a later record within the quota waits behind the held ones
+    assert p.admit([rec("loud-f", 6)], 5.0).ready == []
+    assert handles(p.due(5.0)) == ["loud-f-3", "loud-f-4"]  # the burst refilled: 2
+    assert handles(p.due(6.0)) == ["loud-f-5", "loud-f-6"]
+    assert p.held == 0 and p.next_in(6.0) is None
+
+
+def test_tenants_take_turns() -> None:
+    p = pacer(rate=1.0, burst=1.0)
+    p.admit([rec(t, i) for i in range(3) for t in ("loud-g", "loud-h")], 0.0)
+    assert handles(p.due(2.0)) == ["loud-g-1", "loud-h-1"]  # one token each a second
+    assert handles(p.due(3.0)) == ["loud-g-2", "loud-h-2"]
+
+
+@pytest.mark.parametrize(("max_held", "max_bytes", "size", "refused"), [
+    (2, 1 << 20, 0, ["loud-i-4", "loud-i-5"]),   # a tenant's count
+    (100, 2 * len(rec("loud-i", 9, size=100)[0].value or b""), 100,
+     ["loud-i-4", "loud-i-5"]),                  # every tenant's bytes: two records'
+])
+def test_past_the_bounds_a_record_is_taken_in_to_be_dead_lettered(
+        max_held: int, max_bytes: int, size: int, refused: list[str]) -> None:
+    p = pacer(max_held=max_held, max_bytes=max_bytes)
+    items = [rec("loud-i", i, size=size) for i in range(6)]
+    out = p.admit(items, 0.0)
+    assert handles(out.ready) == ["loud-i-0", "loud-i-1", *refused]
+    weighed = {h: p.weigh(r, "loud-i", 0.0) for r, h in out.ready}
+    assert weighed["loud-i-0"] is None and weighed["loud-i-1"] is None
+    for h in refused:
+        assert "over the events quota of tenant 'loud-i'" in (weighed[h] or "")
+    assert p.held == 2
+    # room again: the next is held behind the two, not refused
+    assert handles(p.due(1.0)) == ["loud-i-2", "loud-i-3"]
+    assert p.admit([rec("loud-i", 6, size=size)], 1.0).ready == [] and p.held == 1
+
+
+def test_weigh_a_record_the_pacer_did_not_take_in() -> None:
+    p = pacer(burst=1.0, rate=1.0)
+    r, _ = rec("loud-j", 0)
+    assert p.weigh(r, "loud-j", 0.0) is None  # weighed here: the burst
+    again, _ = rec("loud-j", 1)
+    assert "retry in" in (p.weigh(again, "loud-j", 0.0) or "")  # dead-lettered
+
+
+def test_release_lets_go_of_what_is_held_and_what_follows_until_resumed() -> None:
+    p = pacer(rate=1.0, burst=1.0)
+    p.admit([rec("loud-k", i) for i in range(3)], 0.0)
+    assert handles(p.release()) == ["loud-k-1", "loud-k-2"]
+    assert p.held == 0 and p.due(100.0) == []
+    out = p.admit([rec("loud-k", 3), rec("calm-k", 0)], 100.0)
+    assert handles(out.let_go) == ["loud-k-3"] and handles(out.ready) == ["calm-k-0"]
+    p.resume()
+    assert handles(p.admit([rec("loud-k", 1)], 100.0).ready) == ["loud-k-1"]  # read again
+
+
+def test_decisions_are_counted_per_tenant() -> None:
+    p = pacer(rate=1.0, burst=1.0, max_held=2)
+    p.admit([rec("loud-l", i) for i in range(5)], 0.0)
+    p.due(1.0)
+    assert (decisions("loud-l", "allowed"), decisions("loud-l", DELAYED),
+            decisions("loud-l", DEAD_LETTERED)) == (2, 2, 2)
+    tally = p.quota.tally("loud-l", 1.0)
+    assert (tally.allowed, tally.delayed, tally.refused) == (2, 2, 2)
+    assert p.quota.view("loud-l", 1.0)["over_quota"] == DELAYED
