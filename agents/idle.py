@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 async def scan_idle_sessions() -> None:
     try:
         scanner = await worker.idle_scanner()
-        checks = worker.idle_checks(scanner)
+        checks = await worker.idle_checks(scanner)
         SESSIONS_OPEN.set(scanner.open_sessions)
         if checks:
             await worker.publisher.publish(checks)

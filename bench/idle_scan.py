@@ -4,11 +4,14 @@
 conversation states (as the ingest agent writes them), ``due`` of them idle.
 Prints the milliseconds of one tick that reads the whole table (the first tick,
 and the first after a rebalance) and of a steady tick, which reads only the
-states due (and how many states each visited). No service is needed.
+states due (and how many states each visited), and, for the worker's way of
+reading the whole table (in parts, the event loop free between them), the whole
+tick and the longest part the event loop is held for. No service is needed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from typing import Any
@@ -62,6 +65,27 @@ def main() -> None:
             steady.append((took, scanner.visited))
         print("steady ticks (ms, states visited): "
               + ", ".join(f"{took:.2f} ({visited:,})" for took, visited in steady))
+        parts: list[float] = []
+        mark = time.perf_counter()
+
+        async def pause() -> None:
+            nonlocal mark
+            parts.append((time.perf_counter() - mark) * 1000)
+            await asyncio.sleep(0)
+            mark = time.perf_counter()
+
+        async def in_parts() -> float:
+            nonlocal mark
+            scanner.rescan()
+            started = mark = time.perf_counter()
+            await scanner.tick_in_parts(lambda: list(data), data.get, pause=pause)
+            parts.append((time.perf_counter() - mark) * 1000)
+            return (time.perf_counter() - started) * 1000
+
+        whole_in_parts = asyncio.run(in_parts())
+        print(f"read in parts (the worker's tick after a rebalance): {whole_in_parts:.0f} ms "
+              f"in all, {len(parts)} parts: the first (the keys taken) {parts[0]:.1f} ms, the "
+              f"median {sorted(parts)[len(parts) // 2]:.1f} ms, the longest {max(parts):.1f} ms")
 
 
 if __name__ == "__main__":

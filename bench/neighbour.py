@@ -13,9 +13,12 @@ issue, calm-alone's median + 20 %.
 
     python bench/neighbour.py [--repeat 2] [--seconds 60] [--loud-messages 30000]
                               [--no-session] [--no-erase] [--no-flood] [--no-alone]
+                              [--loud-events-per-s N] [--loud-events-over-quota delay]
 
 ``--no-session``, ``--no-erase``, ``--no-flood`` turn one part of loud's load
-off, to find which one hurts; other knobs come from ``NEIGHBOUR_*``
+off, to find which one hurts; ``--loud-events-per-s`` gives loud a quota of
+chat events (``events_per_s``, a burst of twice that or 2,000 at most, and
+``--loud-events-over-quota``: ``delay`` or ``dead_letter``); other knobs come from ``NEIGHBOUR_*``
 (tests/chaos/tenants.py). Needs the services of ``make services``.
 """
 
@@ -74,7 +77,13 @@ async def main(args: argparse.Namespace) -> None:
     if args.no_flood:
         overrides["flood_rate"] = 0.0
     cfg = NeighbourConfig.from_env(**overrides)
+    if args.loud_events_per_s:  # the workers inherit this process's environment
+        os.environ["MEMSTREAM_QUOTAS__TENANT_OVERRIDES"] = json.dumps({"loud": {
+            "events_per_s": args.loud_events_per_s,
+            "events_burst": int(min(2 * args.loud_events_per_s, 2000)) or 1,
+            "events_over_quota": args.loud_events_over_quota}})
     print(json.dumps({"config": cfg.describe(),
+                      "quotas": os.environ.get("MEMSTREAM_QUOTAS__TENANT_OVERRIDES", ""),
                       "machine": f"{platform.machine()} {os.cpu_count()} cpu, "
                                  f"Python {platform.python_version()}"}), flush=True)
     alone: list[PhaseFigures] = []
@@ -104,4 +113,8 @@ if __name__ == "__main__":
     ap.add_argument("--no-erase", action="store_true", help="loud erases nothing")
     ap.add_argument("--no-flood", action="store_true", help="loud sends no queries")
     ap.add_argument("--no-alone", action="store_true", help="only the phases beside loud")
+    ap.add_argument("--loud-events-per-s", type=float, default=0.0,
+                    help="loud's quota of chat events a second (0: none)")
+    ap.add_argument("--loud-events-over-quota", choices=("delay", "dead_letter"),
+                    default="delay")
     asyncio.run(main(ap.parse_args()))

@@ -21,15 +21,20 @@ A tick touches only the states due (:mod:`streams.session.rules.idle_due`): the
 scanner keeps each state's moment of becoming due in a heap, updated as the
 ingest agent writes the table (:class:`WatchedSessions`). The whole table is
 read only when the scanner is told its part changed (a rebalance, a recovery:
-:meth:`IdleScanner.rescan`) and at the first tick.
+:meth:`IdleScanner.rescan`) and at the first tick. The worker reads it in parts
+(:meth:`IdleScanner.tick_in_parts`): the keys at once, then ``chunk`` states at a
+time, the event loop free between parts (queries share it); a state written
+meanwhile is taken as written, and a rescan asked meanwhile reads the table again
+at the next tick.
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +54,11 @@ from streams.wire.records import IdleCheck
 
 log = logging.getLogger(__name__)
 Items = Iterable[tuple[str, dict[str, Any] | None]]
+REBUILD_CHUNK = 2000  # states read between two turns of the event loop
+
+
+async def _next_turn() -> None:
+    await asyncio.sleep(0)
 
 
 class IdleScanner:
@@ -68,6 +78,8 @@ class IdleScanner:
         self._sent: dict[str, Sent] = {}
         self._written: set[str] = set()  # keys with a check sent, written since the last tick
         self._stale = True  # the whole table is read at the next tick
+        self._rescans = 0  # rescans asked for, to tell one asked during a rebuild in parts
+        self._meanwhile: dict[str, dict[str, Any] | None] | None = None  # written, rebuilding
         self.open_sessions = 0
         self.visited = 0  # states looked at by the last tick
 
@@ -76,9 +88,13 @@ class IdleScanner:
         """This worker's part of the table changed beneath the scanner (partitions
         assigned or revoked, a table recovered): the next tick reads all of it."""
         self._stale = True
+        self._rescans += 1
 
     def changed(self, key: str, value: dict[str, Any] | None) -> None:
         """``key`` was written (None: deleted)."""
+        if self._meanwhile is not None:  # a rebuild in parts: applied once it is done
+            self._meanwhile[key] = value
+            return
         try:
             w = watch_of(value)
         except (KeyError, TypeError, ValueError) as exc:
@@ -106,23 +122,52 @@ class IdleScanner:
     def _rebuild(self, items: Items) -> None:
         watch: dict[str, Watch] = {}
         heap: list[tuple[float, int, str, Watch]] = []
-        opened = 0
-        for tie, (key, value) in enumerate(items):
-            self.visited += 1
-            try:
-                w = watch_of(value)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"sessions-table value of {key!r} unreadable") from exc
-            if w is None:
-                continue
-            watch[key] = w
-            opened += w.open
-            if (at := due_from(w, self.times)) is not None:
-                heap.append((at, tie, key, w))
-        heapq.heapify(heap)
-        self._watch, self._heap, self._ties, self.open_sessions = watch, heap, len(heap), opened
+        for key, value in items:
+            self._index(key, value, watch, heap)
+        self._install(watch, heap)
         self._stale = False
+
+    def _index(self, key: str, value: dict[str, Any] | None, watch: dict[str, Watch],
+               heap: list[tuple[float, int, str, Watch]]) -> None:
+        self.visited += 1
+        try:
+            w = watch_of(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"sessions-table value of {key!r} unreadable") from exc
+        if w is None:
+            return
+        watch[key] = w
+        if (at := due_from(w, self.times)) is not None:
+            heap.append((at, len(heap), key, w))
+
+    def _install(self, watch: dict[str, Watch], heap: list[tuple[float, int, str, Watch]],
+                 ) -> None:
+        heapq.heapify(heap)
+        self._watch, self._heap, self._ties = watch, heap, len(heap)
+        self.open_sessions = sum(w.open for w in watch.values())
         self._written = set(self._sent)  # each is looked at: gone or not due, forgotten
+
+    async def _rebuild_in_parts(self, keys: Sequence[str],
+                                get: Callable[[str], dict[str, Any] | None], chunk: int,
+                                pause: Callable[[], Awaitable[None]]) -> None:
+        """:meth:`_rebuild` from ``keys`` (taken at once), ``chunk`` states at a time with
+        ``pause`` between: what is written meanwhile (:meth:`changed`) is applied after."""
+        asked = self._rescans
+        watch: dict[str, Watch] = {}
+        heap: list[tuple[float, int, str, Watch]] = []
+        self._meanwhile = {}
+        try:
+            for start in range(0, len(keys), chunk):
+                if start:
+                    await pause()
+                for key in keys[start:start + chunk]:
+                    self._index(key, get(key), watch, heap)
+        finally:
+            meanwhile, self._meanwhile = self._meanwhile, None
+        self._install(watch, heap)
+        self._stale = self._rescans != asked  # a rescan asked meanwhile: read it again
+        for key, value in meanwhile.items():
+            self.changed(key, value)
 
     # ------------------------------------------------------------- the scan
     def scan(self, items: Items) -> list[IdleCheck]:
@@ -134,10 +179,26 @@ class IdleScanner:
         """Checks for the open sessions idle for at least the timeout, the closed ones
         with an unpublished closing event, and the expired ones; ``items`` (the table's
         states) is read only when the scanner was told to read the table again."""
-        now = self.clock()
         self.visited = 0
         if self._stale:
             self._rebuild(items())
+        return self._due(self.clock())
+
+    async def tick_in_parts(self, keys: Callable[[], Sequence[str]],
+                            get: Callable[[str], dict[str, Any] | None], *,
+                            chunk: int = REBUILD_CHUNK,
+                            pause: Callable[[], Awaitable[None]] = _next_turn,
+                            ) -> list[IdleCheck]:
+        """:meth:`tick`, the table read (when it must be) a part at a time: ``keys``
+        at once, then ``chunk`` states (``get``) between two ``pause``."""
+        if chunk < 1:
+            raise ValueError("chunk must be at least 1")
+        self.visited = 0
+        if self._stale:
+            await self._rebuild_in_parts(keys(), get, chunk, pause)
+        return self._due(self.clock())
+
+    def _due(self, now: float) -> list[IdleCheck]:
         for key in self._written:
             w = self._watch.get(key)
             if w is None or not due(w, now, self.times):

@@ -203,11 +203,13 @@ class WorkerContext:
         if isinstance(scanner, IdleScanner):
             scanner.rescan()
 
-    def idle_checks(self, scanner: IdleScanner) -> list[Outgoing]:
-        """The idle checks due now for this worker's part of the sessions table."""
+    async def idle_checks(self, scanner: IdleScanner) -> list[Outgoing]:
+        """The idle checks due now for this worker's part of the sessions table (read in
+        parts when the scanner must read it whole: the event loop is shared)."""
         topic = self.settings.kafka.idle_topic
+        table = FaustTable(sessions)
         return [idle_check_record(topic, c)
-                for c in scanner.tick(lambda: FaustTable(sessions).items())]
+                for c in await scanner.tick_in_parts(table.keys, table.get)]
 
     async def replies(self) -> ReplyPublisher:
         """The producer of query replies and erasure receipts (the wiring's), started."""

@@ -438,6 +438,10 @@ class FaustTable(SessionTable):
         with event_context(record.handle):
             yield
 
+    def keys(self) -> list[str]:
+        """Every key, at once (the table may change after)."""
+        return list(self._table.keys())
+
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every stored value itself (callers only read it)."""
         return ((k, v) for k, v in self._table.items() if v is not None)

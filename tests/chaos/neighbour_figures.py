@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from streams.adapters.db.schema.consolidation import consolidation_run
 from streams.adapters.db.schema.conversation import conversation_message
@@ -50,6 +50,8 @@ class PhaseFigures:
     calm_delay_p50_s: float = math.nan
     calm_delay_p95_s: float = math.nan
     calm_delay_max_s: float = math.nan
+    # the slowest calm sessions: "closed id: session_end -> run begun s + run s"
+    calm_slowest: list[str] = field(default_factory=list)
     # loud
     loud_sent: int = 0
     loud_stored: int = 0
@@ -86,8 +88,15 @@ async def _sql(f: PhaseFigures, observer: Observer, calm: CalmChat) -> None:
             select(m.event_id).where(m.tenant_id == CALM)))
         f.calm_stored = sum(1 for e in calm.sent if ids[e] >= 1)
         f.calm_duplicates = sum(n - 1 for n in ids.values() if n > 1)
-        finished = {x.closed_id: x.finished_at for x in await conn.execute(
-            select(r.closed_id, r.finished_at).where(r.tenant_id == CALM, r.status == "done"))}
+        runs = {x.closed_id: (x.created_at, x.finished_at) for x in await conn.execute(
+            select(r.closed_id, r.created_at, r.finished_at).where(
+                r.tenant_id == CALM, r.status == "done"))}
+        finished = {cid: done for cid, (_, done) in runs.items()}
+        lags = {f"{CALM}/{_text(x.conversation_id)}#{x.session_seq}": float(x.lag)
+                for x in await conn.execute(select(m.conversation_id, m.session_seq,
+                   func.max(func.timestampdiff(text("MICROSECOND"), m.created_at,
+                                               m.ingested_at) / 1e6).label("lag"))
+            .where(m.tenant_id == CALM).group_by(m.conversation_id, m.session_seq))}
         f.loud_stored = int((await conn.execute(
             select(func.count()).where(m.tenant_id == LOUD))).scalar_one())
         for status, n, k in await conn.execute(
@@ -105,10 +114,20 @@ async def _sql(f: PhaseFigures, observer: Observer, calm: CalmChat) -> None:
     delays = [(finished[cid] - at).total_seconds() for cid, at in calm.ended.items()
               if finished.get(cid) is not None]
     f.calm_sessions, f.calm_consolidated = len(calm.ended), len(delays)
+    slowest = sorted((cid for cid in calm.ended if finished.get(cid) is not None),
+                     key=lambda cid: finished[cid] - calm.ended[cid], reverse=True)[:5]
+    f.calm_slowest = [f"{cid}: {(runs[cid][0] - calm.ended[cid]).total_seconds():.1f} + "
+                      f"{(runs[cid][1] - runs[cid][0]).total_seconds():.1f} s, its last message "
+                      f"stored {lags.get(cid, math.nan):.1f} s after it was sent"
+                      for cid in slowest]
     if delays:
         f.calm_delay_p50_s = percentile(delays, 50)
         f.calm_delay_p95_s = percentile(delays, 95)
         f.calm_delay_max_s = max(delays)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def _topics(f: PhaseFigures, observer: Observer) -> None:

@@ -143,3 +143,68 @@ def test_a_tick_visits_only_the_states_due() -> None:
     assert scanner.open_sessions == 10_000
     clock.t += 50
     assert len(scanner.tick(table.items)) == 9_997 and scanner.visited == 9_997
+
+
+async def test_read_in_parts_decides_as_a_walk_with_writes_between_the_parts() -> None:
+    rng = random.Random(11)
+    clock, table = Clock(), Table()
+    scanner = IdleScanner(timeout_s=TIMEOUT, resend_after_s=RESEND, retention_s=RETENTION,
+                          clock=clock)
+    watched, walk = WatchedSessions(table, scanner), FullWalk(clock)
+    convs = [f"c{i}" for i in range(60)]
+    pauses = 0
+
+    def write() -> None:
+        conv = rng.choice(convs)
+        key = f"t1/{conv}"
+        if rng.random() < 0.15:
+            watched.delete(key)
+            return
+        old = table.get(key)
+        seq = (old["session_seq"] if old else 1) + (rng.random() < 0.3)
+        watched.set(key, value(conv, clock.t - rng.choice([0, 10, 61, 301, 3601]),
+                               open_=rng.random() < 0.6, outbox=rng.random() < 0.3, seq=seq))
+
+    async def pause() -> None:  # the event loop's turn: the ingest agent writes
+        nonlocal pauses
+        pauses += 1
+        for _ in range(rng.randint(0, 3)):
+            write()
+
+    sent = 0
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.4:
+            write()
+        elif roll < 0.5:
+            scanner.rescan()  # a rebalance: the next tick reads the table in parts
+        else:
+            clock.t += rng.choice([1, 30, 61, 301, 600])
+            got = {(c.conversation_id, c.session_seq) for c in await scanner.tick_in_parts(
+                lambda: list(table.data), table.get, chunk=7, pause=pause)}
+            assert got == walk.scan(table.items()), f"step {step}"
+            assert scanner.open_sessions == walk.open_sessions
+            sent += len(got)
+    assert sent > 50 and pauses > 100
+
+
+async def test_a_rescan_asked_while_reading_in_parts_reads_the_table_again() -> None:
+    clock, table = Clock(), Table()
+    scanner = IdleScanner(timeout_s=TIMEOUT, resend_after_s=RESEND, clock=clock)
+    for i in range(100):
+        table.set(f"t1/c{i}", value(f"c{i}", clock.t, open_=True, outbox=False, seq=1))
+    parts = 0
+
+    async def pause() -> None:
+        nonlocal parts
+        parts += 1
+        if parts == 3:
+            scanner.rescan()  # partitions moved while the table was read
+
+    assert await scanner.tick_in_parts(lambda: list(table.data), table.get, chunk=10,
+                                       pause=pause) == []
+    assert parts == 9 and scanner.visited == 100
+    await scanner.tick_in_parts(lambda: list(table.data), table.get, chunk=10, pause=pause)
+    assert scanner.visited == 100  # read whole again
+    await scanner.tick_in_parts(lambda: list(table.data), table.get, chunk=10, pause=pause)
+    assert scanner.visited == 0
