@@ -28,7 +28,8 @@ async def ingest(stream: Any) -> None:
     processor = await worker.ingest_processor()
     sink = BatchSink(processor, partial(worker.acknowledge, stream),
                      max_batch=merged, max_pending=2 * merged, name="ingest")
-    intake = PacedIntake(sink, worker.event_pacer(processor), let_go=stream.ack)
+    intake = PacedIntake(sink, worker.event_pacer(processor), let_go=stream.ack,
+                         held=worker.held)
     try:
         with let_go_while_waiting(intake.release, intake.resume):
             async for taken in stream.noack_take(settings.ingest.batch_size,

@@ -909,14 +909,24 @@ class QuotaSettings(BaseModel):
             "the worker and takes them in, in the order read, as the quota has room again "
             "(the tenant's later events wait behind them; other tenants' events, on the same "
             "partitions, do not); `dead_letter` dead-letters each, reason `over_quota`."))
+    events_held_max_s: float = Field(
+        30.0, ge=0, description=(
+            "Longest a worker holds a chat event back (`delay`): one its tenant's quota would "
+            "not have room for within this long (after the events held before it) is "
+            "dead-lettered, reason `over_quota`. The commit of its partition waits as long "
+            "(counted as consumer lag)."))
     events_held_max: int = Field(
         20_000, ge=1, description=(
             "Chat events of one tenant one worker holds back at once (`delay`); one past it "
             "is dead-lettered, reason `over_quota`."))
+    events_held_tenant_bytes: int = Field(
+        16 * 1024 * 1024, ge=1, description=(
+            "Bytes of chat events of one tenant one worker holds back at once (each its "
+            "Kafka value and 1 KiB); one past it is dead-lettered, reason `over_quota`."))
     events_held_bytes: int = Field(
         64 * 1024 * 1024, ge=1, description=(
-            "Bytes of chat events (their Kafka values) one worker holds back at once, of "
-            "every tenant; an event past it is dead-lettered, reason `over_quota`."))
+            "Bytes of chat events one worker holds back at once, of every tenant (each its "
+            "Kafka value and 1 KiB); an event past it is dead-lettered, reason `over_quota`."))
     erasures_per_min: float = Field(
         60.0, ge=0, description=(
             "Erasure requests a minute one worker takes in for one tenant; one over it is "

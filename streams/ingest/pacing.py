@@ -8,36 +8,42 @@ in the same batches, pass at once: one tenant's burst waits for that tenant
 alone. Pure: the time is an argument; nothing here awaits.
 
 Contract (items are a record and its handle, acknowledged by the caller; a
-record whose value names no tenant passes, to be refused by the classifier):
+record whose value names no valid tenant id passes, to be refused by the
+classifier):
 
 * Weighed: a record of the chat topic (where an event is first read) whose
   tenant's over-quota action is ``delay`` (``delays(tenant)``). Every other
   record passes at once and is weighed, if at all, by the classifier
   (:meth:`weigh`, the ``dead_letter`` action).
-* :meth:`admit` returns the records to take in now, in the order read. A tenant
-  with records held has every later record of it held behind them, unweighed:
-  its records reach ingest in the order read, across its conversations.
+* :meth:`admit` returns the records to take in now, in the order read, and the
+  ones it holds (``held``, for the commit guard). A tenant with records held
+  has every later record of it held behind them, unweighed: its records reach
+  ingest in the order read, across its conversations.
 * :meth:`due` releases held records, each tenant's in order, each taking a token
-  of its quota; tenants take turns. :meth:`next_in` says when one is due.
-* Bounded: at most ``max_held`` records of one tenant and ``max_bytes`` of every
-  tenant's are held. A record past either is taken in to be dead-lettered
-  ``over_quota`` (the classifier asks :meth:`weigh`, which weighs a record the
-  pacer did not take in itself, dead-lettering it over the quota); the tenant's later
-  records are held again as there is room, so they stay in order behind what
-  is held.
+  of its quota; tenants are served in the order their quota has room.
+  :meth:`next_in` says when one is due.
+* Bounded in time: a record is held only if its tenant's quota will have room
+  for it within ``max_wait_s`` (the records held before it go first), so the
+  commit of its partition waits that long at most. Bounded in memory: at most
+  ``max_held`` records and ``max_tenant_bytes`` of one tenant, ``max_bytes`` of
+  every tenant's (a record counts its value and ``ITEM_BYTES``). A record past
+  any bound is taken in to be dead-lettered ``over_quota`` (the classifier asks
+  :meth:`weigh`); the tenant's later records are held again as there is room,
+  so they stay in order behind what is held.
 * :meth:`release` hands back every held record (a rebalance: the agent lets
   them go unacknowledged and Kafka delivers them again, from the commit the
   guard kept below them). Until :meth:`resume`, :meth:`admit` hands back every
   record of a tenant let go too (``let_go``): read after one let go, it must
   not be stored before that one is delivered again.
 
-Counted per tenant (``memstream_quota_decisions_total{quota="events"}``): a
-record held, ``delayed``; one taken in, at once or when released, ``allowed``;
-one past the bounds, ``dead_lettered``.
+Counted per tenant (``memstream_quota_decisions_total{quota="events"}``), each
+time a record is read: held, ``delayed``; taken in, at once or when released,
+``allowed``; past the bounds, ``dead_lettered``.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +56,8 @@ from streams.wire.envelope import SourceRecord
 H = TypeVar("H")
 
 RecordId = tuple[str, int, int]  # topic, partition, offset
-PASSED_MAX = 100_000  # records taken in and not yet weighed by the classifier, at most
 Item = tuple[SourceRecord, H]
+ITEM_BYTES = 1024  # what holding a record costs besides its value (its objects)
 
 
 def record_id(rec: SourceRecord) -> RecordId:
@@ -60,16 +66,18 @@ def record_id(rec: SourceRecord) -> RecordId:
 
 @dataclass(frozen=True, slots=True)
 class Admitted(Generic[H]):
-    """What :meth:`EventPacer.admit` decided: take ``ready`` in now (in order); hand
-    ``let_go`` back unacknowledged (read after a record let go)."""
+    """What :meth:`EventPacer.admit` decided: take ``ready`` in now (in order); ``held``
+    are held back; hand ``let_go`` back unacknowledged (read after a record let go)."""
 
     ready: list[Item[H]]
+    held: list[Item[H]] = field(default_factory=list)
     let_go: list[Item[H]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class _Held(Generic[H]):
     items: deque[tuple[Item[H], int]] = field(default_factory=deque)  # (item, bytes)
+    bytes: int = 0
 
 
 class EventPacer(Generic[H]):
@@ -78,20 +86,23 @@ class EventPacer(Generic[H]):
     records are weighed."""
 
     def __init__(self, quota: QuotaBook, *, delays: Callable[[str], bool], chat_topic: str,
-                 max_held: int, max_bytes: int) -> None:
-        if max_held < 1 or max_bytes < 1:
-            raise ValueError("max_held and max_bytes must be at least 1")
+                 max_wait_s: float, max_held: int, max_tenant_bytes: int,
+                 max_bytes: int) -> None:
+        if max_held < 1 or max_tenant_bytes < 1 or max_bytes < 1 or max_wait_s < 0:
+            raise ValueError("the bounds of held records must be positive")
         self.quota = quota
         self.delays = delays
         self.chat_topic = chat_topic
+        self.max_wait_s = max_wait_s
         self.max_held = max_held
+        self.max_tenant_bytes = max_tenant_bytes
         self.max_bytes = max_bytes
-        self._held: OrderedDict[str, _Held[H]] = OrderedDict()  # tenants in turn order
+        self._held: dict[str, _Held[H]] = {}
+        self._turns: list[tuple[float, int, str]] = []  # (when room comes, tie, tenant)
+        self._ties = 0
         self._count = 0
         self._bytes = 0
-        # what was decided of the records taken in and not yet weighed by the classifier
-        self._passed: dict[RecordId, str | None] = {}
-        self._max_passed = max_held + PASSED_MAX
+        self._refused: OrderedDict[RecordId, str] = OrderedDict()  # taken in, to dead-letter
         self._letting_go: set[str] | None = None  # tenants released, until resumed
 
     @property
@@ -114,81 +125,94 @@ class EventPacer(Generic[H]):
         for item in items:
             rec = item[0]
             tenant = tenant_of(rec.value) if rec.topic == self.chat_topic else None
-            size = len(rec.value or b"")
             if tenant is None or not self.delays(tenant):
                 out.ready.append(item)
             elif self._letting_go is not None and tenant in self._letting_go:
                 out.let_go.append(item)
             elif tenant not in self._held and self.quota.take(tenant, now, count=False).allowed:
                 self.quota.count(tenant, ALLOWED)
-                self._weighed(rec, None)
                 out.ready.append(item)
             else:
-                self._hold(tenant, item, size, out)
+                self._hold(tenant, item, now, out)
         return out
 
-    def _weighed(self, rec: SourceRecord, refused: str | None) -> None:
-        """Remember what was decided of ``rec``, taken in now, for :meth:`weigh`."""
-        self._passed[record_id(rec)] = refused
-        while len(self._passed) > self._max_passed:  # never classified: let go, not read again
-            del self._passed[next(iter(self._passed))]
-
-    def _hold(self, tenant: str, item: Item[H], size: int, out: Admitted[H]) -> None:
-        if self.held_of(tenant) >= self.max_held or self._bytes + size > self.max_bytes:
-            self._refuse(tenant, item)
+    def _hold(self, tenant: str, item: Item[H], now: float, out: Admitted[H]) -> None:
+        size = len(item[0].value or b"") + ITEM_BYTES
+        held = self._held.get(tenant)
+        n, tenant_bytes = (len(held.items), held.bytes) if held is not None else (0, 0)
+        why = None
+        if n >= self.max_held or tenant_bytes + size > self.max_tenant_bytes:
+            why = (f"{n} of its events ({tenant_bytes} bytes) are held already: at most "
+                   f"{self.max_held} and {self.max_tenant_bytes} bytes of a tenant "
+                   "(MEMSTREAM_QUOTAS__EVENTS_HELD_MAX, EVENTS_HELD_TENANT_BYTES)")
+        elif self._bytes + size > self.max_bytes:
+            why = (f"{self._bytes} bytes of every tenant's events are held already: at most "
+                   f"{self.max_bytes} (MEMSTREAM_QUOTAS__EVENTS_HELD_BYTES)")
+        elif (wait := self._wait(tenant, n + 1, now)) > self.max_wait_s:
+            why = (f"its quota has room for it in {wait:.1f} s, after the {n} held before it: "
+                   f"at most {self.max_wait_s:g} s (MEMSTREAM_QUOTAS__EVENTS_HELD_MAX_S)")
+        if why is not None:
+            self._refused[record_id(item[0])] = f"over the events quota of tenant {tenant!r}; {why}"
+            while len(self._refused) > self.max_held:  # never weighed: let go, not read again
+                self._refused.popitem(last=False)
+            self.quota.count(tenant, DEAD_LETTERED)
             out.ready.append(item)
             return
-        self._held.setdefault(tenant, _Held()).items.append((item, size))
+        if held is None:
+            held = self._held[tenant] = _Held()
+            self._turn(tenant, now)
+        held.items.append((item, size))
+        held.bytes += size
         self._count += 1
         self._bytes += size
         self.quota.count(tenant, DELAYED)
+        out.held.append(item)
 
-    def _refuse(self, tenant: str, item: Item[H]) -> None:
-        why = (f"over the events quota of tenant {tenant!r}, and {self.held_of(tenant)} of its "
-               f"events ({self._bytes} bytes of every tenant's) are held already: at most "
-               f"{self.max_held} events of a tenant, {self.max_bytes} bytes in all "
-               f"(MEMSTREAM_QUOTAS__EVENTS_HELD_MAX, MEMSTREAM_QUOTAS__EVENTS_HELD_BYTES)")
-        self._weighed(item[0], why)
-        self.quota.count(tenant, DEAD_LETTERED)
+    def _wait(self, tenant: str, nth: int, now: float) -> float:
+        """Seconds until the tenant's quota has room for its ``nth`` record held."""
+        rate = self.quota.limit(tenant).rate
+        tokens = self.quota.tally(tenant, now).tokens
+        return max(0.0, (nth - tokens) / rate) if rate > 0 else 0.0
+
+    def _turn(self, tenant: str, now: float) -> None:
+        self._ties += 1
+        at = now + self.quota.peek(tenant, now).retry_after_s
+        heapq.heappush(self._turns, (at, self._ties, tenant))
 
     def due(self, now: float) -> list[Item[H]]:
-        """Held records whose tenant's quota has room at ``now``, each tenant's in
-        order, tenants in turn (one record each a round)."""
+        """Held records whose tenant's quota has room at ``now``, each tenant's in order."""
         out: list[Item[H]] = []
-        while self._held:
-            progressed = False
-            for tenant in list(self._held):
-                held = self._held[tenant]
-                if not self.quota.take(tenant, now, count=False).allowed:
-                    continue
+        while self._turns and self._turns[0][0] <= now:
+            _, _, tenant = heapq.heappop(self._turns)
+            held = self._held.get(tenant)
+            if held is None:
+                continue  # let go meanwhile
+            while held.items and self.quota.take(tenant, now, count=False).allowed:
                 self.quota.count(tenant, ALLOWED)
                 item, size = held.items.popleft()
-                self._weighed(item[0], None)
+                held.bytes -= size
                 self._count -= 1
                 self._bytes -= size
                 out.append(item)
-                progressed = True
-                if not held.items:
-                    del self._held[tenant]
-            if not progressed:
-                break
+            if held.items:
+                self._turn(tenant, now)
+            else:
+                del self._held[tenant]
         return out
 
     def next_in(self, now: float) -> float | None:
         """Seconds until a held record is due (0: now); None when nothing is held."""
-        waits = [self.quota.peek(t, now).retry_after_s for t in self._held]
-        return min(waits) if waits else None
+        while self._turns and self._turns[0][2] not in self._held:
+            heapq.heappop(self._turns)
+        return max(0.0, self._turns[0][0] - now) if self._turns else None
 
     def weigh(self, rec: SourceRecord, tenant: str, now: float) -> str | None:
         """The classifier's question for a chat event it takes in: None to store it,
-        else why it is over quota (dead-lettered ``over_quota``). A record this
-        pacer took in was weighed here already (refused only past the bounds); any
-        other is weighed now, and dead-lettered over the quota."""
-        key = record_id(rec)
-        if key in self._passed:
-            return self._passed.pop(key)
-        decision = self.quota.take(tenant, now, count=False)
-        self.quota.count(tenant, ALLOWED if decision.allowed else DEAD_LETTERED)
+        else why it is over quota (dead-lettered ``over_quota``). A delaying tenant's
+        record was weighed by :meth:`admit` (refused only past the bounds)."""
+        if self.delays(tenant):
+            return self._refused.pop(record_id(rec), None)
+        decision = self.quota.take(tenant, now)
         return None if decision.allowed else decision.message
 
     def release(self) -> list[Item[H]]:
@@ -196,7 +220,8 @@ class EventPacer(Generic[H]):
         of their tenants is let go too."""
         out = [item for held in self._held.values() for item, _ in held.items]
         self._letting_go = (self._letting_go or set()) | set(self._held)
-        self._held.clear()  # what was taken in already is weighed as decided
+        self._held.clear()
+        self._turns.clear()
         self._count = self._bytes = 0
         return out
 

@@ -15,13 +15,21 @@ are those of ``conversation_message`` in ``streams/adapters/db/schema/conversati
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from streams.wire.erasure import ErasureFence
 from streams.wire.json_doc import MAX_DEPTH, load_object
-from streams.wire.records import EVENT_TYPES, ChatEvent, ChatMessage, IdleCheck, SessionEnd
+from streams.wire.records import (
+    EVENT_TYPES,
+    TENANT_PATTERN,
+    ChatEvent,
+    ChatMessage,
+    IdleCheck,
+    SessionEnd,
+)
 from streams.wire.rejections import (
     BAD_ID,
     BAD_TIME,
@@ -46,6 +54,7 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
+_TENANT = re.compile(TENANT_PATTERN)
 
 _adapter: TypeAdapter[ChatMessage | SessionEnd] = TypeAdapter(ChatEvent)
 # validation errors whose type is itself a reason (raised by the models' own rules)
@@ -53,13 +62,16 @@ _REASON_ERRORS = frozenset({OUT_OF_RANGE, TOO_LARGE, BAD_TIME, BAD_ID})
 
 
 def tenant_of(raw: bytes | None) -> str | None:
-    """The tenant a chat event's value names, or None when it names none (or is not
-    a JSON object): only what a quota needs before the event is decoded."""
+    """The tenant a chat event's value names, or None when it names no valid tenant id
+    (or is not a JSON object): only what a quota needs before the event is decoded
+    (which refuses the same events)."""
     doc = load_object(raw)
     if isinstance(doc, Rejected):
         return None
     tenant = doc.get("tenant_id")
-    return tenant if isinstance(tenant, str) and tenant else None
+    if not isinstance(tenant, str) or _TENANT.fullmatch(tenant) is None:
+        return None
+    return tenant
 
 
 def decode_chat_event(

@@ -26,7 +26,10 @@ The guard keeps what memstream itself knows, and the commit never passes it:
   stage but the retry scheduler and consolidation, whose topics are declared
   out of order: ``out_of_order_topics`` in ``streams.worker.faust_glue``): an
   unfinished record below a finished one was passed over, not merely in
-  flight; the worker then has the partition delivered again.
+  flight; the worker then has the partition delivered again. A record a stage
+  holds back on purpose (``hold(tp, offset)``, until ``unhold``: the ingest
+  intake's events over their tenant's quota) is not passed over; once unheld
+  and still unfinished, it is again.
 
 ``reset(tps)`` starts a partition afresh (after an assignment or a seek to the
 committed offsets: what was in flight is delivered again); a record fetched
@@ -41,6 +44,7 @@ on the event loop.
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -66,6 +70,9 @@ class _Partition:
     last_received: int | None = None
     last_finished: int = -1
     hole: int | None = None  # a received record passed over at delivery
+    held: set[int] = field(default_factory=set)  # unfinished on purpose (hold)
+    # unfinished and not held, lowest first; finished and held ones left in, skipped lazily
+    open: list[int] = field(default_factory=list)
 
     def received(self, offsets: Iterable[int]) -> None:
         for offset in offsets:
@@ -73,12 +80,24 @@ class _Partition:
                 self.pending.clear()  # a seek back: what follows is delivered again
                 self.unfinished.clear()
                 self.undelivered.clear()
+                self.held.clear()
+                self.open.clear()
                 self.last_finished = -1
                 self.hole = None
             self.pending.append(offset)
             self.unfinished.add(offset)
             self.undelivered.append(offset)
+            self.open.append(offset)  # the highest yet: still a heap
             self.last_received = offset
+
+    def hold(self, offset: int) -> None:
+        if offset in self.unfinished:
+            self.held.add(offset)
+
+    def unhold(self, offset: int) -> None:
+        if offset in self.held:
+            self.held.discard(offset)
+            heapq.heappush(self.open, offset)
 
     def admit(self, offset: int) -> bool:
         undelivered = self.undelivered
@@ -95,15 +114,19 @@ class _Partition:
         if offset not in self.unfinished:
             return  # stale: from before a reset
         self.unfinished.discard(offset)
+        self.held.discard(offset)
         self.last_finished = max(self.last_finished, offset)
         pending = self.pending
         while pending and pending[0] not in self.unfinished:
             pending.popleft()
 
     def skipped(self) -> int | None:
-        """The lowest unfinished record when a later one is finished."""
-        if self.pending and self.pending[0] < self.last_finished:
-            return self.pending[0]
+        """The lowest unfinished record not held when a later one is finished."""
+        open_ = self.open
+        while open_ and (open_[0] not in self.unfinished or open_[0] in self.held):
+            heapq.heappop(open_)
+        if open_ and open_[0] < self.last_finished:
+            return open_[0]
         return None
 
     def safe(self) -> int | None:
@@ -176,6 +199,20 @@ class CommitGuard:
         with self._lock:
             found = {tp: part.skipped() for tp, part in self._parts.items()}
         return {tp: offset for tp, offset in found.items() if offset is not None}
+
+    def hold(self, tp: TPKey, offset: int) -> None:
+        """The record at ``offset`` is unfinished on purpose: not passed over."""
+        with self._lock:
+            part = self._parts.get(tp)
+            if part is not None:
+                part.hold(offset)
+
+    def unhold(self, tp: TPKey, offset: int) -> None:
+        """The record at ``offset`` is no longer held (taken in, or let go)."""
+        with self._lock:
+            part = self._parts.get(tp)
+            if part is not None:
+                part.unhold(offset)
 
     def admit(self, tp: TPKey, offset: int) -> bool:
         """Whether the record at ``offset`` reaches memstream in order (see the

@@ -48,13 +48,14 @@ from streams.worker.faust_glue import (
     admit,
     committed_offsets,
     finish,
+    hold,
     install_commit_guard,
     out_of_order_topics,
     resume_clears_only_a_suspended_flow,
     seek_uncommitted_to_start,
 )
 from streams.worker.faust_wait_empty import install_wait_empty
-from streams.worker.quotas import process_quotas
+from streams.worker.quotas import events_may_delay, process_quotas
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
 from streams.worker.web import install as install_web
@@ -95,8 +96,7 @@ class WorkerContext:
         resume_clears_only_a_suspended_flow()
         install_wait_empty()
         install_commit_guard(self.commit_guard,
-                             out_of_order_topics=out_of_order_topics(
-                                 self.settings.kafka, paced=self.quotas.events is not None),
+                             out_of_order_topics=out_of_order_topics(self.settings.kafka),
                              recover_after_s=self.settings.kafka.redeliver_after_s)
         install_web(self.app, self.runtime, self.settings, self.queries,
                     self.quotas.views())
@@ -170,8 +170,17 @@ class WorkerContext:
 
     @staticmethod
     def event_pacer(processor: IngestProcessor) -> EventPacer[Any] | None:
-        """The processor's pacer of chat events, when its quota of events is one."""
-        return processor.quota if isinstance(processor.quota, EventPacer) else None
+        """The processor's pacer of chat events, when some tenant's events over its quota
+        are held back (else nothing is held, and nothing need be read before decoding)."""
+        pacer = processor.quota
+        if isinstance(pacer, EventPacer) and events_may_delay(pacer.quota):
+            return pacer
+        return None
+
+    def held(self, event: Any, held: bool) -> None:
+        """``event``'s record is held back on purpose (``held``), or no longer: the commit
+        guard does not count it as passed over meanwhile."""
+        hold(self.commit_guard, event, held)
 
     async def consolidation(self) -> Consolidation:
         """One pipeline and processor, shared by the session-closed and retry

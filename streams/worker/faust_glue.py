@@ -341,21 +341,27 @@ def give_back_acks(consumer: Any, tp: TP, offsets: Iterable[int]) -> None:
         acked.sort()
 
 
-def out_of_order_topics(kafka: KafkaSettings, *, paced: bool = False) -> list[str]:
+def out_of_order_topics(kafka: KafkaSettings) -> list[str]:
     """The topics whose records are finished out of order on purpose, for
     :func:`install_commit_guard`: ``memory.retry`` (each record held until due)
     and ``memory.session-closed`` (each session end acknowledged once handled,
-    a short run before a long one read earlier: :mod:`streams.worker.in_flight`);
-    with ``paced`` (a tenant has a quota of events), the chat topic too (a tenant's
-    events over it held back while others' are stored:
-    :mod:`streams.worker.paced_intake`)."""
-    return [kafka.retry_topic, kafka.session_closed_topic, *([kafka.chat_topic] if paced else [])]
+    a short run before a long one read earlier: :mod:`streams.worker.in_flight`).
+    The chat topic's records held back over a tenant's quota are told to the guard
+    one by one (:func:`hold`), the topic staying in order for the others."""
+    return [kafka.retry_topic, kafka.session_closed_topic]
 
 
 def finish(guard: CommitGuard, event: Any) -> None:
     """Tell ``guard`` that ``event``'s record is stored or dead-lettered."""
     m = event.message
     guard.finished((m.topic, m.partition), m.offset)
+
+
+def hold(guard: CommitGuard, event: Any, held: bool) -> None:
+    """Tell ``guard`` that ``event``'s record is held back on purpose (``held``), or no
+    longer (taken in, or let go)."""
+    m = event.message
+    (guard.hold if held else guard.unhold)((m.topic, m.partition), m.offset)
 
 
 def admit(guard: CommitGuard, event: Any) -> bool:

@@ -4,8 +4,8 @@ The agent hands :meth:`PacedIntake.add` every record it reads, with its Faust
 event; the pacer (:class:`~streams.ingest.pacing.EventPacer`) says which go to
 the sink now and holds the rest of a tenant over its quota of events. A task of
 the intake's own adds each held record to the sink as its tenant's quota has
-room. Without a pacer (no tenant has a quota of events), records go straight to
-the sink.
+room. Without a pacer (no tenant's events are held back), records go straight
+to the sink.
 
 Contract:
 
@@ -13,14 +13,20 @@ Contract:
   records released by the task are never overtaken by later ones of that tenant
   read meanwhile: the pacer holds a tenant's later records behind its held ones.
 * Held records are not acknowledged: the commit guard keeps the chat topic's
-  commit below the lowest of them (the topic is one of its out-of-order topics
-  while a pacer may hold), and the records are read again after a crash.
+  commit below the lowest of them, and is told each is held on purpose
+  (``held(handle, True)``) so it does not take it for a record passed over;
+  once released, it is told so (``held(handle, False)``). A record is held
+  ``max_wait_s`` at most (:class:`~streams.ingest.pacing.EventPacer`).
 * :meth:`release` (before a rebalance or a stop, from Faust's wait for its
   records: :func:`~streams.worker.faust_wait_empty.let_go_while_waiting`) lets
   go of every held record, acknowledged to Faust only; until :meth:`resume`, a
   later record of those tenants is let go as it is read. Faust then waits only
   for what the sink is writing.
-* A failure of the task stops the intake: the next :meth:`add` raises it.
+* :meth:`close` (the agent ends, or fails) lets go of what is held the same way:
+  never finished, each is then a record passed over for the commit guard, which
+  has the partition delivered again.
+* A failure of the task is logged at once and stops the intake: the next
+  :meth:`add` raises it.
 """
 
 from __future__ import annotations
@@ -42,13 +48,19 @@ log = logging.getLogger(__name__)
 H = TypeVar("H")
 
 
+def _nothing(handle: object, held: bool) -> None:
+    return None
+
+
 class PacedIntake(Generic[H]):
     def __init__(self, sink: BatchSink[SourceRecord, H], pacer: EventPacer[H] | None, *,
                  let_go: Callable[[H], Awaitable[None]],
+                 held: Callable[[H, bool], None] = _nothing,
                  clock: Callable[[], float] = time.time, tick_s: float = 1.0) -> None:
         self.sink = sink
         self.pacer = pacer
         self._let_go = let_go
+        self._held = held
         self.clock = clock
         self.tick_s = tick_s
         self._lock = asyncio.Lock()
@@ -65,13 +77,16 @@ class PacedIntake(Generic[H]):
                 await self._to_sink(items)
                 return
             admitted = self.pacer.admit(items, self.clock())
+            for _, handle in admitted.held:
+                self._held(handle, True)
             for _, handle in admitted.let_go:
                 await self._let_go(handle)
             await self._to_sink(admitted.ready)
             INGEST_HELD.set(self.pacer.held)
-        if self.pacer.held:
+        if admitted.held:
             if self._task is None or self._task.done():
                 self._task = asyncio.create_task(self._release_due(), name="ingest-held")
+                self._task.add_done_callback(_log_failure)
             self._wake.set()
 
     async def _to_sink(self, items: Sequence[Item[H]]) -> None:
@@ -94,6 +109,8 @@ class PacedIntake(Generic[H]):
             async with self._lock:
                 due = self.pacer.due(self.clock())
                 INGEST_HELD.set(self.pacer.held)
+                for _, handle in due:
+                    self._held(handle, False)
                 await self._to_sink(due)
             if not due:  # the quota's room and the pacer's disagree by a rounding
                 await asyncio.sleep(0.01)
@@ -105,6 +122,7 @@ class PacedIntake(Generic[H]):
         held = self.pacer.release()
         INGEST_HELD.set(0)
         for _, handle in held:  # each on its own: one failing leaves the others let go
+            self._held(handle, False)
             try:
                 await self._let_go(handle)
             except Exception:
@@ -118,12 +136,17 @@ class PacedIntake(Generic[H]):
             self.pacer.resume()
 
     async def close(self) -> None:
-        """Stop the task; what is held stays unacknowledged (Kafka keeps it)."""
+        """Stop the task and let go of what is held (see the module docstring)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self.pacer is not None:
-            self.pacer.release()
-            INGEST_HELD.set(0)
+        await self.release()
+        self.resume()
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("ingest: the release of held records failed; the agent stops at its "
+                  "next batch", exc_info=task.exception())

@@ -74,6 +74,14 @@ def events_quota(s: Settings) -> QuotaBook | None:
                                      if o.events_over_quota is not None})
 
 
+def events_may_delay(book: QuotaBook) -> bool:
+    """Whether some tenant's chat events over the quota of ``book`` are held back."""
+    delays = delays_events(book)
+    tenants = {*book.overrides, *book.refused_as_for}
+    return any(delays(t) for t in tenants) or (
+        book.refused_as == DELAYED and not book.default.unlimited)
+
+
 def delays_events(book: QuotaBook) -> Callable[[str], bool]:
     """Whether a tenant's chat events over the quota of ``book`` are held back and
     taken in later (``delay``), rather than dead-lettered."""

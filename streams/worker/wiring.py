@@ -229,7 +229,9 @@ class Wiring:
             return None
         return EventPacer(book, delays=delays_events(book),
                           chat_topic=self.settings.kafka.chat_topic,
-                          max_held=q.events_held_max, max_bytes=q.events_held_bytes)
+                          max_wait_s=q.events_held_max_s, max_held=q.events_held_max,
+                          max_tenant_bytes=q.events_held_tenant_bytes,
+                          max_bytes=q.events_held_bytes)
 
     async def _fence_passed(self, fence: ErasureFence, tombstones: int) -> None:
         assert self.erasures is not None

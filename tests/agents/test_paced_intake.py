@@ -35,12 +35,17 @@ def item(tenant: str, i: int, offset: int) -> tuple[SourceRecord, str]:
     return SourceRecord(CHAT, 0, offset, b"k", value), f"{tenant}-{i}"
 
 
+guard_told: dict[str, bool] = {}  # what the commit guard was told, by handle
+
+
 def intake(rate: float, burst: float) -> tuple[PacedIntake[str], Writer, list[str], list[str]]:
     book = QuotaBook("events", Limit(0.0, 1.0), {"loud": Limit(rate, burst)},
                      refused_as=DELAYED)
     pacer: EventPacer[str] = EventPacer(book, delays=lambda t: t == "loud", chat_topic=CHAT,
-                                        max_held=1000, max_bytes=1 << 20)
+                                        max_wait_s=60.0, max_held=1000,
+                                        max_tenant_bytes=1 << 24, max_bytes=1 << 24)
     writer, acked, let_go = Writer(), [], []
+    guard_told.clear()
 
     async def ack(handles: list[str]) -> None:
         acked.extend(handles)
@@ -49,7 +54,8 @@ def intake(rate: float, burst: float) -> tuple[PacedIntake[str], Writer, list[st
         let_go.append(handle)
 
     sink: BatchSink[SourceRecord, str] = BatchSink(writer, ack, max_batch=100, name="t")
-    return PacedIntake(sink, pacer, let_go=go, tick_s=0.05), writer, acked, let_go
+    return (PacedIntake(sink, pacer, let_go=go, held=guard_told.__setitem__, tick_s=0.05), writer,
+            acked, let_go)
 
 
 def interleaved(n: int) -> list[tuple[SourceRecord, str]]:
@@ -78,6 +84,8 @@ async def test_a_loud_tenant_comes_later_in_order_and_a_calm_one_at_once() -> No
     await eventually(lambda: len(acked) == 40)
     assert [e for e in writer.written if e.startswith("loud")] == [f"loud-{i}" for i in range(20)]
     assert sorted(acked) == sorted(writer.written)  # acknowledged once written
+    # each held record was told to the commit guard, and its release too
+    assert guard_told == {f"loud-{i}": False for i in range(3, 20)}
     await paced.close()
 
 
@@ -93,7 +101,17 @@ async def test_what_is_held_is_let_go_at_a_rebalance_and_what_follows_until_resu
     await paced.sink.flush()
     assert "loud-2" not in writer.written and "calm-5" in writer.written
     assert not set(acked) & set(let_go)  # never acknowledged as stored
+    assert guard_told == {"loud-2": True, "loud-3": False, "loud-4": False}  # held again
     await paced.close()
+
+
+async def test_what_is_held_is_let_go_when_the_agent_ends() -> None:
+    paced, writer, acked, let_go = intake(rate=0.5, burst=1.0)
+    await paced.add(interleaved(3))
+    await paced.close()  # the agent failed or stops
+    assert let_go == ["loud-1", "loud-2"] and guard_told == {"loud-1": False, "loud-2": False}
+    await paced.sink.flush()
+    assert "loud-1" not in writer.written and "loud-1" not in acked
 
 
 async def test_without_a_pacer_records_go_straight_to_the_sink() -> None:

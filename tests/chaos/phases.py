@@ -72,6 +72,9 @@ PACED_ENV = {
     # order (MEMSTREAM_QUOTAS__EVENTS_OVER_QUOTA=delay) through every kill and rebalance
     "MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps(
         {PACED_TENANT: {"events_per_s": 30, "events_burst": 60}}),
+    # the undisturbed phase publishes the workload at once: the paced tenant's ~1,600
+    # events take about a minute at its rate, all of it held rather than dead-lettered
+    "MEMSTREAM_QUOTAS__EVENTS_HELD_MAX_S": "300",
 }
 EXPIRING_ENV = {
     # a conversation quiet for 5 s after its session closed leaves the sessions table

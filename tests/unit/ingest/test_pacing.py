@@ -8,7 +8,7 @@ import json
 import pytest
 from prometheus_client import REGISTRY
 
-from streams.ingest.pacing import EventPacer, Item
+from streams.ingest.pacing import ITEM_BYTES, EventPacer, Item
 from streams.quotas.book import DEAD_LETTERED, DELAYED, QuotaBook
 from streams.quotas.rules import Limit
 from streams.wire.envelope import SourceRecord
@@ -23,14 +23,16 @@ def rec(tenant: str | None, i: int, *, topic: str = CHAT, size: int = 0) -> Item
 
 
 def pacer(*, rate: float = 2.0, burst: float = 2.0, max_held: int = 100,
-          max_bytes: int = 1 << 20, dead_letter: tuple[str, ...] = (),
+          max_bytes: int = 1 << 24, max_tenant_bytes: int = 1 << 24,
+          max_wait_s: float = 1000.0, dead_letter: tuple[str, ...] = (),
           free: tuple[str, ...] = ()) -> EventPacer[str]:
     book = QuotaBook("events", Limit(rate, burst),
                      {t: Limit(0.0, 1.0) for t in free}, refused_as=DELAYED,
                      refused_as_for={t: DEAD_LETTERED for t in dead_letter})
     return EventPacer(book, delays=lambda t: book.over_quota(t) == DELAYED
                       and not book.limit(t).unlimited, chat_topic=CHAT,
-                      max_held=max_held, max_bytes=max_bytes)
+                      max_wait_s=max_wait_s, max_held=max_held,
+                      max_tenant_bytes=max_tenant_bytes, max_bytes=max_bytes)
 
 
 def handles(items: list[Item[str]]) -> list[str]:
@@ -52,15 +54,17 @@ def decisions(tenant: str, decision: str) -> float:
     # a tenant without a limit, and one whose events are dead-lettered, pass
     ([("free-c", i) for i in range(5)], [f"free-c-{i}" for i in range(5)], 0),
     ([("dead-c", i) for i in range(5)], [f"dead-c-{i}" for i in range(5)], 0),
-    # a record naming no tenant, and one of another topic, pass unweighed
+    # a record naming no tenant, or not a valid tenant id, passes unweighed
     ([(None, 0), ("loud-d", 0), ("loud-d", 1), ("loud-d", 2)],
      ["None-0", "loud-d-0", "loud-d-1"], 1),
+    ([("bad id!", i) for i in range(4)] + [("x" * 65, 0)],
+     [f"bad id!-{i}" for i in range(4)] + [f"{'x' * 65}-0"], 0),
 ])
 def test_who_is_held(reads: list[tuple[str | None, int]], ready: list[str], held: int) -> None:
     p = pacer(dead_letter=("dead-c",), free=("free-c",))
     out = p.admit([rec(t, i) for t, i in reads], 0.0)
     assert handles(out.ready) == ready and not out.let_go
-    assert p.held == held
+    assert p.held == held == len(out.held)
 
 
 def test_other_topics_are_not_weighed() -> None:
@@ -90,33 +94,49 @@ def test_tenants_take_turns() -> None:
     assert handles(p.due(3.0)) == ["loud-g-2", "loud-h-2"]
 
 
-@pytest.mark.parametrize(("max_held", "max_bytes", "size", "refused"), [
-    (2, 1 << 20, 0, ["loud-i-4", "loud-i-5"]),   # a tenant's count
-    (100, 2 * len(rec("loud-i", 9, size=100)[0].value or b""), 100,
-     ["loud-i-4", "loud-i-5"]),                  # every tenant's bytes: two records'
+def size_of(size: int) -> int:
+    return len(rec("loud-i", 9, size=size)[0].value or b"") + ITEM_BYTES
+
+
+@pytest.mark.parametrize(("bounds", "message"), [
+    ({"max_held": 2}, "2 of its events"),                                  # a tenant's count
+    ({"max_tenant_bytes": 2 * size_of(100)}, "EVENTS_HELD_TENANT_BYTES"),  # a tenant's bytes
+    ({"max_bytes": 2 * size_of(100)}, "bytes of every tenant's"),           # every tenant's
+    ({"max_wait_s": 1.0}, "its quota has room for it in 1.5 s"),           # the time held
 ])
 def test_past_the_bounds_a_record_is_taken_in_to_be_dead_lettered(
-        max_held: int, max_bytes: int, size: int, refused: list[str]) -> None:
-    p = pacer(max_held=max_held, max_bytes=max_bytes)
-    items = [rec("loud-i", i, size=size) for i in range(6)]
+        bounds: dict[str, float], message: str) -> None:
+    p = pacer(**bounds)  # type: ignore[arg-type]
+    items = [rec("loud-i", i, size=100) for i in range(6)]
     out = p.admit(items, 0.0)
+    refused = ["loud-i-4", "loud-i-5"]
     assert handles(out.ready) == ["loud-i-0", "loud-i-1", *refused]
+    assert handles(out.held) == ["loud-i-2", "loud-i-3"]
     weighed = {h: p.weigh(r, "loud-i", 0.0) for r, h in out.ready}
     assert weighed["loud-i-0"] is None and weighed["loud-i-1"] is None
     for h in refused:
         assert "over the events quota of tenant 'loud-i'" in (weighed[h] or "")
-    assert p.held == 2
+        assert message in (weighed[h] or "")
     # room again: the next is held behind the two, not refused
     assert handles(p.due(1.0)) == ["loud-i-2", "loud-i-3"]
-    assert p.admit([rec("loud-i", 6, size=size)], 1.0).ready == [] and p.held == 1
+    assert handles(p.admit([rec("loud-i", 6, size=100)], 1.0).held) == ["loud-i-6"]
 
 
-def test_weigh_a_record_the_pacer_did_not_take_in() -> None:
-    p = pacer(burst=1.0, rate=1.0)
-    r, _ = rec("loud-j", 0)
-    assert p.weigh(r, "loud-j", 0.0) is None  # weighed here: the burst
-    again, _ = rec("loud-j", 1)
-    assert "retry in" in (p.weigh(again, "loud-j", 0.0) or "")  # dead-lettered
+def test_one_tenant_filling_its_bytes_leaves_room_for_another() -> None:
+    p = pacer(rate=1.0, burst=1.0, max_tenant_bytes=3 * size_of(100),
+              max_bytes=6 * size_of(100))
+    p.admit([rec("loud-m", i, size=100) for i in range(10)], 0.0)
+    out = p.admit([rec("loud-n", i, size=100) for i in range(3)], 0.0)
+    assert handles(out.held) == ["loud-n-1", "loud-n-2"]
+
+
+def test_weigh() -> None:
+    p = pacer(burst=1.0, rate=1.0, dead_letter=("dead-j",))
+    # a delaying tenant's record was weighed as it was read: stored unless refused
+    assert p.weigh(rec("loud-j", 0)[0], "loud-j", 0.0) is None
+    # a dead-lettering tenant's is weighed here
+    assert p.weigh(rec("dead-j", 0)[0], "dead-j", 0.0) is None  # the burst
+    assert "retry in" in (p.weigh(rec("dead-j", 1)[0], "dead-j", 0.0) or "")
 
 
 def test_release_lets_go_of_what_is_held_and_what_follows_until_resumed() -> None:

@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 from streams.quotas.book import QuotaBook
 from streams.quotas.rules import Limit
 from streams.settings import Settings, TenantQuota
-from streams.worker.quotas import events_quota, queries_quota
+from streams.worker.quotas import delays_events, events_may_delay, events_quota, queries_quota
 
 
 def decisions(tenant: str, quota: str, decision: str) -> float | None:
@@ -117,6 +117,28 @@ def test_events_quota_from_settings_dead_letters_and_is_off_by_default() -> None
         Limit(10.0, 20.0), Limit(0.0, 20.0), Limit(10.0, 2.0))
     only = events_quota(Settings(quotas={"tenant_overrides": {"loud": {"events_per_s": 5}}}))
     assert only is not None and only.limit("loud").rate == 5 and only.limit("x").unlimited
+
+
+@pytest.mark.parametrize(("quotas", "delayed", "may_delay"), [
+    # the default action, delay, for the tenants with a limit
+    ({"tenant_overrides": {"loud": {"events_per_s": 5}}}, {"loud": True, "x": False}, True),
+    ({"events_per_s": 5}, {"loud": True, "x": True}, True),
+    # dead letters asked for by every tenant with a limit: nothing is ever held
+    ({"events_per_s": 5, "events_over_quota": "dead_letter"}, {"x": False}, False),
+    ({"tenant_overrides": {"loud": {"events_per_s": 5, "events_over_quota": "dead_letter"},
+                           "calm": {"events_over_quota": "delay"}}},
+     {"loud": False, "calm": False}, False),
+    # one tenant delays, the others dead-letter
+    ({"events_per_s": 5, "events_over_quota": "dead_letter",
+      "tenant_overrides": {"slow": {"events_over_quota": "delay"}}},
+     {"slow": True, "x": False}, True),
+])
+def test_whose_events_are_held_back(quotas: dict[str, object], delayed: dict[str, bool],
+                                    may_delay: bool) -> None:
+    b = events_quota(Settings(quotas=quotas))
+    assert b is not None
+    assert {t: delays_events(b)(t) for t in delayed} == delayed
+    assert events_may_delay(b) is may_delay
 
 
 def test_a_refusal_is_counted_under_the_quota_s_own_name() -> None:

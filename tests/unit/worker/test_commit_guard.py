@@ -43,6 +43,47 @@ def test_safe_and_skipped(batches: list[list[int]], finished: list[int], safe: i
     assert g.skipped(TP) == skipped
 
 
+# (received, held on purpose, finished, skipped while held, unheld, safe, skipped after)
+HELD = [
+    # a record held below finished ones is not passed over; the commit stays below it
+    ([0, 1, 2, 3], [1], [0, 2, 3], None, [], 1, None),
+    # held, then finished: all done (finishing forgets the hold)
+    ([0, 1, 2, 3], [1], [0, 2, 3, 1], None, [1], 4, None),
+    # released (unheld) and still unfinished: passed over again
+    ([0, 1, 2, 3], [1], [0, 2, 3], None, [1], 1, 1),
+    # a held record does not hide one passed over above it
+    ([0, 1, 2, 3, 4], [1], [0, 3, 4], 2, [], 1, 2),
+    # holding a record not pending changes nothing
+    ([0, 1, 2], [7], [0, 2], 1, [], 1, 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("received", "held", "finished", "while_held", "unheld", "safe", "skipped"), HELD)
+def test_records_held_on_purpose(received: list[int], held: list[int], finished: list[int],
+                                 while_held: int | None, unheld: list[int], safe: int,
+                                 skipped: int | None) -> None:
+    g = CommitGuard()
+    g.received(TP, received)
+    for o in held:
+        g.hold(TP, o)
+    for o in finished:
+        g.finished(TP, o)
+    assert g.skipped(TP) == while_held
+    for o in unheld:
+        g.unhold(TP, o)
+    assert (g.safe(TP), g.skipped(TP)) == (safe, skipped)
+
+
+def test_a_seek_back_forgets_what_was_held() -> None:
+    g = CommitGuard()
+    g.received(TP, [0, 1, 2])
+    g.hold(TP, 1)
+    g.received(TP, [1, 2])  # delivered again from 1
+    g.finished(TP, 2)
+    assert g.skipped(TP) == 1  # the copy delivered again is not held
+
+
 # (received, finished, Faust wants, allowed, refusals)
 CLAMPS = [
     ([0, 1, 2], [0, 1, 2], 3, 3, []),
