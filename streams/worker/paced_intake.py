@@ -14,17 +14,20 @@ Contract:
   read meanwhile: the pacer holds a tenant's later records behind its held ones.
 * Held records are not acknowledged: the commit guard keeps the chat topic's
   commit below the lowest of them, and is told each is held on purpose
-  (``held(handle, True)``) so it does not take it for a record passed over;
-  once released, it is told so (``held(handle, False)``). A record is held
-  ``max_wait_s`` at most (:class:`~streams.ingest.pacing.EventPacer`).
+  (``held(handle, True)``) so it does not take it for a record passed over,
+  also once released and until it is stored (finishing a record forgets its
+  hold: a record released behind later ones already stored is not passed
+  over). A record is held ``max_wait_s`` at most
+  (:class:`~streams.ingest.pacing.EventPacer`).
 * :meth:`release` (before a rebalance or a stop, from Faust's wait for its
   records: :func:`~streams.worker.faust_wait_empty.let_go_while_waiting`) lets
   go of every held record, acknowledged to Faust only; until :meth:`resume`, a
   later record of those tenants is let go as it is read. Faust then waits only
   for what the sink is writing.
-* :meth:`close` (the agent ends, or fails) lets go of what is held the same way:
-  never finished, each is then a record passed over for the commit guard, which
-  has the partition delivered again.
+* :meth:`close` (the agent ends, or fails) lets go of what is held the same way,
+  and tells the guard they are held no longer: never finished, each is then a
+  record passed over, and the guard has the partition delivered again; so are
+  records taken from the pacer that the sink had not taken yet.
 * A failure of the task is logged at once and stops the intake: the next
   :meth:`add` raises it.
 """
@@ -66,6 +69,7 @@ class PacedIntake(Generic[H]):
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._releasing: Sequence[Item[H]] = ()  # taken from the pacer, not in the sink yet
 
     async def add(self, items: Sequence[Item[H]]) -> None:
         """Take ``items`` (records read, in order) in now or hold them."""
@@ -109,20 +113,26 @@ class PacedIntake(Generic[H]):
             async with self._lock:
                 due = self.pacer.due(self.clock())
                 INGEST_HELD.set(self.pacer.held)
-                for _, handle in due:
-                    self._held(handle, False)
+                # still held for the guard until stored (finishing it forgets the hold):
+                # a record released behind later ones finished is not passed over
+                self._releasing = due
                 await self._to_sink(due)
+                self._releasing = []
             if not due:  # the quota's room and the pacer's disagree by a rounding
                 await asyncio.sleep(0.01)
 
-    async def release(self) -> int:
-        """Let go of every held record (see the module docstring); how many."""
+    async def release(self, *, passed_over: bool = False) -> int:
+        """Let go of every held record (see the module docstring); how many.
+        ``passed_over``: the guard is told they are no longer held (the agent ends:
+        the partition must be delivered again); at a rebalance they stay held for it
+        until the partitions are assigned afresh, which delivers them again."""
         if self.pacer is None:
             return 0
         held = self.pacer.release()
         INGEST_HELD.set(0)
         for _, handle in held:  # each on its own: one failing leaves the others let go
-            self._held(handle, False)
+            if passed_over:
+                self._held(handle, False)
             try:
                 await self._let_go(handle)
             except Exception:
@@ -142,7 +152,12 @@ class PacedIntake(Generic[H]):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self.release()
+        for _, handle in self._releasing:  # cancelled before the sink took them
+            self._held(handle, False)
+            with contextlib.suppress(Exception):
+                await self._let_go(handle)
+        self._releasing = ()
+        await self.release(passed_over=True)
         self.resume()
 
 

@@ -13,6 +13,7 @@ from streams.quotas.book import DELAYED, QuotaBook
 from streams.quotas.rules import Limit
 from streams.wire.envelope import SourceRecord
 from streams.worker.batch_sink import BatchSink
+from streams.worker.commit_guard import CommitGuard
 from streams.worker.paced_intake import PacedIntake
 
 CHAT = "chat"
@@ -84,8 +85,9 @@ async def test_a_loud_tenant_comes_later_in_order_and_a_calm_one_at_once() -> No
     await eventually(lambda: len(acked) == 40)
     assert [e for e in writer.written if e.startswith("loud")] == [f"loud-{i}" for i in range(20)]
     assert sorted(acked) == sorted(writer.written)  # acknowledged once written
-    # each held record was told to the commit guard, and its release too
-    assert guard_told == {f"loud-{i}": False for i in range(3, 20)}
+    # each held record was told to the commit guard, and stays held for it until stored
+    # (a record released behind later ones stored is not passed over)
+    assert guard_told == {f"loud-{i}": True for i in range(3, 20)}
     await paced.close()
 
 
@@ -101,7 +103,8 @@ async def test_what_is_held_is_let_go_at_a_rebalance_and_what_follows_until_resu
     await paced.sink.flush()
     assert "loud-2" not in writer.written and "calm-5" in writer.written
     assert not set(acked) & set(let_go)  # never acknowledged as stored
-    assert guard_told == {"loud-2": True, "loud-3": False, "loud-4": False}  # held again
+    # at a rebalance they stay held for the guard (the partitions are assigned afresh)
+    assert guard_told == {"loud-2": True, "loud-3": True, "loud-4": True}
     await paced.close()
 
 
@@ -128,4 +131,38 @@ async def test_without_a_pacer_records_go_straight_to_the_sink() -> None:
     await paced.add(interleaved(3))
     await sink.flush()
     assert len(acked) == 6 and await paced.release() == 0
+    await paced.close()
+
+
+async def test_a_record_released_behind_later_ones_stored_is_not_passed_over() -> None:
+    tp = ("chat", 0)
+    guard, items = CommitGuard(), interleaved(4)
+    offset = {h: rec.offset for rec, h in items}
+    guard.received(tp, [rec.offset for rec, _ in items])
+    seen: list[int | None] = []
+
+    class Checking(Writer):
+        async def write(self, batch: Sequence[SourceRecord]) -> None:
+            seen.append(guard.skipped(tp))  # what the guard's recovery would see now
+            await super().write(batch)
+
+    async def ack(handles: list[str]) -> None:
+        for h in handles:
+            guard.finished(tp, offset[h])
+
+    async def go(handle: str) -> None:
+        raise AssertionError("nothing is let go")
+
+    book = QuotaBook("events", Limit(0.0, 1.0), {"loud": Limit(100.0, 1.0)},
+                     refused_as=DELAYED)
+    pacer: EventPacer[str] = EventPacer(book, delays=lambda t: t == "loud", chat_topic=CHAT,
+                                        max_wait_s=60.0, max_held=1000,
+                                        max_tenant_bytes=1 << 24, max_bytes=1 << 24)
+    writer = Checking()
+    sink: BatchSink[SourceRecord, str] = BatchSink(writer, ack, name="t")
+    paced = PacedIntake(sink, pacer, let_go=go, tick_s=0.01,
+                        held=lambda h, held: (guard.hold if held else guard.unhold)(tp, offset[h]))
+    await paced.add(items)
+    await eventually(lambda: guard.safe(tp) == 8)
+    assert len(writer.batches) > 1 and seen == [None] * len(writer.batches)
     await paced.close()
