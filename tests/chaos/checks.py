@@ -282,7 +282,16 @@ def check_phase(w: Workload, s: Snapshot, reference: Snapshot | None = None,
     out += [redis_lists(s), lag_zero(s)]
     if s.held_back is not None:
         out.append(held_back(s, required=reference is None))
+    if s.rejoins is not None and reference is None:
+        out.append(no_rejoins(s))
     return out
+
+
+def no_rejoins(s: Snapshot) -> Finding:
+    """With one worker and no fault, no record is passed over: the commit guard never
+    asks the group to rebalance (a record held back on purpose is not passed over)."""
+    return Finding("no rebalance asked for records passed over (one worker, no fault)",
+                   s.rejoins == 0, f"{s.rejoins} asked")
 
 
 def held_back(s: Snapshot, *, required: bool) -> Finding:

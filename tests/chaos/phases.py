@@ -176,7 +176,7 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
         timeline.note(f"published {len(w.records)} records")
         settled = await settle(observer, w, cfg, timeline)
         snap = await observer.snapshot([])
-        snap.held_back = await held_back(cluster)
+        snap.held_back, snap.rejoins = await held_back(cluster)
     finally:
         cluster.kill_all()
         await observer.close()
@@ -186,18 +186,23 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
 
 
-async def held_back(cluster: Cluster) -> int:
-    """The paced tenant's events the live workers held back (their counts since they
-    started: a worker killed took its own with it)."""
+async def held_back(cluster: Cluster) -> tuple[int, int]:
+    """The paced tenant's events the live workers held back, and the rebalances they
+    asked for because records were passed over (their counts since they started: a
+    worker killed took its own with it)."""
     series = ('memstream_quota_decisions_total{decision="delayed",quota="events",'
               f'tenant="{PACED_TENANT}"}} ')
-    total = 0
+    rejoins = "memstream_group_rejoins_total "
+    held = asked = 0
     async with httpx.AsyncClient(timeout=10) as http:
         for slot in cluster.live():
             text = (await http.get(f"http://127.0.0.1:{slot.port}/metrics")).text
-            total += sum(int(float(line[len(series):])) for line in text.splitlines()
-                         if line.startswith(series))
-    return total
+            for line in text.splitlines():
+                if line.startswith(series):
+                    held += int(float(line[len(series):]))
+                elif line.startswith(rejoins):
+                    asked += int(float(line[len(rejoins):]))
+    return held, asked
 
 
 def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
@@ -342,7 +347,7 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) 
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent),
                                    erased)
             snap = await observer.snapshot(queries.sent)
-            snap.held_back = await held_back(cluster)
+            snap.held_back, snap.rejoins = await held_back(cluster)
             snap.erasures = [(o.planned.describe(), o.status) for o in eraser.outcomes]
             snap.erased_memories = [o.memory for o in eraser.outcomes if o.memory is not None]
             if plan:

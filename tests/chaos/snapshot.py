@@ -93,6 +93,9 @@ class Snapshot:
     """who asked once the phase settled (erased users, group-chat speakers) -> the source
     events of the memories their replies gave (and ``error:<code>`` per failed reply)"""
     leftovers: dict[str, int] = field(default_factory=dict)  # "table (subject)" -> rows
+    rejoins: int | None = None
+    """rebalances the live workers asked for because records were passed over
+    (``memstream_group_rejoins_total``); None: not read"""
     held_back: int | None = None
     """the paced tenant's events the live workers held back over its quota of events
     (``memstream_quota_decisions_total{decision="delayed"}``); None: not read"""

@@ -148,3 +148,32 @@ async def test_a_loud_tenant_is_dead_lettered_and_a_calm_one_stored(stack: Stack
     assert (row["rate"], row["burst"]) == (RATE, BURST)
     assert isinstance(row["refused"], int) and isinstance(row["allowed"], int)
     assert row["refused"] > 0 and row["allowed"] >= BURST
+
+
+async def test_events_held_back_through_a_rebalance_are_stored_once_in_order(
+        stack: Stack) -> None:
+    """A second worker joins while the first holds the loud tenant's events: what was
+    held is let go and read again by the partitions' owners; every event is stored
+    once, in order; no record is taken for one passed over."""
+    env = environment(events_per_s=2 * RATE, events_burst=BURST)
+    calm, loud = same_partition(stack)
+    first, second = events(0, calm, loud), events(1, calm, loud)
+    one = stack.worker(**env).start()
+    await stack.produce(first)
+    await eventually(lambda: len(stored(stack, "calm")) == HALF // 4, 60,
+                     "every calm event of the first half stored")
+    assert len(stored(stack, "loud")) < HALF  # some held back
+    two = stack.worker(**env).start()  # a rebalance while they are held
+    await stack.produce(second)
+    sent = [e for e in first + second if e["tenant_id"] == "loud"]
+    await eventually(lambda: len(stored(stack, "loud")) == len(sent), 120,
+                     "every loud event stored")
+    rows = stored(stack, "loud")
+    assert len(rows) == len(set(rows)), "an event stored twice"
+    for conv in loud:
+        assert [e for c, e in rows if c == conv] == [
+            str(e["event_id"]) for e in sent if e["conversation_id"] == conv]
+    assert not await stack.read_topic(stack.topics["dlq"])
+    logs = one.log_text() + two.log_text()
+    assert "records were passed over" not in logs
+    assert "held back let go" in logs
