@@ -58,6 +58,8 @@ H = TypeVar("H")
 RecordId = tuple[str, int, int]  # topic, partition, offset
 Item = tuple[SourceRecord, H]
 ITEM_BYTES = 1024  # what holding a record costs besides its value (its objects)
+MIN_TURN_S = 0.001  # a tenant's next turn comes this long after the last at least
+REFUSED_MAX = 100_000  # refusals taken in and not yet weighed: far more than a sink holds
 
 
 def record_id(rec: SourceRecord) -> RecordId:
@@ -153,7 +155,7 @@ class EventPacer(Generic[H]):
                    f"at most {self.max_wait_s:g} s (MEMSTREAM_QUOTAS__EVENTS_HELD_MAX_S)")
         if why is not None:
             self._refused[record_id(item[0])] = f"over the events quota of tenant {tenant!r}; {why}"
-            while len(self._refused) > self.max_held:  # never weighed: let go, not read again
+            while len(self._refused) > REFUSED_MAX:  # never weighed: let go, not read again
                 self._refused.popitem(last=False)
             self.quota.count(tenant, DEAD_LETTERED)
             out.ready.append(item)
@@ -175,18 +177,23 @@ class EventPacer(Generic[H]):
         return max(0.0, (nth - tokens) / rate) if rate > 0 else 0.0
 
     def _turn(self, tenant: str, now: float) -> None:
+        """The tenant's next turn: when its quota has room, and never ``now`` itself (a
+        refusal by less than a clock's tick would otherwise come round at once)."""
         self._ties += 1
-        at = now + self.quota.peek(tenant, now).retry_after_s
+        at = now + max(self.quota.peek(tenant, now).retry_after_s, MIN_TURN_S)
         heapq.heappush(self._turns, (at, self._ties, tenant))
 
     def due(self, now: float) -> list[Item[H]]:
-        """Held records whose tenant's quota has room at ``now``, each tenant's in order."""
-        out: list[Item[H]] = []
+        """Held records whose tenant's quota has room at ``now``, each tenant's in order;
+        each tenant due is served once a call."""
+        due: list[str] = []
         while self._turns and self._turns[0][0] <= now:
             _, _, tenant = heapq.heappop(self._turns)
-            held = self._held.get(tenant)
-            if held is None:
-                continue  # let go meanwhile
+            if tenant in self._held and tenant not in due:  # else let go meanwhile
+                due.append(tenant)
+        out: list[Item[H]] = []
+        for tenant in due:
+            held = self._held[tenant]
             while held.items and self.quota.take(tenant, now, count=False).allowed:
                 self.quota.count(tenant, ALLOWED)
                 item, size = held.items.popleft()

@@ -70,6 +70,7 @@ class PacedIntake(Generic[H]):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._releasing: Sequence[Item[H]] = ()  # taken from the pacer, not in the sink yet
+        self._closing = False
 
     async def add(self, items: Sequence[Item[H]]) -> None:
         """Take ``items`` (records read, in order) in now or hold them."""
@@ -99,7 +100,7 @@ class PacedIntake(Generic[H]):
 
     async def _release_due(self) -> None:
         assert self.pacer is not None
-        while True:
+        while not self._closing:  # a cancellation a wait swallowed still ends the task
             wait = self.pacer.next_in(self.clock())
             if wait is None:
                 self._wake.clear()
@@ -147,6 +148,8 @@ class PacedIntake(Generic[H]):
 
     async def close(self) -> None:
         """Stop the task and let go of what is held (see the module docstring)."""
+        self._closing = True
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -166,3 +166,14 @@ async def test_a_record_released_behind_later_ones_stored_is_not_passed_over() -
     await eventually(lambda: guard.safe(tp) == 8)
     assert len(writer.batches) > 1 and seen == [None] * len(writer.batches)
     await paced.close()
+
+
+async def test_close_right_after_a_hold_returns() -> None:
+    """A cancellation the release task's wait swallows (asyncio.wait_for, Python 3.11,
+    cancelled as its wait completes) does not keep it, and close(), going."""
+    paced, _, _, let_go = intake(rate=20.0, burst=1.0)
+    await paced.add([item("loud", i, i) for i in range(20)])
+    await asyncio.sleep(0.01)  # the task waits for the quota or a wake
+    await paced.add([item("loud", i, i) for i in range(20, 40)])  # held: a wake
+    await asyncio.wait_for(paced.close(), 3.0)
+    assert let_go  # what was held was let go

@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 
 from streams.ingest.pacing import ITEM_BYTES, EventPacer, Item
 from streams.quotas.book import DEAD_LETTERED, DELAYED, QuotaBook
-from streams.quotas.rules import Limit
+from streams.quotas.rules import Bucket, Limit
 from streams.wire.envelope import SourceRecord
 
 CHAT = "chat"
@@ -159,3 +159,26 @@ def test_decisions_are_counted_per_tenant() -> None:
     tally = p.quota.tally("loud-l", 1.0)
     assert (tally.allowed, tally.delayed, tally.refused) == (2, 2, 2)
     assert p.quota.view("loud-l", 1.0)["over_quota"] == DELAYED
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("rate", [10.0, 1000.0])
+def test_a_refusal_by_less_than_a_clock_tick_never_comes_round_at_once(rate: float) -> None:
+    t0 = 1_750_000_000.0  # a real clock's seconds: a tick of 2.4e-7 s
+    p = pacer(rate=rate, burst=1.0)
+    p.admit([rec("loud-o", i) for i in range(5)], t0)
+    now = t0 + 10.0 / rate
+    # the bucket a hair under one token (what refills in floats give)
+    p.quota._tenants["loud-o"].bucket = Bucket(1.0 - 5e-8 * rate, now)
+    p._turns = [(now, 99, "loud-o")]
+    assert now + p.quota.peek("loud-o", now).retry_after_s == now
+    assert p.due(now) == []  # returns: the tenant's next turn is later
+    assert (p.next_in(now) or 0.0) > 0
+
+
+def test_every_refusal_is_kept_until_weighed_whatever_the_hold() -> None:
+    p = pacer(rate=1.0, burst=1.0, max_held=10)
+    out = p.admit([rec("loud-p", i) for i in range(100)], 0.0)
+    assert len(out.held) == 10 and len(out.ready) == 90
+    verdicts = [p.weigh(r, "loud-p", 0.0) for r, _ in out.ready]
+    assert verdicts[0] is None and all(v is not None for v in verdicts[1:])  # 89 refused
