@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 
 import httpx
 
@@ -77,31 +78,44 @@ async def quota_shown(port: str, decision: str) -> dict[str, object]:
         return row
 
 
-async def test_a_loud_tenant_is_delayed_in_order_and_a_calm_one_is_not(stack: Stack) -> None:
-    env = environment(events_per_s=4 * RATE, events_burst=BURST)
+async def held_through(stack: Stack, disturb: Callable[[], object]) -> list[tuple[str, str]]:
+    """The first half produced and the calm tenant's events of it stored while some of
+    the loud tenant's are still held back; ``disturb`` (a kill, a worker joining); the
+    second half; every loud event stored once, in produce order per conversation, none
+    dead-lettered. Returns the calm tenant's rows."""
     calm, loud = same_partition(stack)
     first, second = events(0, calm, loud), events(1, calm, loud)
-    worker = stack.worker(**env).start()
     await stack.produce(first)
     await eventually(lambda: len(stored(stack, "calm")) == HALF // 4, 60,
                      "every calm event of the first half stored")
     # the calm tenant's events did not wait for the loud tenant's held back
     assert len(stored(stack, "loud")) < HALF
-    worker.kill()  # with events held: never acknowledged, read again
-    worker = stack.worker(**env).start()
+    disturb()
     await stack.produce(second)
     sent = [e for e in first + second if e["tenant_id"] == "loud"]
     await eventually(lambda: len(stored(stack, "loud")) == len(sent), 120,
                      "every loud event stored")
-
     rows = stored(stack, "loud")
     assert len(rows) == len(set(rows)), "an event stored twice"
     for conv in loud:  # every one, in produce order
         assert [e for c, e in rows if c == conv] == [
             str(e["event_id"]) for e in sent if e["conversation_id"] == conv]
-    assert stored(stack, "calm") == [(calm, f"calm-{calm}-{i}") for i in range(2 * HALF // 4)]
     assert not await stack.read_topic(stack.topics["dlq"])
-    row = await quota_shown(worker.env["MEMSTREAM_WEB__PORT"], "delayed")
+    return stored(stack, "calm")
+
+
+async def test_a_loud_tenant_is_delayed_in_order_and_a_calm_one_is_not(stack: Stack) -> None:
+    env = environment(events_per_s=4 * RATE, events_burst=BURST)
+    calm, _ = same_partition(stack)
+    workers = [stack.worker(**env).start()]
+
+    def kill() -> None:  # with events held: never acknowledged, read again
+        workers[0].kill()
+        workers[0] = stack.worker(**env).start()
+
+    calm_rows = await held_through(stack, kill)
+    assert calm_rows == [(calm, f"calm-{calm}-{i}") for i in range(2 * HALF // 4)]
+    row = await quota_shown(workers[0].env["MEMSTREAM_WEB__PORT"], "delayed")
     assert isinstance(row["delayed"], int) and row["delayed"] > 0 and row["refused"] == 0
 
 
@@ -156,24 +170,8 @@ async def test_events_held_back_through_a_rebalance_are_stored_once_in_order(
     held is let go and read again by the partitions' owners; every event is stored
     once, in order; no record is taken for one passed over."""
     env = environment(events_per_s=2 * RATE, events_burst=BURST)
-    calm, loud = same_partition(stack)
-    first, second = events(0, calm, loud), events(1, calm, loud)
-    one = stack.worker(**env).start()
-    await stack.produce(first)
-    await eventually(lambda: len(stored(stack, "calm")) == HALF // 4, 60,
-                     "every calm event of the first half stored")
-    assert len(stored(stack, "loud")) < HALF  # some held back
-    two = stack.worker(**env).start()  # a rebalance while they are held
-    await stack.produce(second)
-    sent = [e for e in first + second if e["tenant_id"] == "loud"]
-    await eventually(lambda: len(stored(stack, "loud")) == len(sent), 120,
-                     "every loud event stored")
-    rows = stored(stack, "loud")
-    assert len(rows) == len(set(rows)), "an event stored twice"
-    for conv in loud:
-        assert [e for c, e in rows if c == conv] == [
-            str(e["event_id"]) for e in sent if e["conversation_id"] == conv]
-    assert not await stack.read_topic(stack.topics["dlq"])
-    logs = one.log_text() + two.log_text()
+    workers = [stack.worker(**env).start()]
+    await held_through(stack, lambda: workers.append(stack.worker(**env).start()))
+    logs = "".join(w.log_text() for w in workers)
     assert "records were passed over" not in logs
     assert "held back let go" in logs
