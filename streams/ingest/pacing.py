@@ -112,14 +112,6 @@ class EventPacer(Generic[H]):
         """Records held, of every tenant."""
         return self._count
 
-    @property
-    def held_bytes(self) -> int:
-        return self._bytes
-
-    def held_of(self, tenant: str) -> int:
-        h = self._held.get(tenant)
-        return len(h.items) if h is not None else 0
-
     def admit(self, items: Sequence[Item[H]], now: float) -> Admitted[H]:
         """The records of ``items`` to take in now; the rest are held (see the module
         docstring)."""
