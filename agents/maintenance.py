@@ -1,12 +1,16 @@
-"""Periodic upkeep on the leader: retry failed expiries, purge the old ledgers."""
+"""Periodic upkeep: on the leader, retry failed expiries and purge the old ledgers; on
+every worker, watch how long the event loop is held."""
 
 from __future__ import annotations
 
 import logging
+import time
 
+from streams.metrics import EVENT_LOOP_LAG
 from streams.worker.app import app, settings
 from streams.worker.context import worker
 from streams.worker.faust_glue import timer
+from streams.worker.loop_lag import LoopLagWatch
 
 log = logging.getLogger(__name__)
 PURGE_INTERVAL_S = 3600.0
@@ -33,3 +37,14 @@ async def purge_ledger() -> None:
                      rows, runs, letters)
     except Exception as exc:
         log.warning("ledger purge failed: %s: %s", type(exc).__name__, exc)
+
+
+_lag = LoopLagWatch()
+
+
+@timer(app, _lag.interval_s, name="event-loop-lag")
+async def watch_event_loop() -> None:
+    lag, line = _lag.tick(time.monotonic())
+    EVENT_LOOP_LAG.observe(lag)
+    if line is not None:
+        log.warning("%s", line)

@@ -55,6 +55,7 @@ from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_addre
 log = logging.getLogger(__name__)
 REPLY_WAY_S = 0.05  # the reply's way to its caller, kept out of what the parts may take
 MIN_BUDGET_S = 0.05
+LATE_LOG_EVERY_S = 1.0  # replies after their deadline: at most one line a second
 _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReplyHeaders",
                 "reply_topic_not_allowed": "ReplyTopicNotAllowed"}
 
@@ -100,6 +101,7 @@ class QueryProcessor:
         self.reply_targets = reply_targets
         self.signing = signing
         self.quotas = quotas
+        self._late_told = float("-inf")
 
     def outdated(self, rec: SourceRecord) -> bool:
         """Older than any caller waits: skipped (and counted) without reading it."""
@@ -295,10 +297,28 @@ class QueryProcessor:
             QUERY_LATENCY.observe(reply.latency_ms / 1000)
         QUERY_REPLIES.labels("error" if reply.error is not None else
                              "partial" if reply.warnings else "ok").inc()
+        self._tell_if_late(rec, a.query, reply)
         if ignored := unknown_fields(a.doc):
             reply.warnings.append(Warning_(
                 code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
         return self._reply(rec, a.addr, reply)
+
+    def _tell_if_late(self, rec: SourceRecord, query: MemoryQuery, reply: MemoryReply) -> None:
+        """A reply that leaves after its caller's deadline is logged, at most one line every
+        ``LATE_LOG_EVERY_S``, with where the time went: before the request was read (the
+        broker, the consumer, a rebalance) or in answering it."""
+        if rec.timestamp is None or rec.timestamp <= 0:
+            return
+        now = self.clock()
+        age_s = now - rec.timestamp
+        if age_s <= query.options.timeout_ms / 1000 or now - self._late_told < LATE_LOG_EVERY_S:
+            return
+        self._late_told = now
+        answering_s = (reply.latency_ms or 0.0) / 1000
+        log.info("query %s of tenant %r answered %.0f ms after it was sent (deadline %d ms): "
+                 "read after %.0f ms, answered in %.0f ms", query.request_id, query.tenant_id,
+                 age_s * 1000, query.options.timeout_ms, (age_s - answering_s) * 1000,
+                 answering_s * 1000)
 
     def _budget(self, rec: SourceRecord, query: MemoryQuery) -> float:
         """What is left of the caller's wait, less the reply's way back: each part of the

@@ -4,7 +4,9 @@ answered ones are remembered, Redis failures never keep a request unanswered."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -512,3 +514,43 @@ async def test_a_signed_request_sent_again_later_is_as_old_as_its_signature() ->
         await answering(SourceRecord("q", 0, 0, rec.key, rec.value, headers,
                                      timestamp=NOW))  # the record itself is fresh
         assert (len(replies.sent) > before) is answered
+
+
+class SlowEcho(EchoLookup):
+    """Answers after ``took_s`` on the processor's clock, reporting it as its latency."""
+
+    def __init__(self, clock: list[float], took_s: float) -> None:
+        super().__init__()
+        self.clock, self.took_s = clock, took_s
+
+    async def answer(self, q: MemoryQuery, budget_s: float | None = None) -> MemoryReply:
+        reply = await super().answer(q, budget_s)
+        self.clock[0] += self.took_s
+        reply.latency_ms = self.took_s * 1000
+        return reply
+
+
+@pytest.mark.parametrize(("age_s", "took_s", "told"), [
+    (0.1, 0.2, False),  # 300 ms of 1,000
+    (0.7, 0.4, True),   # 1,100 ms: read after 700, answered in 400
+    (0.1, 0.95, True),  # a second line within 1 s is not told
+])
+async def test_a_reply_after_its_deadline_is_logged_with_where_the_time_went(
+        caplog: pytest.LogCaptureFixture, age_s: float, took_s: float, told: bool) -> None:
+    now = [NOW]
+    engine = SlowEcho(now, took_s)
+    processor = QueryProcessor(engine, "dlq", clock=lambda: now[0])
+    answering = QueryAnswering(processor, RecordedReplies(), FakePublisher(),
+                               AnsweredRequests(MemoryAnsweredRecord(), retry_after_s=10.0,
+                                                clock=lambda: now[0],
+                                                wall_clock=lambda: now[0]),
+                               retry_initial_s=0.01, retry_max_s=0.01)
+    with caplog.at_level(logging.INFO, logger="streams.query.processor"):
+        await answering(request(b"r-1", age_s=age_s))
+        again = request(b"r-2", age_s=age_s, offset=1)  # within a second: no line
+        await answering(dataclasses.replace(again, timestamp=now[0] - age_s))
+    lines = [r.getMessage() for r in caplog.records if "after it was sent" in r.getMessage()]
+    total, read = (age_s + took_s) * 1000, age_s * 1000
+    assert lines == ([f"query r-1 of tenant 't' answered {total:.0f} ms after it was sent "
+                      f"(deadline 1000 ms): read after {read:.0f} ms, answered in "
+                      f"{took_s * 1000:.0f} ms"] if told else [])

@@ -43,6 +43,7 @@ RECENT_S = 1.0  # a run touched this recently is being worked on
 CONFIRM_AFTER_S = 1.5
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0  # SIGTERM, then SIGKILL (the timeline shows exit code -9)
+SETTLE_S = 5.0  # a worker this long ready has caught up on what it missed
 MOVE_STAY_S = 20.0  # longer than a closed conversation's retention (phases.WORKER_ENV)
 
 
@@ -53,6 +54,7 @@ class Slot:
     process: WorkerProcess | None = None
     ready: bool = False  # its process reported "Worker ready"
     retired: bool = False
+    ready_at: float = 0.0  # the event loop's time when it did
 
     @property
     def alive(self) -> bool:
@@ -125,7 +127,7 @@ class Cluster:
                     raise RuntimeError(f"{slot.name} {problem}:\n{process.log_text()[-3000:]}")
                 return slot
             await asyncio.sleep(0.2)
-        slot.ready = True
+        slot.ready, slot.ready_at = True, loop.time()
         self.timeline.note(f"{slot.name} ready (port {slot.port}, {process.log_path.name})")
         return slot
 
@@ -298,9 +300,13 @@ class FaultDriver:
     async def _none_starting(self) -> None:
         # not while another worker is starting: on the test's two cores two starting
         # workers starve the live one for seconds (a deployment gives each pod its own
-        # CPU); a restart and an addition at once would measure the machine
+        # CPU); a restart and an addition at once would measure the machine. A worker
+        # ready a moment ago is still catching up (the records it missed, cold caches):
+        # SETTLE_S after it
+        loop = asyncio.get_running_loop()
         for _ in range(600):  # 120 s at most
-            if all(s.retired or s.alive for s in self.cluster.slots) and (
+            if all(s.retired or (s.alive and loop.time() - s.ready_at >= SETTLE_S)
+                   for s in self.cluster.slots) and (
                     self._added is None or self._added.done()):  # the added one too
                 break
             await asyncio.sleep(0.2)
