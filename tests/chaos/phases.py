@@ -72,9 +72,15 @@ PACED_ENV = {
     # order (MEMSTREAM_QUOTAS__EVENTS_OVER_QUOTA=delay) through every kill and rebalance
     "MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps(
         {PACED_TENANT: {"events_per_s": 30, "events_burst": 60}}),
-    # the undisturbed phase publishes the workload at once: the paced tenant's ~1,600
-    # events take about a minute at its rate, all of it held rather than dead-lettered
+    # a phase publishing faster than the tenant's rate holds its events for as long as
+    # they take: held all the same rather than dead-lettered
     "MEMSTREAM_QUOTAS__EVENTS_HELD_MAX_S": "300",
+}
+# the undisturbed phase: the same tenant over a quota twice as large (it is held back
+# all the same, its events published at once), so the reference is there in half the time
+PACED_UNDISTURBED_ENV = {
+    "MEMSTREAM_QUOTAS__TENANT_OVERRIDES": json.dumps(
+        {PACED_TENANT: {"events_per_s": 60, "events_burst": 60}}),
 }
 EXPIRING_ENV = {
     # a conversation quiet for 5 s after its session closed leaves the sessions table
@@ -165,7 +171,7 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     database = f"ms_{name}"
     redis_url = f"redis://127.0.0.1:{REDIS_PORT}/0"
     db_url = create_database(database)
-    stack = _stack(name, tmp, database, db_url, redis_url)
+    stack = _stack(name, tmp, database, db_url, redis_url, PACED_UNDISTURBED_ENV)
     timeline = Timeline()
     cluster = Cluster(stack, timeline)
     observer = _observer(stack, db_url, redis_url)

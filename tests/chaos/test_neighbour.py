@@ -18,7 +18,8 @@ differ from each other by that much (p99 of a few hundred queries is their
 three or four slowest, and a consolidation delay is dominated by batching and
 commit intervals of a second); it is far below the harm measured before the
 issue's fixes (p99 20 ms → 1,520 ms, delay p50 1.8 s → 6.6 s). ``bench/neighbour.py``
-prints the strict 20 % comparison as well.
+prints the strict 20 % comparison as well. Until calm's latency beside loud is met
+(``NOT_MET``), that part is reported as an expected failure; the rest must pass.
 
 Knobs: ``NEIGHBOUR_*`` (:mod:`tests.chaos.tenants`).
 """
@@ -68,6 +69,14 @@ def checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures) -> list[tuple
         (sum(b.erasure_receipts.values()) == b.erasures_asked and "no receipt"
          not in b.erasure_receipts,
          f"B: erasures asked {b.erasures_asked}, receipts {b.erasure_receipts}"),
+    ]
+    return out
+
+
+def service_checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures,
+                   ) -> list[tuple[bool, str]]:
+    """Calm's service beside loud as it was alone: query p99, consolidation delay."""
+    return [
         (within(b.calm_p99_ms, a.calm_p99_ms, cfg.margin, cfg.p99_floor_ms),
          f"calm query p99 {a.calm_p99_ms:.0f} ms alone, {b.calm_p99_ms:.0f} ms beside loud"),
         (within(b.calm_delay_p50_s, a.calm_delay_p50_s, cfg.margin, cfg.delay_floor_s),
@@ -77,7 +86,6 @@ def checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures) -> list[tuple
          f"calm consolidation delay p95 {a.calm_delay_p95_s:.2f} s alone, "
          f"{b.calm_delay_p95_s:.2f} s beside loud"),
     ]
-    return out
 
 
 def report(cfg: NeighbourConfig, phases: list[PhaseFigures],
@@ -91,21 +99,27 @@ def report(cfg: NeighbourConfig, phases: list[PhaseFigures],
     return "\n".join(lines)
 
 
-@pytest.mark.xfail(strict=False, reason=(
+NOT_MET = (
     "not met yet (docs/benchmarks.md, noisy neighbour): calm's conversations on loud's "
     "chat partition wait while the worker reads through loud's 30,000 records (about "
     "3,000 a second through Faust here, whether loud's events are stored at once or held "
     "back by a quota of events), and loud's work on the worker's one event loop (its "
     "answered flood queries, its consolidation) delays calm's queries: calm's "
-    "consolidation delay and query p99 stay past the margin"))
+    "consolidation delay and query p99 stay past the margin")
+
+
 @pytest.mark.timeout(900)
 async def test_a_noisy_neighbour_leaves_the_calm_tenant_as_it_was(tmp_path: Path) -> None:
+    """Loud's work bounded and done, calm's work done: required. Calm's latency beside
+    loud as it was alone: expected to fail (``NOT_MET``), reported as such."""
     cfg = NeighbourConfig.from_env()
     a = await run_phase("A calm alone", cfg.without_loud(), tmp_path / "a")
     b = await run_phase("B calm beside loud", cfg, tmp_path / "b")
-    found = checks(cfg, a, b)
-    text = report(cfg, [a, b], found)
+    work, service = checks(cfg, a, b), service_checks(cfg, a, b)
+    text = report(cfg, [a, b], work + service)
     out = Path(os.environ.get("NEIGHBOUR_REPORT", tmp_path / "neighbour-report.txt"))
     await asyncio.to_thread(out.write_text, text + "\n")
     print(text)
-    assert all(ok for ok, _ in found), f"noisy-neighbour checks failed (report: {out})\n{text}"
+    assert all(ok for ok, _ in work), f"noisy-neighbour checks failed (report: {out})\n{text}"
+    if not all(ok for ok, _ in service):
+        pytest.xfail(f"{NOT_MET}: " + "; ".join(what for ok, what in service if not ok))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,6 +241,31 @@ def new_stack(tmp: Path) -> Iterator[Stack]:
         for w in s.workers:
             w.kill()
         drop_database(database)
+        delete_topics_of(name)
+
+
+def delete_topics_of(name: str) -> None:
+    """Delete the topics of the stack ``name`` (its own and its workers'). Every Kafka
+    client that starts reads the metadata of every topic on the broker: a suite that
+    left thousands behind would start each later worker and client more slowly. A
+    failure is only reported: the next test does not depend on it."""
+    async def delete() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+        await admin.start()
+        try:
+            mine = [t for t in await admin.list_topics()
+                    if t.startswith((f"{name}.", f"{name}-"))]
+            if mine:
+                await admin.delete_topics(mine)
+        finally:
+            await admin.close()
+
+    try:  # a thread of its own: the test's event loop may still be set on this one
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, delete()).result(timeout=60)
+    except Exception as exc:
+        warnings.warn(f"topics of {name} not deleted: {type(exc).__name__}: {exc}",
+                      stacklevel=1)
 
 
 @pytest.fixture
