@@ -42,7 +42,7 @@ async def purge_ledger() -> None:
 _lag = LoopLagWatch()
 
 
-@timer(app, _lag.interval_s, name="event-loop-lag")
+@timer(app, _lag.interval_s, name="event-loop-lag", steady=True)
 async def watch_event_loop() -> None:
     lag, line = _lag.tick(time.monotonic())
     EVENT_LOOP_LAG.observe(lag)

@@ -297,28 +297,28 @@ class QueryProcessor:
             QUERY_LATENCY.observe(reply.latency_ms / 1000)
         QUERY_REPLIES.labels("error" if reply.error is not None else
                              "partial" if reply.warnings else "ok").inc()
-        self._tell_if_late(rec, a.query, reply)
+        self._tell_if_late(rec, a.query, time.perf_counter() - start)
         if ignored := unknown_fields(a.doc):
             reply.warnings.append(Warning_(
                 code="unknown_fields", message="ignored: " + ", ".join(ignored[:20])))
         return self._reply(rec, a.addr, reply)
 
-    def _tell_if_late(self, rec: SourceRecord, query: MemoryQuery, reply: MemoryReply) -> None:
+    def _tell_if_late(self, rec: SourceRecord, query: MemoryQuery, handled_s: float) -> None:
         """A reply that leaves after its caller's deadline is logged, at most one line every
-        ``LATE_LOG_EVERY_S``, with where the time went: before the request was read (the
-        broker, the consumer, a rebalance) or in answering it."""
+        ``LATE_LOG_EVERY_S``, with where the time went: before this worker took the
+        request up (the broker, the consumer's queue, a rebalance) or in handling it
+        (``handled_s``: answering, and asking whether it was answered before)."""
         if rec.timestamp is None or rec.timestamp <= 0:
             return
-        now = self.clock()
-        age_s = now - rec.timestamp
-        if age_s <= query.options.timeout_ms / 1000 or now - self._late_told < LATE_LOG_EVERY_S:
+        age_s = self.clock() - rec.timestamp
+        told = time.monotonic()
+        if age_s <= query.options.timeout_ms / 1000 or told - self._late_told < LATE_LOG_EVERY_S:
             return
-        self._late_told = now
-        answering_s = (reply.latency_ms or 0.0) / 1000
-        log.info("query %s of tenant %r answered %.0f ms after it was sent (deadline %d ms): "
-                 "read after %.0f ms, answered in %.0f ms", query.request_id, query.tenant_id,
-                 age_s * 1000, query.options.timeout_ms, (age_s - answering_s) * 1000,
-                 answering_s * 1000)
+        self._late_told = told
+        log.info("query %r of tenant %r answered %.0f ms after it was sent (deadline %d ms): "
+                 "taken up after %.0f ms, handled in %.0f ms", query.request_id,
+                 query.tenant_id, age_s * 1000, query.options.timeout_ms,
+                 max(0.0, age_s - handled_s) * 1000, handled_s * 1000)
 
     def _budget(self, rec: SourceRecord, query: MemoryQuery) -> float:
         """What is left of the caller's wait, less the reply's way back: each part of the

@@ -308,8 +308,9 @@ class FaultDriver:
             if all(s.retired or (s.alive and loop.time() - s.ready_at >= SETTLE_S)
                    for s in self.cluster.slots) and (
                     self._added is None or self._added.done()):  # the added one too
-                break
+                return
             await asyncio.sleep(0.2)
+        self.note("a worker still starting or settling after 120s: the fault goes on")
 
     async def _add_worker(self, fault: Fault) -> None:
         await self._none_starting()

@@ -54,6 +54,9 @@ def checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures) -> list[tuple
             (p.calm_consolidated == p.calm_sessions,
              f"{p.name}: calm sessions consolidated {p.calm_consolidated} of {p.calm_sessions}"),
         ]
+    out.append((a.calm_queries > 0 and a.calm_late == 0 and b.calm_queries > 0,
+                f"calm queries: {a.calm_queries} asked alone, {a.calm_late} not answered in "
+                f"time; {b.calm_queries} asked beside loud"))
     refused = sum(b.loud_dead_letters.values())
     out += [
         (b.loud_stored + refused == b.loud_sent,
@@ -77,6 +80,7 @@ def service_checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures,
                    ) -> list[tuple[bool, str]]:
     """Calm's service beside loud as it was alone: query p99, consolidation delay."""
     return [
+        (b.calm_late == 0, f"calm queries beside loud not answered in time: {b.calm_late}"),
         (within(b.calm_p99_ms, a.calm_p99_ms, cfg.margin, cfg.p99_floor_ms),
          f"calm query p99 {a.calm_p99_ms:.0f} ms alone, {b.calm_p99_ms:.0f} ms beside loud"),
         (within(b.calm_delay_p50_s, a.calm_delay_p50_s, cfg.margin, cfg.delay_floor_s),

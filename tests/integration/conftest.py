@@ -260,12 +260,16 @@ def delete_topics_of(name: str) -> None:
         finally:
             await admin.close()
 
-    try:  # a thread of its own: the test's event loop may still be set on this one
-        with ThreadPoolExecutor(1) as pool:
-            pool.submit(asyncio.run, delete()).result(timeout=60)
+    # a thread of its own (the test's event loop may still be set on this one), not
+    # waited for past the timeout
+    pool = ThreadPoolExecutor(1)
+    try:
+        pool.submit(asyncio.run, delete()).result(timeout=60)
     except Exception as exc:
-        warnings.warn(f"topics of {name} not deleted: {type(exc).__name__}: {exc}",
+        warnings.warn(f"topics of {name} not deleted: {type(exc).__name__}: {exc!r}",
                       stacklevel=1)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 @pytest.fixture

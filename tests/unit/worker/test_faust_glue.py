@@ -7,6 +7,7 @@ import logging
 
 import pytest
 from faust.utils.terminal import Spinner
+from mode.timers import Timer
 
 from streams.settings import Settings
 from streams.worker.commit_guard import CommitGuard
@@ -15,6 +16,7 @@ from streams.worker.faust_glue import (
     _Recovery,
     install_commit_guard,
     out_of_order_topics,
+    timer,
 )
 
 
@@ -86,3 +88,26 @@ def test_a_commit_held_below_acknowledged_records_moves_past_them_later(
     assert commit() in (None, 0)  # held at the long run
     ack(0)
     assert commit() == 4
+
+
+class _TimerApp:
+    def __init__(self) -> None:
+        self.asked: dict[str, object] = {}
+
+    def timer(self, interval_s: float, **kw: object) -> object:
+        self.asked = {"interval_s": interval_s, **kw}
+        return lambda fn: fn
+
+
+@pytest.mark.parametrize(("interval_s", "steady", "corrected"), [
+    (0.1, True, False), (0.2, True, False), (5.0, True, False),
+    (0.2, False, True), (5.0, False, True),
+])
+def test_a_steady_timer_sleeps_its_interval_every_time(interval_s: float, steady: bool,
+                                                        corrected: bool) -> None:
+    app = _TimerApp()
+    timer(app, interval_s, name="t", steady=steady)
+    drift = app.asked["max_drift_correction"]
+    assert isinstance(drift, float)
+    mode_timer = Timer(interval_s, max_drift_correction=drift)
+    assert (mode_timer.min_interval_s < mode_timer.max_interval_s) is corrected
