@@ -251,7 +251,7 @@ EVENT_LOOP_LAG = Histogram(
     "memstream_event_loop_lag_seconds",
     "How late the worker's event loop woke a 100 ms timer: time during which it ran "
     "something else (or the process had no CPU), so every query and record waited.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    buckets=LATENCY_BUCKETS,
 )
 
 # ----------------------------------------------------------------- queries

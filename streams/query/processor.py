@@ -308,12 +308,12 @@ class QueryProcessor:
         ``LATE_LOG_EVERY_S``, with where the time went: before this worker took the
         request up (the broker, the consumer's queue, a rebalance) or in handling it
         (``handled_s``: answering, and asking whether it was answered before)."""
-        if rec.timestamp is None or rec.timestamp <= 0:
+        now, told = self.clock(), time.monotonic()
+        if not caller_gave_up(rec.timestamp, now, query.options.timeout_ms) \
+                or told - self._late_told < LATE_LOG_EVERY_S:
             return
-        age_s = self.clock() - rec.timestamp
-        told = time.monotonic()
-        if age_s <= query.options.timeout_ms / 1000 or told - self._late_told < LATE_LOG_EVERY_S:
-            return
+        assert rec.timestamp is not None
+        age_s = now - rec.timestamp
         self._late_told = told
         log.info("query %r of tenant %r answered %.0f ms after it was sent (deadline %d ms): "
                  "taken up after %.0f ms, handled in %.0f ms", query.request_id,

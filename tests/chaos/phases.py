@@ -182,7 +182,7 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
         timeline.note(f"published {len(w.records)} records")
         settled = await settle(observer, w, cfg, timeline)
         snap = await observer.snapshot([])
-        snap.held_back, snap.rejoins = await held_back(cluster)
+        snap.held_back, snap.rejoins = await live_counts(cluster)
     finally:
         cluster.kill_all()
         await observer.close()
@@ -192,7 +192,7 @@ async def undisturbed(w: Workload, cfg: ChaosConfig, tmp: Path) -> PhaseResult:
     return PhaseResult("A undisturbed", snap, timeline, settled, time.monotonic() - started)
 
 
-async def held_back(cluster: Cluster) -> tuple[int, int]:
+async def live_counts(cluster: Cluster) -> tuple[int, int]:
     """The paced tenant's events the live workers held back, and the rebalances they
     asked for because records were passed over (their counts since they started: a
     worker killed took its own with it)."""
@@ -353,7 +353,7 @@ async def disturbed(w: Workload, cfg: ChaosConfig, tmp: Path, how: Disturbance) 
             settled = await settle(observer, w, cfg, timeline, lambda: len(queries.sent),
                                    erased)
             snap = await observer.snapshot(queries.sent)
-            snap.held_back, snap.rejoins = await held_back(cluster)
+            snap.held_back, snap.rejoins = await live_counts(cluster)
             snap.erasures = [(o.planned.describe(), o.status) for o in eraser.outcomes]
             snap.erased_memories = [o.memory for o in eraser.outcomes if o.memory is not None]
             if plan:

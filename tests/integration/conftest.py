@@ -36,6 +36,7 @@ from tests.support.services import (
     KAFKA_BROKER,
     REDIS_PORT,
     create_database,
+    delete_topics_containing,
     drop_database,
     free_port,
     mysql_cli,
@@ -245,26 +246,13 @@ def new_stack(tmp: Path) -> Iterator[Stack]:
 
 
 def delete_topics_of(name: str) -> None:
-    """Delete the topics of the stack ``name`` (its own and its workers'). Every Kafka
-    client that starts reads the metadata of every topic on the broker: a suite that
-    left thousands behind would start each later worker and client more slowly. A
-    failure is only reported: the next test does not depend on it."""
-    async def delete() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
-        await admin.start()
-        try:
-            mine = [t for t in await admin.list_topics()
-                    if t.startswith((f"{name}.", f"{name}-"))]
-            if mine:
-                await admin.delete_topics(mine)
-        finally:
-            await admin.close()
-
-    # a thread of its own (the test's event loop may still be set on this one), not
-    # waited for past the timeout
+    """:func:`delete_topics_containing` the stack's id, from a synchronous teardown: in
+    a thread of its own (the test's event loop may still be set on this one), not
+    waited for past a minute; a failure is only reported (the next test does not
+    depend on it)."""
     pool = ThreadPoolExecutor(1)
     try:
-        pool.submit(asyncio.run, delete()).result(timeout=60)
+        pool.submit(asyncio.run, delete_topics_containing(name)).result(timeout=60)
     except Exception as exc:
         warnings.warn(f"topics of {name} not deleted: {type(exc).__name__}: {exc!r}",
                       stacklevel=1)
