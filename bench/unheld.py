@@ -8,7 +8,12 @@ vectors are 384-dimensional unit vectors drawn from each text's hash: what is ti
 (reading and multiplying them) needs their number and size, not their meaning; the
 query vector is ready before the search starts, as a cached question's is.
 
+With ``--facts F`` the cube is a heavy user's: F facts, then N episodes (every
+memory else), and what is timed is a consolidation's conflict check, a search of
+facts only (``kinds=("fact",)``, ``top_k`` 5).
+
     python bench/unheld.py [--sizes 20000,100000] [--questions 200] [--lexical]
+                           [--facts 300]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -61,11 +67,18 @@ class HashVectors:
         return out
 
 
-async def timed(p: BuiltinProvider, questions: list[str]) -> list[float]:
+FACTS_ONLY = SearchRequest(query="", cubes=[USER_CUBE], top_k=5, relativity=0.0,
+                           include_preference=True, dedup=False, kinds=("fact",))
+"""The shape of a consolidation's conflict check (``MemoryWriter._related``)."""
+
+
+async def timed(p: BuiltinProvider, questions: list[str], facts: bool = False) -> list[float]:
     out = []
     for q in questions:
+        request = (replace(FACTS_ONLY, query=q) if facts
+                   else SearchRequest(query=q, cubes=[USER_CUBE], top_k=10))
         start = time.perf_counter()
-        await p.search(SCOPE, SearchRequest(query=q, cubes=[USER_CUBE], top_k=10))
+        await p.search(SCOPE, request)
         out.append(1000 * (time.perf_counter() - start))
     return out
 
@@ -76,35 +89,49 @@ def line(n: int, retrieval: str, path: str, ms: list[float]) -> str:
             f"{q[94]:.1f} ms | {q[98]:.1f} ms |")
 
 
+def facts(n: int, t0: datetime) -> list[MemoryCandidate]:
+    return [MemoryCandidate(
+        content=f"I prefer {scale_text('user', 10**6 + i)}", type="preference", scope="user",
+        importance=0.6, event_time=t0, source_event_ids=(f"f{i}",)) for i in range(n)]
+
+
 async def main(args: argparse.Namespace) -> None:
     name = unique("ms_unheld_bench_")
     url = create_database(name)
     engine = create_engine(DatabaseSettings(url=SecretStr(url)))
     embedder = None if args.lexical else HashVectors()
     retrieval = "lexical" if args.lexical else "dense + lexical"
+    kind = "episode" if args.facts else "fact"
+    if args.facts:
+        retrieval += f", facts of {args.facts:,}"
     rng = random.Random(3)
-    questions = [question(rng) for _ in range(args.questions)]
+    questions = [("I prefer " if args.facts else "") + question(rng)
+                 for _ in range(args.questions)]
     try:
         await upgrade(engine)
         seeder = BuiltinProvider(engine, embedder=embedder)
         t0, done = datetime(2025, 1, 1, tzinfo=UTC), 0
+        if args.facts:
+            await seeder.add(SCOPE, USER_CUBE, facts(args.facts, t0))
         print("| memories | retrieval | path | p50 | p95 | p99 |\n|---|---|---|---|---|---|")
         for n in sorted(int(s) for s in args.sizes.split(",")):
             for lo in range(done, n, BATCH):
                 await seeder.add(SCOPE, USER_CUBE, [MemoryCandidate(
                     content=scale_text("user", i), type="text", scope="user", importance=0.5,
-                    event_time=t0 + timedelta(minutes=i), source_event_ids=(f"e{i}",))
+                    event_time=t0 + timedelta(minutes=i), source_event_ids=(f"e{i}",),
+                    kind=kind)
                     for i in range(lo, min(n, lo + BATCH))])
             done = n
             held = BuiltinProvider(engine, embedder=embedder, vector_cache_rows=2 * n,
                                    ann_min_vectors=20_000)
             await timed(held, questions[:3])  # loads the scope
             await held.cache.indexed()
-            await timed(held, questions[:20])
+            await timed(held, questions[:20], bool(args.facts))
             unheld = BuiltinProvider(engine, embedder=embedder, scope_hold_max=n // 2)
-            await timed(unheld, questions[:20])
+            await timed(unheld, questions[:20], bool(args.facts))
             for label, p in (("held", held), ("not held", unheld)):
-                print(line(n, retrieval, label, await timed(p, questions)), flush=True)
+                ms = await timed(p, questions, bool(args.facts))
+                print(line(n, retrieval, label, ms), flush=True)
             assert unheld.cache.held_memories == 0
     finally:
         await engine.dispose()
@@ -116,4 +143,6 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", default="20000,100000")
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--lexical", action="store_true", help="no embedder")
+    parser.add_argument("--facts", type=int, default=0,
+                        help="F facts under the N episodes; time searches of facts only")
     asyncio.run(main(parser.parse_args()))

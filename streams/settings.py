@@ -607,6 +607,12 @@ class QuerySettings(BaseModel):
             "Vectors of a scope not held read per search, the newest memories' (dense "
             "candidates besides the memories found by their words; 0: only those)."),
     )
+    unheld_kind_memories: int = Field(
+        2_000, ge=1, description=(
+            "A search of some kinds only (a consolidation's conflict check: facts) of a "
+            "scope not held reads among the newest this many valid memories of those "
+            "kinds: their postings, vectors and rows, not the scope's other kinds."),
+    )
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."
     )

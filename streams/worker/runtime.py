@@ -215,7 +215,8 @@ class Runtime:
             ann_min_vectors=s.embedding.ann_min_vectors,
             vector_cache_rows=held, row_cache_rows=held, cache_postings=20 * held,
             scope_hold_max=s.query.scope_hold_max,
-            unheld=UnheldLimits(s.query.unheld_term_postings, s.query.unheld_recent_vectors),
+            unheld=UnheldLimits(s.query.unheld_term_postings, s.query.unheld_recent_vectors,
+                                s.query.unheld_kind_memories),
             rows_read=BudgetLineCounts(self.tokens, s.query.max_memory_chars),
             held_reads=self._held_reads())
         handles = {"mysql": ProviderHandle("mysql", builtin, atomic_batch=True,

@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.migrate import upgrade
 from streams.adapters.db.schema.memory import memory_scope_stats
-from streams.memory.model import USER_CUBE, agent_cube
+from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
 from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.provider import BuiltinProvider
-from streams.memory.providers.builtin.unheld import UnheldLimits
-from tests.integration.test_builtin_ann import QUERIES, TopicEmbedder, turns
+from streams.memory.providers.builtin.unheld import UnheldLimits, UnheldReads
+from tests.integration.test_builtin_ann import QUERIES, T0, WORDS, TopicEmbedder, turns
 from tests.support.services import create_database, drop_database, unique
 
 ALICE = Scope("acme", "alice", "helper")
@@ -118,3 +118,53 @@ async def test_expired_erased_and_other_tenants_memories_never_come_back(
         got = await top(p, q, n=40, cubes=[USER_CUBE])
         assert got and not set(got) & (expired | erased | others), q
     assert not p.cache.holds(await user_scope(engine))
+
+
+def facts(n: int) -> list[MemoryCandidate]:
+    return [MemoryCandidate(
+        content=f"Alice likes {WORDS[i % 18]} with {WORDS[(7 * i + 3) % 18]} (fact {i})",
+        source_event_ids=(f"f{i}",), event_time=T0, kind="fact") for i in range(n)]
+
+
+async def facts_found(p: BuiltinProvider, q: str) -> list[str]:
+    got = await p.search(ALICE, SearchRequest(query=q, cubes=[USER_CUBE], top_k=5,
+                                              relativity=0.0, dedup=False, kinds=("fact",)))
+    assert all(m.kind == "fact" for m in got)
+    return [m.id for m in got]
+
+
+async def test_a_search_of_facts_reads_the_facts_under_many_newer_episodes(
+        engine: AsyncEngine) -> None:
+    """A conflict check's search of a scope not held: the facts, older than every
+    episode and outnumbered by them, are found as the held path finds them, however few
+    postings a term and newest vectors the read takes."""
+    held = provider(engine)
+    written = set((await held.add(ALICE, USER_CUBE, facts(24))).ids)
+    await fill(held)  # 300 newer episodes sharing the facts' words
+    tight = provider(engine, scope_hold_max=50, unheld=UnheldLimits(60, 50))
+    for q in QUERIES:
+        want = await facts_found(held, q)
+        assert want and set(want) <= written, q
+        assert await facts_found(tight, q) == want, q
+    assert not tight.cache.holds(await user_scope(engine))
+    few = provider(engine, scope_hold_max=50, unheld=UnheldLimits(60, 50, kind_memories=6))
+    for q in QUERIES:  # the newest 6 facts only are read among
+        assert set(await facts_found(few, q)) <= set(sorted(written, key=int)[-6:]), q
+
+
+async def test_the_facts_are_found_by_an_index_never_a_scan_of_the_scope(
+        engine: AsyncEngine) -> None:
+    """The read of a search of some kinds goes through ``memory``'s index by scope and
+    kind (migration 0021): it costs the memories of those kinds, not the scope's."""
+    p = provider(engine)
+    await p.add(ALICE, USER_CUBE, facts(3))
+    await fill(p)
+    among = UnheldReads(None).newest_of_kinds(await user_scope(engine), ["fact"])
+    query = select(among.c.id)
+    async with engine.connect() as conn:
+        await conn.execute(text("ANALYZE TABLE memory"))
+        sql = str(query.compile(engine.sync_engine, compile_kwargs={"literal_binds": True}))
+        plan = [r._asdict() for r in await conn.execute(text("EXPLAIN " + sql))]
+    reads = [r for r in plan if r["table"] == "memory"]
+    assert reads and all(r["key"] == "ix_memory_scope_id_kind_valid_to"
+                         and r["type"] == "ref" for r in reads), plan

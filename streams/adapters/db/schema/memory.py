@@ -89,6 +89,7 @@ memory = Table(
     UniqueConstraint("scope_id", "content_hash"),
     Index(None, "scope_id", "session_key", "seq"),
     Index(None, "tenant_id", "user_id", "cube"),  # an erasure of a user's memories (0014)
+    Index(None, "scope_id", "kind", "valid_to"),  # a search of some kinds, not held (0021)
     mysql_charset="utf8mb4",
 )
 

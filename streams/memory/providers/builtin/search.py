@@ -63,6 +63,7 @@ from streams.memory.rules.strength import strongest_first
 
 _NO_IDS: Ids = np.zeros(0, dtype=np.int64)
 PACKED_SPAN = 16  # member_of: ids spanning less than 16 times their number use a table
+KIND_CANDIDATES_PER_HIT = 10  # a search of some kinds of a scope not held: rows read a hit
 
 
 class Signal:
@@ -214,7 +215,9 @@ class Search:
         """A search of some scopes too large to hold: the others held as ever (no
         connection held meanwhile), the query vector awaited, then one connection reads
         the large ones' parts (:mod:`.unheld`), the held ones' missing postings and the
-        rows."""
+        rows. A search of some kinds (a conflict check, a few results) reads the rows of
+        each signal's best ``KIND_CANDIDATES_PER_HIT`` per result asked for, at most
+        ``candidates``."""
         small = [s for s in stats if int(s.id) not in over]
         held = dict(zip([int(s.id) for s in small],
                         await asyncio.gather(*(self.cache.fresh(s) for s in small)),
@@ -223,8 +226,10 @@ class Search:
         reads = self.unheld if self.unheld is not None else UnheldReads(self.cache.model)
         async with self.engine.connect() as conn:
             postings = await self._terms(conn, list(held.values()), terms, None)
-            parts = {int(s.id): await reads.read(conn, s, scope.tenant_id, terms, vec,
-                                                       self.candidates)
+            wide = (self.candidates if request.kinds is None
+                    else min(self.candidates, KIND_CANDIDATES_PER_HIT * request.top_k))
+            parts = {int(s.id): await reads.read(conn, s, scope.tenant_id, terms, vec, wide,
+                                                 request.kinds)
                      for s in stats if int(s.id) in over}
             for sid, part in parts.items():
                 postings[sid] = part.postings

@@ -20,7 +20,14 @@ is searched from the database at each query, and only what the query needs is re
   of each (their normalisation's range) and the session neighbours of them all,
   valid ones only (``valid_to IS NULL``) of the caller's tenant and scope: a memory
   expired or erased before the read is never among them, and the rows of the
-  memories finally chosen are read again by primary key, valid ones only.
+  memories finally chosen are read again by primary key, valid ones only;
+- a search of some **kinds** only (a conflict check wants facts) reads among the
+  newest ``kind_memories`` valid memories of those kinds alone (an index of
+  ``memory`` by scope and kind): their postings of the query's terms, their vectors
+  and their rows, no neighbours. The database finds them; what comes back to the
+  worker is what the search can use, however many memories of other kinds the
+  scope holds. Every term's document frequency is counted over the whole scope, as
+  the held path's.
 
 What is read becomes a :class:`~.scope_state.ScopeState` of those memories only, with
 the scope's counts, which the held path's ranking then reads as it reads a held one.
@@ -32,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import Subquery, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from streams.adapters.db.schema.memory import memory, memory_embedding, memory_term
@@ -77,10 +84,12 @@ def neighbour_slots(rows: Sequence[DbRow]) -> list[tuple[str, int]]:
 
 @dataclass(frozen=True)
 class UnheldLimits:
-    """What one query reads of a scope not held: postings a term, newest vectors."""
+    """What one query reads of a scope not held: postings a term, newest vectors, and
+    for a search of some kinds, the newest memories of those kinds it reads among."""
 
     term_postings: int = 2_000
     recent_vectors: int = 1_000
+    kind_memories: int = 2_000
 
 
 class UnheldReads:
@@ -91,26 +100,29 @@ class UnheldReads:
         self.model = model
         self.term_postings = max(1, limits.term_postings)
         self.recent_vectors = limits.recent_vectors
+        self.kind_memories = max(1, limits.kind_memories)
 
     async def read(self, conn: AsyncConnection, stats: DbRow, tenant: str, terms: list[str],
-                   qvec: Vector | None, candidates: int) -> Unheld:
+                   qvec: Vector | None, candidates: int,
+                   kinds: Sequence[str] | None = None) -> Unheld:
+        """``kinds``: the search's (None: every kind; see the module's docstring)."""
         sid = int(stats.id)
-        postings, df = await self._postings(conn, sid, terms)
+        among = None if kinds is None else self.newest_of_kinds(sid, kinds)
+        postings, df = await (self._postings(conn, sid, terms) if among is None
+                              else self._postings_among(conn, sid, terms, among))
         n, total = int(stats.doc_count), int(stats.total_len)
         lex_ids, lex = bm25_arrays(terms, postings, n, float(total) / max(n, 1), df=df)
         wanted = best_of(lex_ids, lex, candidates)
         vectors: dict[int, bytes] = {}
         if qvec is not None and self.model is not None and self.recent_vectors > 0:
-            e = memory_embedding.c
-            vectors = {int(r.memory_id): r.vector for r in await conn.execute(
-                select(e.memory_id, e.vector).where(e.scope_id == sid, e.model == self.model[0])
-                .order_by(e.memory_id.desc()).limit(self.recent_vectors))}
+            vectors = await self._recent_vectors(conn, sid, among)
             if vectors:
                 ids = np.fromiter(vectors, np.int64, len(vectors))
                 near = (self._matrix(list(vectors.values())) @ qvec).astype(np.float64)
                 wanted = np.union1d(wanted, best_of(ids, near, candidates))
         rows = await self._rows(conn, sid, tenant, wanted.tolist())
-        rows += await self._neighbours(conn, sid, tenant, neighbour_slots(rows))
+        if among is None:  # a search of some kinds keeps no neighbour of another kind
+            rows += await self._neighbours(conn, sid, tenant, neighbour_slots(rows))
         rows.sort(key=lambda r: int(r.id))
         st = ScopeState(sid, int(stats.version), n, total, 0)
         st.add_rows(rows, index=False)  # its postings: the ones read
@@ -120,6 +132,41 @@ class UnheldReads:
                 await self._vectors(conn, sid, st, vectors)
         held = np.array([str(i) in st.positions for i in lex_ids.tolist()], dtype=bool)
         return Unheld(st, postings, (lex_ids[held], lex[held]))
+
+    def newest_of_kinds(self, sid: int, kinds: Sequence[str]) -> Subquery:
+        """The ids of the scope's newest ``kind_memories`` valid memories of ``kinds``."""
+        m = memory.c
+        return (select(m.id).where(m.scope_id == sid, m.kind.in_(list(kinds)),
+                                   m.valid_to.is_(None))
+                .order_by(m.id.desc()).limit(self.kind_memories).subquery("among"))
+
+    async def _recent_vectors(self, conn: AsyncConnection, sid: int,
+                              among: Subquery | None) -> dict[int, bytes]:
+        """The newest ``recent_vectors`` vectors of the scope (of ``among`` only)."""
+        assert self.model is not None
+        e = memory_embedding.c
+        q = select(e.memory_id, e.vector).where(e.scope_id == sid, e.model == self.model[0])
+        if among is not None:
+            q = q.join(among, among.c.id == e.memory_id)
+        return {int(r.memory_id): r.vector for r in await conn.execute(
+            q.order_by(e.memory_id.desc()).limit(self.recent_vectors))}
+
+    async def _postings_among(self, conn: AsyncConnection, sid: int, terms: list[str],
+                              among: Subquery) -> tuple[dict[str, Postings], dict[str, int]]:
+        """The postings of the query's terms of the memories ``among``, and every term's
+        document frequency over the whole scope."""
+        t = memory_term.c
+        unique = list(dict.fromkeys(terms))
+        if not unique:
+            return postings_of([], terms), {}
+        rows = (await conn.execute(
+            select(t.term, t.memory_id, t.tf, t.doc_len)
+            .join(among, among.c.id == t.memory_id)
+            .where(t.scope_id == sid, t.term.in_(unique)))).all()
+        df = {str(r.term): int(r.n) for r in await conn.execute(
+            select(t.term, func.count().label("n"))
+            .where(t.scope_id == sid, t.term.in_(unique)).group_by(t.term))}
+        return postings_of(rows, terms), df
 
     async def _postings(self, conn: AsyncConnection, sid: int, terms: list[str],
                         ) -> tuple[dict[str, Postings], dict[str, int]]:
