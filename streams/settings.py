@@ -609,9 +609,9 @@ class QuerySettings(BaseModel):
     )
     unheld_kind_memories: int = Field(
         2_000, ge=1, description=(
-            "A search of some kinds only (a consolidation's conflict check: facts) of a "
-            "scope not held reads among the newest this many valid memories of those "
-            "kinds: their postings, vectors and rows, not the scope's other kinds."),
+            "A search of facts only (a consolidation's conflict check) of a scope not held "
+            "reads the postings of the newest this many valid facts, and the facts among "
+            "each term's newest `unheld_term_postings`: never the scope's episodes."),
     )
     reply_topic: str = Field(
         "memory.replies", description="Reply topic of `memstream query` and MemoryClient."

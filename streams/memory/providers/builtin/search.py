@@ -216,8 +216,8 @@ class Search:
         connection held meanwhile), the query vector awaited, then one connection reads
         the large ones' parts (:mod:`.unheld`), the held ones' missing postings and the
         rows. A search of some kinds (a conflict check, a few results) reads the rows of
-        each signal's best ``KIND_CANDIDATES_PER_HIT`` per result asked for, at most
-        ``candidates``."""
+        each signal's best ``KIND_CANDIDATES_PER_HIT`` per result asked for (its
+        preferences' too), at most ``candidates``."""
         small = [s for s in stats if int(s.id) not in over]
         held = dict(zip([int(s.id) for s in small],
                         await asyncio.gather(*(self.cache.fresh(s) for s in small)),
@@ -226,8 +226,9 @@ class Search:
         reads = self.unheld if self.unheld is not None else UnheldReads(self.cache.model)
         async with self.engine.connect() as conn:
             postings = await self._terms(conn, list(held.values()), terms, None)
+            asked = request.top_k + (request.pref_top_k if request.include_preference else 0)
             wide = (self.candidates if request.kinds is None
-                    else min(self.candidates, KIND_CANDIDATES_PER_HIT * request.top_k))
+                    else min(self.candidates, KIND_CANDIDATES_PER_HIT * asked))
             parts = {int(s.id): await reads.read(conn, s, scope.tenant_id, terms, vec, wide,
                                                  request.kinds)
                      for s in stats if int(s.id) in over}

@@ -21,13 +21,15 @@ is searched from the database at each query, and only what the query needs is re
   valid ones only (``valid_to IS NULL``) of the caller's tenant and scope: a memory
   expired or erased before the read is never among them, and the rows of the
   memories finally chosen are read again by primary key, valid ones only;
-- a search of some **kinds** only (a conflict check wants facts) reads among the
-  newest ``kind_memories`` valid memories of those kinds alone (an index of
-  ``memory`` by scope and kind): their postings of the query's terms, their vectors
-  and their rows, no neighbours. The database finds them; what comes back to the
-  worker is what the search can use, however many memories of other kinds the
-  scope holds. Every term's document frequency is counted over the whole scope, as
-  the held path's.
+- a search of facts only (a conflict check) reads the facts alone: the postings of
+  the query's terms of the newest ``kind_memories`` valid facts (an index of
+  ``memory`` by scope and kind) and the facts among each term's newest
+  ``term_postings`` postings (so a fact holding a rare word is found at any age),
+  the vectors of the newest ``recent_vectors`` of those facts and of every fact
+  read for its words, and their rows, no neighbours. The database filters by kind;
+  what comes back to the worker is what the search can use, however many episodes
+  the scope holds. Every term's document frequency is counted over the whole
+  scope, as the held path's. A search that wants episodes reads as above.
 
 What is read becomes a :class:`~.scope_state.ScopeState` of those memories only, with
 the scope's counts, which the held path's ranking then reads as it reads a held one.
@@ -107,9 +109,12 @@ class UnheldReads:
                    kinds: Sequence[str] | None = None) -> Unheld:
         """``kinds``: the search's (None: every kind; see the module's docstring)."""
         sid = int(stats.id)
-        among = None if kinds is None else self.newest_of_kinds(sid, kinds)
-        postings, df = await (self._postings(conn, sid, terms) if among is None
-                              else self._postings_among(conn, sid, terms, among))
+        among = None
+        if kinds is not None and "episode" not in kinds:  # episodes: the bulk of a scope
+            among = self.newest_of_kinds(sid, kinds)
+            postings, df = await self._postings_among(conn, sid, terms, kinds, among)
+        else:
+            postings, df = await self._postings(conn, sid, terms)
         n, total = int(stats.doc_count), int(stats.total_len)
         lex_ids, lex = bm25_arrays(terms, postings, n, float(total) / max(n, 1), df=df)
         wanted = best_of(lex_ids, lex, candidates)
@@ -121,7 +126,7 @@ class UnheldReads:
                 near = (self._matrix(list(vectors.values())) @ qvec).astype(np.float64)
                 wanted = np.union1d(wanted, best_of(ids, near, candidates))
         rows = await self._rows(conn, sid, tenant, wanted.tolist())
-        if among is None:  # a search of some kinds keeps no neighbour of another kind
+        if among is None:  # a search of facts keeps no neighbour of another kind
             rows += await self._neighbours(conn, sid, tenant, neighbour_slots(rows))
         rows.sort(key=lambda r: int(r.id))
         st = ScopeState(sid, int(stats.version), n, total, 0)
@@ -152,17 +157,30 @@ class UnheldReads:
             q.order_by(e.memory_id.desc()).limit(self.recent_vectors))}
 
     async def _postings_among(self, conn: AsyncConnection, sid: int, terms: list[str],
-                              among: Subquery) -> tuple[dict[str, Postings], dict[str, int]]:
-        """The postings of the query's terms of the memories ``among``, and every term's
-        document frequency over the whole scope."""
-        t = memory_term.c
+                              kinds: Sequence[str], among: Subquery,
+                              ) -> tuple[dict[str, Postings], dict[str, int]]:
+        """The postings of the query's terms of the memories ``among`` and, when those
+        are not all of ``kinds``, of the older ones among each term's newest
+        ``term_postings``; every term's document frequency over the whole scope."""
+        t, m = memory_term.c, memory.c
         unique = list(dict.fromkeys(terms))
         if not unique:
             return postings_of([], terms), {}
-        rows = (await conn.execute(
+        rows = list((await conn.execute(
             select(t.term, t.memory_id, t.tf, t.doc_len)
             .join(among, among.c.id == t.memory_id)
-            .where(t.scope_id == sid, t.term.in_(unique)))).all()
+            .where(t.scope_id == sid, t.term.in_(unique)))).all())
+        count, oldest = (await conn.execute(
+            select(func.count(), func.min(among.c.id)))).one()
+        if int(count) >= self.kind_memories:  # older ones: those among a term's newest
+            for term in unique:
+                newest = (select(t.term, t.memory_id, t.tf, t.doc_len)
+                          .where(t.scope_id == sid, t.term == term)
+                          .order_by(t.memory_id.desc()).limit(self.term_postings).subquery())
+                rows.extend(await conn.execute(
+                    select(newest).join(memory, m.id == newest.c.memory_id)
+                    .where(newest.c.memory_id < int(oldest), m.kind.in_(list(kinds)),
+                           m.valid_to.is_(None))))
         df = {str(r.term): int(r.n) for r in await conn.execute(
             select(t.term, func.count().label("n"))
             .where(t.scope_id == sid, t.term.in_(unique)).group_by(t.term))}
