@@ -76,6 +76,14 @@ class ScopeState:
     bm25_parts: KeptParts = field(default_factory=KeptParts)  # of the terms searched
     vec_changes: int = 0  # vectors added or dropped so far
     _buf: Vector | None = None
+    _episode_ids: Ids | None = None  # ``episodes`` as ascending integers, once per change
+
+    def episode_ids(self) -> Ids:
+        """The ids of the episodes held, ascending (the others held are facts)."""
+        if self._episode_ids is None:
+            self._episode_ids = np.sort(np.fromiter(
+                (int(k) for k in self.episodes), np.int64, len(self.episodes)))
+        return self._episode_ids
 
     @property
     def matrix(self) -> Vector:
@@ -113,6 +121,7 @@ class ScopeState:
             values.append(value_signature(r.content))
             if r.kind == "episode":
                 self.episodes.add(k)
+                self._episode_ids = None
             if p[0] is not None:
                 self.slots[(p[0], p[1])] = k
             mine = word_ids(token_set(r.content))
@@ -201,6 +210,7 @@ class ScopeState:
     def drop(self, gone: set[str]) -> None:
         """Forget memories that were expired."""
         self.bm25_parts.clear()
+        self._episode_ids = None
         for k in gone:
             session, seq, _ = self.positions.pop(k)
             self.episodes.discard(k)

@@ -62,6 +62,7 @@ from streams.memory.rules.shown_score import shown_scores
 from streams.memory.rules.strength import strongest_first
 
 _NO_IDS: Ids = np.zeros(0, dtype=np.int64)
+KindMask = Callable[[Ids], npt.NDArray[np.bool_]]  # which of some memory ids to keep
 PACKED_SPAN = 16  # member_of: ids spanning less than 16 times their number use a table
 KIND_CANDIDATES_PER_HIT = 10  # a search of some kinds of a scope not held: rows read a hit
 
@@ -77,9 +78,9 @@ class Signal:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def only(self, keep: Callable[[str], bool]) -> Signal:
-        """The entries whose id ``keep`` accepts."""
-        mask = np.fromiter((keep(str(i)) for i in self.ids.tolist()), bool, len(self.ids))
+    def only(self, keep: KindMask) -> Signal:
+        """The entries whose ids ``keep`` accepts."""
+        mask = keep(self.ids)
         return self if mask.all() else Signal(self.ids[mask], self.values[mask])
 
     def top(self, n: int) -> Ids:
@@ -126,7 +127,7 @@ class NearSignal(Signal):
         rows = [self.st.vec_index[str(i)] for i in ids.tolist()]
         return np.asarray(self.st.matrix[rows] @ self.qvec, dtype=np.float64)
 
-    def only(self, keep: Callable[[str], bool]) -> Signal:
+    def only(self, keep: KindMask) -> Signal:
         """The exact signal of every held memory ``keep`` accepts: what the graph
         proposed for the whole scope says nothing of the best of a subset."""
         everything = Signal(self.st.vec_ids, (self.st.matrix @ self.qvec).astype(np.float64))
@@ -275,7 +276,7 @@ class Search:
             best = np.concatenate([best, dense.top(self.candidates)])
         keep = around(st, best)
         if request.kinds is not None:
-            keep = keep[np.fromiter((wanted(str(k)) for k in keep.tolist()), bool, len(keep))]
+            keep = keep[wanted(keep)]
         ids, scores = fuse_arrays(
             lexical.restricted(keep), dense.restricted(keep) if dense else None,  # (empty: none)
             st.places.places(keep), query=request.query, weights=self.weights,
@@ -506,11 +507,19 @@ def search_terms(request: SearchRequest) -> list[str]:
     return list(dict.fromkeys([*words, *(s[:TERM_MAX_CHARS] for s in request.subjects)]))
 
 
-def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> Callable[[str], bool]:
-    """Whether a memory of these scopes is of one of ``kinds``."""
+def of_kinds(states: list[ScopeState], kinds: Sequence[str]) -> KindMask:
+    """Which of some ids of these scopes' memories are of one of ``kinds`` (an id that
+    is no scope's episode is a fact), as a mask: numpy's work, no Python per id."""
     want_facts, want_episodes = "fact" in kinds, "episode" in kinds
-    episodes = [st.episodes for st in states]
-    return lambda k: (want_episodes if any(k in e for e in episodes) else want_facts)
+    episodes = [st.episode_ids() for st in states]
+
+    def mask(ids: Ids) -> npt.NDArray[np.bool_]:
+        episode = np.zeros(len(ids), dtype=bool)
+        for e in episodes:
+            episode |= member_of(ids, e, ascending=True)
+        return np.where(episode, want_episodes, want_facts)
+
+    return mask
 
 
 def pools_of(request: SearchRequest, ids: Ids, scores: Floats, places: HeldPlaces,

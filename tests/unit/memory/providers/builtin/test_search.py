@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from streams.memory.providers.builtin.search import (
     Signal,
     _held_postings,
     member_of,
+    of_kinds,
     search_terms,
 )
 from streams.memory.rules.fusion import FusionWeights
@@ -149,3 +151,40 @@ def test_top_is_the_n_best_after_normalisation_ties_in_order(
     ids = rng.permutation(size * 3)[:size].astype(np.int64)
     got = Signal(ids, values).top(n).tolist()
     assert got == best_by_definition(ids.tolist(), values.tolist(), n)
+
+
+def kinds_state(scope_id: int, rows: list[tuple[int, str]]) -> ScopeState:
+    stt = ScopeState(scope_id, 1, len(rows), 4 * len(rows), 0)
+    stt.add_rows([SimpleNamespace(
+        id=i, session_key=None, seq=0, content="Tea and cake.", type="text", kind=kind,
+        role=None, source_event_ids="[]", event_time=None, doc_len=3) for i, kind in rows])
+    return stt
+
+
+@pytest.mark.parametrize(("kinds", "want"), [
+    (("fact",), [True, False, True, False, True]),
+    (("episode",), [False, True, False, True, False]),
+    (("fact", "episode"), [True] * 5),
+    ((), [False] * 5),
+])
+def test_of_kinds_masks_ids_by_the_kind_each_scope_holds(
+        kinds: tuple[str, ...], want: list[bool]) -> None:
+    """Two scopes' memories (1 fact, 2 episode; 30 fact, 40 episode) and an id no scope
+    holds (99, a fact): the mask of those of ``kinds``."""
+    states = [kinds_state(1, [(1, "fact"), (2, "episode")]),
+              kinds_state(2, [(30, "fact"), (40, "episode")])]
+    ids = np.array([1, 2, 30, 40, 99], np.int64)
+    assert of_kinds(states, kinds)(ids).tolist() == want
+
+
+def test_of_kinds_follows_the_episodes_a_state_gains_and_drops() -> None:
+    stt = kinds_state(1, [(1, "fact"), (2, "episode")])
+    ids = np.array([1, 2, 3], np.int64)
+    facts = of_kinds([stt], ("fact",))
+    assert facts(ids).tolist() == [True, False, True]
+    stt.add_rows([SimpleNamespace(
+        id=3, session_key=None, seq=0, content="More tea.", type="text", kind="episode",
+        role=None, source_event_ids="[]", event_time=None, doc_len=2)])
+    assert of_kinds([stt], ("fact",))(ids).tolist() == [True, False, False]
+    stt.drop({"2"})
+    assert of_kinds([stt], ("fact",))(ids).tolist() == [True, True, False]
