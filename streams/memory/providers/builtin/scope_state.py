@@ -61,7 +61,7 @@ class ScopeState:
     # per memory (session, seq, speaker) as a plain tuple, which the garbage collector
     # stops tracking (it keeps tracking a tuple subclass such as Position)
     positions: dict[str, tuple[str | None, int, str | None]] = field(default_factory=dict)
-    episodes: set[str] = field(default_factory=set)  # the others are facts
+    episodes: set[str] = field(default_factory=set)  # the others are facts (add_rows, drop)
     slots: dict[tuple[str, int], str] = field(default_factory=dict)
     places: HeldPlaces = field(default_factory=HeldPlaces)  # the places, word sets, as arrays
     vec_keys: list[str] = field(default_factory=list)  # ascending ids, one per matrix row
@@ -76,13 +76,17 @@ class ScopeState:
     bm25_parts: KeptParts = field(default_factory=KeptParts)  # of the terms searched
     vec_changes: int = 0  # vectors added or dropped so far
     _buf: Vector | None = None
-    _episode_ids: Ids | None = None  # ``episodes`` as ascending integers, once per change
+    # ``episodes`` as ascending integers, once per change (add_rows and drop reset it)
+    _episode_ids: Ids | None = field(default=None, init=False, repr=False, compare=False)
 
     def episode_ids(self) -> Ids:
-        """The ids of the episodes held, ascending (the others held are facts)."""
+        """The ids of the episodes held, ascending, read-only (the others held are
+        facts). ``episodes`` changes through :meth:`add_rows` and :meth:`drop` only."""
         if self._episode_ids is None:
-            self._episode_ids = np.sort(np.fromiter(
-                (int(k) for k in self.episodes), np.int64, len(self.episodes)))
+            ids = np.sort(np.fromiter((int(k) for k in self.episodes), np.int64,
+                                      len(self.episodes)))
+            ids.flags.writeable = False
+            self._episode_ids = ids
         return self._episode_ids
 
     @property
