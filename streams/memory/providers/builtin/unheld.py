@@ -39,9 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from sqlalchemy import Subquery, func, select, tuple_
+from sqlalchemy import Select, Subquery, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from streams.adapters.db.schema.memory import memory, memory_embedding, memory_term
@@ -82,6 +83,17 @@ def neighbour_slots(rows: Sequence[DbRow]) -> list[tuple[str, int]]:
     """The (session, seq) places next to the rows' that none of them holds."""
     taken = {(str(r.session_key), int(r.seq)) for r in rows if r.session_key is not None}
     return sorted({(s, q + d) for s, q in taken for d in (-1, 1)} - taken)
+
+
+async def _document_frequency(conn: AsyncConnection, sid: int,
+                              terms: list[str]) -> dict[str, int]:
+    """The number of the scope's memories holding each of ``terms`` (absent: none)."""
+    if not terms:
+        return {}
+    t = memory_term.c
+    return {str(r.term): int(r.n) for r in await conn.execute(
+        select(t.term, func.count().label("n"))
+        .where(t.scope_id == sid, t.term.in_(terms)).group_by(t.term))}
 
 
 @dataclass(frozen=True)
@@ -174,39 +186,32 @@ class UnheldReads:
             select(func.count(), func.min(among.c.id)))).one()
         if int(count) >= self.kind_memories:  # older ones: those among a term's newest
             for term in unique:
-                newest = (select(t.term, t.memory_id, t.tf, t.doc_len)
-                          .where(t.scope_id == sid, t.term == term)
-                          .order_by(t.memory_id.desc()).limit(self.term_postings).subquery())
+                newest = self._newest_postings(sid, term).subquery()
                 rows.extend(await conn.execute(
                     select(newest).join(memory, m.id == newest.c.memory_id)
                     .where(newest.c.memory_id < int(oldest), m.kind.in_(list(kinds)),
                            m.valid_to.is_(None))))
-        df = {str(r.term): int(r.n) for r in await conn.execute(
-            select(t.term, func.count().label("n"))
-            .where(t.scope_id == sid, t.term.in_(unique)).group_by(t.term))}
-        return postings_of(rows, terms), df
+        return postings_of(rows, terms), await _document_frequency(conn, sid, unique)
+
+    def _newest_postings(self, sid: int, term: str) -> Select[Any]:
+        """The term's newest ``term_postings`` postings in the scope."""
+        t = memory_term.c
+        return (select(t.term, t.memory_id, t.tf, t.doc_len)
+                .where(t.scope_id == sid, t.term == term)
+                .order_by(t.memory_id.desc()).limit(self.term_postings))
 
     async def _postings(self, conn: AsyncConnection, sid: int, terms: list[str],
                         ) -> tuple[dict[str, Postings], dict[str, int]]:
         """Each term's newest ``term_postings`` postings, and the document frequency of
         the terms that had more."""
-        t = memory_term.c
         rows: list[DbRow] = []
         cut: list[str] = []
         for term in dict.fromkeys(terms):
-            got = (await conn.execute(
-                select(t.term, t.memory_id, t.tf, t.doc_len)
-                .where(t.scope_id == sid, t.term == term)
-                .order_by(t.memory_id.desc()).limit(self.term_postings))).all()
+            got = (await conn.execute(self._newest_postings(sid, term))).all()
             rows.extend(got)
             if len(got) >= self.term_postings:
                 cut.append(term)
-        df: dict[str, int] = {}
-        if cut:
-            df = {str(r.term): int(r.n) for r in await conn.execute(
-                select(t.term, func.count().label("n"))
-                .where(t.scope_id == sid, t.term.in_(cut)).group_by(t.term))}
-        return postings_of(rows, terms), df
+        return postings_of(rows, terms), await _document_frequency(conn, sid, cut)
 
     @staticmethod
     async def _rows(conn: AsyncConnection, sid: int, tenant: str, ids: list[int],
