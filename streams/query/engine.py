@@ -35,9 +35,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from streams import tracing
 from streams.memory.agent_configs import AgentConfigs
@@ -158,17 +158,35 @@ class QueryEngine:
         self.count_tokens = count_tokens
         self.search_log = search_log
         self.clock = clock
+        self._unwinding: set[asyncio.Future[Any]] = set()  # parts cancelled, out of time
 
-    async def _timed(self, stage: str, work: Awaitable[T], timeout_s: float) -> T:
+    async def _timed(self, stage: str, work: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        """``work``'s result, or TimeoutError after ``timeout_s``. A part out of time is
+        cancelled and left to unwind (a rollback, a connection closed) on its own: the
+        reply does not wait for it. A request cancelled waits for its parts' unwinding."""
         start = self.clock()
+        part = asyncio.ensure_future(work)
         with tracing.span(f"query {stage}") as span:
             try:
-                return await asyncio.wait_for(work, timeout_s)
-            except TimeoutError:
-                tracing.failed(span, "timed out")
+                await asyncio.wait({part}, timeout=timeout_s)
+            except asyncio.CancelledError:
+                part.cancel()
+                await asyncio.wait({part})
                 raise
             finally:
                 QUERY_STAGE_LATENCY.labels(stage).observe(self.clock() - start)
+            if part.done():
+                return part.result()
+            tracing.failed(span, "timed out")
+            part.cancel()
+            self._unwinding.add(part)
+            part.add_done_callback(self._unwound)
+            raise TimeoutError(f"{stage} took longer than {timeout_s:.3f} s")
+
+    def _unwound(self, part: asyncio.Future[Any]) -> None:
+        self._unwinding.discard(part)
+        if not part.cancelled() and part.exception() is not None:
+            log.debug("a query part out of time failed as it unwound: %r", part.exception())
 
     async def _short_term(self, q: MemoryQuery) -> SessionWindow | None:
         if not (q.options.include_short_term and q.conversation_id):
