@@ -26,6 +26,7 @@ from streams.adapters.kafka.publish import ProducerPublisher
 from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.query_standby import QueryStandby
 from streams.adapters.kafka.replies import ReplyPublisher
+from streams.adapters.kafka.reply_lookup import ReplyLookup
 from streams.backoff import retry_forever
 from streams.consolidation.episode_retention import EpisodeRetention
 from streams.consolidation.retry_scheduler import RetryScheduler
@@ -84,6 +85,7 @@ class WorkerContext:
         self._publisher: ExactlyOnceDeadLetters | None = None
         self._replies: ReplyPublisher | None = None
         self._search_log: SearchLogWriter | None = None
+        self._reply_lookup: ReplyLookup | None = None
         # one per process: the processors take from them, /stats/quotas reads them
         self.quotas = process_quotas(settings)
 
@@ -112,6 +114,8 @@ class WorkerContext:
         await self.queries.stop()
         if self._replies is not None:
             await self._replies.stop()
+        if self._reply_lookup is not None:
+            await self._reply_lookup.close()
         if self._search_log is not None:
             await self._search_log.stop()
         await self.runtime.stop()
@@ -236,8 +240,9 @@ class WorkerContext:
             replies = await self.replies()
             self._search_log = SearchLogWriter(SearchLog(self.runtime.engine))
             await self._search_log.start()
+            self._reply_lookup = wiring.reply_lookup()
             return wiring.query_answering(self._search_log, maybe_seen=self.queries.maybe_seen,
-                                          replies=replies)
+                                          replies=replies, sent_replies=self._reply_lookup)
         return await self._once("query-answering", build)
 
     async def start_rescue(self) -> bool:

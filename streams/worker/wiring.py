@@ -448,26 +448,32 @@ class Wiring:
         return self._replies
 
     def query_answering(self, search_log: SearchRecorder | None = None, *,
+                        sent_replies: SentReplies,
                         maybe_seen: MaybeSeen | None = None,
                         replies: ReplySink | None = None,
-                        sent_replies: SentReplies | None = None,
                         ) -> QueryAnswering:
         """One request to its reply; replies go out through ``replies`` (by default
         :meth:`replies`), dead letters through the worker's publisher. ``maybe_seen``:
         the query consumer's word on which requests may have been delivered before
         (all, when not given); ``sent_replies``: looks a reply up in its reply topic
-        (by default in Kafka)."""
+        (:meth:`reply_lookup`, closed by its owner)."""
         s, p = self.settings, self.parts
         quick = None if p.redis is None else RedisAnsweredRecord(p.redis,
                                                                  prefix=s.redis.key_prefix)
         answered = AnsweredRequests(quick, retry_after_s=s.redis.retry_after_s,
                                     durable=AnsweredStore(p.engine), wall_clock=self.clock)
-        every_partition = s.query.unaddressed_replies == "all_partitions"
         return QueryAnswering(
             self.query_processor(search_log), replies or self.replies(), self.publisher,
             answered, retry_initial_s=s.ingest.retry_initial_s,
             retry_max_s=s.ingest.retry_max_s, maybe_seen=maybe_seen or (lambda rec: True),
-            sent_replies=sent_replies or ReplyLookup(s.kafka, every_partition=every_partition))
+            sent_replies=sent_replies)
+
+    def reply_lookup(self) -> ReplyLookup:
+        """A lookup of replies in their reply topics, with clients of its own kept
+        between lookups: its owner closes it."""
+        s = self.settings
+        return ReplyLookup(s.kafka,
+                           every_partition=s.query.unaddressed_replies == "all_partitions")
 
 
 def query_consumer_config(s: Settings) -> QueryConsumerConfig:

@@ -5,6 +5,7 @@ reached the broker is sent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from streams.adapters.kafka.replies import ReplyPublisher
-from streams.adapters.kafka.reply_lookup import ReplyLookup
+from streams.adapters.kafka.reply_lookup import AT_ONCE, ReplyLookup
 from streams.adapters.redis.answered_record import RedisAnsweredRecord
 from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
@@ -136,3 +137,35 @@ async def test_a_reply_to_every_partition_counts_as_sent_only_when_every_copy_is
     assert await every.sent(parts.topic, b"c-7", since, partition=2) is False
     assert await by_key.sent(parts.topic, b"c-8", since) is True
     assert await every.sent(parts.topic, b"c-9", since) is False
+
+
+async def test_lookups_keep_their_clients_and_close_stops_them(parts: Parts) -> None:
+    """A lookup runs while a caller waits: its clients are started once and kept, not
+    started per lookup (each start costs round trips and metadata); one cancelled
+    midway gives its consumer up; close stops them all, later lookups do not know."""
+    since = int(time.time() * 1000)
+    producer = ReplyPublisher(KAFKA_BROKER, every_partition=True)
+    try:
+        assert await producer.deliver(Outgoing(parts.topic, b"k", b"{}",
+                                               request_headers(parts.topic, b"c-5")[1:]))
+    finally:
+        await producer.stop()
+    lookup = ReplyLookup(KafkaSettings(broker=KAFKA_BROKER), every_partition=True)
+    for _ in range(4):
+        assert await lookup.sent(parts.topic, b"c-5", since) is True
+        assert await lookup.sent(parts.topic, b"c-6", since) is False
+        assert await lookup.sent(parts.topic, b"c-5", since, partition=2) is True
+    assert lookup.clients_started == 2  # an admin client and one consumer
+    together = await asyncio.gather(*(lookup.sent(parts.topic, b"c-5", since)
+                                       for _ in range(AT_ONCE * 2)))
+    assert together == [True] * (AT_ONCE * 2) and lookup.clients_started <= 1 + AT_ONCE
+    before = lookup.clients_started
+    cut = asyncio.ensure_future(lookup.sent(parts.topic, b"c-6", since))
+    await asyncio.sleep(0.005)
+    cut.cancel()
+    await asyncio.gather(cut, return_exceptions=True)
+    assert await lookup.sent(parts.topic, b"c-5", since) is True
+    assert lookup.clients_started <= before + 1
+    await lookup.close()
+    assert not lookup._idle and not lookup._stopping and lookup._admin is None
+    assert await lookup.sent(parts.topic, b"c-5", since) is None

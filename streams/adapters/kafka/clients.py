@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
@@ -76,10 +77,15 @@ async def partitions(k: KafkaSettings, topic: str) -> list[int]:
     admin = AIOKafkaAdminClient(**client_options(k))
     try:
         await admin.start()
-        described = await admin.describe_topics([topic])
+        return await described_partitions(admin, topic)
     finally:
         await admin.close()
-    for t in described:
+
+
+async def described_partitions(admin: AIOKafkaAdminClient, topic: str) -> list[int]:
+    """:func:`partitions` through a started admin client (one metadata request, for
+    ``topic`` alone)."""
+    for t in await admin.describe_topics([topic]):
         if t.get("error_code", 0) == 0 and t.get("partitions"):
             return sorted(int(p["partition"]) for p in t["partitions"])
     return []
@@ -93,20 +99,29 @@ async def records_since(k: KafkaSettings, topic: str, partition: int,
     c = consumer(k)
     try:
         await c.start()
-        tp = TopicPartition(topic, partition)
-        c.assign([tp])
-        found_at = (await c.offsets_for_times({tp: max(since_ms, 0)}))[tp]
-        if found_at is None:
-            return
-        c.seek(tp, found_at.offset)
-        end = (await c.end_offsets([tp]))[tp]
-        while await c.position(tp) < end:
-            for records in (await c.getmany(tp, timeout_ms=1000)).values():
-                for r in records:
-                    if r.offset < end:
-                        yield r
+        async with contextlib.aclosing(read_since(c, topic, partition, since_ms)) as records:
+            async for r in records:
+                yield r
     finally:
         await c.stop()
+
+
+async def read_since(c: AIOKafkaConsumer, topic: str, partition: int,
+                     since_ms: int) -> AsyncGenerator[Any, None]:
+    """:func:`records_since` through a started consumer with no group, which is assigned
+    that partition alone (whatever it was assigned before)."""
+    tp = TopicPartition(topic, partition)
+    c.assign([tp])
+    found_at = (await c.offsets_for_times({tp: max(since_ms, 0)}))[tp]
+    if found_at is None:
+        return
+    c.seek(tp, found_at.offset)
+    end = (await c.end_offsets([tp]))[tp]
+    while await c.position(tp) < end:
+        for records in (await c.getmany(tp, timeout_ms=1000)).values():
+            for r in records:
+                if r.offset < end:
+                    yield r
 
 
 async def end_offsets(k: KafkaSettings, topic: str) -> dict[int, int]:

@@ -20,6 +20,14 @@ be. The answer is ``None`` when the topic could not be read within
 ``timeout_s`` (waiting for a turn included: at most ``AT_ONCE`` lookups run at
 once): the caller then answers, preferring a second reply to none. This is the
 dead letters' mechanism (:mod:`streams.adapters.kafka.dead_letters`) for replies.
+
+A lookup runs inside the handling of a request whose caller waits, so the clients
+are started once and kept: an admin client (the partitions of a reply topic, one
+metadata request for it alone) and up to ``AT_ONCE`` consumers with no group, each
+assigned the partition it reads. Starting clients per lookup costs round trips and,
+on a broker with many topics, metadata decoded on the event loop. A consumer whose
+lookup failed or was cancelled is stopped in the background, not reused;
+:meth:`ReplyLookup.close` stops them all.
 """
 
 from __future__ import annotations
@@ -27,15 +35,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
 
-from streams.adapters.kafka.clients import partitions, records_since
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from streams.adapters.kafka.clients import (
+    client_options,
+    consumer,
+    described_partitions,
+    read_since,
+)
 from streams.settings import KafkaSettings
 from streams.wire.headers import header
 from streams.wire.spring_reply import CORRELATION_ID
 
 log = logging.getLogger(__name__)
+_Client = TypeVar("_Client", AIOKafkaConsumer, AIOKafkaAdminClient)
 
 AT_ONCE = 4  # lookups in flight: a takeover may bring a killed worker's every request
+CLOSE_WAIT_S = 5.0  # close() waits this long at most for the clients to stop
 
 
 class ReplyLookup:
@@ -45,7 +65,13 @@ class ReplyLookup:
         self.every_partition = every_partition
         self.timeout_s = timeout_s
         self.margin_s = margin_s
+        self.clients_started = 0  # over the lookup's life
         self._at_once = asyncio.Semaphore(AT_ONCE)
+        self._admin: AIOKafkaAdminClient | None = None
+        self._admin_starting = asyncio.Lock()
+        self._idle: list[AIOKafkaConsumer] = []  # started, assigned nothing in use
+        self._stopping: set[asyncio.Future[None]] = set()
+        self._closed = False
 
     async def sent(self, topic: str, correlation_id: bytes, since_ms: int,
                    partition: int | None = None) -> bool | None:
@@ -61,24 +87,87 @@ class ReplyLookup:
                         topic, type(exc).__name__, exc)
             return None
 
+    async def close(self) -> None:
+        """Stop the clients (those of lookups under way once they end); later lookups
+        say they do not know."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for c in idle:
+            self._stop_later(c.stop())
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            self._stop_later(admin.close())
+        if self._stopping:
+            await asyncio.wait(set(self._stopping), timeout=CLOSE_WAIT_S)
+
     async def _scan(self, topic: str, correlation_id: bytes, from_ms: int,
                     partition: int | None) -> bool:
         if partition is not None:
             numbers = [partition]
         else:
-            numbers = await partitions(self.kafka, topic)
+            numbers = await self._partitions(topic)
         every = partition is None and self.every_partition
-        for number in numbers:
-            there = await self._in(topic, number, correlation_id, from_ms)
-            if there != every:  # one copy is enough, or one is missing (sent again, to all)
-                return there
+        async with self._reader() as reader:
+            for number in numbers:
+                there = await self._in(reader, topic, number, correlation_id, from_ms)
+                if there != every:  # one copy is enough, or one is missing (sent again, to all)
+                    return there
         return every and bool(numbers)
 
-    async def _in(self, topic: str, partition: int, correlation_id: bytes,
-                  from_ms: int) -> bool:
-        async with contextlib.aclosing(
-                records_since(self.kafka, topic, partition, from_ms)) as records:
+    async def _in(self, reader: AIOKafkaConsumer, topic: str, partition: int,
+                  correlation_id: bytes, from_ms: int) -> bool:
+        async with contextlib.aclosing(read_since(reader, topic, partition, from_ms)) as records:
             async for r in records:
                 if header(list(r.headers or ()), CORRELATION_ID) == correlation_id:
                     return True
         return False
+
+    async def _partitions(self, topic: str) -> list[int]:
+        async with self._admin_starting:
+            if self._admin is None:
+                self._admin = await self._started(AIOKafkaAdminClient(**client_options(self.kafka)))
+            admin = self._admin
+        try:
+            return await described_partitions(admin, topic)
+        except BaseException:
+            if self._admin is admin:  # a broken connection is not kept: started anew
+                self._admin = None
+                self._stop_later(admin.close())
+            raise
+
+    @contextlib.asynccontextmanager
+    async def _reader(self) -> AsyncIterator[AIOKafkaConsumer]:
+        """An idle consumer, or a new one; kept for the next lookup when this one ends
+        well, else stopped (a fetch of it may still be under way)."""
+        reader = self._idle.pop() if self._idle else await self._started(consumer(self.kafka))
+        try:
+            yield reader
+        except BaseException:
+            self._stop_later(reader.stop())
+            raise
+        if self._closed:
+            self._stop_later(reader.stop())
+        else:
+            self._idle.append(reader)
+
+    async def _started(self, client: _Client) -> _Client:
+        if self._closed:
+            raise RuntimeError("the reply lookup is closed")
+        self.clients_started += 1
+        try:
+            await client.start()
+        except BaseException:
+            self._stop_later(client.close() if isinstance(client, AIOKafkaAdminClient)
+                             else client.stop())
+            raise
+        return client
+
+    def _stop_later(self, stopping: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(stopping)
+        self._stopping.add(task)
+        task.add_done_callback(self._stopped)
+
+    def _stopped(self, task: asyncio.Future[None]) -> None:
+        self._stopping.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a reply lookup client failed to stop: %r", task.exception())
