@@ -35,6 +35,7 @@ async def ingest(stream: Any) -> None:
             async for taken in stream.noack_take(settings.ingest.batch_size,
                                                  within=settings.ingest.batch_within_s):
                 events = await worker.admitted(stream, taken)
+                await worker.foreground.turn("ingest")  # the worker's queries first
                 await intake.add([(source_record(e), e) for e in events])
     finally:
         await intake.close()

@@ -25,7 +25,8 @@ class QueryConsumerService(Service):
     async def on_start(self) -> None:
         answering = await worker.query_answering()
         # a request its tenant's queue has no room for is refused at once (shed)
-        worker.queries.start(answering, shed=answering.shed)
+        # the worker's background stages wait at their checkpoints while it answers
+        worker.queries.start(worker.foreground.serve(answering), shed=answering.shed)
         await worker.start_rescue()
         wait_s = 3 * settings.query.session_timeout_s
         if not await worker.queries.wait_assigned(wait_s):

@@ -254,6 +254,13 @@ EVENT_LOOP_LAG = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 
+BACKGROUND_WAITED = Counter(
+    "memstream_background_waited_seconds",
+    "Time the background stages (ingest, consolidation) waited at their checkpoints "
+    "for the worker's queries under way to finish, by stage.",
+    ["stage"],
+)
+
 # ----------------------------------------------------------------- queries
 QUERY_LATENCY = Histogram(
     "memstream_query_seconds", "End-to-end handling of one memory query.", buckets=QUERY_BUCKETS

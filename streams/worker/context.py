@@ -56,6 +56,7 @@ from streams.worker.faust_glue import (
     seek_uncommitted_to_start,
 )
 from streams.worker.faust_wait_empty import install_wait_empty
+from streams.worker.foreground import Foreground
 from streams.worker.quotas import events_may_delay, process_quotas
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
@@ -88,6 +89,8 @@ class WorkerContext:
         self._reply_lookup: ReplyLookup | None = None
         # one per process: the processors take from them, /stats/quotas reads them
         self.quotas = process_quotas(settings)
+        # the queries under way, which the background stages wait for at their checkpoints
+        self.foreground = Foreground(settings.query.background_wait_s)
 
     def install(self) -> None:
         """What must be in place before Faust starts: the consumer fixes (its seek
@@ -150,7 +153,7 @@ class WorkerContext:
             return Wiring(self.settings, self.runtime, publisher=self.publisher,
                           agent_configs=TableAgentConfigs(agent_configs),
                           sessions=FaustTable(sessions), erasures=self.runtime.erasures,
-                          quotas=self.quotas)
+                          quotas=self.quotas, foreground=self.foreground)
         return await self._once("wiring", build)
 
     async def ingest_processor(self) -> IngestProcessor:

@@ -93,6 +93,7 @@ from streams.tokens import TokenCounter
 from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
+from streams.worker.foreground import Foreground
 from streams.worker.quotas import Quotas, delays_events, process_quotas
 
 
@@ -169,7 +170,8 @@ class Wiring:
     can drive them (the database retries of the stores wait on their own).
     ``erasures``: the process's erasure registry; without it nothing is skipped.
     ``quotas``: the process's quotas per tenant (by default its own, from the
-    settings); ``query_quotas`` replaces its quota of queries.
+    settings); ``query_quotas`` replaces its quota of queries. ``foreground``: the
+    process's queries, which consolidation waits for at its checkpoints (none: no wait).
     """
 
     def __init__(self, settings: Settings, parts: Parts, *, publisher: Publisher,
@@ -177,8 +179,10 @@ class Wiring:
                  clock: Callable[[], float] = time.time,
                  rng: Callable[[], float] = random.random,
                  erasures: ErasureRegistry | None = None,
-                 query_quotas: QuotaBook | None = None, quotas: Quotas | None = None) -> None:
+                 query_quotas: QuotaBook | None = None, quotas: Quotas | None = None,
+                 foreground: Foreground | None = None) -> None:
         self.settings = settings
+        self.foreground = foreground
         self.quotas = quotas if quotas is not None else process_quotas(settings)
         if query_quotas is not None:
             self.quotas.queries = query_quotas
@@ -293,6 +297,7 @@ class Wiring:
                 late_window_days=c.ledger_retention_days, summarize=summarize),
             clock=self.clock, erasures=self.erasures.index if self.erasures else None,
             refresh_erasures=self.erasures.refresh if self.erasures else None,
+            turn=self.foreground.turn if self.foreground else None,
             cube_quota=CubeQuota(EpisodeRows(engine), self.quotas.cube_memories),
             budget=p.model_meter, screening=self.screening())
 

@@ -1,0 +1,87 @@
+"""Foreground: a worker's queries go before its background work.
+
+Every stage of a worker shares one event loop. A query is a chain of short steps
+(a Redis read, a search, the reply), and each step waits for a turn of the loop
+behind every other step that is ready. While ingest and consolidation catch up (a
+worker restarted, partitions moved to it, a backlog) a turn costs the sum of their
+ready steps, and a caller's deadline of a few hundred milliseconds passes within a
+dozen turns, though no single step holds the loop long.
+
+So a background stage waits at its checkpoints (a batch of chat events before it is
+stored, a consolidation run before each of its stages) for the queries this worker
+has under way at that moment, not for those that come later, and ``max_wait_s`` at
+most. The waits of one stage take at most ``SHARE`` of each ``WINDOW_S`` (concurrent
+waits counted each): a steady stream of queries (one tenant's flood) slows the
+background by a quarter at most, it never stops it. With no query under way a
+checkpoint costs nothing. ``max_wait_s`` 0 turns the waits off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
+
+from streams.metrics import BACKGROUND_WAITED
+
+T = TypeVar("T")
+MAX_WAIT_S = 0.1
+SHARE = 0.25  # of each window, the most one stage's waits take
+WINDOW_S = 1.0
+
+
+class Foreground:
+    def __init__(self, max_wait_s: float = MAX_WAIT_S, *, share: float = SHARE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_wait_s = max_wait_s
+        self.share = share
+        self.clock = clock
+        self._under_way: set[asyncio.Future[None]] = set()
+        self._windows: dict[str, list[float]] = {}  # stage: [window start, time taken in it]
+
+    @property
+    def serving(self) -> int:
+        """Queries under way in this worker."""
+        return len(self._under_way)
+
+    @contextlib.contextmanager
+    def query(self) -> Iterator[None]:
+        """Around the handling of one query."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._under_way.add(done)
+        try:
+            yield
+        finally:
+            self._under_way.discard(done)
+            done.set_result(None)
+
+    def serve(self, handle: Callable[[T], Awaitable[None]]) -> Callable[[T], Awaitable[None]]:
+        """``handle`` counted as a query under way while it runs."""
+        async def served(item: T) -> None:
+            with self.query():
+                await handle(item)
+        return served
+
+    async def turn(self, stage: str) -> None:
+        """A background stage's checkpoint: back at once when no query is under way,
+        else once those under way now are done, or after ``max_wait_s`` or what is
+        left of the stage's share of the window (the time waited is counted in
+        ``memstream_background_waited_seconds_total`` by ``stage``)."""
+        if not self._under_way or self.max_wait_s <= 0:
+            return
+        now = self.clock()
+        window = self._windows.setdefault(stage, [now, 0.0])
+        if now - window[0] >= WINDOW_S:
+            window[:] = [now, 0.0]
+        allowed = min(self.max_wait_s, self.share * WINDOW_S - window[1])
+        if allowed <= 0:
+            return
+        window[1] += allowed  # taken before the wait, so concurrent waits stay in the share
+        begun = window[0]
+        await asyncio.wait(set(self._under_way), timeout=allowed)
+        took = self.clock() - now
+        if window[0] == begun:  # the same window: what was not waited is given back
+            window[1] -= max(0.0, allowed - took)
+        BACKGROUND_WAITED.labels(stage).inc(took)

@@ -1,0 +1,124 @@
+"""The background stages wait at their checkpoints for the queries under way then (not
+for later ones), ``max_wait_s`` at most; with none under way they go on at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.metrics import BACKGROUND_WAITED
+from streams.worker.foreground import Foreground
+
+GUARD_S = 10.0  # a deadlock guard, not a measure
+
+
+def waited(stage: str) -> float:
+    return BACKGROUND_WAITED.labels(stage)._value.get()
+
+
+async def test_a_checkpoint_with_no_query_under_way_goes_on_at_once() -> None:
+    fg = Foreground(max_wait_s=GUARD_S)
+    before = waited("idle-test")
+    await asyncio.wait_for(fg.turn("idle-test"), GUARD_S / 2)
+    assert fg.serving == 0 and waited("idle-test") == before
+
+
+async def test_a_checkpoint_waits_for_the_queries_under_way() -> None:
+    fg = Foreground(max_wait_s=GUARD_S)
+    done = asyncio.Event()
+
+    async def query(_: int) -> None:
+        await done.wait()
+
+    served = asyncio.ensure_future(fg.serve(query)(1))
+    second = asyncio.ensure_future(fg.serve(query)(2))
+    await asyncio.sleep(0)
+    assert fg.serving == 2
+    turn = asyncio.ensure_future(fg.turn("busy-test"))
+    await asyncio.sleep(0.01)
+    assert not turn.done()  # both queries under way
+    done.set()
+    await asyncio.wait_for(asyncio.gather(served, second, turn), GUARD_S)
+    assert fg.serving == 0 and waited("busy-test") > 0
+
+
+async def test_a_checkpoint_waits_at_most_max_wait_s() -> None:
+    fg = Foreground(max_wait_s=0.01)
+    never = asyncio.Event()
+
+    async def hanging(_: int) -> None:
+        await never.wait()
+
+    stuck = asyncio.ensure_future(fg.serve(hanging)(1))
+    await asyncio.sleep(0)
+    for _ in range(3):  # slowed, never stopped
+        await asyncio.wait_for(fg.turn("stuck-test"), GUARD_S)
+    assert fg.serving == 1
+    stuck.cancel()
+    await asyncio.gather(stuck, return_exceptions=True)
+    assert fg.serving == 0  # a query cancelled is no longer under way
+
+
+async def test_no_wait_when_turned_off() -> None:
+    fg = Foreground(max_wait_s=0)
+    never = asyncio.Event()
+
+    async def hanging(_: int) -> None:
+        await never.wait()
+
+    stuck = asyncio.ensure_future(fg.serve(hanging)(1))
+    await asyncio.sleep(0)
+    before = waited("off-test")
+    await asyncio.wait_for(fg.turn("off-test"), GUARD_S)
+    assert waited("off-test") == before
+    stuck.cancel()
+    await asyncio.gather(stuck, return_exceptions=True)
+
+
+async def test_a_checkpoint_does_not_wait_for_queries_that_come_later() -> None:
+    fg = Foreground(max_wait_s=GUARD_S)
+    first_done, later_done = asyncio.Event(), asyncio.Event()
+
+    async def first(_: int) -> None:
+        await first_done.wait()
+
+    async def later(_: int) -> None:
+        await later_done.wait()
+
+    a = asyncio.ensure_future(fg.serve(first)(1))
+    await asyncio.sleep(0)
+    turn = asyncio.ensure_future(fg.turn("flood-test"))
+    await asyncio.sleep(0)
+    b = asyncio.ensure_future(fg.serve(later)(2))  # a flood goes on
+    await asyncio.sleep(0.01)
+    assert not turn.done() and fg.serving == 2
+    first_done.set()
+    await asyncio.wait_for(turn, GUARD_S)  # back while the later query is under way
+    assert fg.serving == 1
+    later_done.set()
+    await asyncio.wait_for(asyncio.gather(a, b), GUARD_S)
+
+
+async def test_one_stage_waits_at_most_its_share_of_each_window() -> None:
+    now = [0.0]
+    fg = Foreground(max_wait_s=0.1, share=0.25, clock=lambda: now[0])
+    never = asyncio.Event()
+
+    async def hanging(_: int) -> None:
+        await never.wait()
+
+    stuck = asyncio.ensure_future(fg.serve(hanging)(1))
+    await asyncio.sleep(0)
+    waits = [asyncio.ensure_future(fg.turn("share-test")) for _ in range(5)]
+    await asyncio.sleep(0)
+    # the share is 0.25 s of a 1 s window: two waits of 0.1 s and one of 0.05 s; the
+    # rest go on at once, though a query is still under way
+    assert sum(w.done() for w in waits) == 2
+    await asyncio.wait_for(asyncio.gather(*waits), GUARD_S)
+    assert fg._windows["share-test"][1] <= 0.25
+    now[0] = 1.0  # the next window: waits again
+    again = asyncio.ensure_future(fg.turn("share-test"))
+    await asyncio.sleep(0)
+    assert not again.done()
+    await asyncio.wait_for(again, GUARD_S)
+    stuck.cancel()
+    await asyncio.gather(stuck, return_exceptions=True)
