@@ -529,8 +529,8 @@ class QuerySettings(BaseModel):
         0.1, ge=0, le=5, description=(
             "A worker's ingest (before each batch) and consolidation runs (before each "
             "stage) wait for the queries the worker has under way then to finish (not for "
-            "later ones), at most this long each time and a quarter of each second in all: a "
-            "query's steps then do not queue behind theirs. 0: no wait."),
+            "later ones), at most this long each time and a quarter of each one-second "
+            "window in all: a query's steps then do not queue behind theirs. 0: no wait."),
     )
     read_ahead: int = Field(
         64, ge=0, le=4096, description=(

@@ -165,12 +165,12 @@ class QueryEngine:
         cancelled and left to unwind (a rollback, a connection closed) on its own: the
         reply does not wait for it. A request cancelled waits for its parts' unwinding."""
         start = self.clock()
-        part = asyncio.ensure_future(work)
         with tracing.span(f"query {stage}") as span:
+            part = asyncio.ensure_future(work)  # in the span: its spans are the stage's
             try:
                 await asyncio.wait({part}, timeout=timeout_s)
             except asyncio.CancelledError:
-                part.cancel()
+                self._leave_unwinding(part)
                 await asyncio.wait({part})
                 raise
             finally:
@@ -178,10 +178,14 @@ class QueryEngine:
             if part.done():
                 return part.result()
             tracing.failed(span, "timed out")
-            part.cancel()
-            self._unwinding.add(part)
-            part.add_done_callback(self._unwound)
+            self._leave_unwinding(part)
             raise TimeoutError(f"{stage} took longer than {timeout_s:.3f} s")
+
+    def _leave_unwinding(self, part: asyncio.Future[Any]) -> None:
+        """``part`` cancelled, and kept until it has unwound (its failure logged)."""
+        part.cancel()
+        self._unwinding.add(part)
+        part.add_done_callback(self._unwound)
 
     def _unwound(self, part: asyncio.Future[Any]) -> None:
         self._unwinding.discard(part)

@@ -256,7 +256,8 @@ class WorkerContext:
         if not q.rescue or wiring.parts.redis is None or self._rescuing is not None:
             return self._rescuing is not None
         answering = await self.query_answering()
-        rescuer = Rescuer(answering.rescue, lambda: set(self.queries.partitions()),
+        rescuer = Rescuer(self.foreground.serve(answering.rescue),
+                          lambda: set(self.queries.partitions()),
                           after_s=q.rescue_after_s, share=q.rescue_share,
                           concurrency=q.rescue_concurrency, max_pending=q.rescue_pending_max,
                           stopped=self.queries.rebalancing)

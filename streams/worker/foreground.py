@@ -10,10 +10,11 @@ dozen turns, though no single step holds the loop long.
 So a background stage waits at its checkpoints (a batch of chat events before it is
 stored, a consolidation run before each of its stages) for the queries this worker
 has under way at that moment, not for those that come later, and ``max_wait_s`` at
-most. The waits of one stage take at most ``SHARE`` of each ``WINDOW_S`` (concurrent
-waits counted each): a steady stream of queries (one tenant's flood) slows the
-background by a quarter at most, it never stops it. With no query under way a
-checkpoint costs nothing. ``max_wait_s`` 0 turns the waits off.
+most. The waits of one stage take at most ``SHARE`` of each window of ``WINDOW_S``
+(concurrent waits counted each; a window begins at the first wait past the last):
+a steady stream of queries (one tenant's flood) slows the background by a quarter at
+most, it never stops it. With no query under way a checkpoint costs nothing.
+``max_wait_s`` 0 turns the waits off.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TypeVar
 from streams.metrics import BACKGROUND_WAITED
 
 T = TypeVar("T")
+R = TypeVar("R")
 MAX_WAIT_S = 0.1
 SHARE = 0.25  # of each window, the most one stage's waits take
 WINDOW_S = 1.0
@@ -57,11 +59,11 @@ class Foreground:
             self._under_way.discard(done)
             done.set_result(None)
 
-    def serve(self, handle: Callable[[T], Awaitable[None]]) -> Callable[[T], Awaitable[None]]:
+    def serve(self, handle: Callable[[T], Awaitable[R]]) -> Callable[[T], Awaitable[R]]:
         """``handle`` counted as a query under way while it runs."""
-        async def served(item: T) -> None:
+        async def served(item: T) -> R:
             with self.query():
-                await handle(item)
+                return await handle(item)
         return served
 
     async def turn(self, stage: str) -> None:

@@ -54,10 +54,11 @@ async def parts(stack: Stack) -> AsyncIterator[Parts]:
     redis = stack.redis()
     # the default: an unaddressed reply goes to every partition of its topic
     replies = ReplyPublisher(KAFKA_BROKER, every_partition=True)
+    lookup = ReplyLookup(KafkaSettings(broker=KAFKA_BROKER), every_partition=True)
     try:
-        yield Parts(topic, redis, replies, ReplyLookup(KafkaSettings(broker=KAFKA_BROKER),
-                                                       every_partition=True))
+        yield Parts(topic, redis, replies, lookup)
     finally:
+        await lookup.close()
         await replies.stop()
         await redis.aclose()
 
@@ -137,12 +138,15 @@ async def test_a_reply_to_every_partition_counts_as_sent_only_when_every_copy_is
     assert await every.sent(parts.topic, b"c-7", since, partition=2) is False
     assert await by_key.sent(parts.topic, b"c-8", since) is True
     assert await every.sent(parts.topic, b"c-9", since) is False
+    await every.close()
+    await by_key.close()
 
 
 async def test_lookups_keep_their_clients_and_close_stops_them(parts: Parts) -> None:
-    """A lookup runs while a caller waits: its clients are started once and kept, not
-    started per lookup (each start costs round trips and metadata); one cancelled
-    midway gives its consumer up; close stops them all, later lookups do not know."""
+    """A lookup runs while a caller waits: its consumers are started once and kept,
+    paused between lookups, not started per lookup (each start costs round trips and
+    metadata); one cancelled midway gives its consumer up; close stops them all, later
+    lookups do not know."""
     since = int(time.time() * 1000)
     producer = ReplyPublisher(KAFKA_BROKER, every_partition=True)
     try:
@@ -155,10 +159,11 @@ async def test_lookups_keep_their_clients_and_close_stops_them(parts: Parts) -> 
         assert await lookup.sent(parts.topic, b"c-5", since) is True
         assert await lookup.sent(parts.topic, b"c-6", since) is False
         assert await lookup.sent(parts.topic, b"c-5", since, partition=2) is True
-    assert lookup.clients_started == 2  # an admin client and one consumer
+    assert lookup.clients_started == 1  # one consumer, kept
+    assert [r.paused() for r in lookup._idle] == [set(lookup._idle[0].assignment())]
     together = await asyncio.gather(*(lookup.sent(parts.topic, b"c-5", since)
                                        for _ in range(AT_ONCE * 2)))
-    assert together == [True] * (AT_ONCE * 2) and lookup.clients_started <= 1 + AT_ONCE
+    assert together == [True] * (AT_ONCE * 2) and lookup.clients_started <= AT_ONCE
     before = lookup.clients_started
     cut = asyncio.ensure_future(lookup.sent(parts.topic, b"c-6", since))
     await asyncio.sleep(0.005)
@@ -167,5 +172,5 @@ async def test_lookups_keep_their_clients_and_close_stops_them(parts: Parts) -> 
     assert await lookup.sent(parts.topic, b"c-5", since) is True
     assert lookup.clients_started <= before + 1
     await lookup.close()
-    assert not lookup._idle and not lookup._stopping and lookup._admin is None
+    assert not lookup._idle and not lookup._stopping
     assert await lookup.sent(parts.topic, b"c-5", since) is None

@@ -21,13 +21,13 @@ be. The answer is ``None`` when the topic could not be read within
 once): the caller then answers, preferring a second reply to none. This is the
 dead letters' mechanism (:mod:`streams.adapters.kafka.dead_letters`) for replies.
 
-A lookup runs inside the handling of a request whose caller waits, so the clients
-are started once and kept: an admin client (the partitions of a reply topic, one
-metadata request for it alone) and up to ``AT_ONCE`` consumers with no group, each
-assigned the partition it reads. Starting clients per lookup costs round trips and,
-on a broker with many topics, metadata decoded on the event loop. A consumer whose
-lookup failed or was cancelled is stopped in the background, not reused;
-:meth:`ReplyLookup.close` stops them all.
+A lookup runs inside the handling of a request whose caller waits, so its
+consumers (up to ``AT_ONCE``, with no group, each assigned the partition it reads)
+are started once and kept, paused between lookups; a reply topic's partitions are
+kept ``PARTITIONS_TTL_S``. Starting clients per lookup costs round trips and, on a
+broker with many topics, metadata decoded on the event loop; no client kept here
+asks for every topic's metadata. A consumer whose lookup failed or was cancelled is
+stopped in the background, not reused; :meth:`ReplyLookup.close` stops them all.
 """
 
 from __future__ import annotations
@@ -36,26 +36,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.adapters.kafka.clients import (
-    client_options,
-    consumer,
-    described_partitions,
-    read_since,
-)
+from streams.adapters.kafka.clients import consumer, partitions, read_since
 from streams.settings import KafkaSettings
 from streams.wire.headers import header
 from streams.wire.spring_reply import CORRELATION_ID
 
 log = logging.getLogger(__name__)
-_Client = TypeVar("_Client", AIOKafkaConsumer, AIOKafkaAdminClient)
 
 AT_ONCE = 4  # lookups in flight: a takeover may bring a killed worker's every request
 CLOSE_WAIT_S = 5.0  # close() waits this long at most for the clients to stop
+PARTITIONS_TTL_S = 60.0  # a reply topic's partitions are looked up again after this
+PARTITIONS_HELD = 1024  # reply topics whose partitions are kept
 
 
 class ReplyLookup:
@@ -67,9 +62,8 @@ class ReplyLookup:
         self.margin_s = margin_s
         self.clients_started = 0  # over the lookup's life
         self._at_once = asyncio.Semaphore(AT_ONCE)
-        self._admin: AIOKafkaAdminClient | None = None
-        self._admin_starting = asyncio.Lock()
-        self._idle: list[AIOKafkaConsumer] = []  # started, assigned nothing in use
+        self._partition_lists: dict[str, tuple[float, list[int]]] = {}  # topic: (when, numbers)
+        self._idle: list[AIOKafkaConsumer] = []  # started, paused
         self._stopping: set[asyncio.Future[None]] = set()
         self._closed = False
 
@@ -94,9 +88,6 @@ class ReplyLookup:
         idle, self._idle = self._idle, []
         for c in idle:
             self._stop_later(c.stop())
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            self._stop_later(admin.close())
         if self._stopping:
             await asyncio.wait(set(self._stopping), timeout=CLOSE_WAIT_S)
 
@@ -123,22 +114,24 @@ class ReplyLookup:
         return False
 
     async def _partitions(self, topic: str) -> list[int]:
-        async with self._admin_starting:
-            if self._admin is None:
-                self._admin = await self._started(AIOKafkaAdminClient(**client_options(self.kafka)))
-            admin = self._admin
-        try:
-            return await described_partitions(admin, topic)
-        except BaseException:
-            if self._admin is admin:  # a broken connection is not kept: started anew
-                self._admin = None
-                self._stop_later(admin.close())
-            raise
+        """The partitions of ``topic``, looked up again after ``PARTITIONS_TTL_S``
+        (through an admin client of its own, which asks for that topic alone)."""
+        now = asyncio.get_running_loop().time()
+        kept = self._partition_lists.get(topic)
+        if kept is not None and now - kept[0] < PARTITIONS_TTL_S:
+            return kept[1]
+        numbers = await partitions(self.kafka, topic)
+        if len(self._partition_lists) >= PARTITIONS_HELD:
+            self._partition_lists.clear()
+        if numbers:  # a topic not there yet is asked about again
+            self._partition_lists[topic] = (now, numbers)
+        return numbers
 
     @contextlib.asynccontextmanager
     async def _reader(self) -> AsyncIterator[AIOKafkaConsumer]:
-        """An idle consumer, or a new one; kept for the next lookup when this one ends
-        well, else stopped (a fetch of it may still be under way)."""
+        """An idle consumer, or a new one; kept for the next lookup, paused (no fetch
+        in the background), when this one ends well, else stopped (a fetch of it may
+        still be under way)."""
         reader = self._idle.pop() if self._idle else await self._started(consumer(self.kafka))
         try:
             yield reader
@@ -148,19 +141,19 @@ class ReplyLookup:
         if self._closed:
             self._stop_later(reader.stop())
         else:
+            reader.pause(*reader.assignment())
             self._idle.append(reader)
 
-    async def _started(self, client: _Client) -> _Client:
+    async def _started(self, reader: AIOKafkaConsumer) -> AIOKafkaConsumer:
         if self._closed:
             raise RuntimeError("the reply lookup is closed")
         self.clients_started += 1
         try:
-            await client.start()
+            await reader.start()
         except BaseException:
-            self._stop_later(client.close() if isinstance(client, AIOKafkaAdminClient)
-                             else client.stop())
+            self._stop_later(reader.stop())
             raise
-        return client
+        return reader
 
     def _stop_later(self, stopping: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(stopping)

@@ -23,7 +23,7 @@ async def test_a_checkpoint_with_no_query_under_way_goes_on_at_once() -> None:
 
 
 async def test_a_checkpoint_waits_for_the_queries_under_way() -> None:
-    fg = Foreground(max_wait_s=GUARD_S)
+    fg = Foreground(max_wait_s=GUARD_S, share=GUARD_S)
     done = asyncio.Event()
 
     async def query(_: int) -> None:
@@ -75,7 +75,7 @@ async def test_no_wait_when_turned_off() -> None:
 
 
 async def test_a_checkpoint_does_not_wait_for_queries_that_come_later() -> None:
-    fg = Foreground(max_wait_s=GUARD_S)
+    fg = Foreground(max_wait_s=GUARD_S, share=GUARD_S)  # only the first query ends the wait
     first_done, later_done = asyncio.Event(), asyncio.Event()
 
     async def first(_: int) -> None:
@@ -92,8 +92,11 @@ async def test_a_checkpoint_does_not_wait_for_queries_that_come_later() -> None:
     await asyncio.sleep(0.01)
     assert not turn.done() and fg.serving == 2
     first_done.set()
-    await asyncio.wait_for(turn, GUARD_S)  # back while the later query is under way
-    assert fg.serving == 1
+    for _ in range(100):  # a few turns of the loop, no timeout to end the wait
+        if turn.done():
+            break
+        await asyncio.sleep(0)
+    assert turn.done() and fg.serving == 1  # back while the later query is under way
     later_done.set()
     await asyncio.wait_for(asyncio.gather(a, b), GUARD_S)
 
@@ -113,8 +116,12 @@ async def test_one_stage_waits_at_most_its_share_of_each_window() -> None:
     # the share is 0.25 s of a 1 s window: two waits of 0.1 s and one of 0.05 s; the
     # rest go on at once, though a query is still under way
     assert sum(w.done() for w in waits) == 2
+    now[0] = 0.5  # the waits took their whole allowance (half a second has passed)
     await asyncio.wait_for(asyncio.gather(*waits), GUARD_S)
-    assert fg._windows["share-test"][1] <= 0.25
+    assert fg._windows["share-test"] == [0.0, 0.25]
+    late = asyncio.ensure_future(fg.turn("share-test"))
+    await asyncio.sleep(0)
+    assert late.done()  # the share of this window is spent
     now[0] = 1.0  # the next window: waits again
     again = asyncio.ensure_future(fg.turn("share-test"))
     await asyncio.sleep(0)
