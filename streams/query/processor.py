@@ -53,7 +53,9 @@ from streams.wire.signing import Signing
 from streams.wire.spring_reply import BadReplyHeaders, ReplyAddress, reply_address
 
 log = logging.getLogger(__name__)
-REPLY_WAY_S = 0.05  # the reply's way to its caller, kept out of what the parts may take
+# kept out of what the parts may take: the reply assembled and sent after they end (some
+# turns of the loop, each longer while the worker catches up) and its way to its caller
+REPLY_WAY_S = 0.1
 MIN_BUDGET_S = 0.05
 LATE_LOG_EVERY_S = 1.0  # replies after their deadline: at most one line a second
 _ERROR_CLASS = {"no_reply_topic": "NoReplyTopic", "bad_reply_headers": "BadReplyHeaders",

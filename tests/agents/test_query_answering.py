@@ -18,7 +18,7 @@ from streams.query import answering as answering_module
 from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
 from streams.query.ports import SentReplies
-from streams.query.processor import QueryProcessor
+from streams.query.processor import REPLY_WAY_S, QueryProcessor
 from streams.query.rules.reply_targets import ReplyTargets
 from streams.testing.query import (
     EchoLookup,
@@ -494,7 +494,7 @@ async def test_the_reply_names_the_partition_its_request_was_read_from() -> None
 async def test_a_request_taken_late_gets_what_is_left_of_its_caller_s_wait() -> None:
     answering, engine, _, _, _ = build()
     await answering(request(b"c-1", age_s=0.7, timeout_ms=1000))
-    assert engine.budgets == [pytest.approx(1.0 - 0.7 - 0.05)]
+    assert engine.budgets == [pytest.approx(1.0 - 0.7 - REPLY_WAY_S)]
 
 
 async def test_a_signed_request_sent_again_later_is_as_old_as_its_signature() -> None:
