@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from streams import tracing
+from streams.kept_tasks import KeptTasks
 from streams.memory.agent_configs import AgentConfigs
 from streams.memory.model import StoredMemory, readable_cubes
 from streams.memory.provider import ProviderError, Scope, SearchRequest
@@ -158,7 +159,7 @@ class QueryEngine:
         self.count_tokens = count_tokens
         self.search_log = search_log
         self.clock = clock
-        self._unwinding: set[asyncio.Future[Any]] = set()  # parts cancelled, out of time
+        self._unwinding = KeptTasks("a query part unwinding")  # cancelled, out of time
 
     async def _timed(self, stage: str, work: Coroutine[Any, Any, T], timeout_s: float) -> T:
         """``work``'s result, or TimeoutError after ``timeout_s``. A part out of time is
@@ -184,13 +185,7 @@ class QueryEngine:
     def _leave_unwinding(self, part: asyncio.Future[Any]) -> None:
         """``part`` cancelled, and kept until it has unwound (its failure logged)."""
         part.cancel()
-        self._unwinding.add(part)
-        part.add_done_callback(self._unwound)
-
-    def _unwound(self, part: asyncio.Future[Any]) -> None:
-        self._unwinding.discard(part)
-        if not part.cancelled() and part.exception() is not None:
-            log.debug("a query part out of time failed as it unwound: %r", part.exception())
+        self._unwinding.keep(part)
 
     async def _short_term(self, q: MemoryQuery) -> SessionWindow | None:
         if not (q.options.include_short_term and q.conversation_id):

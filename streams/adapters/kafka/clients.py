@@ -77,15 +77,10 @@ async def partitions(k: KafkaSettings, topic: str) -> list[int]:
     admin = AIOKafkaAdminClient(**client_options(k))
     try:
         await admin.start()
-        return await described_partitions(admin, topic)
+        described = await admin.describe_topics([topic])
     finally:
         await admin.close()
-
-
-async def described_partitions(admin: AIOKafkaAdminClient, topic: str) -> list[int]:
-    """:func:`partitions` through a started admin client (one metadata request, for
-    ``topic`` alone)."""
-    for t in await admin.describe_topics([topic]):
+    for t in described:
         if t.get("error_code", 0) == 0 and t.get("partitions"):
             return sorted(int(p["partition"]) for p in t["partitions"])
     return []

@@ -41,6 +41,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from streams.adapters.kafka.clients import consumer, partitions, read_since
+from streams.kept_tasks import KeptTasks
 from streams.settings import KafkaSettings
 from streams.wire.headers import header
 from streams.wire.spring_reply import CORRELATION_ID
@@ -64,7 +65,7 @@ class ReplyLookup:
         self._at_once = asyncio.Semaphore(AT_ONCE)
         self._partition_lists: dict[str, tuple[float, list[int]]] = {}  # topic: (when, numbers)
         self._idle: list[AIOKafkaConsumer] = []  # started, paused
-        self._stopping: set[asyncio.Future[None]] = set()
+        self._stopping = KeptTasks("a reply lookup client stopping")
         self._closed = False
 
     async def sent(self, topic: str, correlation_id: bytes, since_ms: int,
@@ -88,8 +89,7 @@ class ReplyLookup:
         idle, self._idle = self._idle, []
         for c in idle:
             self._stop_later(c.stop())
-        if self._stopping:
-            await asyncio.wait(set(self._stopping), timeout=CLOSE_WAIT_S)
+        await self._stopping.wait(CLOSE_WAIT_S)
 
     async def _scan(self, topic: str, correlation_id: bytes, from_ms: int,
                     partition: int | None) -> bool:
@@ -156,11 +156,4 @@ class ReplyLookup:
         return reader
 
     def _stop_later(self, stopping: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(stopping)
-        self._stopping.add(task)
-        task.add_done_callback(self._stopped)
-
-    def _stopped(self, task: asyncio.Future[None]) -> None:
-        self._stopping.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("a reply lookup client failed to stop: %r", task.exception())
+        self._stopping.keep(stopping)
