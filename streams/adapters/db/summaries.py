@@ -2,9 +2,11 @@
 
 Implements the ``Summaries`` port of :mod:`streams.consolidation.ports`: what a
 due summary reads is read on one connection (one snapshot), and a summary is
-stored under a locking read of the current one, never moving
-``covered_until_id`` backwards (a stale retry cannot replace a newer summary),
-and only when every message it summarised is still stored.
+stored under a locking read of the messages it summarised (stored only when every
+one is still there) and then of the current summary, never moving
+``covered_until_id`` backwards (a stale retry cannot replace a newer summary). On
+MySQL/MariaDB the store runs at READ COMMITTED: locking reads take no gap locks,
+so the first summaries of many conversations stored at once do not deadlock.
 """
 
 from __future__ import annotations
@@ -60,20 +62,26 @@ class SummaryRows:
             "covered_until_id": until, "covered_count": total,
             "token_count": tokens, "updated_at": naive_utc(now)}
         conv = (_m.tenant_id == tenant_id, _m.conversation_id == conversation_id)
-        async with self.engine.begin() as conn:
-            current = (await conn.execute(select(_s.covered_until_id).where(
-                _s.tenant_id == tenant_id, _s.conversation_id == conversation_id)
-                .with_for_update())).scalar_one_or_none()
-            if current is not None and int(current) >= until:
-                return "stale"
-            # messages summarised that are gone now were erased while the summary was
-            # made: it is not stored (a locking read, so a delete is seen, or waited for)
-            still = (await conn.execute(select(func.count()).select_from(conversation_message)
-                                        .where(*conv, _m.id <= until).with_for_update())
-                     ).scalar_one()
-            if int(still) != total:
-                return "changed"
-            await conn.execute(self._upsert, doc)
+        async with self.engine.connect() as conn:
+            if conn.dialect.name in ("mysql", "mariadb"):
+                # no gap locks: the first summaries of two conversations, each read
+                # "for update" while missing and then inserted, deadlock under them
+                await conn.execution_options(isolation_level="READ COMMITTED")
+            async with conn.begin():
+                # the messages summarised first: that lock orders two stores of one
+                # conversation (the first message is in both), and a summary is not
+                # stored when one of them is gone (erased while it was made)
+                still = (await conn.execute(
+                    select(func.count()).select_from(conversation_message)
+                    .where(*conv, _m.id <= until).with_for_update())).scalar_one()
+                if int(still) != total:
+                    return "changed"
+                current = (await conn.execute(select(_s.covered_until_id).where(
+                    _s.tenant_id == tenant_id, _s.conversation_id == conversation_id)
+                    .with_for_update())).scalar_one_or_none()
+                if current is not None and int(current) >= until:
+                    return "stale"
+                await conn.execute(self._upsert, doc)
         return "stored"
 
     async def kept(self, tenant_id: str, conversation_id: str) -> bool:
