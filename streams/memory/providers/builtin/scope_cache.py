@@ -427,8 +427,14 @@ class ScopeCache:
 
     def drop(self, what: HeldScopes) -> int:
         """Drop the states of the scopes ``what`` covers, and no other (a refresh of one
-        in flight finishes for its callers only); how many went."""
+        in flight finishes for its callers only); how many went. Memories named by id
+        (``what.memory_ids``) leave the states that hold them, which stay held: the
+        erasure's change of the scope's count and version is then what the state's next
+        refresh reads, without a whole load."""
         self.drops.drop(what)
+        if what.memory_ids:
+            self._forget(what)
+            return 0
         gone = [sid for sid, key in self._keys.items() if what.covers_scope(*key)]
         for sid in gone:
             del self._states[sid], self._keys[sid]
@@ -437,6 +443,17 @@ class ScopeCache:
             self._postings -= postings
         SCOPE_MEMORIES.set(self._rows)
         return len(gone)
+
+    def _forget(self, what: HeldScopes) -> None:
+        """The memories ``what`` names leave the states of the scopes it covers; each
+        state counts them gone (as the erasure did in the scope's statistics)."""
+        for sid, key in self._keys.items():
+            st = self._states[sid]
+            gone = {k for k in what.memory_ids if k in st.positions}
+            if gone and what.covers_scope(*key):
+                st.drop(gone)
+                st.doc_count -= len(gone)
+                self._account(st)
 
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
         """Hold subject postings that were read at ``version``, if the state is at it."""
