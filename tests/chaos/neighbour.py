@@ -192,7 +192,7 @@ async def run_phase(name: str, cfg: NeighbourConfig, tmp: Path) -> PhaseFigures:
             settled = await settle(waits, calm, loud_sent, flood_sent, cfg, timeline)
             await erasures.wait(max(10.0, cfg.stall_s))
         figures = await read_figures(name, observer, calm, callers.classes[0], loud_sent,
-                                     flood_sent, erasures, watchdog)
+                                     flood_sent, erasures, watchdog, timeline.started)
         figures.settled = settled
     finally:
         stop.set()

@@ -41,6 +41,8 @@ class PhaseFigures:
     calm_late: int = 0
     calm_p50_ms: float = math.nan
     calm_p99_ms: float = math.nan
+    # the slowest calm queries: "asked at s (from the phase's traffic start): ms"
+    calm_slowest_queries: list[str] = field(default_factory=list)
     # calm's chat
     calm_sent: int = 0
     calm_stored: int = 0
@@ -156,7 +158,7 @@ async def _topics(f: PhaseFigures, observer: Observer) -> None:
 
 async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: DeadlineClass,
                        loud_sent: int, flood_sent: int, erasures: Erasures,
-                       watchdog: RssWatchdog) -> PhaseFigures:
+                       watchdog: RssWatchdog, started: float) -> PhaseFigures:
     f = PhaseFigures(name, calm_sent=len(calm.sent), loud_sent=loud_sent,
                      flood_sent=flood_sent, erasures_asked=erasures.asked,
                      erasure_receipts=dict(erasures.receipts),
@@ -165,6 +167,11 @@ async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: Dea
     latencies = [o.latency_s * 1000 if o.answered else math.inf for _, o in calls.outcomes]
     f.calm_queries, f.calm_late = len(latencies), sum(1 for x in latencies if x == math.inf)
     f.calm_p50_ms, f.calm_p99_ms = percentile(latencies, 50), percentile(latencies, 99)
+    slowest = sorted(calls.outcomes, key=lambda x: -x[1].latency_s if x[1].answered
+                     else -math.inf)[:5]
+    f.calm_slowest_queries = [
+        f"at {at - started:.1f} s: " + (f"{o.latency_s * 1000:.0f} ms" if o.answered
+                                        else "not answered in time") for at, o in slowest]
     await _sql(f, observer, calm)
     await _topics(f, observer)
     return f
