@@ -1,5 +1,6 @@
 """Periodic upkeep: on the leader, retry failed expiries and purge the old ledgers; on
-every worker, watch how long the event loop is held."""
+every worker, watch how long the event loop is held (and tell the quotas when the worker
+is loaded)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ _lag = LoopLagWatch()
 
 @timer(app, _lag.interval_s, name="event-loop-lag", steady=True)
 async def watch_event_loop() -> None:
-    lag, line = _lag.tick(time.monotonic())
+    now = time.monotonic()
+    lag, line = _lag.tick(now)
     EVENT_LOOP_LAG.observe(lag)
+    worker.quotas.load.note_lag(lag, now)
     if line is not None:
         log.warning("%s", line)

@@ -406,7 +406,9 @@ QUOTA_DECISIONS = Counter(
     "Requests and events weighed against their tenant's quota on this worker, by tenant, "
     "quota (queries, events, erasures, cube_memories, sessions_consolidating) and decision "
     "(allowed; refused, or dead_lettered for events; shed: a query refused unweighed, "
-    "more of its tenant's requests waiting on the worker than it may queue). A tenant's "
+    "more of its tenant's requests waiting on the worker than it may queue; overloaded: "
+    "a query refused while the worker was loaded, its tenant having most of the queries "
+    "answered lately; delayed: events held back). A tenant's "
     "series go when it drops out of the quota's most recently seen tenants "
     "(quotas.max_tenants).",
     ["tenant", "quota", "decision"],

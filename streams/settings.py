@@ -907,6 +907,12 @@ class QuotaSettings(BaseModel):
             "`over_quota` error reply at once. 0: no limit."))
     queries_burst: int = Field(
         200, ge=1, description="Queries of one tenant one worker answers at once above the rate.")
+    overload_lag_s: float = Field(
+        0.05, ge=0, description=(
+            "A lag of the worker's event loop at which it is loaded: for a second after one, "
+            "a query of a tenant that had most of the queries the worker answered lately "
+            "(more than half, and more than 1.5 times an equal share, with another tenant "
+            "asking) gets an `over_quota` error reply at once. 0: never."))
     events_per_s: float = Field(
         0.0, ge=0, description=(
             "Chat events a second one worker takes into ingest for one tenant, counted where "

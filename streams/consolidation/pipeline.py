@@ -168,9 +168,11 @@ class ConsolidationPipeline:
                  cube_quota: CubeQuota | None = None,
                  budget: ModelBudget | None = None,
                  screening: Screening | None = None,
-                 turn: Callable[[str], Awaitable[None]] | None = None) -> None:
-        """``turn``: awaited before each stage of a run (the worker's queries go first,
-        :mod:`streams.worker.foreground`)."""
+                 turn: Callable[[str, str, float], Awaitable[None]] | None = None) -> None:
+        """``turn``: awaited before each stage of a run, with its tenant and the
+        messages it claimed (once, before it is judged; else 0): the worker's queries go
+        first, and a tenant with most of the background gives way under load
+        (:mod:`streams.worker.foreground`)."""
         self.ledger = ledger
         self.runs = runs
         self.judge = judge
@@ -188,9 +190,9 @@ class ConsolidationPipeline:
         self.screening = screening
         self.turn = turn
 
-    async def _turn(self) -> None:
+    async def _turn(self, tenant: str, messages: int = 0) -> None:
         if self.turn is not None:
-            await self.turn("consolidation")
+            await self.turn("consolidation", tenant, messages)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
@@ -210,7 +212,7 @@ class ConsolidationPipeline:
                 return Outcome("erased", run.provider if run else "none")
             closed = closed.model_copy(update={"user_id": other})
         agent = self.configs.get(closed.tenant_id, closed.agent_id)
-        await self._turn()
+        await self._turn(closed.tenant_id)
         if run is None:
             with tracing.span("consolidation claim"):
                 run = await self._claim(closed, route(agent), long_memory_enabled(
@@ -223,14 +225,14 @@ class ConsolidationPipeline:
             handle = self.registry.get(run.provider)
             model = self.models.for_agent(agent.model if agent else None) if with_model else None
             if run.status == "claimed":
-                await self._turn()
+                await self._turn(run.tenant_id, run.message_count)
                 with tracing.span("consolidation judge") as span:
                     await self._judge(run, closed, handle, model, out, caller)
                     span.set_attribute("memstream.judge", out.judge or "")
             rows = await self._without_erased(run, closed,
                                               await self.runs.candidates(run.closed_id))
             out.candidates = len(rows)
-            await self._turn()
+            await self._turn(run.tenant_id)
             with tracing.span("memory write", {"memstream.provider": run.provider,
                                                "memstream.candidates": len(rows)}):
                 out.stats = await self.writer.write(
@@ -242,7 +244,7 @@ class ConsolidationPipeline:
             ERASURE_SKIPPED.labels("consolidation").inc()
             return Outcome("erased", run.provider)
         if self.config.summarize:
-            await self._turn()
+            await self._turn(run.tenant_id)
             with tracing.span("consolidation summary"):
                 out.summary = await self.summarizer.maybe_summarize(
                     run.tenant_id, run.conversation_id,

@@ -17,6 +17,9 @@ a caller never gets a refusal after its answer. A request counts against the
 quota of the worker that answers it. :meth:`QueryProcessor.shed` refuses a request
 the query consumer cannot take now (its tenant has more requests waiting than it
 may queue) the same way, ``over_quota`` without engine work, whatever the quota.
+With a :class:`~streams.quotas.load_share.LoadShare`, so is a request of a tenant
+that had most of the queries this worker answered lately, while the worker is
+loaded (counted ``overloaded`` in its tenant's ``queries`` decisions).
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from streams.query.answered import request_key
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.quotas.book import QuotaBook
+from streams.quotas.book import OVERLOADED, QuotaBook
+from streams.quotas.load_share import LoadShare
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
 from streams.wire.headers import ANSWERED_PARTITION, SIGNED_AT, header
@@ -82,6 +86,7 @@ class _Admitted:
     doc: dict[str, Any]
     key: str
     over_quota: str | None = None  # why its tenant's quota refuses it, if it does
+    overloaded: bool = False  # refused because the worker is loaded and its tenant heavy
 
 
 def _short_errors(exc: ValidationError) -> str:
@@ -96,13 +101,17 @@ class QueryProcessor:
     def __init__(self, engine: MemoryLookup, dlq_topic: str, *,
                  clock: Callable[[], float] = time.time,
                  reply_targets: ReplyTargets | None = None,
-                 signing: Signing | None = None, quotas: QuotaBook | None = None) -> None:
+                 signing: Signing | None = None, quotas: QuotaBook | None = None,
+                 load: LoadShare | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.dlq_topic = dlq_topic
         self.clock = clock
         self.reply_targets = reply_targets
         self.signing = signing
         self.quotas = quotas
+        self.load = load
+        self.monotonic = monotonic
         self._late_told = float("-inf")
 
     def outdated(self, rec: SourceRecord) -> bool:
@@ -255,20 +264,29 @@ class QueryProcessor:
         assert not isinstance(doc, Rejected)
         tracing.annotate({tracing.TENANT: query.tenant_id})
         over: str | None = None
+        overloaded = False
         if self.quotas is not None:
             decision = self.quotas.peek(query.tenant_id, self.clock())
             if not decision.allowed:
                 if quiet:
                     return LEFT_ALONE
                 over = decision.message
+        if over is None and self.load is not None and self.load.refuses(
+                query.tenant_id, self.monotonic()):
+            if quiet:
+                return LEFT_ALONE
+            over, overloaded = self.load.message(query.tenant_id), True
         key = request_key(query.tenant_id, addr.topic, addr.partition,
                           addr.correlation_id or b"", rec.value or b"")
-        return _Admitted(addr, query, doc, key, over)
+        return _Admitted(addr, query, doc, key, over, overloaded)
 
     def _take_quota(self, tenant_id: str) -> None:
-        """This request is answered here: it counts against its tenant's quota."""
+        """This request is answered here: it counts against its tenant's quota, and in
+        its tenant's share of the queries answered."""
         if self.quotas is not None:
             self.quotas.take(tenant_id, self.clock())
+        if self.load is not None:
+            self.load.answered(tenant_id, self.monotonic())
 
     async def _answer_admitted(
             self, rec: SourceRecord, a: _Admitted, start: float,
@@ -279,9 +297,15 @@ class QueryProcessor:
             # over by another worker): a caller never gets a refusal after its answer
             if sent_before is not None and await sent_before(a.addr, a.key):
                 return ToSend(outcome=DUPLICATE)
+            if a.overloaded:
+                if self.quotas is not None:
+                    self.quotas.count(a.query.tenant_id, OVERLOADED)
+                return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
             decision = self.quotas.take(a.query.tenant_id, self.clock()) if self.quotas else None
             if decision is None or not decision.allowed:
                 return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
+            if self.load is not None:
+                self.load.answered(a.query.tenant_id, self.monotonic())
         elif sent_before is not None and not likely_new and await sent_before(a.addr, a.key):
             return ToSend(outcome=DUPLICATE)
         else:

@@ -29,6 +29,7 @@ from streams.quotas.rules import Bucket, Limit, peek, take
 
 ALLOWED, REFUSED, DEAD_LETTERED, SHED = "allowed", "refused", "dead_lettered", "shed"
 DELAYED = "delayed"
+OVERLOADED = "overloaded"  # a query refused: the worker loaded, its tenant heavy
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +159,8 @@ class QuotaBook:
             return entry
         while len(self._tenants) >= self.max_tenants:
             gone, _ = self._tenants.popitem(last=False)
-            for decision in {ALLOWED, REFUSED, DEAD_LETTERED, DELAYED, SHED, self.over_quota(gone)}:
+            for decision in {ALLOWED, REFUSED, DEAD_LETTERED, DELAYED, SHED, OVERLOADED,
+                             self.over_quota(gone)}:
                 with contextlib.suppress(KeyError):  # never counted
                     QUOTA_DECISIONS.remove(gone, self.quota, decision)
         entry = self._tenants[tenant] = _Entry()

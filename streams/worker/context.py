@@ -90,7 +90,7 @@ class WorkerContext:
         # one per process: the processors take from them, /stats/quotas reads them
         self.quotas = process_quotas(settings)
         # the queries under way, which the background stages wait for at their checkpoints
-        self.foreground = Foreground(settings.query.background_wait_s)
+        self.foreground = Foreground(settings.query.background_wait_s, load=self.quotas.load)
 
     def install(self) -> None:
         """What must be in place before Faust starts: the consumer fixes (its seek

@@ -15,6 +15,12 @@ most. The waits of one stage take at most ``SHARE`` of each window of ``WINDOW_S
 a steady stream of queries (one tenant's flood) slows the background by a quarter at
 most, it never stops it. With no query under way a checkpoint costs nothing.
 ``max_wait_s`` 0 turns the waits off.
+
+With a :class:`~streams.quotas.load_share.LoadShare`, a checkpoint of a tenant's
+work also counts its size (a consolidation run's messages) in the tenant's share of
+the background, and while the worker is loaded a tenant with most of it waits there
+(``YIELD_STEP_S`` at a time, ``YIELD_MAX_S`` at most per checkpoint): one tenant's
+long session gives way to the others' runs, queries and ingest, without stopping.
 """
 
 from __future__ import annotations
@@ -26,18 +32,23 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 from streams.metrics import BACKGROUND_WAITED
+from streams.quotas.load_share import LoadShare
 
 T = TypeVar("T")
 R = TypeVar("R")
 MAX_WAIT_S = 0.1
 SHARE = 0.25  # of each window, the most one stage's waits take
 WINDOW_S = 1.0
+YIELD_STEP_S = 0.1
+YIELD_MAX_S = 1.0  # a heavy tenant's wait at one checkpoint, at most
 
 
 class Foreground:
     def __init__(self, max_wait_s: float = MAX_WAIT_S, *, share: float = SHARE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 load: LoadShare | None = None) -> None:
         self.max_wait_s = max_wait_s
+        self.load = load
         self.share = share
         self.clock = clock
         self._under_way: set[asyncio.Future[None]] = set()
@@ -66,11 +77,27 @@ class Foreground:
                 return await handle(item)
         return served
 
-    async def turn(self, stage: str) -> None:
+    async def turn(self, stage: str, tenant: str | None = None, size: float = 0.0) -> None:
         """A background stage's checkpoint: back at once when no query is under way,
         else once those under way now are done, or after ``max_wait_s`` or what is
-        left of the stage's share of the window (the time waited is counted in
-        ``memstream_background_waited_seconds_total`` by ``stage``)."""
+        left of the stage's share of the window; then, for work of ``tenant`` (``size``
+        counted in its share), as long as it must give way (the time waited is
+        counted in ``memstream_background_waited_seconds_total`` by ``stage``)."""
+        await self._queries_first(stage)
+        if tenant is not None and self.load is not None:
+            await self._give_way(stage, tenant, size, self.load)
+
+    async def _give_way(self, stage: str, tenant: str, size: float, load: LoadShare) -> None:
+        begun = now = self.clock()
+        if size > 0:
+            load.background.add(tenant, now, size)
+        while load.yields(tenant, now) and now - begun < YIELD_MAX_S:
+            await asyncio.sleep(YIELD_STEP_S)
+            now = self.clock()
+        if now > begun:
+            BACKGROUND_WAITED.labels(stage).inc(now - begun)
+
+    async def _queries_first(self, stage: str) -> None:
         if not self._under_way or self.max_wait_s <= 0:
             return
         now = self.clock()

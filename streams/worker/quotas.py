@@ -2,6 +2,8 @@
 tenant's overrides (``quotas.tenant_overrides``), as plain values for the stages.
 
 * ``queries`` — a second, taken by the query processors;
+* ``load`` — the queries answered lately per tenant: under load, a tenant with most
+  of them is refused (:mod:`streams.quotas.load_share`);
 * ``events`` — chat events a second into ingest (none when no tenant has a limit),
   those over it delayed (:mod:`streams.ingest.pacing`) or dead-lettered per tenant;
 * ``erasures`` — a minute, taken by the erasure processor for each new erasure;
@@ -25,6 +27,7 @@ from streams.consolidation.rules.episode_retention import RetentionLimits
 from streams.consolidation.rules.fairness import tenant_share
 from streams.quotas.book import DEAD_LETTERED, DELAYED, QuotaBook
 from streams.quotas.counts import CountQuota
+from streams.quotas.load_share import LoadShare
 from streams.quotas.rules import Limit
 from streams.settings import Settings
 from streams.stats.service import QuotaView
@@ -33,6 +36,7 @@ from streams.stats.service import QuotaView
 @dataclass
 class Quotas:
     queries: QuotaBook
+    load: LoadShare
     events: QuotaBook | None
     erasures: QuotaBook
     cube_memories: CountQuota
@@ -109,6 +113,7 @@ def process_quotas(s: Settings) -> Quotas:
     o = q.tenant_overrides
     return Quotas(
         queries=queries_quota(s),
+        load=LoadShare(q.overload_lag_s, max_tenants=q.max_tenants),
         events=events_quota(s),
         erasures=erasures_quota(s),
         cube_memories=CountQuota(

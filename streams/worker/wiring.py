@@ -417,7 +417,7 @@ class Wiring:
             window_screen=self.window_screening())
         return QueryProcessor(engine, s.kafka.dlq_topic, clock=self.clock,
                               reply_targets=self.reply_targets(), signing=self.signing(),
-                              quotas=self.quotas.queries)
+                              quotas=self.quotas.queries, load=self.quotas.load)
 
     def window_screening(self) -> WindowScreening | None:
         """The Session window's screening, when the deployment asks for it."""

@@ -1,7 +1,8 @@
 """Queries per second per tenant: a loud tenant over its quota gets ``over_quota``
 replies at once — no engine work, no Redis round trip — while a calm tenant's
 requests in the same stream are answered; a request taken over by another worker
-counts against the quota once, where its owner takes it."""
+counts against the quota once, where its owner takes it. Under load, a tenant with
+most of the queries answered lately is refused, the others not."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from streams.query.answered import AnsweredRequests
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
 from streams.quotas.book import QuotaBook
+from streams.quotas.load_share import LoadShare
 from streams.quotas.rules import Limit
 from streams.testing.query import EchoLookup, MemoryAnsweredRecord, RecordedReplies
 from streams.wire.envelope import SourceRecord
@@ -40,9 +42,11 @@ def request(tenant: str, n: int, *, offset: int = 0, at: float = NOW) -> SourceR
 
 
 def build(quotas: QuotaBook, clock: Clock, record: MemoryAnsweredRecord | None = None,
+          load: LoadShare | None = None,
           ) -> tuple[QueryAnswering, EchoLookup, RecordedReplies, MemoryAnsweredRecord]:
     engine, replies, record = EchoLookup(), RecordedReplies(), record or MemoryAnsweredRecord()
-    processor = QueryProcessor(engine, "dlq", clock=clock, quotas=quotas)
+    processor = QueryProcessor(engine, "dlq", clock=clock, quotas=quotas, load=load,
+                               monotonic=clock)
     answered = AnsweredRequests(record, retry_after_s=10.0, clock=clock, wall_clock=clock)
     return (QueryAnswering(processor, replies, FakePublisher(), answered, retry_initial_s=0.01,
                            retry_max_s=0.01), engine, replies, record)
@@ -163,3 +167,44 @@ async def test_a_request_answered_before_is_not_shed() -> None:
     await answering.shed(request("shed-b", 0))  # redelivered, and its queue full
     assert errors(replies, "shed-b") == [None]  # the answer only, no refusal after it
     assert decisions("shed-b", "shed") == 0
+
+
+async def test_under_load_the_tenant_with_most_of_the_queries_is_refused() -> None:
+    clock = Clock()
+    quotas = QuotaBook("queries", Limit(1000.0, 1000.0))  # far from the quota of queries
+    load = LoadShare(0.05)
+    answering, engine, replies, record = build(quotas, clock, load=load)
+    offset = 0
+
+    async def second(n: int, *, lag_s: float) -> None:
+        nonlocal offset
+        for i in range(40):  # loud: 40 a second; calm: 4 a second
+            clock.now = NOW + n + i / 40
+            if i % 4 == 0:
+                load.note_lag(lag_s, clock.now)
+            await answering(request("heavy-a", n * 40 + i, offset=offset, at=clock.now))
+            offset += 1
+            if i % 10 == 0:
+                await answering(request("light-a", n * 4 + i // 10, offset=offset,
+                                        at=clock.now))
+                offset += 1
+
+    await second(0, lag_s=0.0)  # the worker keeps up: everybody answered
+    assert set(errors(replies, "heavy-a")) == {None}
+    for n in range(1, 4):  # it lags
+        await second(n, lag_s=0.2)
+    heavy, light = errors(replies, "heavy-a"), errors(replies, "light-a")
+    assert light == [None] * 16
+    assert len(heavy) == 160 and set(heavy) == {None, "over_quota"}
+    answered_loaded = heavy[40:].count(None)
+    assert 0 < answered_loaded <= 3 * 12 + 10  # about three times light's, not nothing
+    assert decisions("heavy-a", "overloaded") == 120 - answered_loaded
+    assert decisions("light-a", "overloaded") == 0
+    assert sum(q.tenant_id == "heavy-a" for q in engine.asked) == 40 + answered_loaded
+    refusal = next(b for b in (json.loads(r.value or b"{}") for r in replies.sent)
+                   if b["error"])
+    assert refusal["error"]["message"] == (
+        "this worker is loaded and tenant 'heavy-a' had most of the queries it answered "
+        "lately: retry in 1 s")
+    await second(5, lag_s=0.0)  # the load is over (a second after the last lag)
+    assert errors(replies, "heavy-a")[160:] == [None] * 40

@@ -1,11 +1,17 @@
 """The background stages wait at their checkpoints for the queries under way then (not
-for later ones), ``max_wait_s`` at most; with none under way they go on at once."""
+for later ones), ``max_wait_s`` at most; with none under way they go on at once. Under
+load, a tenant with most of the background gives way there, for a bounded time."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from streams.metrics import BACKGROUND_WAITED
+from streams.quotas.load_share import LoadShare
+from streams.worker import foreground
 from streams.worker.foreground import Foreground
 
 GUARD_S = 10.0  # a deadlock guard, not a measure
@@ -129,3 +135,43 @@ async def test_one_stage_waits_at_most_its_share_of_each_window() -> None:
     await asyncio.wait_for(again, GUARD_S)
     stuck.cancel()
     await asyncio.gather(stuck, return_exceptions=True)
+
+
+def loud_and_calm(lag_s: float = 0.05) -> LoadShare:
+    load = LoadShare(lag_s)
+    for second in range(5):
+        load.background.add("calm", float(second), 10)
+    load.background.add("loud", 4.0, 2000)
+    return load
+
+
+async def test_under_load_the_tenant_with_most_of_the_background_gives_way(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(foreground, "YIELD_STEP_S", 0.0)  # the time is the clock's below
+    now = [5.0]
+
+    def clock() -> float:
+        now[0] += 0.05  # each look at the clock: the time of one step of giving way
+        return now[0]
+
+    load = loud_and_calm()
+    fg = Foreground(max_wait_s=0.1, clock=clock, load=load)
+    await fg.turn("give-way", "loud")  # the worker keeps up: back at once
+    assert now[0] == pytest.approx(5.05)
+    load.note_lag(0.2, now[0])  # loaded until 6.05
+    await fg.turn("give-way", "calm", 10)  # calm's work is not held up
+    assert now[0] == pytest.approx(5.1)
+    await fg.turn("give-way", "loud")
+    assert now[0] == pytest.approx(5.1 + 20 * 0.05)  # YIELD_MAX_S at most
+    await fg.turn("give-way", "loud")  # the load is over (no lag since): back at once
+    assert now[0] == pytest.approx(6.15)
+
+
+async def test_the_size_of_a_run_counts_in_its_tenant_share() -> None:
+    load = LoadShare(0.05)
+    fg = Foreground(max_wait_s=0.1, load=load)
+    for _ in range(3):
+        await fg.turn("give-way", "calm", 10)
+    await fg.turn("give-way", "loud", 2000)
+    load.note_lag(1.0, time.monotonic())
+    assert load.yields("loud", time.monotonic()) and not load.yields("calm", time.monotonic())
