@@ -14,10 +14,11 @@ one tenant's flood makes every tenant's queries late. So while the worker is
 
 A tenant is heavy when, of the work counted lately (each piece with a weight that
 halves every ``HALF_LIFE_S``, ``BACKGROUND_HALF_LIFE_S`` for the background), it had
-more than half, and more than ``1.5`` times an equal share among the tenants counted
-lately; with one tenant there is no other to protect, and nobody is heavy. Refused
-queries are not counted, so a heavy tenant is answered again as its share falls
-back: under load it gets about three times what the others get at most, not nothing.
+at least ``LEAST_QUERIES`` (``LEAST_MESSAGES``), more than half, and more than
+``1.5`` times an equal share among the tenants counted lately; with one tenant there
+is no other to protect, and nobody is heavy. Refused queries are not counted, so a
+heavy tenant is answered again as its share falls back: under load it gets about
+three times what the others get at most, not nothing.
 
 The pure rules (:func:`decayed`, :func:`heavy`) take the time and counts as
 arguments; :class:`Shares` holds the counts of at most ``max_tenants`` tenants (the
@@ -35,6 +36,10 @@ BACKGROUND_HALF_LIFE_S = 10.0  # consolidation runs come further apart than quer
 HOLD_S = 1.0
 ACTIVE = 0.5  # a tenant whose weighted count is below this has not asked lately
 MORE_THAN_EQUAL = 1.5
+# the least a heavy tenant had: a few queries a second, a few hundred messages in runs
+# (fewer are noise: a worker that just started answered a handful, unevenly)
+LEAST_QUERIES = 10.0
+LEAST_MESSAGES = 500.0
 SCANNED = 64  # tenants answered last, looked at for how many tenants are asking
 
 
@@ -46,12 +51,12 @@ def decayed(value: float, since_s: float, half_life_s: float = HALF_LIFE_S) -> f
     return value * math.pow(0.5, since_s / half_life_s)
 
 
-def heavy(mine: float, total: float, tenants: int) -> bool:
+def heavy(mine: float, total: float, tenants: int, least: float = ACTIVE) -> bool:
     """Whether a tenant with the weighted count ``mine`` of ``total`` is heavy, with
-    ``tenants`` tenants (itself among them) counted at least ``ACTIVE``: more than half
-    of ``total`` and more than ``MORE_THAN_EQUAL`` times an equal share of it, with
-    another tenant asking."""
-    if tenants < 2 or mine < ACTIVE:
+    ``tenants`` tenants (itself among them) counted at least ``ACTIVE``: at least
+    ``least``, more than half of ``total`` and more than ``MORE_THAN_EQUAL`` times an
+    equal share of it, with another tenant asking."""
+    if tenants < 2 or mine < max(least, ACTIVE):
         return False
     return mine > max(total / 2, MORE_THAN_EQUAL * total / tenants)
 
@@ -61,9 +66,11 @@ class Shares:
     ``half_life_s``), of at most ``max_tenants`` tenants (the least recently counted
     forgotten first)."""
 
-    def __init__(self, *, max_tenants: int = 10_000, half_life_s: float = HALF_LIFE_S) -> None:
+    def __init__(self, *, max_tenants: int = 10_000, half_life_s: float = HALF_LIFE_S,
+                 least: float = ACTIVE) -> None:
         self.max_tenants = max_tenants
         self.half_life_s = half_life_s
+        self.least = least
         self._counts: OrderedDict[str, tuple[float, float]] = OrderedDict()  # (count, at)
         self._total = (0.0, 0.0)  # every tenant's count, and when
 
@@ -95,7 +102,7 @@ class Shares:
         return found
 
     def heavy(self, tenant: str, now: float) -> bool:
-        return heavy(self.count(tenant, now), self.total(now), self.tenants(now))
+        return heavy(self.count(tenant, now), self.total(now), self.tenants(now), self.least)
 
 
 class LoadShare:
@@ -108,8 +115,9 @@ class LoadShare:
                  hold_s: float = HOLD_S) -> None:
         self.lag_s = lag_s
         self.hold_s = hold_s
-        self.queries = Shares(max_tenants=max_tenants)
-        self.background = Shares(max_tenants=max_tenants, half_life_s=BACKGROUND_HALF_LIFE_S)
+        self.queries = Shares(max_tenants=max_tenants, least=LEAST_QUERIES)
+        self.background = Shares(max_tenants=max_tenants, half_life_s=BACKGROUND_HALF_LIFE_S,
+                                 least=LEAST_MESSAGES)
         self._loaded_until = -math.inf
 
     def note_lag(self, lag_s: float, now: float) -> None:

@@ -9,6 +9,7 @@ from streams.quotas.load_share import (
     ACTIVE,
     HALF_LIFE_S,
     HOLD_S,
+    LEAST_QUERIES,
     LoadShare,
     Shares,
     decayed,
@@ -40,6 +41,16 @@ def test_weights_halve_every_half_life(value: float, since: float, expected: flo
 def test_heavy_is_most_of_the_queries_with_another_tenant_asking(
         mine: float, total: float, tenants: int, expected: bool) -> None:
     assert heavy(mine, total, tenants) is expected
+
+
+@pytest.mark.parametrize(("mine", "total", "expected"), [
+    (4.0, 5.0, False),  # a worker just started: four of five queries is noise
+    (9.9, 11.0, False),
+    (10.0, 11.0, True),
+])
+def test_a_heavy_tenant_had_at_least_the_least(mine: float, total: float,
+                                               expected: bool) -> None:
+    assert heavy(mine, total, 2, least=LEAST_QUERIES) is expected
 
 
 def share_of(loud: int, calm: int, *, lag_s: float = 0.05) -> LoadShare:
@@ -95,6 +106,12 @@ def test_background_work_is_weighed_by_its_size_and_waits_only_under_load() -> N
     share.note_lag(0.1, 10.0)
     assert share.yields("loud", 10.0) and not share.yields("calm", 10.0)
     assert not share.refuses("loud", 10.0)  # its queries are another share
+
+
+def test_a_worker_just_started_refuses_nobody() -> None:
+    share = share_of(4, 1)
+    share.note_lag(1.0, 1.0)
+    assert not share.refuses("loud", 1.0)
 
 
 def test_the_tenants_kept_are_bounded_and_the_total_is_everyones() -> None:
