@@ -15,7 +15,7 @@ import logging
 from mode import Service
 
 from streams.worker.app import app, settings
-from streams.worker.context import worker
+from streams.worker.context import record_tenant, worker
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,8 @@ class QueryConsumerService(Service):
         answering = await worker.query_answering()
         # a request its tenant's queue has no room for is refused at once (shed)
         # the worker's background stages wait at their checkpoints while it answers
-        worker.queries.start(worker.foreground.serve(answering), shed=answering.shed)
+        worker.queries.start(worker.foreground.serve(answering, tenant=record_tenant),
+                             shed=answering.shed)
         await worker.start_rescue()
         wait_s = 3 * settings.query.session_timeout_s
         if not await worker.queries.wait_assigned(wait_s):

@@ -38,10 +38,11 @@ from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
 from streams.query.answering import QueryAnswering
 from streams.query.rescue import Rescuer
+from streams.query.rules.fair_dispatch import tenant_of
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
-from streams.wire.envelope import DeadLettered, Handled, Outgoing, ToSend
+from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
 from streams.worker.app import app, settings
 from streams.worker.commit_guard import CommitGuard
 from streams.worker.faust_glue import (
@@ -65,6 +66,11 @@ from streams.worker.wiring import Consolidation, Wiring, query_consumer_config
 
 T = TypeVar("T")
 
+
+
+def record_tenant(rec: SourceRecord) -> str:
+    """The tenant a query record's key names (``tenant/user``)."""
+    return tenant_of(rec.key)
 
 class WorkerContext:
     def __init__(self, app: Any, settings: Settings) -> None:
@@ -256,7 +262,7 @@ class WorkerContext:
         if not q.rescue or wiring.parts.redis is None or self._rescuing is not None:
             return self._rescuing is not None
         answering = await self.query_answering()
-        rescuer = Rescuer(self.foreground.serve(answering.rescue),
+        rescuer = Rescuer(self.foreground.serve(answering.rescue, tenant=record_tenant),
                           lambda: set(self.queries.partitions()),
                           after_s=q.rescue_after_s, share=q.rescue_share,
                           concurrency=q.rescue_concurrency, max_pending=q.rescue_pending_max,

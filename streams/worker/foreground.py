@@ -16,7 +16,8 @@ a steady stream of queries (one tenant's flood) slows the background by a quarte
 most, it never stops it. With no query under way a checkpoint costs nothing.
 ``max_wait_s`` 0 turns the waits off.
 
-With a :class:`~streams.quotas.load_share.LoadShare`, a checkpoint of a tenant's
+With a :class:`~streams.quotas.load_share.LoadShare`, the queries of a tenant with
+most of those answered lately are not waited for, and a checkpoint of a tenant's
 work also counts its size (a consolidation run's messages) in the tenant's share of
 the background, and while the worker is loaded a tenant with most of it waits there
 (``YIELD_STEP_S`` at a time, ``YIELD_MAX_S`` at most per checkpoint): one tenant's
@@ -60,8 +61,13 @@ class Foreground:
         return len(self._under_way)
 
     @contextlib.contextmanager
-    def query(self) -> Iterator[None]:
-        """Around the handling of one query."""
+    def query(self, tenant: str | None = None) -> Iterator[None]:
+        """Around the handling of one query (of ``tenant``: not waited for when it has
+        most of the queries the worker answered lately, loaded or not)."""
+        if tenant is not None and self.load is not None and self.load.queries.heavy(
+                tenant, self.clock()):
+            yield
+            return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._under_way.add(done)
         try:
@@ -70,10 +76,11 @@ class Foreground:
             self._under_way.discard(done)
             done.set_result(None)
 
-    def serve(self, handle: Callable[[T], Awaitable[R]]) -> Callable[[T], Awaitable[R]]:
-        """``handle`` counted as a query under way while it runs."""
+    def serve(self, handle: Callable[[T], Awaitable[R]],
+              tenant: Callable[[T], str] | None = None) -> Callable[[T], Awaitable[R]]:
+        """``handle`` counted as a query under way while it runs (``tenant``: whose)."""
         async def served(item: T) -> R:
-            with self.query():
+            with self.query(tenant(item) if tenant is not None else None):
                 return await handle(item)
         return served
 

@@ -175,3 +175,27 @@ async def test_the_size_of_a_run_counts_in_its_tenant_share() -> None:
     await fg.turn("give-way", "loud", 2000)
     load.note_lag(1.0, time.monotonic())
     assert load.yields("loud", time.monotonic()) and not load.yields("calm", time.monotonic())
+
+
+async def test_the_background_does_not_wait_for_a_heavy_tenants_queries() -> None:
+    load = LoadShare(0.05)
+    now = time.monotonic()
+    for i in range(40):
+        load.answered("loud", now - i * 0.01)
+    for i in range(4):
+        load.answered("calm", now - i * 0.1)
+    fg = Foreground(max_wait_s=GUARD_S, share=GUARD_S, load=load)
+    release = asyncio.Event()
+
+    async def hanging(tenant: str) -> None:
+        await release.wait()
+
+    loud = asyncio.ensure_future(fg.serve(hanging, tenant=lambda t: t)("loud"))
+    await asyncio.sleep(0)
+    assert fg.serving == 0  # loud's query is not one the background waits for
+    await asyncio.wait_for(fg.turn("heavy-query"), GUARD_S)
+    calm = asyncio.ensure_future(fg.serve(hanging, tenant=lambda t: t)("calm"))
+    await asyncio.sleep(0)
+    assert fg.serving == 1
+    release.set()
+    await asyncio.wait_for(asyncio.gather(loud, calm), GUARD_S)
