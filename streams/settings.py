@@ -911,10 +911,10 @@ class QuotaSettings(BaseModel):
         0.05, ge=0, description=(
             "A lag of the worker's event loop at which it is loaded: for a second after one, "
             "a query of a tenant that had most of the queries the worker answered lately "
-            "(more than half, more than 1.5 times an equal share, and ten at least, weights "
-            "halving every 2 s, with another tenant asking) gets an `over_quota` error reply "
-            "at once, and a consolidation run of a tenant with most of the messages of the "
-            "runs begun lately gives way at its checkpoints (1 s at most each). 0: never."))
+            "(more than three times all the others' together, ten at least, weights halving "
+            "every 10 s) gets an `over_quota` error reply at once, and a consolidation run "
+            "of a tenant with most of the messages of the runs begun lately gives way at its "
+            "checkpoints (1 s at most each, its slot left to another run). 0: never."))
     events_per_s: float = Field(
         0.0, ge=0, description=(
             "Chat events a second one worker takes into ingest for one tenant, counted where "

@@ -13,17 +13,18 @@ one tenant's flood makes every tenant's queries late. So while the worker is
   :mod:`streams.worker.foreground`).
 
 A tenant is heavy when, of the work counted lately (each piece with a weight that
-halves every ``HALF_LIFE_S``, ``BACKGROUND_HALF_LIFE_S`` for the background), it had
-at least ``LEAST_QUERIES`` (``LEAST_MESSAGES``), more than half, and more than
-``1.5`` times an equal share among the tenants counted lately; with one tenant there
-is no other to protect, and nobody is heavy. Refused queries are not counted, so a
-heavy tenant is answered again as its share falls back: under load it gets about
-three times what the others get at most, not nothing.
+halves every ``HALF_LIFE_S``), it had at least ``LEAST_QUERIES`` (``LEAST_MESSAGES``
+of runs) and more than ``MORE_THAN_OTHERS`` times what every other tenant had
+together, another tenant having had some; alone, or asking about as much as the
+others, nobody is heavy. Refused queries are not counted, so under load a heavy
+tenant is still answered, about three times as often as all the others together at
+most, not nothing. A weight halving every 10 s smooths bursts: two tenants asking
+as much as each other in turns are not heavy.
 
 The pure rules (:func:`decayed`, :func:`heavy`) take the time and counts as
 arguments; :class:`Shares` holds the counts of at most ``max_tenants`` tenants (the
-least recently counted forgotten first), and looks for the tenants counted lately
-among the ``SCANNED`` counted last, so a decision costs the same with many tenants.
+least recently counted forgotten first) and their total, so a decision costs the
+same with many tenants.
 """
 
 from __future__ import annotations
@@ -31,16 +32,14 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-HALF_LIFE_S = 2.0
-BACKGROUND_HALF_LIFE_S = 10.0  # consolidation runs come further apart than queries
+HALF_LIFE_S = 10.0
 HOLD_S = 1.0
-ACTIVE = 0.5  # a tenant whose weighted count is below this has not asked lately
-MORE_THAN_EQUAL = 1.5
-# the least a heavy tenant had: a few queries a second, a few hundred messages in runs
-# (fewer are noise: a worker that just started answered a handful, unevenly)
+ANOTHER = 0.5  # what the other tenants had together, at least, to be protected
+MORE_THAN_OTHERS = 3.0
+# the least a heavy tenant had (weighted): fewer are noise, a worker that just started
+# having answered a handful of queries, unevenly
 LEAST_QUERIES = 10.0
 LEAST_MESSAGES = 500.0
-SCANNED = 64  # tenants answered last, looked at for how many tenants are asking
 
 
 def decayed(value: float, since_s: float, half_life_s: float = HALF_LIFE_S) -> float:
@@ -51,14 +50,12 @@ def decayed(value: float, since_s: float, half_life_s: float = HALF_LIFE_S) -> f
     return value * math.pow(0.5, since_s / half_life_s)
 
 
-def heavy(mine: float, total: float, tenants: int, least: float = ACTIVE) -> bool:
-    """Whether a tenant with the weighted count ``mine`` of ``total`` is heavy, with
-    ``tenants`` tenants (itself among them) counted at least ``ACTIVE``: at least
-    ``least``, more than half of ``total`` and more than ``MORE_THAN_EQUAL`` times an
-    equal share of it, with another tenant asking."""
-    if tenants < 2 or mine < max(least, ACTIVE):
-        return False
-    return mine > max(total / 2, MORE_THAN_EQUAL * total / tenants)
+def heavy(mine: float, total: float, least: float = ANOTHER) -> bool:
+    """Whether a tenant with the weighted count ``mine`` of ``total`` is heavy: at
+    least ``least``, and more than ``MORE_THAN_OTHERS`` times what the others had
+    together, which is at least ``ANOTHER``."""
+    others = total - mine
+    return others >= ANOTHER and mine >= least and mine > MORE_THAN_OTHERS * others
 
 
 class Shares:
@@ -67,7 +64,7 @@ class Shares:
     forgotten first)."""
 
     def __init__(self, *, max_tenants: int = 10_000, half_life_s: float = HALF_LIFE_S,
-                 least: float = ACTIVE) -> None:
+                 least: float = ANOTHER) -> None:
         self.max_tenants = max_tenants
         self.half_life_s = half_life_s
         self.least = least
@@ -75,10 +72,12 @@ class Shares:
         self._total = (0.0, 0.0)  # every tenant's count, and when
 
     def add(self, tenant: str, now: float, weight: float = 1.0) -> None:
-        """Work of ``tenant`` done at ``now``, of ``weight``."""
-        self._counts[tenant] = (self.count(tenant, now) + weight, now)
+        """Work of ``tenant`` done at ``now``, of ``weight`` (a time before the last one
+        counted is taken as that one: the weights never move back in time)."""
+        _, at = self._counts.get(tenant, (0.0, now))
+        self._counts[tenant] = (self.count(tenant, now) + weight, max(now, at))
         self._counts.move_to_end(tenant)
-        self._total = (self.total(now) + weight, now)
+        self._total = (self.total(now) + weight, max(now, self._total[1]))
         while len(self._counts) > self.max_tenants:
             self._counts.popitem(last=False)
 
@@ -91,24 +90,14 @@ class Shares:
         """Every tenant's weighted count (the forgotten tenants' too, as they decay)."""
         return decayed(self._total[0], now - self._total[1], self.half_life_s)
 
-    def tenants(self, now: float, most: int = 3) -> int:
-        """The tenants counted at least ``ACTIVE`` at ``now``, up to ``most``, among the
-        ``SCANNED`` counted last."""
-        found = 0
-        for scanned, (count, at) in enumerate(reversed(self._counts.values())):
-            if scanned >= SCANNED or found >= most:
-                break
-            found += decayed(count, now - at, self.half_life_s) >= ACTIVE
-        return found
-
     def heavy(self, tenant: str, now: float) -> bool:
-        return heavy(self.count(tenant, now), self.total(now), self.tenants(now), self.least)
+        return heavy(self.count(tenant, now), self.total(now), self.least)
 
 
 class LoadShare:
     """Whether the worker is loaded, and each tenant's share of its queries answered
     (``queries``) and of its background work (``background``: the messages of the
-    consolidation runs begun, weights halving every ``BACKGROUND_HALF_LIFE_S``).
+    consolidation runs begun).
     ``lag_s`` 0 turns it off: the worker is never loaded."""
 
     def __init__(self, lag_s: float, *, max_tenants: int = 10_000,
@@ -116,8 +105,7 @@ class LoadShare:
         self.lag_s = lag_s
         self.hold_s = hold_s
         self.queries = Shares(max_tenants=max_tenants, least=LEAST_QUERIES)
-        self.background = Shares(max_tenants=max_tenants, half_life_s=BACKGROUND_HALF_LIFE_S,
-                                 least=LEAST_MESSAGES)
+        self.background = Shares(max_tenants=max_tenants, least=LEAST_MESSAGES)
         self._loaded_until = -math.inf
 
     def note_lag(self, lag_s: float, now: float) -> None:

@@ -16,12 +16,14 @@ a steady stream of queries (one tenant's flood) slows the background by a quarte
 most, it never stops it. With no query under way a checkpoint costs nothing.
 ``max_wait_s`` 0 turns the waits off.
 
-With a :class:`~streams.quotas.load_share.LoadShare`, the queries of a tenant with
-most of those answered lately are not waited for, and a checkpoint of a tenant's
-work also counts its size (a consolidation run's messages) in the tenant's share of
-the background, and while the worker is loaded a tenant with most of it waits there
-(``YIELD_STEP_S`` at a time, ``YIELD_MAX_S`` at most per checkpoint): one tenant's
-long session gives way to the others' runs, queries and ingest, without stopping.
+With a :class:`~streams.quotas.load_share.LoadShare`, while the worker is loaded the
+queries of a tenant with most of those answered lately are not waited for; and a
+checkpoint of a tenant's work (a consolidation run's) counts its size (the run's
+messages) in the tenant's share of the background, and while the worker is loaded a
+tenant with most of it waits there (``YIELD_STEP_S`` at a time, ``YIELD_MAX_S`` at
+most per checkpoint), its consolidation slot left to another run meanwhile: one
+tenant's long session gives way to the others' runs, queries and ingest, without
+stopping.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
+from streams.consolidation.slots import current_slot
 from streams.metrics import BACKGROUND_WAITED
 from streams.quotas.load_share import LoadShare
 
@@ -62,9 +65,9 @@ class Foreground:
 
     @contextlib.contextmanager
     def query(self, tenant: str | None = None) -> Iterator[None]:
-        """Around the handling of one query (of ``tenant``: not waited for when it has
-        most of the queries the worker answered lately, loaded or not)."""
-        if tenant is not None and self.load is not None and self.load.queries.heavy(
+        """Around the handling of one query (of ``tenant``: not waited for while the
+        worker is loaded and the tenant has most of the queries it answered lately)."""
+        if tenant is not None and self.load is not None and self.load.refuses(
                 tenant, self.clock()):
             yield
             return
@@ -95,14 +98,24 @@ class Foreground:
             await self._give_way(stage, tenant, size, self.load)
 
     async def _give_way(self, stage: str, tenant: str, size: float, load: LoadShare) -> None:
+        """Wait while ``tenant`` must give way, its consolidation slot (if it holds one)
+        left to another run meanwhile and taken back after."""
         begun = now = self.clock()
         if size > 0:
             load.background.add(tenant, now, size)
-        while load.yields(tenant, now) and now - begun < YIELD_MAX_S:
-            await asyncio.sleep(YIELD_STEP_S)
-            now = self.clock()
-        if now > begun:
-            BACKGROUND_WAITED.labels(stage).inc(now - begun)
+        if not load.yields(tenant, now):
+            return
+        slot = current_slot()
+        if slot is not None:
+            slot.give()
+        try:
+            while load.yields(tenant, now) and now - begun < YIELD_MAX_S:
+                await asyncio.sleep(YIELD_STEP_S)
+                now = self.clock()
+        finally:
+            if slot is not None:
+                await slot.take_back()
+        BACKGROUND_WAITED.labels(stage).inc(max(0.0, self.clock() - begun))
 
     async def _queries_first(self, stage: str) -> None:
         if not self._under_way or self.max_wait_s <= 0:

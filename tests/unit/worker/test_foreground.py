@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
+from streams.consolidation.slots import TenantSlots
 from streams.metrics import BACKGROUND_WAITED
 from streams.quotas.load_share import LoadShare
 from streams.worker import foreground
@@ -162,9 +164,9 @@ async def test_under_load_the_tenant_with_most_of_the_background_gives_way(
     await fg.turn("give-way", "calm", 10)  # calm's work is not held up
     assert now[0] == pytest.approx(5.1)
     await fg.turn("give-way", "loud")
-    assert now[0] == pytest.approx(5.1 + 20 * 0.05)  # YIELD_MAX_S at most
+    assert now[0] == pytest.approx(5.1 + 21 * 0.05)  # YIELD_MAX_S at most (and the count)
     await fg.turn("give-way", "loud")  # the load is over (no lag since): back at once
-    assert now[0] == pytest.approx(6.15)
+    assert now[0] == pytest.approx(6.2)
 
 
 async def test_the_size_of_a_run_counts_in_its_tenant_share() -> None:
@@ -186,16 +188,51 @@ async def test_the_background_does_not_wait_for_a_heavy_tenants_queries() -> Non
         load.answered("calm", now - i * 0.1)
     fg = Foreground(max_wait_s=GUARD_S, share=GUARD_S, load=load)
     release = asyncio.Event()
+    on_time = asyncio.ensure_future(fg.serve(hanging_until(release), tenant=lambda t: t)("loud"))
+    await asyncio.sleep(0)
+    assert fg.serving == 1  # the worker keeps up: loud's query is waited for like any
+    load.note_lag(1.0, time.monotonic())
 
-    async def hanging(tenant: str) -> None:
-        await release.wait()
-
+    hanging = hanging_until(release)
     loud = asyncio.ensure_future(fg.serve(hanging, tenant=lambda t: t)("loud"))
     await asyncio.sleep(0)
-    assert fg.serving == 0  # loud's query is not one the background waits for
-    await asyncio.wait_for(fg.turn("heavy-query"), GUARD_S)
+    assert fg.serving == 1  # loaded: loud's query is not one the background waits for
     calm = asyncio.ensure_future(fg.serve(hanging, tenant=lambda t: t)("calm"))
     await asyncio.sleep(0)
-    assert fg.serving == 1
+    assert fg.serving == 2
     release.set()
+    await asyncio.wait_for(asyncio.gather(on_time, loud, calm), GUARD_S)
+
+
+def hanging_until(release: asyncio.Event) -> Callable[[str], Awaitable[None]]:
+    async def hanging(tenant: str) -> None:
+        await release.wait()
+    return hanging
+
+
+async def test_a_run_giving_way_leaves_its_slot_to_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(foreground, "YIELD_STEP_S", 0.001)
+    monkeypatch.setattr(foreground, "YIELD_MAX_S", 0.1)
+    load, now = LoadShare(0.05), time.monotonic()
+    load.background.add("calm", now, 10)
+    load.background.add("loud", now, 2000)
+    load.note_lag(1.0, now)  # loaded for a second
+    fg = Foreground(max_wait_s=0.1, load=load)
+    slots = TenantSlots(1)
+    began = asyncio.Event()
+
+    async def loud_run() -> None:
+        async with slots.hold("loud"):
+            await fg.turn("give-way-slot", "loud")
+
+    async def calm_run() -> None:
+        async with slots.hold("calm"):
+            began.set()
+
+    loud = asyncio.ensure_future(loud_run())
+    await asyncio.sleep(0.01)
+    calm = asyncio.ensure_future(calm_run())
+    await asyncio.wait_for(began.wait(), GUARD_S)  # calm's run took the one slot
+    assert not loud.done()  # while loud's gave way
     await asyncio.wait_for(asyncio.gather(loud, calm), GUARD_S)

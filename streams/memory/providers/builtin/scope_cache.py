@@ -147,20 +147,24 @@ class ScopeCache:
             return held
         return None
 
-    async def fresh_on(self, conn: AsyncConnection, stats: DbRow) -> ScopeState | None:
+    async def fresh_on(self, conn: AsyncConnection, stats: DbRow,
+                       since: int | None = None) -> ScopeState | None:
         """:meth:`fresh` on the caller's connection, which read ``stats`` (the same
         snapshot on MySQL), for a held scope that is current or behind; None when the
         scope is not held or another caller is refreshing it: then wait with
         :meth:`fresh`, after giving the connection back. A whole load thus always runs
         on its own: a caller that gives up (a query's deadline) never cancels it, so a
-        scope too large to load within one deadline is still loaded, once."""
+        scope too large to load within one deadline is still loaded, once. ``since``:
+        the generation when the caller's reads began; a scope dropped since (in part:
+        memories erased from its state) is not refreshed from those reads: None."""
         if (current := self.current(stats)) is not None:
             return current
         sid = int(stats.id)
         held = self._states.get(sid)
-        if held is None or sid in self._inflight:
-            return None  # (held: not dropped since the caller's reads began)
-        since = self.generation
+        if since is None:
+            since = self.generation
+        if held is None or sid in self._inflight or self._dropped(stats, since):
+            return None
         mine: asyncio.Future[ScopeState] = asyncio.get_running_loop().create_future()
         self._inflight[sid] = mine
         mine.add_done_callback(self._settled(sid))
@@ -437,23 +441,33 @@ class ScopeCache:
             return 0
         gone = [sid for sid, key in self._keys.items() if what.covers_scope(*key)]
         for sid in gone:
-            del self._states[sid], self._keys[sid]
-            rows, postings = self._weights.pop(sid)
-            self._rows -= rows
-            self._postings -= postings
+            self._let_go(sid)
         SCOPE_MEMORIES.set(self._rows)
         return len(gone)
+
+    def _let_go(self, sid: int) -> None:
+        del self._states[sid], self._keys[sid]
+        rows, postings = self._weights.pop(sid)
+        self._rows -= rows
+        self._postings -= postings
 
     def _forget(self, what: HeldScopes) -> None:
         """The memories ``what`` names leave the states of the scopes it covers; each
         state counts them gone (as the erasure did in the scope's statistics)."""
-        for sid, key in self._keys.items():
-            st = self._states[sid]
+        for sid, key in list(self._keys.items()):
+            st = self._states.get(sid)
+            if st is None or not what.covers_scope(*key):
+                continue  # (let go of by the accounting of one before it)
             gone = {k for k in what.memory_ids if k in st.positions}
-            if gone and what.covers_scope(*key):
-                st.drop(gone)
-                st.doc_count -= len(gone)
+            if not gone:
+                continue
+            st.drop(gone)
+            st.doc_count -= len(gone)  # total_len: the next refresh reads it
+            if not st.positions:  # the scope's last memory: its statistics went too
+                self._let_go(sid)
+            else:
                 self._account(st)
+        SCOPE_MEMORIES.set(self._rows)
 
     def keep_terms(self, st: ScopeState, version: int, loaded: dict[str, Postings]) -> None:
         """Hold subject postings that were read at ``version``, if the state is at it."""

@@ -170,6 +170,7 @@ class Search:
         terms = search_terms(request)
         states: list[ScopeState] = []
         since = self.memories.generation  # before this search's reads begin
+        held_since = self.cache.generation
         read = (await self.held.rows(_versions_query(len(pairs)), _stats_params(scope, pairs))
                 if self.held is not None else None)
         if read is not None:
@@ -187,7 +188,7 @@ class Search:
                 return []
             over = {int(s.id) for s in stats if self.cache.too_large(s)}
             for s in stats if not over else ():
-                if (st := await self.cache.fresh_on(conn, s)) is None:
+                if (st := await self.cache.fresh_on(conn, s, held_since)) is None:
                     break  # not held, or being refreshed: wait below, connection back
                 states.append(st)
             if len(states) == len(stats):
