@@ -113,9 +113,9 @@ class Foreground:
                 await asyncio.sleep(YIELD_STEP_S)
                 now = self.clock()
         finally:
-            if slot is not None:
-                await slot.take_back()
-        BACKGROUND_WAITED.labels(stage).inc(max(0.0, self.clock() - begun))
+            BACKGROUND_WAITED.labels(stage).inc(max(0.0, self.clock() - begun))
+        if slot is not None:  # not when cancelled: the run ends without a slot
+            await slot.take_back()
 
     async def _queries_first(self, stage: str) -> None:
         if not self._under_way or self.max_wait_s <= 0:

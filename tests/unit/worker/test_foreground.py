@@ -236,3 +236,36 @@ async def test_a_run_giving_way_leaves_its_slot_to_another(
     await asyncio.wait_for(began.wait(), GUARD_S)  # calm's run took the one slot
     assert not loud.done()  # while loud's gave way
     await asyncio.wait_for(asyncio.gather(loud, calm), GUARD_S)
+
+
+async def test_a_run_cancelled_while_giving_way_ends_without_waiting_for_a_slot(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(foreground, "YIELD_STEP_S", 0.001)
+    load, now = LoadShare(0.05), time.monotonic()
+    load.background.add("calm", now, 10)
+    load.background.add("loud", now, 2000)
+    load.note_lag(1.0, now)
+    fg = Foreground(max_wait_s=0.1, load=load)
+    slots = TenantSlots(1)
+    calm_holds, calm_done = asyncio.Event(), asyncio.Event()
+
+    async def loud_run() -> None:
+        async with slots.hold("loud"):
+            await fg.turn("give-way-cancel", "loud")
+
+    async def calm_run() -> None:
+        async with slots.hold("calm"):
+            calm_holds.set()
+            await calm_done.wait()
+
+    loud = asyncio.ensure_future(loud_run())
+    await asyncio.sleep(0.01)
+    calm = asyncio.ensure_future(calm_run())
+    await asyncio.wait_for(calm_holds.wait(), GUARD_S)
+    loud.cancel()
+    await asyncio.wait([loud], timeout=GUARD_S)
+    assert loud.cancelled()  # at once, though calm's run holds the one slot
+    calm_done.set()
+    await asyncio.wait_for(calm, GUARD_S)
+    async with asyncio.timeout(GUARD_S), slots.hold("next"):
+        pass  # and no slot was lost
