@@ -210,15 +210,20 @@ def hanging_until(release: asyncio.Event) -> Callable[[str], Awaitable[None]]:
     return hanging
 
 
+def loud_giving_way() -> Foreground:
+    """A worker loaded for a second now, where loud has most of the background."""
+    load, now = LoadShare(0.05), time.monotonic()
+    load.background.add("calm", now, 10)
+    load.background.add("loud", now, 2000)
+    load.note_lag(1.0, now)
+    return Foreground(max_wait_s=0.1, load=load)
+
+
 async def test_a_run_giving_way_leaves_its_slot_to_another(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(foreground, "YIELD_STEP_S", 0.001)
     monkeypatch.setattr(foreground, "YIELD_MAX_S", 0.1)
-    load, now = LoadShare(0.05), time.monotonic()
-    load.background.add("calm", now, 10)
-    load.background.add("loud", now, 2000)
-    load.note_lag(1.0, now)  # loaded for a second
-    fg = Foreground(max_wait_s=0.1, load=load)
+    fg = loud_giving_way()
     slots = TenantSlots(1)
     began = asyncio.Event()
 
@@ -241,11 +246,7 @@ async def test_a_run_giving_way_leaves_its_slot_to_another(
 async def test_a_run_cancelled_while_giving_way_ends_without_waiting_for_a_slot(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(foreground, "YIELD_STEP_S", 0.001)
-    load, now = LoadShare(0.05), time.monotonic()
-    load.background.add("calm", now, 10)
-    load.background.add("loud", now, 2000)
-    load.note_lag(1.0, now)
-    fg = Foreground(max_wait_s=0.1, load=load)
+    fg = loud_giving_way()
     slots = TenantSlots(1)
     calm_holds, calm_done = asyncio.Event(), asyncio.Event()
 
