@@ -45,7 +45,7 @@ from streams.query.answered import request_key
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.quotas.book import OVERLOADED, QuotaBook
+from streams.quotas.book import ALLOWED, OVERLOADED, QuotaBook
 from streams.quotas.load_share import LoadShare
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
@@ -280,11 +280,18 @@ class QueryProcessor:
                           addr.correlation_id or b"", rec.value or b"")
         return _Admitted(addr, query, doc, key, over, overloaded)
 
-    def _take_quota(self, tenant_id: str) -> None:
-        """This request is answered here: it counts against its tenant's quota, and in
-        its tenant's share of the queries answered."""
+    def _take_quota(self, tenant_id: str, *, count: bool = True) -> None:
+        """This request is answered here: it takes from its tenant's quota, and — with
+        ``count``, else by :meth:`_count_answered` once it is known not to be a
+        duplicate — is counted allowed and in its tenant's share of the queries answered."""
         if self.quotas is not None:
-            self.quotas.take(tenant_id, self.clock())
+            self.quotas.take(tenant_id, self.clock(), count=False)
+        if count:
+            self._count_answered(tenant_id)
+
+    def _count_answered(self, tenant_id: str) -> None:
+        if self.quotas is not None:
+            self.quotas.count(tenant_id, ALLOWED)
         if self.load is not None:
             self.load.answered(tenant_id, self.monotonic())
 
@@ -292,6 +299,7 @@ class QueryProcessor:
             self, rec: SourceRecord, a: _Admitted, start: float,
             sent_before: Callable[[ReplyAddress, str], Awaitable[bool]] | None,
             likely_new: bool) -> ToSend:
+        settled = True  # known not to be a duplicate
         if a.over_quota is not None:
             # refused only if it was not answered before (a redelivery, a copy taken
             # over by another worker): a caller never gets a refusal after its answer
@@ -309,13 +317,22 @@ class QueryProcessor:
         elif sent_before is not None and not likely_new and await sent_before(a.addr, a.key):
             return ToSend(outcome=DUPLICATE)
         else:
-            self._take_quota(a.query.tenant_id)
+            # asked while answering: the token is taken now, the decision counted once
+            # the request is known not to be a duplicate, and given back if it is one
+            settled = sent_before is None or not likely_new
+            self._take_quota(a.query.tenant_id, count=settled)
         answering = asyncio.ensure_future(self._answer(a.query, self._budget(rec, a.query)))
         try:
-            if sent_before is not None and likely_new and await sent_before(a.addr, a.key):
-                return ToSend(outcome=DUPLICATE)
+            if not settled:
+                assert sent_before is not None
+                if await sent_before(a.addr, a.key):
+                    return ToSend(outcome=DUPLICATE)
+                settled = True
+                self._count_answered(a.query.tenant_id)
             reply = await answering
         finally:
+            if not settled and self.quotas is not None:  # a duplicate, or cancelled
+                self.quotas.give_back(a.query.tenant_id, self.clock())
             if not answering.done():  # a duplicate's, or the request cancelled: stopped,
                 answering.cancel()  # and unwound before the request is done
                 await asyncio.wait([answering])

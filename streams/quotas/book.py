@@ -9,7 +9,8 @@ over the quota are ``delayed``, counted by :mod:`streams.ingest.pacing` through
 :meth:`QuotaBook.count`);
 :meth:`QuotaBook.shed` counts a request refused without being weighed (``shed``: the
 query consumer had more of the tenant's requests waiting than it may queue);
-:meth:`QuotaBook.peek` only tells what it would decide, counting nothing. Memory
+:meth:`QuotaBook.give_back` returns the token of a request taken and not served
+after all; :meth:`QuotaBook.peek` only tells what it would decide, counting nothing. Memory
 is bounded: the bucket and tally of at most ``max_tenants`` tenants are kept,
 the least recently seen dropped first
 (with its metric series); a tenant dropped and seen again starts with a full
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.metrics import QUOTA_DECISIONS
-from streams.quotas.rules import Bucket, Limit, peek, take
+from streams.quotas.rules import Bucket, Limit, given_back, peek, take
 
 ALLOWED, REFUSED, DEAD_LETTERED, SHED = "allowed", "refused", "dead_lettered", "shed"
 DELAYED = "delayed"
@@ -109,6 +110,12 @@ class QuotaBook:
             self.count(tenant, ALLOWED if verdict.allowed else self.over_quota(tenant))
         return Decision(self.quota, tenant, verdict.allowed, limit, verdict.retry_after_s,
                         self.unit_s)
+
+    def give_back(self, tenant: str, now: float) -> None:
+        """Return the token an uncounted :meth:`take` (``count=False``) took for a request
+        of ``tenant`` that was not served after all (another worker had answered it)."""
+        entry = self._entry(tenant)
+        entry.bucket = given_back(entry.bucket, self.limit(tenant), now)
 
     def count(self, tenant: str, decision: str) -> None:
         """Count a decision about a request of ``tenant``: ``allowed``, ``delayed``

@@ -57,6 +57,13 @@ def take(bucket: Bucket | None, limit: Limit, now: float, cost: float = 1.0) -> 
     return Verdict(False, b, (cost - b.tokens) / limit.rate)
 
 
+def given_back(bucket: Bucket | None, limit: Limit, now: float, cost: float = 1.0) -> Bucket:
+    """``bucket`` at ``now`` with ``cost`` tokens returned (taken for a request not
+    served after all), up to ``burst``."""
+    b = refilled(bucket, limit, now)
+    return b if limit.unlimited else Bucket(min(limit.burst, b.tokens + cost), b.at)
+
+
 def peek(bucket: Bucket | None, limit: Limit, now: float, cost: float = 1.0) -> Verdict:
     """What :func:`take` would say, the bucket left as it is (only refilled)."""
     verdict = take(bucket, limit, now, cost)

@@ -42,14 +42,17 @@ def request(tenant: str, n: int, *, offset: int = 0, at: float = NOW) -> SourceR
 
 
 def build(quotas: QuotaBook, clock: Clock, record: MemoryAnsweredRecord | None = None,
-          load: LoadShare | None = None,
+          load: LoadShare | None = None, *, first_delivery: bool = False,
           ) -> tuple[QueryAnswering, EchoLookup, RecordedReplies, MemoryAnsweredRecord]:
+    """``first_delivery``: the consumer knows no request was delivered before (they are
+    answered while asked whether they were answered before)."""
     engine, replies, record = EchoLookup(), RecordedReplies(), record or MemoryAnsweredRecord()
     processor = QueryProcessor(engine, "dlq", clock=clock, quotas=quotas, load=load,
                                monotonic=clock)
     answered = AnsweredRequests(record, retry_after_s=10.0, clock=clock, wall_clock=clock)
     return (QueryAnswering(processor, replies, FakePublisher(), answered, retry_initial_s=0.01,
-                           retry_max_s=0.01), engine, replies, record)
+                           retry_max_s=0.01, maybe_seen=lambda rec: not first_delivery),
+            engine, replies, record)
 
 
 def errors(replies: RecordedReplies, tenant: str) -> list[str | None]:
@@ -128,6 +131,28 @@ async def test_a_request_taken_over_counts_once_where_answered_and_over_quota_is
     assert owner_replies.sent[1:] == []
     assert owner_quotas.tally("calm-c", clock()).allowed == 0
     assert errors(replies, "calm-c") == [None]
+
+
+async def test_a_request_answered_elsewhere_takes_nothing_from_its_owner_s_quota() -> None:
+    """Its owner answers it while asking whether it was answered before: the token it
+    took comes back and nothing is counted when another worker had answered it."""
+    clock = Clock()
+    record = MemoryAnsweredRecord()
+    rescuer, _, _, _ = build(QuotaBook("queries", Limit(1.0, 2.0)), clock, record)
+    owner_quotas = QuotaBook("queries", Limit(1.0, 2.0))
+    load = LoadShare(0.05)
+    owner, _, owner_replies, _ = build(owner_quotas, clock, record, load, first_delivery=True)
+    assert await rescuer.rescue(request("taken-d", 0))
+    await owner(request("taken-d", 0))  # the same request, come to its owner later
+    assert owner_replies.sent == []
+    tally = owner_quotas.tally("taken-d", clock())
+    assert (tally.allowed, tally.refused, tally.tokens) == (0, 0, 2.0)
+    assert decisions("taken-d", "allowed") == 1  # the rescuer's, only
+    assert load.queries.count("taken-d", clock()) == 0.0
+    await owner(request("taken-d", 1, offset=1))  # a new one: taken and counted
+    assert errors(owner_replies, "taken-d") == [None]
+    tally = owner_quotas.tally("taken-d", clock())
+    assert (tally.allowed, tally.tokens) == (1, 1.0)
 
 
 async def test_memory_stays_bounded_with_many_tenants() -> None:

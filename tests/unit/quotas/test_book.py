@@ -75,6 +75,18 @@ def test_peek_counts_and_takes_nothing() -> None:
     assert decisions("loud-5", "queries", "refused") is None
 
 
+def test_a_token_given_back_is_there_again_and_nothing_is_counted() -> None:
+    b = book()
+    assert b.take("dup-5", 0.0, count=False).allowed
+    assert b.take("dup-5", 0.0, count=False).allowed
+    assert not b.peek("dup-5", 0.0).allowed
+    b.give_back("dup-5", 0.0)
+    assert b.peek("dup-5", 0.0).allowed
+    assert b.tally("dup-5", 0.0).tokens == pytest.approx(1.0)
+    assert (b.tally("dup-5", 0.0).allowed, b.tally("dup-5", 0.0).refused) == (0, 0)
+    assert decisions("dup-5", "queries", "allowed") is None
+
+
 def test_memory_is_bounded_and_the_oldest_forgotten_with_its_series() -> None:
     b = book()
     for i in range(50):

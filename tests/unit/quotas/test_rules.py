@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.quotas.rules import Bucket, Limit, peek, refilled, take
+from streams.quotas.rules import Bucket, Limit, given_back, peek, refilled, take
 
 FIVE = Limit(rate=5.0, burst=10.0)
 
@@ -58,3 +58,19 @@ def test_peek_takes_nothing(bucket: Bucket | None, allowed: bool) -> None:
     verdict = peek(bucket, FIVE, 0.0)
     assert verdict.allowed is allowed
     assert verdict.bucket == refilled(bucket, FIVE, 0.0)
+
+
+@pytest.mark.parametrize(("bucket", "now", "tokens", "at"), [
+    (Bucket(0.0, 100.0), 100.0, 1.0, 100.0),        # the token taken comes back
+    (Bucket(0.0, 100.0), 100.5, 3.5, 100.5),        # with what came back meanwhile
+    (Bucket(9.5, 100.0), 100.0, 10.0, 100.0),       # never above the burst
+    (None, 100.0, 10.0, 100.0),                     # a new bucket is full
+    (Bucket(3.0, 100.0), 99.0, 4.0, 100.0),         # a clock going back adds nothing more
+])
+def test_given_back(bucket: Bucket | None, now: float, tokens: float, at: float) -> None:
+    assert given_back(bucket, FIVE, now) == Bucket(tokens, at)
+
+
+def test_given_back_without_a_limit() -> None:
+    off = Limit(rate=0.0, burst=1.0)
+    assert given_back(Bucket(0.0, 0.0), off, 5.0) == refilled(Bucket(0.0, 0.0), off, 5.0)
