@@ -4,6 +4,7 @@ once per module)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.adapters.sensitive.scanner import SensitiveScanner
+from streams.adapters.sensitive.scanner import CHUNK, SensitiveScanner
 from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
 from streams.consolidation.rules.sensitive.policy import screen
 from streams.devtools.sensitive_eval import Score, load, score
@@ -105,3 +106,21 @@ def test_english_names_with_ner() -> None:
     result = score(english, with_names.detect, frozenset({Kind.NAME}))
     assert result.kinds[Kind.NAME].expected >= 20
     assert result.kinds[Kind.NAME].recall >= NAME_RECALL_FLOOR, result.misses
+
+
+async def test_a_few_texts_wait_for_a_chunk_of_a_long_batch_not_for_all_of_it(
+        scanner: SensitiveScanner) -> None:
+    """One thread screens for every caller: a run of a few messages is screened between
+    the chunks of another tenant's long session, and each caller gets its own findings
+    in its own order."""
+    long = [f"turn {i}: call me at 415-555-{i % 10000:04d}, mail ann{i}@example.com"
+            for i in range(3 * CHUNK * 20)]
+    few = ["my card is 4111 1111 1111 1111", "nothing here", "ssn 078-05-1120"]
+    big = asyncio.ensure_future(scanner.detect_all(long))
+    await asyncio.sleep(0)  # its first chunk is on the thread
+    assert await scanner.detect_all(few) == [scanner.detect(t) for t in few]
+    assert not big.done()  # the long batch is still being screened
+    found = await big
+    assert len(found) == len(long)
+    assert found[::97] == [scanner.detect(t) for t in long[::97]]
+    assert await scanner.detect_all([]) == []
