@@ -50,7 +50,22 @@ from streams.consolidation.rules.sensitive.national_ids import resident_ids, sta
 from streams.consolidation.rules.sensitive.patterns import blanked, cjk_blanked, credentials
 from streams.consolidation.rules.sensitive.visible import visible
 
-CHUNK = 32  # texts handed to the scanner's thread at once (about 5-25 ms of its work)
+CHUNK, CHUNK_CHARS = 32, 16_384  # handed to the scanner's thread at once: about 5-25 ms
+
+
+def chunks(texts: Sequence[str]) -> list[list[str]]:
+    """``texts`` in order, cut into chunks of at most ``CHUNK`` texts that hold at most
+    ``CHUNK_CHARS`` characters together (a longer text is a chunk of its own)."""
+    out: list[list[str]] = []
+    chunk: list[str] = []
+    chars = 0
+    for t in texts:
+        if chunk and (len(chunk) == CHUNK or chars + len(t) > CHUNK_CHARS):
+            out.append(chunk)
+            chunk, chars = [], 0
+        chunk.append(t)
+        chars += len(t)
+    return [*out, chunk] if chunk else out
 
 
 class SensitiveScanner:
@@ -72,14 +87,14 @@ class SensitiveScanner:
     async def detect_all(self, texts: Sequence[str]) -> list[list[Finding]]:
         """:meth:`detect` of each text on the scanner's one worker thread, off the
         event loop. Every caller of the process shares that thread, so the texts go to
-        it ``CHUNK`` at a time, the next once the last is done: a caller with a few
-        texts waits for one chunk of a caller with thousands (another tenant's long
-        session), not for all of them."""
+        it a chunk at a time (``CHUNK`` texts, or fewer holding ``CHUNK_CHARS``
+        characters), the next once the last is done: a caller with a few texts waits
+        for one chunk of a caller with thousands (another tenant's long session), not
+        for all of them."""
         loop = asyncio.get_running_loop()
         found: list[list[Finding]] = []
-        for start in range(0, len(texts), CHUNK):
-            found += await loop.run_in_executor(self._thread, self._detect_each,
-                                                list(texts[start:start + CHUNK]))
+        for chunk in chunks(texts):
+            found += await loop.run_in_executor(self._thread, self._detect_each, chunk)
         return found
 
     def _detect_each(self, texts: list[str]) -> list[list[Finding]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.adapters.sensitive.scanner import CHUNK, SensitiveScanner
+from streams.adapters.sensitive.scanner import CHUNK, CHUNK_CHARS, SensitiveScanner, chunks
 from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
 from streams.consolidation.rules.sensitive.policy import screen
 from streams.devtools.sensitive_eval import Score, load, score
@@ -124,3 +124,18 @@ async def test_a_few_texts_wait_for_a_chunk_of_a_long_batch_not_for_all_of_it(
     assert len(found) == len(long)
     assert found[::97] == [scanner.detect(t) for t in long[::97]]
     assert await scanner.detect_all([]) == []
+
+
+@pytest.mark.parametrize(("sizes", "cut"), [
+    ([], []),
+    ([10] * 3, [3]),
+    ([10] * (CHUNK + 1), [CHUNK, 1]),                            # at most CHUNK texts
+    ([CHUNK_CHARS // 2] * 3, [2, 1]),                           # at most CHUNK_CHARS
+    ([CHUNK_CHARS * 3, 10, 10], [1, 2]),                        # a long text alone
+    ([10, CHUNK_CHARS * 3], [1, 1]),
+])
+def test_chunks(sizes: list[int], cut: list[int]) -> None:
+    texts = [str(i % 10) * n for i, n in enumerate(sizes)]
+    got = chunks(texts)
+    assert [len(c) for c in got] == cut
+    assert [t for c in got for t in c] == texts
