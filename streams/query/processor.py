@@ -45,7 +45,7 @@ from streams.query.answered import request_key
 from streams.query.expiry import beyond_any_timeout, caller_gave_up
 from streams.query.ports import MemoryLookup
 from streams.query.rules.reply_targets import ReplyTargets
-from streams.quotas.book import ALLOWED, OVERLOADED, QuotaBook
+from streams.quotas.book import ALLOWED, OVERLOADED, Decision, QuotaBook
 from streams.quotas.load_share import LoadShare
 from streams.wire.dead_letter import dead_letter
 from streams.wire.envelope import DeadLettered, Handled, Outgoing, SourceRecord, ToSend
@@ -280,14 +280,12 @@ class QueryProcessor:
                           addr.correlation_id or b"", rec.value or b"")
         return _Admitted(addr, query, doc, key, over, overloaded)
 
-    def _take_quota(self, tenant_id: str, *, count: bool = True) -> None:
-        """This request is answered here: it takes from its tenant's quota, and — with
-        ``count``, else by :meth:`_count_answered` once it is known not to be a
-        duplicate — is counted allowed and in its tenant's share of the queries answered."""
-        if self.quotas is not None:
-            self.quotas.take(tenant_id, self.clock(), count=False)
-        if count:
-            self._count_answered(tenant_id)
+    def _take_quota(self, tenant_id: str) -> Decision | None:
+        """Take this request's token from its tenant's quota (None: no quotas), counting
+        nothing: :meth:`_count_answered` counts it once it is known to be answered."""
+        if self.quotas is None:
+            return None
+        return self.quotas.take(tenant_id, self.clock(), count=False)
 
     def _count_answered(self, tenant_id: str) -> None:
         if self.quotas is not None:
@@ -309,7 +307,8 @@ class QueryProcessor:
                 if self.quotas is not None:
                     self.quotas.count(a.query.tenant_id, OVERLOADED)
                 return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
-            decision = self.quotas.take(a.query.tenant_id, self.clock()) if self.quotas else None
+            decision = (None if self.quotas is None
+                        else self.quotas.take(a.query.tenant_id, self.clock()))
             if decision is None or not decision.allowed:
                 return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
             if self.load is not None:
@@ -320,7 +319,17 @@ class QueryProcessor:
             # asked while answering: the token is taken now, the decision counted once
             # the request is known not to be a duplicate, and given back if it is one
             settled = sent_before is None or not likely_new
-            self._take_quota(a.query.tenant_id, count=settled)
+            taken = self._take_quota(a.query.tenant_id)
+            if taken is not None and not taken.allowed:  # spent by another meanwhile
+                # refused, as any request over the quota, if it was not answered before
+                if sent_before is not None and not settled and await sent_before(a.addr,
+                                                                                 a.key):
+                    return ToSend(outcome=DUPLICATE)
+                assert self.quotas is not None
+                self.quotas.count(a.query.tenant_id, self.quotas.over_quota(a.query.tenant_id))
+                return self._over_quota(rec, a.addr, a.query, taken.message, start)
+            if settled:
+                self._count_answered(a.query.tenant_id)
         answering = asyncio.ensure_future(self._answer(a.query, self._budget(rec, a.query)))
         try:
             if not settled:

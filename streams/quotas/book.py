@@ -113,9 +113,12 @@ class QuotaBook:
 
     def give_back(self, tenant: str, now: float) -> None:
         """Return the token an uncounted :meth:`take` (``count=False``) took for a request
-        of ``tenant`` that was not served after all (another worker had answered it)."""
-        entry = self._entry(tenant)
-        entry.bucket = given_back(entry.bucket, self.limit(tenant), now)
+        of ``tenant`` that was not served after all (another worker had answered it).
+        A tenant forgotten meanwhile (a full bucket when seen again) gets nothing back,
+        and the tenants' order of last use is left as it is."""
+        entry = self._tenants.get(tenant)
+        if entry is not None:
+            entry.bucket = given_back(entry.bucket, self.limit(tenant), now)
 
     def count(self, tenant: str, decision: str) -> None:
         """Count a decision about a request of ``tenant``: ``allowed``, ``delayed``

@@ -6,15 +6,17 @@ most of the queries answered lately is refused, the others not."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
-from streams.query.answered import AnsweredRequests
+from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
 from streams.query.processor import QueryProcessor
-from streams.quotas.book import QuotaBook
+from streams.quotas.book import Decision, QuotaBook
 from streams.quotas.load_share import LoadShare
 from streams.quotas.rules import Limit
 from streams.testing.query import EchoLookup, MemoryAnsweredRecord, RecordedReplies
@@ -153,6 +155,52 @@ async def test_a_request_answered_elsewhere_takes_nothing_from_its_owner_s_quota
     assert errors(owner_replies, "taken-d") == [None]
     tally = owner_quotas.tally("taken-d", clock())
     assert (tally.allowed, tally.tokens) == (1, 1.0)
+
+
+async def test_a_token_spent_while_a_request_was_asked_about_refuses_it() -> None:
+    """Two requests with one token left, each asked about while the other is: the
+    second finds the token spent, and is refused over the quota as any other."""
+    clock = Clock()
+    record = MemoryAnsweredRecord()
+    record.gate = asyncio.Event()
+    quotas = QuotaBook("queries", Limit(1.0, 1.0))
+    answering, engine, replies, _ = build(quotas, clock, record)  # maybe delivered before
+    both = asyncio.gather(answering(request("race-e", 0)),
+                          answering(request("race-e", 1, offset=1)))
+    await asyncio.sleep(0.01)  # both admitted, both asked about
+    record.gate.set()
+    await both
+    assert sorted(errors(replies, "race-e"), key=str) == [None, "over_quota"]
+    tally = quotas.tally("race-e", clock())
+    assert (tally.allowed, tally.refused) == (1, 1)
+    assert len(engine.asked) == 1
+    assert decisions("race-e", "allowed") == 1 and decisions("race-e", "refused") == 1
+
+
+class PeekSaysYes(QuotaBook):
+    """A book whose look ahead finds a token where its take finds none (a clock gone
+    back between the two)."""
+
+    def peek(self, tenant: str, now: float) -> Decision:
+        return Decision(self.quota, tenant, True, self.limit(tenant))
+
+
+async def test_a_token_not_taken_is_not_given_back() -> None:
+    clock = Clock()
+    record = MemoryAnsweredRecord()
+    quotas = PeekSaysYes("queries", Limit(1.0, 2.0))
+    answering, _, replies, _ = build(quotas, clock, record, first_delivery=True)
+    await answering(request("back-f", 0))
+    await answering(request("back-f", 1, offset=1))  # the bucket is empty now
+    third = request("back-f", 2, offset=2)
+    record.answered.add(request_key("back-f", "replies", None, b"back-f-2", third.value or b""))
+    await answering(third)  # answered elsewhere: nothing sent, nothing given back
+    assert errors(replies, "back-f") == [None, None]
+    assert quotas.tally("back-f", clock()).tokens == pytest.approx(0.0)
+    await answering(request("back-f", 3, offset=3))  # a new one finds no token: refused
+    assert errors(replies, "back-f") == [None, None, "over_quota"]
+    tally = quotas.tally("back-f", clock())
+    assert (tally.allowed, tally.refused, tally.tokens) == (2, 1, pytest.approx(0.0))
 
 
 async def test_memory_stays_bounded_with_many_tenants() -> None:

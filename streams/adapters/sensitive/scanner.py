@@ -55,7 +55,8 @@ CHUNK, CHUNK_CHARS = 32, 16_384  # handed to the scanner's thread at once: about
 
 def chunks(texts: Sequence[str]) -> list[list[str]]:
     """``texts`` in order, cut into chunks of at most ``CHUNK`` texts that hold at most
-    ``CHUNK_CHARS`` characters together (a longer text is a chunk of its own)."""
+    ``CHUNK_CHARS`` characters (``len``) together; a longer text is a chunk of its own
+    (the work on one text is bounded by the recognizers' budgets)."""
     out: list[list[str]] = []
     chunk: list[str] = []
     chars = 0
@@ -66,6 +67,10 @@ def chunks(texts: Sequence[str]) -> list[list[str]]:
         chunk.append(t)
         chars += len(t)
     return [*out, chunk] if chunk else out
+
+
+class ScannerClosed(RuntimeError):
+    """The scanner was closed before a batch was screened."""
 
 
 class SensitiveScanner:
@@ -83,17 +88,20 @@ class SensitiveScanner:
         self._ibans = LowerCaseIbans()
         self._names = NameRecognizer() if names else None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sensitive")
+        self._closed = False
 
     async def detect_all(self, texts: Sequence[str]) -> list[list[Finding]]:
         """:meth:`detect` of each text on the scanner's one worker thread, off the
         event loop. Every caller of the process shares that thread, so the texts go to
-        it a chunk at a time (``CHUNK`` texts, or fewer holding ``CHUNK_CHARS``
-        characters), the next once the last is done: a caller with a few texts waits
-        for one chunk of a caller with thousands (another tenant's long session), not
-        for all of them."""
+        it a chunk at a time (:func:`chunks`), the next once the last is done: the
+        callers take turns, a chunk each, and one with a few texts waits for a chunk of
+        each other caller (another tenant's long session), not for all of theirs."""
         loop = asyncio.get_running_loop()
         found: list[list[Finding]] = []
         for chunk in chunks(texts):
+            if self._closed:
+                raise ScannerClosed("the sensitive-content scanner was closed (the worker "
+                                    "is stopping): the batch was not screened")
             found += await loop.run_in_executor(self._thread, self._detect_each, chunk)
         return found
 
@@ -101,8 +109,10 @@ class SensitiveScanner:
         return [self.detect(t) for t in texts]
 
     def close(self) -> None:
-        """Let the worker thread go (a call after this fails)."""
-        self._thread.shutdown(wait=False, cancel_futures=True)
+        """Let the worker thread go once the chunks handed to it are done; a batch with
+        more to screen, or a call after this, raises :class:`ScannerClosed`."""
+        self._closed = True
+        self._thread.shutdown(wait=False)
 
     @property
     def finds_names(self) -> bool:

@@ -15,9 +15,9 @@ A conversation's messages come back in every query of it, so each text's result
 is kept per tenant and policy in a bounded cache (``entries``, and ``chars`` of text held in
 all): a message is screened once per worker while it stays in the cache, and the
 detector's thread sees each message of a busy conversation once. A window read
-while the detector is busy waits for the chunk it is on (``detect_all``); the
-query's own deadline bounds that wait (the reply then says ``short_term_failed``),
-and the deadline never holds a slot the detector needs.
+while the detector is busy waits its turn (a chunk of each other caller's,
+``detect_all``); the query's own deadline bounds that wait (the reply then says
+``short_term_failed``), and the deadline never holds a slot the detector needs.
 """
 
 from __future__ import annotations

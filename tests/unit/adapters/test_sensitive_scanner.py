@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from streams.adapters.sensitive.scanner import CHUNK, CHUNK_CHARS, SensitiveScanner, chunks
+from streams.adapters.sensitive.scanner import (
+    CHUNK,
+    CHUNK_CHARS,
+    ScannerClosed,
+    SensitiveScanner,
+    chunks,
+)
 from streams.consolidation.rules.sensitive.kinds import STRUCTURED, Kind
 from streams.consolidation.rules.sensitive.policy import screen
 from streams.devtools.sensitive_eval import Score, load, score
@@ -139,3 +145,19 @@ def test_chunks(sizes: list[int], cut: list[int]) -> None:
     got = chunks(texts)
     assert [len(c) for c in got] == cut
     assert [t for c in got for t in c] == texts
+
+
+async def test_closed_mid_batch_each_caller_is_told_so() -> None:
+    """The worker stopping closes the scanner: what was handed to its thread finishes,
+    and each batch with more to screen raises ``ScannerClosed`` — no caller is told it
+    was cancelled when nobody cancelled it."""
+    own = SensitiveScanner()
+    long = [f"call me at 415-555-{i % 10000:04d}" for i in range(CHUNK * 40)]
+    batches = [asyncio.ensure_future(own.detect_all(long)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    own.close()
+    outcomes = await asyncio.gather(*batches, return_exceptions=True)
+    assert all(isinstance(o, ScannerClosed) for o in outcomes), outcomes
+    with pytest.raises(ScannerClosed):
+        await own.detect_all(["later"])
+    assert await own.detect_all([]) == []

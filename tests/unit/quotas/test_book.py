@@ -87,6 +87,18 @@ def test_a_token_given_back_is_there_again_and_nothing_is_counted() -> None:
     assert decisions("dup-5", "queries", "allowed") is None
 
 
+def test_a_tenant_forgotten_meanwhile_gets_nothing_back_and_forgets_no_other() -> None:
+    b = book()  # three tenants at most
+    assert b.take("gone-6", 0.0, count=False).allowed
+    b.take("kept-6", 0.0)
+    b.take("kept-6", 0.0)  # its bucket empty
+    b.take("x-6", 0.0)
+    b.take("y-6", 0.0)  # gone-6 forgotten
+    b.give_back("gone-6", 0.0)
+    assert len(b) == 3 and b.tally("kept-6", 0.0).tokens == pytest.approx(0.0)
+    assert b.tally("kept-6", 0.0).allowed == 2
+
+
 def test_memory_is_bounded_and_the_oldest_forgotten_with_its_series() -> None:
     b = book()
     for i in range(50):
