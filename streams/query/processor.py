@@ -14,7 +14,9 @@ request over its tenant's ``queries`` quota gets an ``over_quota`` error reply
 without engine work — unless it was answered before (a redelivery, or a request
 another worker took over), which the answered-request record is asked first, so
 a caller never gets a refusal after its answer. A request counts against the
-quota of the worker that answers it. :meth:`QueryProcessor.shed` refuses a request
+quota of the worker that answers it, once: one answered while the record is asked
+(``likely_new``) is counted allowed once the record says it is new, and gives its
+token back if it was answered before. :meth:`QueryProcessor.shed` refuses a request
 the query consumer cannot take now (its tenant has more requests waiting than it
 may queue) the same way, ``over_quota`` without engine work, whatever the quota.
 With a :class:`~streams.quotas.load_share.LoadShare`, so is a request of a tenant
