@@ -295,6 +295,12 @@ class QueryProcessor:
         if self.load is not None:
             self.load.answered(tenant_id, self.monotonic())
 
+    def _refused(self, rec: SourceRecord, a: _Admitted, message: str, start: float) -> ToSend:
+        """The request refused over its tenant's quota, counted as such."""
+        assert self.quotas is not None
+        self.quotas.count(a.query.tenant_id, self.quotas.over_quota(a.query.tenant_id))
+        return self._over_quota(rec, a.addr, a.query, message, start)
+
     async def _answer_admitted(
             self, rec: SourceRecord, a: _Admitted, start: float,
             sent_before: Callable[[ReplyAddress, str], Awaitable[bool]] | None,
@@ -309,12 +315,12 @@ class QueryProcessor:
                 if self.quotas is not None:
                     self.quotas.count(a.query.tenant_id, OVERLOADED)
                 return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
-            decision = (None if self.quotas is None
-                        else self.quotas.take(a.query.tenant_id, self.clock()))
-            if decision is None or not decision.allowed:
+            decision = self._take_quota(a.query.tenant_id)
+            if decision is None:
                 return self._over_quota(rec, a.addr, a.query, a.over_quota, start)
-            if self.load is not None:
-                self.load.answered(a.query.tenant_id, self.monotonic())
+            if not decision.allowed:
+                return self._refused(rec, a, a.over_quota, start)
+            self._count_answered(a.query.tenant_id)
         elif sent_before is not None and not likely_new and await sent_before(a.addr, a.key):
             return ToSend(outcome=DUPLICATE)
         else:
@@ -327,9 +333,7 @@ class QueryProcessor:
                 if sent_before is not None and not settled and await sent_before(a.addr,
                                                                                  a.key):
                     return ToSend(outcome=DUPLICATE)
-                assert self.quotas is not None
-                self.quotas.count(a.query.tenant_id, self.quotas.over_quota(a.query.tenant_id))
-                return self._over_quota(rec, a.addr, a.query, taken.message, start)
+                return self._refused(rec, a, taken.message, start)
             if settled:
                 self._count_answered(a.query.tenant_id)
         answering = asyncio.ensure_future(self._answer(a.query, self._budget(rec, a.query)))

@@ -219,6 +219,12 @@ def loud_giving_way() -> Foreground:
     return Foreground(max_wait_s=0.1, load=load)
 
 
+async def loud_run(fg: Foreground, slots: TenantSlots, stage: str) -> None:
+    """A run of loud's in one of ``slots``, at a checkpoint where it gives way."""
+    async with slots.hold("loud"):
+        await fg.turn(stage, "loud")
+
+
 async def test_a_run_giving_way_leaves_its_slot_to_another(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(foreground, "YIELD_STEP_S", 0.001)
@@ -227,15 +233,11 @@ async def test_a_run_giving_way_leaves_its_slot_to_another(
     slots = TenantSlots(1)
     began = asyncio.Event()
 
-    async def loud_run() -> None:
-        async with slots.hold("loud"):
-            await fg.turn("give-way-slot", "loud")
-
     async def calm_run() -> None:
         async with slots.hold("calm"):
             began.set()
 
-    loud = asyncio.ensure_future(loud_run())
+    loud = asyncio.ensure_future(loud_run(fg, slots, "give-way-slot"))
     await asyncio.sleep(0.01)
     calm = asyncio.ensure_future(calm_run())
     await asyncio.wait_for(began.wait(), GUARD_S)  # calm's run took the one slot
@@ -250,16 +252,12 @@ async def test_a_run_cancelled_while_giving_way_ends_without_waiting_for_a_slot(
     slots = TenantSlots(1)
     calm_holds, calm_done = asyncio.Event(), asyncio.Event()
 
-    async def loud_run() -> None:
-        async with slots.hold("loud"):
-            await fg.turn("give-way-cancel", "loud")
-
     async def calm_run() -> None:
         async with slots.hold("calm"):
             calm_holds.set()
             await calm_done.wait()
 
-    loud = asyncio.ensure_future(loud_run())
+    loud = asyncio.ensure_future(loud_run(fg, slots, "give-way-cancel"))
     await asyncio.sleep(0.01)
     calm = asyncio.ensure_future(calm_run())
     await asyncio.wait_for(calm_holds.wait(), GUARD_S)
