@@ -311,6 +311,10 @@ QUERY_WAITED_FOR = Counter(
     "answered here too).",
     ["outcome"],
 )
+QUERY_PROCESS_RESTARTS = Counter(
+    "memstream_query_process_restarts_total",
+    "Times this worker's query process (query.process own) exited and was started again.",
+)
 QUERY_REBALANCES = Counter(
     "memstream_query_rebalances_total",
     "Rebalances of the query consumer group seen by this worker.",

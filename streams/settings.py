@@ -525,6 +525,20 @@ class QuerySettings(BaseModel):
     """Memory lookups on the query topic."""
 
     concurrency: int = Field(16, ge=1, le=256, description="Queries answered at once per worker.")
+    process: Literal["worker", "own"] = Field(
+        "worker", description=(
+            "Where a worker answers queries: `worker`, on its own event loop, beside its "
+            "ingest and consolidation; `own`, in a query process it starts beside it (and "
+            "starts again should it exit), so that no tenant's ingest, consolidation or "
+            "erasure delays another tenant's queries. The query process holds scopes of "
+            "its own (see docs/operations.md, memory per worker), serves its metrics on "
+            "`query.process_port`, and ends with the worker."),
+    )
+    process_port: int | None = Field(
+        None, ge=1, le=65535, description=(
+            "With `process` `own`: the port of the query process's /metrics (on `web.host`); "
+            "none: its metrics are not served."),
+    )
     background_wait_s: float = Field(
         0.1, ge=0, le=5, description=(
             "A worker's ingest (before each batch) and consolidation runs (before each "

@@ -37,7 +37,6 @@ from streams.ingest.processor import IngestProcessor
 from streams.memory.agent_configs import TableAgentConfigs
 from streams.query.answered import ANSWERED_TTL_S
 from streams.query.answering import QueryAnswering
-from streams.query.rescue import Rescuer
 from streams.query.rules.fair_dispatch import tenant_of
 from streams.session.idle import IdleScanner, idle_check_record
 from streams.settings import Settings
@@ -58,6 +57,8 @@ from streams.worker.faust_glue import (
 )
 from streams.worker.faust_wait_empty import install_wait_empty
 from streams.worker.foreground import Foreground
+from streams.worker.query_process import rescuer
+from streams.worker.query_supervisor import QuerySupervisor
 from streams.worker.quotas import events_may_delay, process_quotas
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
@@ -95,6 +96,8 @@ class WorkerContext:
         self._reply_lookup: ReplyLookup | None = None
         # one per process: the processors take from them, /stats/quotas reads them
         self.quotas = process_quotas(settings)
+        # with query.process own: the query process beside this worker
+        self.query_process: QuerySupervisor | None = None
         # the queries under way, which the background stages wait for at their checkpoints
         self.foreground = Foreground(settings.query.background_wait_s, load=self.quotas.load)
 
@@ -109,8 +112,8 @@ class WorkerContext:
         install_commit_guard(self.commit_guard,
                              out_of_order_topics=out_of_order_topics(self.settings.kafka),
                              recover_after_s=self.settings.kafka.redeliver_after_s)
-        install_web(self.app, self.runtime, self.settings, self.queries,
-                    self.quotas.views())
+        install_web(self.app, self.runtime, self.settings,
+                    None if self.own_query_process else self.queries, self.quotas.views())
         self.app.on_before_shutdown.connect(self._on_shutdown)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
@@ -119,6 +122,7 @@ class WorkerContext:
     async def close(self) -> None:
         """Close everything, in order: the query consumer first (it drains and
         commits while replies and Redis still work), the runtime last."""
+        await self.stop_query_process()
         await self.stop_rescue()
         await self.queries.stop()
         if self._replies is not None:
@@ -254,6 +258,24 @@ class WorkerContext:
                                           replies=replies, sent_replies=self._reply_lookup)
         return await self._once("query-answering", build)
 
+    @property
+    def own_query_process(self) -> bool:
+        """Queries are answered by a process of their own beside this worker."""
+        return self.settings.query.process == "own"
+
+    async def start_query_process(self, wait_s: float) -> bool:
+        """Start the query process (once); whether it had its partitions within
+        ``wait_s`` (it keeps trying)."""
+        if self.query_process is None:
+            self.query_process = QuerySupervisor(self.settings.query.drain_timeout_s + 10)
+            self.query_process.start()
+        return await self.query_process.wait_ready(wait_s)
+
+    async def stop_query_process(self) -> None:
+        if self.query_process is not None:
+            await self.query_process.stop()
+            self.query_process = None
+
     async def start_rescue(self) -> bool:
         """Start the standby reader and its rescuer (``query.rescue``, with Redis to
         decide who takes a request over); whether they run."""
@@ -262,13 +284,10 @@ class WorkerContext:
         if not q.rescue or wiring.parts.redis is None or self._rescuing is not None:
             return self._rescuing is not None
         answering = await self.query_answering()
-        rescuer = Rescuer(self.foreground.serve(answering.rescue, tenant=record_tenant),
-                          lambda: set(self.queries.partitions()),
-                          after_s=q.rescue_after_s, share=q.rescue_share,
-                          concurrency=q.rescue_concurrency, max_pending=q.rescue_pending_max,
-                          stopped=self.queries.rebalancing)
-        self._rescuing = asyncio.get_running_loop().create_task(rescuer.run())
-        self.standby.start(rescuer.offer)
+        rescue = rescuer(self.settings, self.queries,
+                         self.foreground.serve(answering.rescue, tenant=record_tenant))
+        self._rescuing = asyncio.get_running_loop().create_task(rescue.run())
+        self.standby.start(rescue.offer)
         return True
 
     async def stop_rescue(self) -> None:

@@ -65,9 +65,11 @@ def faust_stages(settings: Settings) -> dict[str, str]:
 
 
 def install(app: Any, runtime: Runtime, settings: Settings,
-            queries: QueryConsumer, quotas: Mapping[str, QuotaView] | None = None) -> Observability:
+            queries: QueryConsumer | None, quotas: Mapping[str, QuotaView] | None = None,
+            ) -> Observability:
     """Install the monitor, the timers and every page on ``app``'s web server;
-    ``quotas``: the worker's quota books, read by ``/stats/quotas``."""
+    ``quotas``: the worker's quota books, read by ``/stats/quotas``; ``queries``: the
+    worker's query consumer (None when a query process of its own answers them)."""
     tracker = ProgressTracker(started_at=time.monotonic(), stage_of=faust_stages(settings),
                               exempt=frozenset({settings.kafka.retry_topic}))
     app.monitor = KafkaMonitor(tracker, metrics=FaustMetrics.create(REGISTRY, "faust"))
@@ -81,12 +83,12 @@ def install(app: Any, runtime: Runtime, settings: Settings,
     probe = ConsumerProbe(app)
     h = settings.health
     sampler = LagSampler(probe, tracker, end_offsets_interval_s=h.end_offsets_interval_s)
-    query_sampler = LagSampler(queries, queries.tracker,
-                               end_offsets_interval_s=h.end_offsets_interval_s)
+    samplers = [sampler] + ([] if queries is None else [LagSampler(
+        queries, queries.tracker, end_offsets_interval_s=h.end_offsets_interval_s)])
 
     @timer(app, h.lag_interval_s, name="consumer-lag")
     async def sample_lag() -> None:
-        for s in (sampler, query_sampler):
+        for s in samplers:
             try:
                 s.sample()
             except Exception as exc:  # the next sample tries again
@@ -98,8 +100,8 @@ def install(app: Any, runtime: Runtime, settings: Settings,
     app.on_partitions_revoked.connect(on_revoked)
 
     async def close_sampler(sender: Any, /, *args: Any, **kwargs: Any) -> None:
-        await sampler.close()
-        await query_sampler.close()
+        for s in samplers:
+            await s.close()
 
     app.on_before_shutdown.connect(close_sampler)
 
@@ -128,4 +130,4 @@ def install(app: Any, runtime: Runtime, settings: Settings,
         except Exception as exc:  # the next run tries again
             log.warning("search log purge failed: %s: %s", type(exc).__name__, exc)
 
-    return Observability(tracker, (sampler, query_sampler), checks, stats)
+    return Observability(tracker, tuple(samplers), checks, stats)

@@ -138,7 +138,11 @@ async def run_phase(name: str, cfg: NeighbourConfig, tmp: Path) -> PhaseFigures:
     redis_url = f"redis://127.0.0.1:{REDIS_PORT}/0"
     db_url = create_database(database)
     stack = Stack(name=ns, tmp=tmp, partitions=PARTITIONS, database=database,
-                  redis_url=redis_url, extra_env={**WORKER_ENV, "MEMSTREAM_DATABASE__URL": db_url})
+                  redis_url=redis_url, extra_env={
+                      **WORKER_ENV, "MEMSTREAM_DATABASE__URL": db_url,
+                      # the pod of a multi-tenant deployment: queries in a process of their
+                      # own, beside the worker, under the one memory limit
+                      "MEMSTREAM_QUERY__PROCESS": cfg.query_process})
     t = stack.topics
     timeline = Timeline()
     cluster = Cluster(stack, timeline)

@@ -66,6 +66,7 @@ class NeighbourConfig:
     p99_floor_ms: float = 100.0  # see tests/chaos/test_neighbour.py
     delay_floor_s: float = 1.0
     margin: float = 0.20  # the 20 %
+    query_process: str = "own"  # query.process of the worker: "own" or "worker"
 
     @property
     def loud_enabled(self) -> bool:

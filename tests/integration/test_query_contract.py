@@ -60,6 +60,7 @@ async def running(shared_stack: Stack) -> AsyncIterator[tuple[Stack, FakeMemOS, 
             "MEMSTREAM_CONSOLIDATION__PROVIDER_ATTEMPTS": "1",
         })
         worker = s.worker().start()
+        worker.wait_for_log("query partitions assigned")  # none of the requests is a backlog
         # seed long-term memories straight into the built-in provider
         engine = s.engine()
         try:
