@@ -51,6 +51,7 @@ from streams.quotas.load_share import LoadShare
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.wire.envelope import SourceRecord
+from streams.worker.gc_tuning import time_collections, tune_gc
 from streams.worker.loop_lag import LoopLagWatch
 from streams.worker.quotas import process_quotas
 from streams.worker.runtime import Runtime
@@ -70,12 +71,13 @@ def rescuer(settings: Settings, queries: QueryConsumer,
                    max_pending=q.rescue_pending_max, stopped=queries.rebalancing)
 
 
-def die_with_parent() -> None:
-    """SIGKILL when the parent process dies (Linux; elsewhere nothing)."""
+def die_with_parent(parent: int | None) -> None:
+    """SIGKILL when the parent process dies (Linux; elsewhere nothing); exit at once
+    when the parent (its pid ``parent``) died before this was asked for."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the parent died before the request was made
+    if parent is not None and os.getppid() != parent:
         os._exit(1)
 
 
@@ -182,12 +184,18 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
 
 def main() -> None:
     """The query process's entry point (``python -m streams.worker.query_process``)."""
-    die_with_parent()
     args = sys.argv[1:]
-    ready_fd = int(args[args.index("--ready-fd") + 1]) if "--ready-fd" in args else None
+
+    def option(name: str) -> int | None:
+        return int(args[args.index(name) + 1]) if name in args else None
+
+    die_with_parent(option("--parent"))
+    ready_fd = option("--ready-fd")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s] [%(process)s] [%(levelname)s] %(message)s")
     settings = Settings()
+    tune_gc()  # as the worker does: full collections, which stop every query, kept rare
+    time_collections()
     port = settings.query.process_port
     if port is not None:
         from prometheus_client import start_http_server

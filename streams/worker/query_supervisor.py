@@ -53,7 +53,8 @@ class QuerySupervisor:
             r, w = os.pipe()
             try:
                 self._process = await asyncio.create_subprocess_exec(
-                    *self.command, "--ready-fd", str(w), pass_fds=(w,))
+                    *self.command, "--ready-fd", str(w), "--parent", str(os.getpid()),
+                    pass_fds=(w,))
             finally:
                 os.close(w)
             reader = asyncio.get_running_loop().create_task(self._told_ready(r))

@@ -8,9 +8,11 @@ import os
 import re
 import signal
 
+import httpx
 import pytest
 
 from streams.client import MemoryClient
+from streams.devtools.embedded_broker import free_port
 from tests.integration.conftest import Stack
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import WorkerProcess, eventually
@@ -45,10 +47,15 @@ async def answered(stack: Stack) -> None:
 
 
 async def test_a_query_process_that_exits_is_started_again_and_answers(stack: Stack) -> None:
-    worker = stack.worker(MEMSTREAM_QUERY__PROCESS="own").start()
+    port = free_port()
+    worker = stack.worker(MEMSTREAM_QUERY__PROCESS="own",
+                          MEMSTREAM_QUERY__PROCESS_PORT=str(port)).start()
     try:
         await eventually(lambda: assigned(worker), 30, "the query process's partitions")
         await answered(stack)
+        async with httpx.AsyncClient() as http:  # its metrics: the query it answered
+            page = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+        assert "memstream_query_seconds_count 1.0" in page, page[:2000]
         first = query_pids(worker)[0]
         os.kill(first, signal.SIGKILL)
         await eventually(lambda: len(query_pids(worker)) == 2 and assigned(worker, 2), 60,
