@@ -1166,6 +1166,13 @@ class Settings(BaseSettings):
             raise ValueError("log_level must be one of debug, info, warn, error, crit")
         return v.lower()
 
+    @model_validator(mode="after")
+    def _query_process_port_free(self) -> Settings:
+        if self.query.process_port is not None and self.query.process_port == self.web.port:
+            raise ValueError(f"query process_port ({self.query.process_port}) must differ "
+                             "from web port, which the worker serves")
+        return self
+
 
 def settings_env(settings: BaseSettings, prefix: str = "MEMSTREAM_") -> dict[str, str]:
     """The environment variables that reproduce ``settings`` in another process."""

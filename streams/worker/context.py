@@ -97,7 +97,8 @@ class WorkerContext:
         # one per process: the processors take from them, /stats/quotas reads them
         self.quotas = process_quotas(settings)
         # with query.process own: the query process beside this worker
-        self.query_process: QuerySupervisor | None = None
+        self.query_process = (QuerySupervisor(settings.query.drain_timeout_s + 10)
+                              if settings.query.process == "own" else None)
         # the queries under way, which the background stages wait for at their checkpoints
         self.foreground = Foreground(settings.query.background_wait_s, load=self.quotas.load)
 
@@ -113,7 +114,8 @@ class WorkerContext:
                              out_of_order_topics=out_of_order_topics(self.settings.kafka),
                              recover_after_s=self.settings.kafka.redeliver_after_s)
         install_web(self.app, self.runtime, self.settings,
-                    None if self.own_query_process else self.queries, self.quotas.views())
+                    None if self.own_query_process else self.queries, self.quotas.views(),
+                    query_process=self.query_process)
         self.app.on_before_shutdown.connect(self._on_shutdown)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
@@ -266,15 +268,13 @@ class WorkerContext:
     async def start_query_process(self, wait_s: float) -> bool:
         """Start the query process (once); whether it had its partitions within
         ``wait_s`` (it keeps trying)."""
-        if self.query_process is None:
-            self.query_process = QuerySupervisor(self.settings.query.drain_timeout_s + 10)
-            self.query_process.start()
+        assert self.query_process is not None, "query.process is not own"
+        self.query_process.start()
         return await self.query_process.wait_ready(wait_s)
 
     async def stop_query_process(self) -> None:
         if self.query_process is not None:
             await self.query_process.stop()
-            self.query_process = None
 
     async def start_rescue(self) -> bool:
         """Start the standby reader and its rescuer (``query.rescue``, with Redis to

@@ -28,6 +28,7 @@ decision was made on.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,6 +57,9 @@ class KafkaState:
     coordinator_known: bool | None
     assigned: int
     query: GroupState | None = None
+    # with a query process (query.process own): how long it has not been answering
+    # (not running, or without its partitions yet); None: it is, or there is none
+    query_process_down_s: float | None = None
 
     @property
     def groups(self) -> tuple[GroupState, ...]:
@@ -125,6 +129,8 @@ def readiness(s: KafkaState) -> Verdict:
         reason = "starting: the query consumer is not running yet"
     elif s.query is not None and s.query.tracker.assignments == 0:
         reason = "waiting for the query consumer's first partition assignment"
+    elif s.query_process_down_s is not None:
+        reason = "waiting for the query process (not running, or without its partitions)"
     if reason is None:
         return Verdict(True, {"status": "ready", **details})
     return Verdict(False, {"status": "not_ready", "reason": reason, **details})
@@ -165,6 +171,9 @@ def liveness(s: KafkaState, stall_timeout_s: float, max_rebalance_s: float) -> V
             f"{v.lag} messages wait in the {v.stage} stage and no committed offset of it "
             f"advanced for {v.stalled_for_s:.0f}s (limit {stall_timeout_s:.0f}s)"
             for v in stalled)
+    elif s.query_process_down_s is not None and s.query_process_down_s > stall_timeout_s:
+        reason = (f"the query process has not answered for {s.query_process_down_s:.0f}s "
+                  f"(not running, or without its partitions; limit {stall_timeout_s:.0f}s)")
     if reason is None:
         return Verdict(True, {"status": "live", **details})
     return Verdict(False, {"status": "stuck", "reason": reason, **details})
@@ -185,18 +194,22 @@ class HealthChecks:
 
     def __init__(self, app: Any, probe: ConsumerProbe, tracker: ProgressTracker, *,
                  query: QueryGroupProbe | None, stall_timeout_s: float,
-                 max_rebalance_s: float) -> None:
+                 max_rebalance_s: float,
+                 query_process_down: Callable[[float], float | None] | None = None) -> None:
         self.app = app
         self.probe = probe
         self.tracker = tracker
         self.query = query
         self.stall_timeout_s = stall_timeout_s
         self.max_rebalance_s = max_rebalance_s
+        self.query_process_down = query_process_down
 
     def state(self) -> KafkaState:
-        q = self.query
+        q, now = self.query, time.monotonic()
+        down = self.query_process_down
         return KafkaState(
-            now=time.monotonic(),
+            now=now,
+            query_process_down_s=None if down is None else down(now),
             faust=GroupState("faust", self.probe.started(),
                              bool(getattr(self.app, "rebalancing", False)), self.tracker),
             recovering=bool(getattr(self.app, "in_recovery", False)),

@@ -12,9 +12,11 @@ agent configurations followed from their topic
 (:class:`~streams.adapters.kafka.agent_config_follower.AgentConfigFollower`), a
 producer of its own for replies and dead letters, its own quotas of queries, the
 erasure log read every ``erasure.sync_interval_s`` (a finished erasure drops what it
-names from the caches, as in the worker), and the watch of its event loop that tells
-the quotas when it is loaded. It answers, rescues and commits as the worker's
-query consumer does, in the same consumer group.
+names from the caches, as in the worker), the stale-history marks read every
+``STALE_MARKS_SYNC_S``, the watch of its event loop that tells the quotas when it is
+loaded, and the query stage's lag sampled as in the worker. It answers, rescues and
+commits as the worker's query consumer does, in the same consumer group. A start that
+fails, or is stopped, closes what it opened.
 
 It ends with its worker: started by :class:`~streams.worker.query_supervisor.
 QuerySupervisor`, it asks the kernel for SIGKILL when its parent dies (Linux), so
@@ -48,10 +50,12 @@ from streams.memory.agent_configs import TableAgentConfigs
 from streams.metrics import EVENT_LOOP_LAG
 from streams.query.rescue import Rescuer
 from streams.quotas.load_share import LoadShare
+from streams.redaction import redact_logs
 from streams.settings import Settings
 from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.wire.envelope import SourceRecord
 from streams.worker.gc_tuning import time_collections, tune_gc
+from streams.worker.kafka_monitor import LagSampler
 from streams.worker.loop_lag import LoopLagWatch
 from streams.worker.quotas import process_quotas
 from streams.worker.runtime import Runtime
@@ -59,6 +63,7 @@ from streams.worker.wiring import Wiring, query_consumer_config
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
+STALE_MARKS_SYNC_S = 10.0  # as the worker reads them
 
 
 def rescuer(settings: Settings, queries: QueryConsumer,
@@ -72,11 +77,16 @@ def rescuer(settings: Settings, queries: QueryConsumer,
 
 
 def die_with_parent(parent: int | None) -> None:
-    """SIGKILL when the parent process dies (Linux; elsewhere nothing); exit at once
+    """SIGKILL when the parent process dies (Linux; elsewhere a warning); exit at once
     when the parent (its pid ``parent``) died before this was asked for."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:
+        failed = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError) as exc:
+        failed, why = -1, str(exc)
+    else:
+        why = os.strerror(ctypes.get_errno())
+    if failed:
+        log.warning("the query process will outlive its worker if killed: prctl: %s", why)
     if parent is not None and os.getppid() != parent:
         os._exit(1)
 
@@ -90,7 +100,7 @@ def _send(p: Any) -> Callable[..., Awaitable[Any]]:
     return send
 
 
-async def _every(interval_s: float, tick: Callable[[], Awaitable[None]], what: str) -> None:
+async def _every(interval_s: float, tick: Callable[[], Awaitable[Any]], what: str) -> None:
     while True:
         await asyncio.sleep(interval_s)
         try:
@@ -124,62 +134,97 @@ async def _tell_ready(queries: QueryConsumer, fd: int | None, wait_s: float) -> 
         os.close(fd)
 
 
-async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = None) -> None:
-    """Answer queries until ``stop`` is set, then close everything in order; ``ready_fd``
-    is written to once the query consumer has its partitions."""
+def _closing(stack: contextlib.AsyncExitStack, close: Callable[[], Awaitable[Any]],
+             what: str) -> None:
+    """Close with ``close`` when ``stack`` unwinds; a failure is logged, the rest go on."""
+    async def quietly() -> None:
+        try:
+            await close()
+        except Exception as exc:
+            log.warning("closing %s failed: %s: %s", what, type(exc).__name__, exc)
+    stack.push_async_callback(quietly)
+
+
+async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = None,
+                started: asyncio.Event | None = None) -> None:
+    """Answer queries until ``stop`` is set, then close everything in order (also when
+    cancelled while starting, or a start fails); ``ready_fd`` is written to once the
+    query consumer has its partitions, ``started`` set once requests are read."""
     s = settings
     i = s.ingest
-    runtime = Runtime(s, migrate=False)
-    await runtime.start()
-    await retry_forever(runtime.erasures.refresh, what="erasure-log",
-                        initial_s=i.retry_initial_s, max_s=i.retry_max_s)
-    configs = AgentConfigFollower(s.kafka)
-    await retry_forever(configs.start, what="agent-config",
-                        initial_s=i.retry_initial_s, max_s=i.retry_max_s)
-    out = producer(s.kafka)
-    await out.start()
-    publisher = ExactlyOnceDeadLetters(
-        ProducerPublisher(_send(out)), dlq_topic=s.kafka.dlq_topic,
-        ledger=lambda: DeadLetterLedger(runtime.engine), finder=DeadLetterFinder(s.kafka))
-    quotas = process_quotas(s)
-    wiring = Wiring(s, runtime, publisher=publisher, agent_configs=TableAgentConfigs(configs),
-                    erasures=runtime.erasures, quotas=quotas)
-    queries = QueryConsumer(query_consumer_config(s))
-    standby = QueryStandby(query_consumer_config(s),
-                           lambda: partitions(s.kafka, s.kafka.queries_topic))
-    replies = wiring.replies()
-    await replies.start()
-    search_log = SearchLogWriter(SearchLog(runtime.engine))
-    await search_log.start()
-    lookup = wiring.reply_lookup()
-    answering = wiring.query_answering(search_log, maybe_seen=queries.maybe_seen,
-                                       replies=replies, sent_replies=lookup)
-    loop = asyncio.get_running_loop()
-    chores = [loop.create_task(_watch_loop(quotas.load)),
-              loop.create_task(_every(s.erasure.sync_interval_s, runtime.erasures.refresh,
-                                      "reading the erasure log"))]
-    queries.start(answering, shed=answering.shed)
-    chores.append(loop.create_task(
-        _tell_ready(queries, ready_fd, 3 * s.query.session_timeout_s)))
-    if s.query.rescue and runtime.redis is not None:
-        rescue = rescuer(s, queries, answering.rescue)
-        chores.append(loop.create_task(rescue.run()))
-        standby.start(rescue.offer)
-    log.info("query process %d answering %s", os.getpid(), s.kafka.queries_topic)
-    try:
+
+    async def retried(step: Callable[[], Awaitable[Any]], what: str) -> None:
+        await retry_forever(step, what=what, initial_s=i.retry_initial_s, max_s=i.retry_max_s)
+
+    async with contextlib.AsyncExitStack() as stack:
+        runtime = Runtime(s, migrate=False)
+        _closing(stack, runtime.stop, "the runtime")
+        await runtime.start()
+        await retried(runtime.erasures.refresh, "erasure-log")
+        if runtime.cache.enabled:  # the stale-history marks the worker's ingest left
+            await retried(runtime.stale.sync, "stale-marks")
+        configs = AgentConfigFollower(s.kafka)
+        _closing(stack, configs.stop, "the agent-config consumer")
+        await retried(configs.start, "agent-config")
+        out = producer(s.kafka)
+        _closing(stack, out.stop, "the dead-letter producer")
+        await retried(out.start, "dead-letter producer")
+        publisher = ExactlyOnceDeadLetters(
+            ProducerPublisher(_send(out)), dlq_topic=s.kafka.dlq_topic,
+            ledger=lambda: DeadLetterLedger(runtime.engine), finder=DeadLetterFinder(s.kafka))
+        quotas = process_quotas(s)
+        wiring = Wiring(s, runtime, publisher=publisher,
+                        agent_configs=TableAgentConfigs(configs), erasures=runtime.erasures,
+                        quotas=quotas)
+        replies = wiring.replies()
+        _closing(stack, replies.stop, "the reply producer")
+        await retried(replies.start, "reply producer")
+        search_log = SearchLogWriter(SearchLog(runtime.engine))
+        _closing(stack, search_log.stop, "the search log")
+        await search_log.start()
+        lookup = wiring.reply_lookup()
+        _closing(stack, lookup.close, "the reply lookup")
+        queries = QueryConsumer(query_consumer_config(s))
+        _closing(stack, queries.stop, "the query consumer")
+        answering = wiring.query_answering(search_log, maybe_seen=queries.maybe_seen,
+                                           replies=replies, sent_replies=lookup)
+        loop = asyncio.get_running_loop()
+        chores = [loop.create_task(_watch_loop(quotas.load)),
+                  loop.create_task(_every(s.erasure.sync_interval_s, runtime.erasures.refresh,
+                                          "reading the erasure log"))]
+        if runtime.cache.enabled:
+            chores.append(loop.create_task(_every(STALE_MARKS_SYNC_S, runtime.stale.sync,
+                                                  "reading the stale-history marks")))
+        # the query stage's lag in memstream_consumer_lag / memstream_stage_lag, as the
+        # worker samples its own query consumer's
+        lag = LagSampler(queries, queries.tracker,
+                         end_offsets_interval_s=s.health.end_offsets_interval_s)
+        _closing(stack, lag.close, "the lag sampler")
+
+        async def sample_lag() -> None:
+            lag.sample()
+        chores.append(loop.create_task(_every(s.health.lag_interval_s, sample_lag,
+                                              "sampling the query consumer's lag")))
+
+        async def end_chores() -> None:
+            for task in chores:
+                task.cancel()
+            await asyncio.gather(*chores, return_exceptions=True)
+        _closing(stack, end_chores, "the timers")
+        queries.start(answering, shed=answering.shed)
+        chores.append(loop.create_task(
+            _tell_ready(queries, ready_fd, 3 * s.query.session_timeout_s)))
+        if s.query.rescue and runtime.redis is not None:
+            standby = QueryStandby(query_consumer_config(s),
+                                   lambda: partitions(s.kafka, s.kafka.queries_topic))
+            _closing(stack, standby.stop, "the standby reader")
+            rescue = rescuer(s, queries, answering.rescue)
+            chores.append(loop.create_task(rescue.run()))
+            standby.start(rescue.offer)
+        log.info("query process %d answering %s", os.getpid(), s.kafka.queries_topic)
+        if started is not None:
+            started.set()
         await stop.wait()
-    finally:
-        await standby.stop()
-        for task in chores:
-            task.cancel()
-        await asyncio.gather(*chores, return_exceptions=True)
-        await queries.stop()
-        await replies.stop()
-        await lookup.close()
-        await search_log.stop()
-        await configs.stop()
-        await out.stop()
-        await runtime.stop()
 
 
 def main() -> None:
@@ -189,11 +234,14 @@ def main() -> None:
     def option(name: str) -> int | None:
         return int(args[args.index(name) + 1]) if name in args else None
 
+    settings = Settings()
+    level = {"crit": "CRITICAL", "warn": "WARNING"}.get(settings.log_level,
+                                                       settings.log_level.upper())
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="[%(asctime)s] [%(process)s] [%(levelname)s] %(message)s")
+    redact_logs()  # no SQL, row contents or credentials in any log line, as in the worker
     die_with_parent(option("--parent"))
     ready_fd = option("--ready-fd")
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="[%(asctime)s] [%(process)s] [%(levelname)s] %(message)s")
-    settings = Settings()
     tune_gc()  # as the worker does: full collections, which stop every query, kept rare
     time_collections()
     port = settings.query.process_port
@@ -202,11 +250,18 @@ def main() -> None:
         start_http_server(port, addr=settings.web.host)
 
     async def run() -> None:
-        stop = asyncio.Event()
+        stop, started = asyncio.Event(), asyncio.Event()
+        task = asyncio.ensure_future(serve(settings, stop, ready_fd, started))
+
+        def on_signal() -> None:  # still starting: give up the start (what it opened closes)
+            stop.set()
+            if not started.is_set():
+                task.cancel()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(settings, stop, ready_fd)
+            loop.add_signal_handler(sig, on_signal)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     asyncio.run(run())
 

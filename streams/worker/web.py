@@ -40,6 +40,7 @@ from streams.stats.service import QuotaView, StatsService
 from streams.worker.faust_glue import timer
 from streams.worker.health import HealthChecks, install_health
 from streams.worker.kafka_monitor import ConsumerProbe, KafkaMonitor, LagSampler
+from streams.worker.query_supervisor import QuerySupervisor
 from streams.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -66,10 +67,11 @@ def faust_stages(settings: Settings) -> dict[str, str]:
 
 def install(app: Any, runtime: Runtime, settings: Settings,
             queries: QueryConsumer | None, quotas: Mapping[str, QuotaView] | None = None,
-            ) -> Observability:
+            *, query_process: QuerySupervisor | None = None) -> Observability:
     """Install the monitor, the timers and every page on ``app``'s web server;
     ``quotas``: the worker's quota books, read by ``/stats/quotas``; ``queries``: the
-    worker's query consumer (None when a query process of its own answers them)."""
+    worker's query consumer (None when ``query_process`` answers them: the health checks
+    then count the time it has not been answering)."""
     tracker = ProgressTracker(started_at=time.monotonic(), stage_of=faust_stages(settings),
                               exempt=frozenset({settings.kafka.retry_topic}))
     app.monitor = KafkaMonitor(tracker, metrics=FaustMetrics.create(REGISTRY, "faust"))
@@ -106,7 +108,9 @@ def install(app: Any, runtime: Runtime, settings: Settings,
     app.on_before_shutdown.connect(close_sampler)
 
     checks = HealthChecks(app, probe, tracker, query=queries, stall_timeout_s=h.stall_timeout_s,
-                          max_rebalance_s=h.max_rebalance_s)
+                          max_rebalance_s=h.max_rebalance_s,
+                          query_process_down=None if query_process is None
+                          else query_process.down_for)
     install_health(app, checks)
 
     async def engine() -> AsyncEngine:

@@ -53,9 +53,16 @@ async def test_a_query_process_that_exits_is_started_again_and_answers(stack: St
     try:
         await eventually(lambda: assigned(worker), 30, "the query process's partitions")
         await answered(stack)
-        async with httpx.AsyncClient() as http:  # its metrics: the query it answered
-            page = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+        async def metrics() -> str:
+            async with httpx.AsyncClient() as http:
+                return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+
+        page = await metrics()  # its metrics: the query it answered, the stage's lag
         assert "memstream_query_seconds_count 1.0" in page, page[:2000]
+
+        async def lag_sampled() -> bool:
+            return 'memstream_stage_lag{stage="query"}' in await metrics()
+        await eventually(lag_sampled, 30, "the query stage's lag")
         first = query_pids(worker)[0]
         os.kill(first, signal.SIGKILL)
         await eventually(lambda: len(query_pids(worker)) == 2 and assigned(worker, 2), 60,

@@ -4,7 +4,9 @@ configurations of a process that runs no Faust app (the query process).
 :meth:`AgentConfigFollower.start` reads the topic to its end before it returns, so
 the first lookup sees every configuration written before the process started; a
 task then keeps reading, and a value produced later reaches the mapping within a
-poll (``POLL_MS``). A tombstone removes its key. The mapping is read with
+poll (``POLL_MS``); a topic that does not exist yet is found within
+``METADATA_MS`` of its creation. A tombstone removes its key. A failure to read
+leaves the mapping as it was, and is retried every ``RETRY_S``. The mapping is read with
 ``get`` as the worker's global table is (:class:`~streams.memory.agent_configs.
 TableAgentConfigs`).
 """
@@ -18,7 +20,6 @@ import time
 from typing import Any
 
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
 
 from streams.adapters.kafka.clients import consumer, partitions
 from streams.settings import KafkaSettings
@@ -26,6 +27,7 @@ from streams.settings import KafkaSettings
 log = logging.getLogger(__name__)
 POLL_MS = 500
 RETRY_S = 1.0
+METADATA_MS = 5_000
 
 
 class AgentConfigFollower:
@@ -45,23 +47,27 @@ class AgentConfigFollower:
 
     async def start(self, *, timeout_s: float = 30.0) -> None:
         """Read the topic to its current end (``TimeoutError`` past ``timeout_s``),
-        then follow it."""
+        then follow it; a start that fails leaves nothing open."""
         topic = self._k.agent_config_topic
         tps = [TopicPartition(topic, p) for p in await partitions(self._k, topic)]
-        self._consumer = c = consumer(self._k)
-        await c.start()
-        if not tps:  # no topic yet: nothing configured; follow it once it exists
-            c.subscribe([topic])
-        else:
-            c.assign(tps)
-            await c.seek_to_beginning(*tps)
-            ends = await c.end_offsets(tps)
-            deadline = time.monotonic() + timeout_s
-            while any([await c.position(tp) < ends[tp] for tp in tps]):
-                if time.monotonic() > deadline:
-                    await self.stop()
-                    raise TimeoutError(f"could not read {topic} to its end")
-                self._take(await c.getmany(*tps, timeout_ms=POLL_MS))
+        # a topic created later is seen within METADATA_MS (aiokafka's default: 5 min)
+        self._consumer = c = consumer(self._k, metadata_max_age_ms=METADATA_MS)
+        try:
+            await c.start()
+            if not tps:  # no topic yet: nothing configured; follow it once it exists
+                c.subscribe([topic])
+            else:
+                c.assign(tps)
+                await c.seek_to_beginning(*tps)
+                ends = await c.end_offsets(tps)
+                deadline = time.monotonic() + timeout_s
+                while any([await c.position(tp) < ends[tp] for tp in tps]):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"could not read {topic} to its end")
+                    self._take(await c.getmany(*tps, timeout_ms=POLL_MS))
+        except BaseException:
+            await self.stop()
+            raise
         self._task = asyncio.get_running_loop().create_task(self._follow())
 
     async def stop(self) -> None:
@@ -88,7 +94,7 @@ class AgentConfigFollower:
         while True:
             try:
                 self._take(await self._consumer.getmany(timeout_ms=POLL_MS))
-            except KafkaError as exc:  # the broker away: the mapping stays as it was
+            except Exception as exc:  # the broker away: the mapping stays as it was
                 log.warning("following %s: %s: %s", self._k.agent_config_topic,
                             type(exc).__name__, exc)
                 await asyncio.sleep(RETRY_S)

@@ -244,3 +244,19 @@ def test_the_erasure_queue_is_a_stage_of_the_worker_judged_on_its_own() -> None:
     v = liveness(state(t, 15.0 + STALL + 1), STALL, MAX_REBALANCE)
     assert v.status == 503 and v.body["stalled_stages"] == ["erasure"]
     assert "in the erasure stage" in v.body["reason"]
+
+
+@pytest.mark.parametrize(("down_s", "ready", "live"), [
+    (None, True, True),  # no query process, or one answering
+    (0.0, False, True),  # starting
+    (STALL, False, True),  # down, not yet past the limit
+    (STALL + 1, False, False),  # down past it: the pod is restarted
+])
+def test_a_query_process_not_answering(down_s: float | None, ready: bool, live: bool) -> None:
+    s = state(tracker(), 100.0, query_process_down_s=down_s)
+    r, v = readiness(s), liveness(s, STALL, MAX_REBALANCE)
+    assert (r.status == 200, v.status == 200) == (ready, live)
+    if not ready:
+        assert "query process" in r.body["reason"]
+    if not live:
+        assert "query process has not answered" in v.body["reason"]
