@@ -529,7 +529,7 @@ class QuerySettings(BaseModel):
         "worker", description=(
             "Where a worker answers queries: `worker`, on its own event loop, beside its "
             "ingest and consolidation; `own`, in a query process it starts beside it (and "
-            "starts again should it exit), so that no tenant's ingest, consolidation or "
+            "starts again should it fail), so that no tenant's ingest, consolidation or "
             "erasure delays another tenant's queries. The query process holds scopes of "
             "its own (see docs/operations.md, memory per worker), serves its metrics on "
             "`query.process_port`, and ends with the worker."),
@@ -1168,8 +1168,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _query_process_port_free(self) -> Settings:
-        if self.query.process_port is not None and self.query.process_port == self.web.port:
-            raise ValueError(f"query process_port ({self.query.process_port}) must differ "
+        q = self.query
+        if q.process == "own" and q.process_port is not None and q.process_port == self.web.port:
+            raise ValueError(f"query process_port ({q.process_port}) must differ "
                              "from web port, which the worker serves")
         return self
 

@@ -266,8 +266,8 @@ class WorkerContext:
         return self.settings.query.process == "own"
 
     async def start_query_process(self, wait_s: float) -> bool:
-        """Start the query process (once); whether it had its partitions within
-        ``wait_s`` (it keeps trying)."""
+        """Start the query process (nothing if it runs); whether it had its partitions
+        within ``wait_s`` (it keeps trying)."""
         assert self.query_process is not None, "query.process is not own"
         self.query_process.start()
         return await self.query_process.wait_ready(wait_s)

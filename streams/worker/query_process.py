@@ -189,9 +189,16 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
         answering = wiring.query_answering(search_log, maybe_seen=queries.maybe_seen,
                                            replies=replies, sent_replies=lookup)
         loop = asyncio.get_running_loop()
-        chores = [loop.create_task(_watch_loop(quotas.load)),
-                  loop.create_task(_every(s.erasure.sync_interval_s, runtime.erasures.refresh,
-                                          "reading the erasure log"))]
+        chores: list[asyncio.Task[None]] = []
+
+        async def end_chores() -> None:
+            for task in chores:
+                task.cancel()
+            await asyncio.gather(*chores, return_exceptions=True)
+        _closing(stack, end_chores, "the timers")
+        chores += [loop.create_task(_watch_loop(quotas.load)),
+                   loop.create_task(_every(s.erasure.sync_interval_s, runtime.erasures.refresh,
+                                           "reading the erasure log"))]
         if runtime.cache.enabled:
             chores.append(loop.create_task(_every(STALE_MARKS_SYNC_S, runtime.stale.sync,
                                                   "reading the stale-history marks")))
@@ -205,12 +212,6 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
             lag.sample()
         chores.append(loop.create_task(_every(s.health.lag_interval_s, sample_lag,
                                               "sampling the query consumer's lag")))
-
-        async def end_chores() -> None:
-            for task in chores:
-                task.cancel()
-            await asyncio.gather(*chores, return_exceptions=True)
-        _closing(stack, end_chores, "the timers")
         queries.start(answering, shed=answering.shed)
         chores.append(loop.create_task(
             _tell_ready(queries, ready_fd, 3 * s.query.session_timeout_s)))
@@ -254,9 +255,9 @@ def main() -> None:
         task = asyncio.ensure_future(serve(settings, stop, ready_fd, started))
 
         def on_signal() -> None:  # still starting: give up the start (what it opened closes)
+            if not started.is_set() and not stop.is_set():
+                task.cancel()  # once: a second signal must not cut the closing short
             stop.set()
-            if not started.is_set():
-                task.cancel()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)

@@ -55,6 +55,11 @@ class QuerySupervisor:
         return p.pid if p is not None and p.returncode is None else None
 
     def start(self) -> None:
+        """Start keeping a query process (again after :meth:`stop`); nothing while it
+        is kept already."""
+        if self._task is not None and not self._task.done():
+            return
+        self._ready.clear()
         self._started, self._stopping = True, False
         self._down_since = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._keep())

@@ -114,13 +114,14 @@ async def test_a_process_that_cannot_be_started_is_tried_again_without_leaking(
     ({"process": "own", "process_port": 6066}, False),  # the worker's own port
     ({"process": "own", "process_port": 6067}, True),
     ({"process": "own"}, True),
+    ({"process": "worker", "process_port": 6066}, True),  # not used: no query process
 ])
 def test_the_query_process_port_is_not_the_worker_s(query: dict[str, object], ok: bool) -> None:
     from pydantic import ValidationError
 
     from streams.settings import Settings
     if ok:
-        assert Settings(query=query, web={"port": 6066}).query.process == "own"
+        assert Settings(query=query, web={"port": 6066}).query.process == query["process"]
     else:
         with pytest.raises(ValidationError, match="must differ from web port"):
             Settings(query=query, web={"port": 6066})
@@ -140,3 +141,20 @@ async def test_the_time_without_an_answering_process_is_told(tmp_path: Path) -> 
     await until(lambda: sup.down_for(loop.time()) is not None)
     await until(lambda: len(started(log)) == 2 and sup.down_for(loop.time()) is None)
     await sup.stop()
+
+
+async def test_started_twice_it_keeps_one_and_after_a_stop_waits_for_the_new_one(
+        tmp_path: Path) -> None:
+    log = tmp_path / "pids"
+    sup = QuerySupervisor(5.0, command=stand_in(log, ready=True, code=None))
+    sup.start()
+    sup.start()
+    assert await sup.wait_ready(10.0)
+    await asyncio.sleep(0.5)
+    assert len(started(log)) == 1
+    await sup.stop()
+    sup.command = stand_in(log, ready=False, code=None)
+    sup.start()  # its process never says it is ready
+    assert not await sup.wait_ready(0.5)
+    await sup.stop()
+    assert len(started(log)) == 2
