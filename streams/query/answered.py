@@ -68,9 +68,9 @@ def request_key(tenant_id: str, reply_topic: str, reply_partition: int | None,
 
 class _Grouped:
     """Writes keys in groups: a write waits ``linger_s`` for more keys, one write
-    is in flight, the keys added meanwhile go in the next; ``add`` returns once
+    is in flight, the keys added meanwhile go in the next; ``add`` returns a future done once
     its key's write is done (or failed). The reply is out before: the wait
-    delays only the request's commit, not its caller."""
+    delays only the request's commit, not its caller, nor the query consumer's slot."""
 
     def __init__(self, durable: DurableAnswers, now: Callable[[], datetime],
                  max_batch: int = 500, linger_s: float = 0.1) -> None:
@@ -81,12 +81,13 @@ class _Grouped:
         self._waiting: list[tuple[str, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def add(self, key: str) -> None:
+    def add(self, key: str) -> asyncio.Future[None]:
+        """Queue ``key`` for the next write; done once that write is (or failed)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append((key, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._write())
-        await asyncio.shield(done)
+        return done
 
     async def _write(self) -> None:
         while self._waiting:
@@ -181,13 +182,14 @@ class AnsweredRequests:
                         type(exc).__name__, exc)
             return True
 
-    async def remember(self, key: str) -> None:
-        """The reply was acknowledged by the broker: both copies are written."""
+    async def remember(self, key: str) -> asyncio.Future[None] | None:
+        """The reply was acknowledged by the broker: the quick copy is written, and the
+        durable one's write returned under way (None: no database) — the request counts
+        as answered once that is done too."""
         record = self._usable()
         if record is not None:
             try:
                 await record.remember(key)
             except CacheUnavailable as exc:
                 self._failed("write", exc)
-        if self._grouped is not None:
-            await self._grouped.add(key)
+        return None if self._grouped is None else self._grouped.add(key)

@@ -15,6 +15,10 @@ for every record it takes.
 3. Otherwise the processor's answer is delivered — the reply on the no-linger
    reply producer, then remembered as answered; a dead letter durably, retried
    until the broker takes it — and only then does the request count as answered.
+   The durable copy of the record is written with others' (``AnsweredRequests``):
+   :meth:`QueryAnswering.__call__` returns once the reply is out and the quick copy
+   written, with that write under way, so that the query consumer's slot is not
+   held for it; the consumer waits for it before the request is done.
    Once a reply is being sent, a cancellation (a revocation's drain timeout)
    waits for the send and the record to finish before it takes effect: the
    reply goes out whatever happens to the request, and the next owner must
@@ -39,7 +43,7 @@ from streams import tracing
 from streams.backoff import retry_forever
 from streams.metrics import QUERY_DUPLICATES, QUERY_WAITED_FOR
 from streams.query.answered import AnsweredRequests
-from streams.query.ports import MaybeSeen, ReplySink, SentReplies
+from streams.query.ports import MaybeSeen, ReplySink, SentReplies, Settling
 from streams.query.processor import ANSWERED, DUPLICATE, REFUSED, QueryProcessor
 from streams.query.rules.rescue import caller_wait_ms, in_flight_until
 from streams.wire.envelope import DeadLettered, Outgoing, Publisher, SourceRecord, ToSend
@@ -72,26 +76,30 @@ class QueryAnswering:
         self.maybe_seen = maybe_seen
         self.sent_replies = sent_replies
 
-    async def __call__(self, rec: SourceRecord) -> None:
-        await self._deliver_handled(rec, shed=False)
+    async def __call__(self, rec: SourceRecord) -> Settling:
+        """Answer ``rec``; back once its reply is out, with its record's durable write
+        under way (None: none)."""
+        return await self._deliver_handled(rec, shed=False)
 
-    async def shed(self, rec: SourceRecord) -> None:
+    async def shed(self, rec: SourceRecord) -> Settling:
         """Refuse a request the query consumer cannot take now
         (:meth:`~streams.query.processor.QueryProcessor.shed`: ``over_quota`` without
         engine work), delivered as :meth:`__call__` delivers an answer, not recorded as
         one; raises nothing but cancellation."""
-        await self._deliver_handled(rec, shed=True)
+        return await self._deliver_handled(rec, shed=True)
 
-    async def _deliver_handled(self, rec: SourceRecord, *, shed: bool) -> None:
+    async def _deliver_handled(self, rec: SourceRecord, *, shed: bool) -> Settling:
         if self.processor.outdated(rec):
-            return
+            return None
         with tracing.consumer_span(f"process {rec.topic}", rec.headers, tracing.kafka_attributes(
                 rec.topic, rec.partition, rec.offset)) as span:
-            outcome = await self._deliver(rec, shed=shed)
+            outcome, settling = await self._deliver(rec, shed=shed)
             span.set_attribute(tracing.OUTCOME, outcome)
+            return settling
 
-    async def _deliver(self, rec: SourceRecord, *, shed: bool) -> str:
-        """What :meth:`_deliver_handled` does past the age check; the outcome."""
+    async def _deliver(self, rec: SourceRecord, *, shed: bool) -> tuple[str, Settling]:
+        """What :meth:`_deliver_handled` does past the age check: the outcome, and the
+        record's durable write under way."""
         asked: list[str] = []  # the request's key, once it is known to get a reply
         sent_before = functools.partial(self._sent_before, rec, asked)
         handled = await (self.processor.shed(rec, sent_before) if shed else
@@ -103,24 +111,25 @@ class QueryAnswering:
                 dead = [tracing.stamp(d) for d in dead]
                 await retry_forever(lambda: self.dead_letters.publish(dead), what="dlq",
                                     initial_s=self.retry_initial_s, max_s=self.retry_max_s)
-            return "dead_lettered"
+            return "dead_lettered", None
         if handled.outcome == DUPLICATE:
             QUERY_DUPLICATES.inc()
-            return handled.outcome
+            return handled.outcome, None
         # a refusal (over quota) is not an answer: it is sent, not recorded
         key = asked[0] if asked and handled.outcome != REFUSED else None
+        settling: Settling = None
         for reply in handled.records:  # the one reply (none when its caller gave up)
             sending = asyncio.ensure_future(self._reply(reply, key))
             try:
-                await asyncio.shield(sending)
+                _, settling = await asyncio.shield(sending)
             except asyncio.CancelledError:
                 # the reply is on its way: the revocation waits for it and its
                 # record (for at most SEND_GRACE_S), so that the next owner knows
-                await asyncio.wait({sending}, timeout=SEND_GRACE_S)
-                if not _sent(sending):
+                if not await _sent_within(sending, SEND_GRACE_S):
                     raise
-                break  # answered after all: finished, and committed with the others
-        return handled.outcome
+                # answered after all: finished, and committed with the others
+                return handled.outcome, None
+        return handled.outcome, settling
 
     async def rescue(self, rec: SourceRecord) -> bool:
         """Answer a request of a partition another member holds, when no attempt at it has
@@ -155,8 +164,12 @@ class QueryAnswering:
             return False
         if not isinstance(handled, ToSend) or handled.outcome != ANSWERED or not taken:
             return False
-        delivered = [await self._reply(reply, taken[0]) for reply in handled.records]
-        return all(delivered)
+        delivered = True
+        for reply in handled.records:
+            sent, settling = await self._reply(reply, taken[0])
+            await _finished(settling)
+            delivered = delivered and sent
+        return delivered
 
     async def _sent_before(self, rec: SourceRecord, asked: list[str], to: ReplyAddress,
                            key: str) -> bool:
@@ -179,7 +192,7 @@ class QueryAnswering:
                  cid.hex(), "unknown" if sent is None else
                  "in the reply topic" if sent else "not in the reply topic")
         if sent:
-            await self.answered.remember(key)
+            await _finished(await self.answered.remember(key))
         return bool(sent)
 
     async def _answered_meanwhile(self, rec: SourceRecord, key: str, began_ms: int) -> bool:
@@ -200,18 +213,34 @@ class QueryAnswering:
         QUERY_WAITED_FOR.labels("not_answered").inc()
         return False
 
-    async def _reply(self, reply: Outgoing, key: str | None) -> bool:
-        """Deliver the reply and record it under ``key`` (None: a reply not recorded);
-        whether it was delivered."""
+    async def _reply(self, reply: Outgoing, key: str | None) -> tuple[bool, Settling]:
+        """Deliver the reply and record it under ``key`` (None: a reply not recorded):
+        whether it was delivered, and the record's durable write under way."""
         with tracing.producer_span(reply.topic, reply.partition):
             reply = tracing.stamp(reply)
             delivered = await self.replies.deliver(reply)
         if delivered and key is not None:
-            await self.answered.remember(key)
-        return delivered
+            return True, await self.answered.remember(key)
+        return delivered, None
 
 
-def _sent(sending: asyncio.Future[bool]) -> bool:
-    """Whether the reply was delivered and its record written, without error."""
-    return (sending.done() and not sending.cancelled() and sending.exception() is None
-            and sending.result())
+async def _finished(settling: Settling) -> None:
+    if settling is not None:
+        await settling
+
+
+async def _sent_within(sending: asyncio.Future[tuple[bool, Settling]], grace_s: float) -> bool:
+    """Whether the reply was delivered and both copies of its record written, without
+    error, within ``grace_s``."""
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + grace_s
+    await asyncio.wait({sending}, timeout=grace_s)
+    if not (sending.done() and not sending.cancelled() and sending.exception() is None
+            and sending.result()[0]):
+        return False
+    settling = sending.result()[1]
+    if settling is None:
+        return True
+    durable = asyncio.ensure_future(settling)
+    await asyncio.wait({durable}, timeout=max(0.0, ends - loop.time()))
+    return durable.done()

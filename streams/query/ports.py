@@ -4,7 +4,7 @@ builds them, ``streams.testing.query`` has an in-memory double of each."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -16,6 +16,10 @@ from streams.wire.query import MemoryQuery, MemoryReply
 MaybeSeen = Callable[[SourceRecord], bool]
 """The consumer's word on a request: it may have been delivered before (it was in
 its partition's backlog when the partition was assigned), or it is new to the group."""
+
+Settling = Awaitable[None] | None
+"""What an answered request still has to finish, its reply out, before it counts as
+answered (its record's durable write); None: nothing."""
 
 
 class MemoryLookup(Protocol):

@@ -72,6 +72,14 @@ def build(record: MemoryAnsweredRecord | None = None,
             engine, replies, dlq, record)
 
 
+async def whole(answering: QueryAnswering, rec: SourceRecord) -> None:
+    """``rec`` answered as the query consumer answers it: the reply, then its record's
+    durable write, which settles after the slot is let go."""
+    settling = await answering(rec)
+    if settling is not None:
+        await settling
+
+
 def counter(name: str) -> float:
     """The counter's value, summed over its labels."""
     return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)
@@ -146,7 +154,9 @@ async def test_a_redis_that_restarted_empty_forgets_nothing() -> None:
     its copy, the request is not answered twice."""
     durable = MemoryDurableAnswers()
     answering, engine, replies, _, record = build(durable=durable)
-    await answering(request(b"c-1"))
+    settling = await answering(request(b"c-1"))
+    assert settling is not None and durable.keys == set()  # the reply is out before it
+    await settling
     assert durable.keys == {key_of(b"c-1")}
     record.answered.clear()  # Redis restarted without its data
     record.began.clear()
@@ -165,7 +175,8 @@ async def test_a_request_new_to_the_group_is_not_looked_up_in_the_database() -> 
 async def test_requests_completing_together_are_recorded_in_one_write() -> None:
     durable = MemoryDurableAnswers()
     answering, _, replies, _, _ = build(durable=durable)
-    await asyncio.gather(*(answering(request(f"c-{i}".encode(), offset=i)) for i in range(20)))
+    await asyncio.gather(*(whole(answering, request(f"c-{i}".encode(), offset=i))
+                           for i in range(20)))
     assert len(replies.sent) == 20
     assert sum(len(w) for w in durable.writes) == 20 and len(durable.writes) < 20
 
@@ -280,6 +291,26 @@ async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() 
     after, engine, _, _, _ = build(record=record, sent_replies=lookup)
     await after(request(b"c-1", offset=1))
     assert engine.asked == [] and lookup.asked == []
+
+
+async def test_a_cancelled_request_whose_reply_went_out_waits_for_its_durable_record(
+        monkeypatch: Any) -> None:
+    """Cancelled while its reply was on its way, a request ends answered only once both
+    copies of its record are written (within the grace): the consumer commits it, and a
+    next owner finds it in the database even if Redis forgot it. Past the grace it is let
+    go uncommitted."""
+    durable = MemoryDurableAnswers()
+    answering, _, _, _, _ = build(durable=durable)
+    gate, _ = slow_replies(answering)
+    task = await cancelled_while_sending(answering, gate, 0.05)
+    assert not task.cancelled() and task.result() is None
+    assert durable.keys == {key_of(b"c-1")}
+    monkeypatch.setattr(answering_module, "SEND_GRACE_S", 0.08)  # less than the write's linger
+    durable = MemoryDurableAnswers()
+    answering, _, _, _, _ = build(durable=durable)
+    gate, _ = slow_replies(answering)
+    task = await cancelled_while_sending(answering, gate, 0.01)
+    assert task.cancelled() and durable.keys == set()
 
 
 async def test_an_expired_or_refused_request_is_neither_claimed_nor_looked_up() -> None:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 from prometheus_client import REGISTRY
 
@@ -331,4 +332,35 @@ async def test_the_group_counts_as_stopped_only_from_a_heartbeat_after_a_revocat
     assert not q.rebalancing(revoked + longest + 0.5)
     await kafka.listener.on_partitions_assigned({P0})
     assert not q.rebalancing(revoked + hb + 0.01)
+    await q.stop()
+
+
+@pytest.mark.parametrize("read_ahead", [0, 8])
+async def test_a_request_whose_reply_is_out_leaves_its_slot_and_commits_once_settled(
+        read_ahead: int) -> None:
+    """What an answer finishes after its reply is out (its record's durable write) is
+    waited for outside the slots: with one slot, the next request starts meanwhile; a
+    request is committed only once its own has finished."""
+    kafka = FakeKafka()
+    settles: dict[int, asyncio.Future[None]] = {}
+
+    async def answer(rec: SourceRecord) -> asyncio.Future[None]:
+        settles[rec.offset] = asyncio.get_running_loop().create_future()
+        return settles[rec.offset]
+
+    config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
+                                 concurrency=1, read_ahead=read_ahead)
+    q = QueryConsumer(config, connect=lambda c: kafka)
+    q.start(answer, shed=answer)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    await kafka.rebalance({P0})
+    kafka.feed(P0, 0, 1, 2)
+    await eventually(lambda: sorted(settles) == [0, 1, 2], 5, "each started, none settled")
+    settles[1].set_result(None)
+    await asyncio.sleep(0.05)
+    assert last_commit(kafka, P0) is None  # the first has not finished
+    settles[0].set_result(None)
+    await eventually(lambda: last_commit(kafka, P0) == 2, 5, "the first two committed")
+    settles[2].set_result(None)
+    await eventually(lambda: last_commit(kafka, P0) == 3, 5, "all committed")
     await q.stop()

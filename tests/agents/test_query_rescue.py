@@ -26,7 +26,7 @@ from streams.wire.headers import header
 from streams.wire.signing import Signing
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher
-from tests.agents.test_query_answering import NOW, build, counter, key_of, request
+from tests.agents.test_query_answering import NOW, build, counter, key_of, request, whole
 
 
 def standby(record: MemoryAnsweredRecord, *, signing: Signing | None = None,
@@ -259,7 +259,7 @@ async def test_a_request_answered_while_redis_was_away_is_not_taken_over() -> No
     durable = MemoryDurableAnswers()
     owner, _, owner_replies, _, record = build(durable=durable)
     record.down = True  # the owner answers while Redis is away: the database has it
-    await owner(request(b"away"))
+    await whole(owner, request(b"away"))
     assert len(owner_replies.sent) == 1 and durable.keys == {key_of(b"away")}
     record.down = False  # Redis back, empty
     other = AnsweredRequests(record, retry_after_s=10.0, durable=durable,

@@ -41,6 +41,9 @@ class PhaseFigures:
     calm_late: int = 0
     calm_p50_ms: float = math.nan
     calm_p99_ms: float = math.nan
+    # calm's replies by kind (tests.chaos.traffic.reply_kind): "ok", an error's code,
+    # "degraded: …" — a refusal or a failed part is no answer, however quick
+    calm_replies: dict[str, int] = field(default_factory=dict)
     # the slowest calm queries: "asked at s (from the phase's traffic start): ms"
     calm_slowest_queries: list[str] = field(default_factory=list)
     # calm's chat
@@ -167,6 +170,7 @@ async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: Dea
     latencies = [o.latency_s * 1000 if o.answered else math.inf for _, o in calls.outcomes]
     f.calm_queries, f.calm_late = len(latencies), sum(1 for x in latencies if x == math.inf)
     f.calm_p50_ms, f.calm_p99_ms = percentile(latencies, 50), percentile(latencies, 99)
+    f.calm_replies = dict(calls.replies)
     slowest = sorted(calls.outcomes, key=lambda x: -x[1].latency_s if x[1].answered
                      else -math.inf)[:5]
     f.calm_slowest_queries = [

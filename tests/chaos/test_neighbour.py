@@ -54,6 +54,9 @@ def checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures) -> list[tuple
              f"{p.calm_duplicates} twice"),
             (p.calm_consolidated == p.calm_sessions,
              f"{p.name}: calm sessions consolidated {p.calm_consolidated} of {p.calm_sessions}"),
+            (set(p.calm_replies) <= {"ok"},
+             f"{p.name}: calm's replies {p.calm_replies} (each whole: no refusal, no part "
+             f"failed)"),
         ]
     out.append((a.calm_queries > 0 and a.calm_late == 0 and b.calm_queries > 0,
                 f"calm queries: {a.calm_queries} asked alone, {a.calm_late} not answered in "

@@ -10,6 +10,7 @@ import contextlib
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ from streams.client import (
     QueryOutcome,
     QueryTimeoutError,
 )
-from streams.wire.query import MAX_TIMEOUT_MS
+from streams.wire.query import MAX_TIMEOUT_MS, MemoryReply
 from streams.wire.spring_reply import request_headers
 from tests.chaos import vocabulary as V
 from tests.chaos.workload import Workload
@@ -179,6 +180,8 @@ class DeadlineClass:
     outcomes: list[tuple[float, QueryOutcome]] = field(default_factory=list)
     """(when it was asked, monotonic; what came of it)"""
     stats: ClientStats = field(default_factory=ClientStats)
+    replies: Counter[str] = field(default_factory=Counter)
+    """the replies received, by :func:`reply_kind`"""
 
     def record(self, outcome: QueryOutcome) -> None:
         self.outcomes.append((time.monotonic() - outcome.latency_s, outcome))
@@ -223,8 +226,7 @@ class DeadlineCallers:
                 key, value = query_request(self.workload, 1_000_000 * (index + 1) + n)
                 doc = json.loads(value)
                 doc["options"]["timeout_ms"] = int(c.deadline_s * 1000)
-                task = asyncio.create_task(self._ask(client, key, json.dumps(doc).encode(),
-                                                     c.deadline_s))
+                task = asyncio.create_task(self._ask(client, key, json.dumps(doc).encode(), c))
                 asking.add(task)
                 task.add_done_callback(asking.discard)
                 n += 1
@@ -236,6 +238,19 @@ class DeadlineCallers:
                 await asyncio.gather(*asking)
 
     @staticmethod
-    async def _ask(client: MemoryClient, key: bytes, value: bytes, deadline_s: float) -> None:
+    async def _ask(client: MemoryClient, key: bytes, value: bytes, c: DeadlineClass) -> None:
         with contextlib.suppress(QueryTimeoutError):  # the outcome is counted by the client
-            await client.send_raw(value, key=key, timeout_s=deadline_s)
+            reply = await client.send_raw(value, key=key, timeout_s=c.deadline_s)
+            c.replies[reply_kind(reply)] += 1
+
+
+DEGRADED = ("long_term_failed", "short_term_failed")
+
+
+def reply_kind(reply: MemoryReply) -> str:
+    """``ok``; the error's code; or ``degraded: <warning>`` when a part of the answer
+    failed (the caller got less than it asked for)."""
+    if reply.error is not None:
+        return reply.error.code
+    failed = sorted(w.code for w in reply.warnings if w.code in DEGRADED)
+    return f"degraded: {', '.join(failed)}" if failed else "ok"

@@ -129,3 +129,41 @@ async def test_an_erasure_drops_only_what_it_names(workers: tuple[Runtime, Runti
     assert ("loud", "u1") not in held_rows(two) and ("calm", "u1") in held_rows(two)
     await two.erasures.refresh()  # told once: nothing more goes
     assert held_tenants(two) == sorted([("calm", USER_CUBE, "u1"), ("loud", USER_CUBE, "u2")])
+
+
+async def test_a_search_before_the_erasure_is_heard_of_brings_the_cube_forward(
+        workers: tuple[Runtime, Runtime]) -> None:
+    """Worker 2 searches loud's cube after an erasure deleted one of its memories and
+    before worker 2 read the erasure log: the cube is brought forward without a whole
+    load (its count and version say a memory left; its id is found missing), the erased
+    memory is not found; told of the erasure after, worker 2 changes nothing more."""
+    one, two = workers
+    writer = builtin(one)
+    loud = (await writer.add(LOUD, USER_CUBE, [MemoryCandidate(f"loud note {i} about dogs")
+                                               for i in range(40)])).ids
+    wiring = Wiring(one.settings, one, publisher=FencePassingPublisher(
+        one.erasures.log, datetime.now(UTC)), agent_configs=StaticAgentConfigs({}),
+        erasures=one.erasures)
+
+    async def offsets() -> dict[int, int]:
+        return {0: 0}
+
+    executor = wiring.erasure_processor(offsets, 1).executor
+    await two.erasures.refresh()
+    cache = builtin(two).cache
+    assert len(await search(two, LOUD, "dogs")) == 40
+    assert cache.full_loads == 1
+    receipt = await executor.erase(ErasureRequest(
+        erasure_id="m-2", tenant_id="loud", target="memory", memory_id=loud[7]))
+    assert receipt.status == "done"
+    await writer.add(LOUD, USER_CUBE, [MemoryCandidate("a new loud note about dogs")])
+    found = await search(two, LOUD, "dogs")  # worker 2 has not read the erasure log yet
+    assert len(found) == 40 and "loud note 7 about dogs" not in found
+    assert "a new loud note about dogs" in found
+    assert cache.full_loads == 1 and cache.refreshes == 1
+    await two.erasures.refresh()
+    assert len(await search(two, LOUD, "dogs")) == 40
+    assert cache.full_loads == 1
+    state = cache._states[next(sid for sid, key in cache._keys.items()
+                               if key == ("loud", USER_CUBE, "u1"))]
+    assert state.doc_count == 40 and str(loud[7]) not in state.positions

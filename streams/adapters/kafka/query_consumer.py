@@ -26,6 +26,11 @@ Delivery rules:
   or bytes) is refused at
   once, without the engine (``shed``: an ``over_quota`` reply), in a task of its
   own outside the slots — answered and committed like any other request;
+* a request holds its slot until its reply is out: what the answer still has to
+  finish after that (its record's durable write, grouped with others') is waited
+  for outside the slots — up to ``settling_max`` requests at once before they take
+  room from the fetch — and the request is done, and committable, only once that
+  is finished too;
 * every record read is taken (``CommitPositions.begin``) at once, queued or not:
   offsets are committed per partition up to the first request not answered yet
   — queued, refusing or in flight
@@ -73,6 +78,7 @@ from streams.adapters.kafka.query_consumer_config import (
 )
 from streams.adapters.kafka.tenant_queues import TenantQueues, tp_of
 from streams.metrics import QUERY_ABANDONED, QUERY_REBALANCES
+from streams.query.ports import Settling
 from streams.query.rules.fair_dispatch import tenant_of
 from streams.wire.envelope import SourceRecord, TPKey
 
@@ -81,7 +87,9 @@ log = logging.getLogger(__name__)
 STAGE = "query"
 RETRY_S = 1.0
 
-Answerer = Callable[[SourceRecord], Awaitable[None]]
+Answerer = Callable[[SourceRecord], Awaitable[Settling]]
+"""Answers one request: back once its reply is out, with what must still finish before
+the request counts as answered (None: nothing)."""
 
 
 # aiokafka is untyped: its listener base class is Any to mypy
@@ -110,7 +118,9 @@ class QueryConsumer:
         self._shed: Answerer | None = None
         # each task's partition, and the tenant whose slot it holds (None: a refusal)
         self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None]] = {}
+        self._holding: dict[asyncio.Task[None], str] = {}  # tasks holding a slot: tenant
         self._running: dict[str, int] = {}  # slots held, by tenant
+        self._settling = 0  # tasks whose reply is out, their answer not finished yet
         self._queues = TenantQueues(0, config.concurrency)
         self._turns = TurnFetch(self._begin)
         self._baseline: dict[TPKey, int | None] = {}
@@ -187,8 +197,9 @@ class QueryConsumer:
 
     # ---------------------------------------------------------------- fetch
     async def _fetch(self, consumer: Any) -> None:
+        settled_aside = min(self._settling, self.config.settling_max)
         room = (self.config.concurrency + self._queues.read_ahead
-                - len(self._tasks) - len(self._queues))
+                - len(self._tasks) + settled_aside - len(self._queues))
         if room <= 0 or self._rebalancing:  # rebalancing: nothing is this worker's
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -224,12 +235,21 @@ class QueryConsumer:
         task = asyncio.get_running_loop().create_task(self._one(tp, r, answer))
         self._tasks[task] = (tp, tenant)
         if tenant is not None:
+            self._holding[task] = tenant
             self._running[tenant] = self._running.get(tenant, 0) + 1
         task.add_done_callback(self._done)
 
     async def _one(self, tp: TPKey, r: Any, answer: Answerer) -> None:
         try:
-            await answer(from_consumer_record(r))
+            settling = await answer(from_consumer_record(r))
+            if settling is not None:
+                self._settling += 1
+                try:
+                    if (task := asyncio.current_task()) is not None:
+                        self._release(task)  # its reply is out
+                    await settling
+                finally:
+                    self._settling -= 1
         except asyncio.CancelledError:
             raise  # abandoned: neither finished nor committed
         except Exception:
@@ -237,16 +257,23 @@ class QueryConsumer:
         self.positions.finish(tp, r.offset)
         self._dirty.set()
 
+    def _release(self, task: asyncio.Task[Any]) -> None:
+        """The slot ``task`` holds (if any) goes to the next request queued."""
+        tenant = self._holding.pop(task, None)
+        if tenant is None:
+            return
+        held = self._running.get(tenant, 0) - 1
+        if held > 0:
+            self._running[tenant] = held
+        else:
+            self._running.pop(tenant, None)
+        if self._answer is not None and self._queues:
+            self._dispatch()
+        self._wake.set()
+
     def _done(self, task: asyncio.Task[None]) -> None:
-        _, tenant = self._tasks.pop(task, (None, None))
-        if tenant is not None:
-            held = self._running.get(tenant, 0) - 1
-            if held > 0:
-                self._running[tenant] = held
-            else:
-                self._running.pop(tenant, None)
-            if self._answer is not None and self._queues:
-                self._dispatch()
+        self._tasks.pop(task, None)
+        self._release(task)
         self._wake.set()
 
     # --------------------------------------------------------------- commit

@@ -26,6 +26,7 @@ class QueryConsumerConfig:
     read_ahead: int = 0  # requests queued beyond the free slots (0: none)
     read_ahead_bytes: int = 0  # and at most these bytes of one tenant's share (0: no bound)
     drain_timeout_s: float = 3.0
+    settling_max: int = 256  # answered requests finishing outside the slots, room aside
     security: KafkaSecurity = PLAINTEXT
 
 

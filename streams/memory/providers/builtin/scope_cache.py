@@ -326,7 +326,14 @@ class ScopeCache:
             q = select(m.id).where(m.scope_id == sid, m.id <= st.last_id, m.valid_to.is_not(None))
             gone = {k for r in await conn.execute(q) if (k := str(r.id)) in st.positions}
             if len(gone) != expired:
-                return None
+                # some were erased (their rows deleted) before this process heard of the
+                # erasure: what is held and no longer valid, from the ids alone
+                valid = select(m.id).where(m.scope_id == sid, m.id <= st.last_id,
+                                           m.valid_to.is_(None))
+                present = {str(r.id) for r in await conn.execute(valid)}
+                gone = set(st.positions) - present
+                if len(gone) != expired:
+                    return None
         return _Delta(stats, list(rows), vectors, postings, subjects, gone)
 
     def _apply(self, st: ScopeState, d: _Delta) -> None:
