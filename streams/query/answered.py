@@ -69,15 +69,18 @@ def request_key(tenant_id: str, reply_topic: str, reply_partition: int | None,
 class _Grouped:
     """Writes keys in groups: a write waits ``linger_s`` for more keys, one write
     is in flight, the keys added meanwhile go in the next; ``add`` returns a future done once
-    its key's write is done (or failed). The reply is out before: the wait
-    delays only the request's commit, not its caller, nor the query consumer's slot."""
+    its key's write is done, failed, or given up after ``write_timeout_s``. The reply is
+    out before: the wait delays only the request's commit, not its caller, nor the query
+    consumer's slot."""
 
     def __init__(self, durable: DurableAnswers, now: Callable[[], datetime],
-                 max_batch: int = 500, linger_s: float = 0.1) -> None:
+                 max_batch: int = 500, linger_s: float = 0.1,
+                 write_timeout_s: float = 5.0) -> None:
         self.durable = durable
         self.now = now
         self.max_batch = max_batch
         self.linger_s = linger_s
+        self.write_timeout_s = write_timeout_s
         self._waiting: list[tuple[str, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -95,8 +98,9 @@ class _Grouped:
                 await asyncio.sleep(self.linger_s)
             batch = self._waiting[:self.max_batch]
             del self._waiting[:self.max_batch]
-            try:
-                await self.durable.add([k for k, _ in batch], self.now())
+            try:  # bounded: the requests waiting for it are not committed meanwhile
+                await asyncio.wait_for(self.durable.add([k for k, _ in batch], self.now()),
+                                       self.write_timeout_s)
             except Exception as exc:  # a safeguard, never a gate
                 log.warning("answered-request record: database write failed: %s: %s",
                             type(exc).__name__, exc)

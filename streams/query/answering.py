@@ -19,8 +19,9 @@ for every record it takes.
    :meth:`QueryAnswering.__call__` returns once the reply is out and the quick copy
    written, with that write under way, so that the query consumer's slot is not
    held for it; the consumer waits for it before the request is done.
-   Once a reply is being sent, a cancellation (a revocation's drain timeout)
-   waits for the send and the record to finish before it takes effect: the
+   Once a reply is being sent, a cancellation (a revocation's drain timeout,
+   during the send or during that wait for the write) waits for the send and
+   both copies of the record to finish, ``SEND_GRACE_S`` at most, before it takes effect: the
    reply goes out whatever happens to the request, and the next owner must
    find it recorded. A request whose reply went out and was recorded within
    that wait ends as answered (not cancelled): the consumer commits it with
@@ -117,11 +118,11 @@ class QueryAnswering:
             return handled.outcome, None
         # a refusal (over quota) is not an answer: it is sent, not recorded
         key = asked[0] if asked and handled.outcome != REFUSED else None
-        settling: Settling = None
+        durable: asyncio.Future[None] | None = None
         for reply in handled.records:  # the one reply (none when its caller gave up)
             sending = asyncio.ensure_future(self._reply(reply, key))
             try:
-                _, settling = await asyncio.shield(sending)
+                _, durable = await asyncio.shield(sending)
             except asyncio.CancelledError:
                 # the reply is on its way: the revocation waits for it and its
                 # record (for at most SEND_GRACE_S), so that the next owner knows
@@ -129,12 +130,13 @@ class QueryAnswering:
                     raise
                 # answered after all: finished, and committed with the others
                 return handled.outcome, None
-        return handled.outcome, settling
+        return handled.outcome, None if durable is None else _recorded(durable)
 
     async def rescue(self, rec: SourceRecord) -> bool:
         """Answer a request of a partition another member holds, when no attempt at it has
         begun (:meth:`~streams.query.answered.AnsweredRequests.take_over`): the reply is
-        sent and recorded as by :meth:`__call__`, so that its owner, should it come to the
+        sent and recorded as by :meth:`__call__` (the database copy written meanwhile, not
+        waited for), so that its owner, should it come to the
         request later, finds it answered (or finds this attempt's mark, and the reply in
         the reply topic). Anything else is left to the owner. True when this worker
         answered it; raises nothing but cancellation."""
@@ -166,8 +168,7 @@ class QueryAnswering:
             return False
         delivered = True
         for reply in handled.records:
-            sent, settling = await self._reply(reply, taken[0])
-            await _finished(settling)
+            sent, _ = await self._reply(reply, taken[0])  # its record is written meanwhile
             delivered = delivered and sent
         return delivered
 
@@ -191,8 +192,8 @@ class QueryAnswering:
         log.info("request %s was begun before and not recorded as answered: its reply is %s",
                  cid.hex(), "unknown" if sent is None else
                  "in the reply topic" if sent else "not in the reply topic")
-        if sent:
-            await _finished(await self.answered.remember(key))
+        if sent and (durable := await self.answered.remember(key)) is not None:
+            await durable
         return bool(sent)
 
     async def _answered_meanwhile(self, rec: SourceRecord, key: str, began_ms: int) -> bool:
@@ -213,7 +214,8 @@ class QueryAnswering:
         QUERY_WAITED_FOR.labels("not_answered").inc()
         return False
 
-    async def _reply(self, reply: Outgoing, key: str | None) -> tuple[bool, Settling]:
+    async def _reply(self, reply: Outgoing, key: str | None,
+                     ) -> tuple[bool, asyncio.Future[None] | None]:
         """Deliver the reply and record it under ``key`` (None: a reply not recorded):
         whether it was delivered, and the record's durable write under way."""
         with tracing.producer_span(reply.topic, reply.partition):
@@ -224,12 +226,20 @@ class QueryAnswering:
         return delivered, None
 
 
-async def _finished(settling: Settling) -> None:
-    if settling is not None:
-        await settling
+async def _recorded(durable: asyncio.Future[None]) -> None:
+    """The durable write of an answered request's record, as the query consumer waits
+    for it: cancelled (a revocation's drain timeout), it is still waited for up to
+    ``SEND_GRACE_S``, and the request ends answered if it is done by then."""
+    try:
+        await asyncio.shield(durable)
+    except asyncio.CancelledError:
+        await asyncio.wait({durable}, timeout=SEND_GRACE_S)
+        if not durable.done():
+            raise
 
 
-async def _sent_within(sending: asyncio.Future[tuple[bool, Settling]], grace_s: float) -> bool:
+async def _sent_within(sending: asyncio.Future[tuple[bool, asyncio.Future[None] | None]],
+                       grace_s: float) -> bool:
     """Whether the reply was delivered and both copies of its record written, without
     error, within ``grace_s``."""
     loop = asyncio.get_running_loop()
@@ -238,9 +248,8 @@ async def _sent_within(sending: asyncio.Future[tuple[bool, Settling]], grace_s: 
     if not (sending.done() and not sending.cancelled() and sending.exception() is None
             and sending.result()[0]):
         return False
-    settling = sending.result()[1]
-    if settling is None:
+    durable = sending.result()[1]
+    if durable is None:
         return True
-    durable = asyncio.ensure_future(settling)
     await asyncio.wait({durable}, timeout=max(0.0, ends - loop.time()))
     return durable.done()

@@ -8,12 +8,15 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
+from streams.adapters.kafka.query_consumer import QueryConsumer
+from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
 from streams.query import answering as answering_module
 from streams.query.answered import AnsweredRequests, request_key
 from streams.query.answering import QueryAnswering
@@ -33,6 +36,7 @@ from streams.wire.query import MemoryQuery, MemoryReply
 from streams.wire.signing import Signing, signed_headers
 from streams.wire.spring_reply import request_headers
 from tests.agents.fakes import FakePublisher
+from tests.support.worker import eventually
 
 NOW = 1_800_000_000.0
 
@@ -88,23 +92,23 @@ def counter(name: str) -> float:
 async def test_an_answered_request_is_remembered_and_its_redelivery_not_answered() -> None:
     answering, engine, replies, _, record = build()
     duplicates = counter("memstream_query_duplicates_total")
-    await answering(request(b"c-1"))
+    await whole(answering, request(b"c-1"))
     assert len(replies.sent) == 1 and header(replies.sent[0].headers,
                                              "kafka_correlationId") == b"c-1"
     assert record.answered == {key_of(b"c-1")} and record.began == {}
-    await answering(request(b"c-1", offset=1))  # the same request, redelivered
+    await whole(answering, request(b"c-1", offset=1))  # the same request, redelivered
     assert len(replies.sent) == 1 and len(engine.asked) == 1
     assert counter("memstream_query_duplicates_total") == duplicates + 1
-    await answering(request(b"c-2", offset=2))
+    await whole(answering, request(b"c-2", offset=2))
     assert len(replies.sent) == 2
 
 
 async def test_a_request_older_than_its_timeout_is_counted_and_not_answered() -> None:
     answering, engine, replies, _, record = build()
     expired = counter("memstream_query_expired_total")
-    await answering(request(b"late", age_s=1.5))  # default timeout_ms: 1000
-    await answering(request(b"long", age_s=1.5, timeout_ms=2000))
-    await answering(request(b"ancient", age_s=3600, timeout_ms=60_000))
+    await whole(answering, request(b"late", age_s=1.5))  # default timeout_ms: 1000
+    await whole(answering, request(b"long", age_s=1.5, timeout_ms=2000))
+    await whole(answering, request(b"ancient", age_s=3600, timeout_ms=60_000))
     assert [r.request_id for r in engine.asked] == ["long"]
     assert len(replies.sent) == 1
     assert counter("memstream_query_expired_total") == expired + 2
@@ -116,8 +120,8 @@ async def test_with_redis_down_every_request_is_answered_and_redis_is_skipped_a_
     record = MemoryAnsweredRecord()
     record.down = True
     answering, _, replies, _, _ = build(record)
-    await answering(request(b"a"))
-    await answering(request(b"a", offset=1))  # cannot tell it was answered: answered again
+    await whole(answering, request(b"a"))
+    await whole(answering, request(b"a", offset=1))  # cannot tell it was answered: answered again
     assert len(replies.sent) == 2
     assert record.calls == 1  # skipped after the failure
 
@@ -125,18 +129,18 @@ async def test_with_redis_down_every_request_is_answered_and_redis_is_skipped_a_
 async def test_a_lost_reply_is_not_remembered() -> None:
     answering, _, replies, _, record = build()
     replies.fail = True
-    await answering(request(b"lost"))
+    await whole(answering, request(b"lost"))
     assert record.began == {key_of(b"lost"): int(NOW * 1000)}  # begun only
     assert record.answered == set()
     replies.fail = False
-    await answering(request(b"lost", offset=1))
+    await whole(answering, request(b"lost", offset=1))
     assert len(replies.sent) == 1
 
 
 async def test_a_request_with_no_reply_topic_is_dead_lettered_even_when_the_broker_fails() -> None:
     answering, _, replies, dlq, record = build()
     dlq.fail_next = 2
-    await answering(request(b"x", headers=[]))
+    await whole(answering, request(b"x", headers=[]))
     assert replies.sent == [] and len(dlq.on("dlq")) == 1
     assert header(dlq.sent[0].headers, "memstream.error.reason") == b"no_reply_topic"
     assert record.calls == 0
@@ -144,8 +148,8 @@ async def test_a_request_with_no_reply_topic_is_dead_lettered_even_when_the_brok
 
 async def test_a_request_without_correlation_id_is_answered_and_not_remembered() -> None:
     answering, _, replies, _, record = build()
-    await answering(request(b"n", headers=[("kafka_replyTopic", b"replies")]))
-    await answering(request(b"n", headers=[("kafka_replyTopic", b"replies")], offset=1))
+    await whole(answering, request(b"n", headers=[("kafka_replyTopic", b"replies")]))
+    await whole(answering, request(b"n", headers=[("kafka_replyTopic", b"replies")], offset=1))
     assert len(replies.sent) == 2 and record.calls == 0
 
 
@@ -160,15 +164,15 @@ async def test_a_redis_that_restarted_empty_forgets_nothing() -> None:
     assert durable.keys == {key_of(b"c-1")}
     record.answered.clear()  # Redis restarted without its data
     record.began.clear()
-    await answering(request(b"c-1", offset=1))
+    await whole(answering, request(b"c-1", offset=1))
     assert len(replies.sent) == 1 and len(engine.asked) == 1
 
 
 async def test_a_request_new_to_the_group_is_not_looked_up_in_the_database() -> None:
     durable = MemoryDurableAnswers()
     answering, _, replies, _, _ = build(durable=durable, maybe_seen=lambda rec: False)
-    await answering(request(b"c-1"))
-    await answering(request(b"c-2", offset=1))
+    await whole(answering, request(b"c-1"))
+    await whole(answering, request(b"c-2", offset=1))
     assert len(replies.sent) == 2 and durable.reads == 0
 
 
@@ -186,8 +190,8 @@ async def test_with_the_database_down_every_request_is_still_answered() -> None:
     durable.down = True
     answering, _, replies, _, record = build(durable=durable)
     record.down = True
-    await answering(request(b"c-1"))
-    await answering(request(b"c-1", offset=1))  # nothing knows it: answered again
+    await whole(answering, request(b"c-1"))
+    await whole(answering, request(b"c-1", offset=1))  # nothing knows it: answered again
     assert len(replies.sent) == 2
 
 
@@ -201,13 +205,13 @@ async def test_a_reply_a_killed_worker_sent_is_found_and_not_sent_again() -> Non
     answering, engine, replies, _, record = build(sent_replies=lookup)
     begun(record, b"c-1", 1_799_999_990_000)
     duplicates = counter("memstream_query_duplicates_total")
-    await answering(request(b"c-1"))
+    await whole(answering, request(b"c-1"))
     assert lookup.asked == [("replies", b"c-1", 1_799_999_990_000)]
     assert replies.sent == [] and engine.asked == []
     assert counter("memstream_query_duplicates_total") == duplicates + 1
     # recorded now: delivered once more, it is not looked up again
     assert record.answered == {key_of(b"c-1")} and record.began == {}
-    await answering(request(b"c-1", offset=1))
+    await whole(answering, request(b"c-1", offset=1))
     assert len(lookup.asked) == 1 and replies.sent == []
 
 
@@ -216,7 +220,7 @@ async def test_a_reply_not_found_or_not_known_is_sent() -> None:
         lookup = KnownReplies(found)
         answering, _, replies, _, record = build(sent_replies=lookup)
         begun(record, b"c-1", 1_799_999_990_000)
-        await answering(request(b"c-1"))
+        await whole(answering, request(b"c-1"))
         assert len(lookup.asked) == 1 and len(replies.sent) == 1
         assert record.answered == {key_of(b"c-1")} and record.began == {}
 
@@ -233,9 +237,9 @@ async def test_the_first_attempt_s_beginning_is_kept() -> None:
     answering, _, replies, _, record = build(sent_replies=lookup)
     begun(record, b"c-1", 1_799_999_990_000)
     replies.fail = True  # this attempt's reply is lost too
-    await answering(request(b"c-1"))
+    await whole(answering, request(b"c-1"))
     replies.fail = False
-    await answering(request(b"c-1", offset=1))
+    await whole(answering, request(b"c-1", offset=1))
     assert [a[2] for a in lookup.asked] == [1_799_999_990_000] * 2
     assert len(replies.sent) == 1
 
@@ -289,7 +293,7 @@ async def test_a_cancelled_request_whose_reply_is_on_its_way_still_records_it() 
     assert key_of(b"c-1") in record.answered
     lookup = KnownReplies(False)
     after, engine, _, _, _ = build(record=record, sent_replies=lookup)
-    await after(request(b"c-1", offset=1))
+    await whole(after, request(b"c-1", offset=1))
     assert engine.asked == [] and lookup.asked == []
 
 
@@ -318,10 +322,10 @@ async def test_an_expired_or_refused_request_is_neither_claimed_nor_looked_up() 
     answering, engine, replies, dlq, record = build(sent_replies=lookup)
     answering.processor.reply_targets = ReplyTargets.of(("replies",), ("chat",), "ms")
     begun(record, b"gone", 1_799_999_990_000)
-    await answering(request(b"gone", age_s=1.5))  # the caller gave up (1 s)
+    await whole(answering, request(b"gone", age_s=1.5))  # the caller gave up (1 s)
     refused = request(b"bad", headers=request_headers("chat", b"bad"))
     record.began[("chat", b"bad")] = 1_799_999_990_000
-    await answering(refused)
+    await whole(answering, refused)
     assert lookup.asked == [] and engine.asked == [] and replies.sent == []
     assert len(dlq.on("dlq")) == 1
     assert record.calls == 0  # no Redis round trip for either
@@ -500,16 +504,16 @@ async def test_two_tenants_using_one_correlation_id_are_both_answered() -> None:
     mine, theirs = (json.dumps({"request_id": r, "tenant_id": t, "user_id": "u",
                                 "agent_id": "a", "message": "hi"}).encode()
                     for r, t in (("r1", "t"), ("r2", "other")))
-    await answering(request(b"same", value=theirs))
-    await answering(request(b"same", value=mine, offset=1))
+    await whole(answering, request(b"same", value=theirs))
+    await whole(answering, request(b"same", value=mine, offset=1))
     assert [json.loads(r.value or b"")["request_id"] for r in replies.sent] == ["r2", "r1"]
     assert len(record.answered) == 2
 
 
 async def test_a_refused_request_is_not_recorded_and_cannot_stand_for_another() -> None:
     answering, _, replies, _, record = build()
-    await answering(request(b"c-1", value=b"{not json"))
-    await answering(request(b"c-1", offset=1))
+    await whole(answering, request(b"c-1", value=b"{not json"))
+    await whole(answering, request(b"c-1", offset=1))
     assert [json.loads(r.value or b"")["error"] is None for r in replies.sent] == [False, True]
     assert record.answered == {key_of(b"c-1")}
 
@@ -524,7 +528,7 @@ async def test_the_reply_names_the_partition_its_request_was_read_from() -> None
 
 async def test_a_request_taken_late_gets_what_is_left_of_its_caller_s_wait() -> None:
     answering, engine, _, _, _ = build()
-    await answering(request(b"c-1", age_s=0.7, timeout_ms=1000))
+    await whole(answering, request(b"c-1", age_s=0.7, timeout_ms=1000))
     assert engine.budgets == [pytest.approx(1.0 - 0.7 - REPLY_WAY_S)]
 
 
@@ -601,3 +605,60 @@ async def test_a_reply_after_its_deadline_is_logged_with_where_the_time_went(
     assert total == round((age_s + took_s) * 1000)
     assert handled == pytest.approx(took_s * 1000, abs=60)
     assert taken_up == pytest.approx(age_s * 1000, abs=60)
+
+
+class SlowDurable(MemoryDurableAnswers):
+    """A database whose writes of the record take ``delay_s``."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    async def add(self, keys: Sequence[str], now: datetime) -> None:
+        await asyncio.sleep(self.delay_s)
+        await super().add(keys, now)
+
+
+async def test_a_request_drained_while_its_record_is_written_is_answered_and_committed(
+        ) -> None:
+    """The query consumer lets a request's slot go once its reply is out, and waits for
+    its record's database copy outside the slots. A revocation whose drain times out
+    meanwhile still gives that write the grace: the request ends answered and is
+    committed, and the next owner — Redis down — finds it in the database."""
+    from tests.agents.test_query_consumer import P0, P1, TOPIC, FakeKafka, Record, last_commit
+
+    durable = SlowDurable(0.2)
+    redis = MemoryAnsweredRecord()
+    redis.down = True  # only the database copy tells the next owner
+    answering, _, replies, _, _ = build(record=redis, durable=durable)
+    kafka = FakeKafka()
+    config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
+                                 concurrency=4, read_ahead=8, drain_timeout_s=0.05)
+    q = QueryConsumer(config, connect=lambda c: kafka)
+    q.start(answering, shed=answering.shed)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    await kafka.rebalance({P0})
+    let_go = counter("memstream_query_abandoned_total")
+    r = request(b"c-1")
+    kafka.queued[P0] = [Record(TOPIC, 0, 0, key=r.key, value=r.value, headers=tuple(r.headers))]
+    kafka.ends[P0] = 1
+    await eventually(lambda: len(replies.sent) == 1, 5, "the reply out")
+    await kafka.rebalance({P1})  # drained while the database copy is written
+    assert last_commit(kafka, P0) == 1
+    assert counter("memstream_query_abandoned_total") == let_go
+    after, engine, again, _, _ = build(record=redis, durable=durable)
+    await whole(after, request(b"c-1"))
+    assert again.sent == [] and engine.asked == []
+    await q.stop()
+
+
+async def test_a_database_write_that_hangs_is_given_up() -> None:
+    """The record's database copy is a safeguard, never a gate: a write that hangs is
+    given up after its timeout, and the requests waiting for it are done."""
+    durable = SlowDurable(3600.0)
+    answering, _, replies, _, _ = build(durable=durable)
+    grouped = answering.answered._grouped
+    assert grouped is not None
+    grouped.write_timeout_s = 0.05
+    await asyncio.wait_for(whole(answering, request(b"c-1")), 2.0)
+    assert len(replies.sent) == 1 and durable.keys == set()

@@ -364,3 +364,28 @@ async def test_a_request_whose_reply_is_out_leaves_its_slot_and_commits_once_set
     settles[2].set_result(None)
     await eventually(lambda: last_commit(kafka, P0) == 3, 5, "all committed")
     await q.stop()
+
+
+async def test_answered_requests_whose_records_never_settle_are_bounded() -> None:
+    """Requests whose reply is out and whose record's write never ends take no slot, up to
+    ``settling_max`` of them; beyond that they take room from the fetch, so no more is
+    read; none is committed; a stop ends after its drain all the same."""
+    kafka = FakeKafka()
+    pending: list[asyncio.Future[None]] = []
+
+    async def answer(rec: SourceRecord) -> asyncio.Future[None]:
+        pending.append(asyncio.get_running_loop().create_future())
+        return pending[-1]
+
+    config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
+                                 concurrency=4, drain_timeout_s=0.1, settling_max=20)
+    q = QueryConsumer(config, connect=lambda c: kafka)
+    q.start(answer)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    await kafka.rebalance({P0})
+    kafka.feed(P0, *range(100))
+    await eventually(lambda: len(pending) == 24, 5, "4 slots and 20 settling")
+    await asyncio.sleep(0.2)
+    assert len(pending) == 24 and last_commit(kafka, P0) is None
+    await asyncio.wait_for(q.stop(), 5)
+    assert last_commit(kafka, P0) is None
