@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import SecretStr
 
+from streams.erasure.executor import ErasureExecutor
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
 from streams.memory.provider import Scope, SearchRequest
@@ -73,6 +74,18 @@ def held_rows(rt: Runtime) -> set[tuple[str, str]]:
             for held in (rows._items, rows._fresh) for r in held.values()}
 
 
+def eraser(rt: Runtime) -> ErasureExecutor:
+    """The erasure executor of worker ``rt`` (the real one; its fences pass at once)."""
+    wiring = Wiring(rt.settings, rt, publisher=FencePassingPublisher(
+        rt.erasures.log, datetime.now(UTC)), agent_configs=StaticAgentConfigs({}),
+        erasures=rt.erasures)
+
+    async def offsets() -> dict[int, int]:
+        return {0: 0}
+
+    return wiring.erasure_processor(offsets, 1).executor
+
+
 async def test_an_erasure_drops_only_what_it_names(workers: tuple[Runtime, Runtime]) -> None:
     one, two = workers
     writer = builtin(one)
@@ -82,14 +95,7 @@ async def test_an_erasure_drops_only_what_it_names(workers: tuple[Runtime, Runti
                                                MemoryCandidate("My dog is called Rex.")])).ids
     await writer.add(LOUD, agent_cube("a1"), [MemoryCandidate("Users ask about Oslo.")])
     await writer.add(LOUD_2, USER_CUBE, [MemoryCandidate("I live in Lisbon.")])
-    wiring = Wiring(one.settings, one, publisher=FencePassingPublisher(
-        one.erasures.log, datetime.now(UTC)), agent_configs=StaticAgentConfigs({}),
-        erasures=one.erasures)
-
-    async def offsets() -> dict[int, int]:
-        return {0: 0}
-
-    executor = wiring.erasure_processor(offsets, 1).executor
+    executor = eraser(one)
     await two.erasures.refresh()  # worker 2's first look (as it starts)
     cache = builtin(two).cache
 
@@ -141,14 +147,7 @@ async def test_a_search_before_the_erasure_is_heard_of_brings_the_cube_forward(
     writer = builtin(one)
     loud = (await writer.add(LOUD, USER_CUBE, [MemoryCandidate(f"loud note {i} about dogs")
                                                for i in range(40)])).ids
-    wiring = Wiring(one.settings, one, publisher=FencePassingPublisher(
-        one.erasures.log, datetime.now(UTC)), agent_configs=StaticAgentConfigs({}),
-        erasures=one.erasures)
-
-    async def offsets() -> dict[int, int]:
-        return {0: 0}
-
-    executor = wiring.erasure_processor(offsets, 1).executor
+    executor = eraser(one)
     await two.erasures.refresh()
     cache = builtin(two).cache
     assert len(await search(two, LOUD, "dogs")) == 40
