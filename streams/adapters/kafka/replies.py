@@ -46,9 +46,10 @@ class ReplyPublisher:
                 self._started = True
 
     async def stop(self) -> None:
-        if self._started:
-            await self._producer.stop()
-            self._started = False
+        """Close the producer — also one whose start failed half-way, which may hold
+        connections already (closing is idempotent)."""
+        await self._producer.stop()
+        self._started = False
 
     async def deliver(self, r: Outgoing) -> bool:
         """Send one reply; True once the broker acknowledged it (every copy), False
