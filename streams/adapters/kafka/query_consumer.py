@@ -116,9 +116,9 @@ class QueryConsumer:
         self._consumer: Any = None
         self._answer: Answerer | None = None
         self._shed: Answerer | None = None
-        # each task's partition, and the tenant whose slot it holds (None: a refusal)
-        self._tasks: dict[asyncio.Task[None], tuple[TPKey, str | None]] = {}
-        self._holding: dict[asyncio.Task[None], str] = {}  # tasks holding a slot: tenant
+        self._tasks: dict[asyncio.Task[None], TPKey] = {}  # each request's partition
+        # a refusal (shed) holds no slot
+        self._holding: dict[asyncio.Task[None], str] = {}  # slot holders: tenant
         self._running: dict[str, int] = {}  # slots held, by tenant
         self._settling = 0  # tasks whose reply is out, their answer not finished yet
         self._queues = TenantQueues(0, config.concurrency)
@@ -171,7 +171,7 @@ class QueryConsumer:
                 await self._fetch(consumer)
         finally:
             self._queues.drop()  # not begun: the next owner reads them again
-            await self._drain({tp for tp, _ in self._tasks.values()})
+            await self._drain(set(self._tasks.values()))
             await self._commit()
             committer.cancel()
             await asyncio.gather(committer, return_exceptions=True)
@@ -233,7 +233,7 @@ class QueryConsumer:
     def _start(self, r: Any, tenant: str | None, answer: Answerer) -> None:
         tp = tp_of(r)
         task = asyncio.get_running_loop().create_task(self._one(tp, r, answer))
-        self._tasks[task] = (tp, tenant)
+        self._tasks[task] = tp
         if tenant is not None:
             self._holding[task] = tenant
             self._running[tenant] = self._running.get(tenant, 0) + 1
@@ -306,7 +306,7 @@ class QueryConsumer:
 
     # ------------------------------------------------------------ rebalance
     async def _drain(self, tps: set[TPKey]) -> None:
-        tasks = [t for t, (tp, _) in self._tasks.items() if tp in tps]
+        tasks = [t for t, tp in self._tasks.items() if tp in tps]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self.config.drain_timeout_s)
