@@ -247,6 +247,14 @@ GC_PAUSES = Histogram(
     ["generation"], buckets=QUERY_BUCKETS,
 )
 
+EVENT_LOOP_BUSY = Gauge(
+    "memstream_event_loop_busy_share",
+    "The share of its last measured window (a quarter second or more) this process's event loop "
+    "spent running (or waiting for the CPU), not waiting for I/O. While it is at least "
+    "query.contended_busy and another tenant asks, the query consumer gives each tenant "
+    "query.contended_slots.",
+)
+
 EVENT_LOOP_LAG = Histogram(
     "memstream_event_loop_lag_seconds",
     "How late the worker's event loop woke a 100 ms timer: time during which it ran "

@@ -556,6 +556,22 @@ class QuerySettings(BaseModel):
             "0: no read-ahead, requests are read only as slots free up and none is refused "
             "so."),
     )
+    contended_slots: int = Field(
+        1, ge=0, le=256, description=(
+            "While the event loop answering queries is busy (at least `contended_busy` of "
+            "the last quarter second spent running, not waiting for I/O) and more than one tenant "
+            "asks (one asked within the last second, or holds or waits for a slot), a "
+            "tenant holds at most this many slots and borrows none: on a busy event loop "
+            "more requests in flight answer a tenant no sooner, they only queue more steps "
+            "ahead of every other tenant's. Needs `read_ahead`. 0: slots are shared as "
+            "when not busy."),
+    )
+    contended_busy: float = Field(
+        0.75, ge=0, le=1, description=(
+            "The share of a quarter second the event loop answering queries spends running "
+            "(or waiting for the CPU), not waiting for I/O, from which it counts as busy "
+            "for `contended_slots`. 0: never busy."),
+    )
     read_ahead_bytes: int = Field(
         8 * 1024 * 1024, ge=0, description=(
             "The read-ahead's bound in bytes (record keys and values): a tenant's queue holds "

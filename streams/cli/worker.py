@@ -21,6 +21,7 @@ from streams.backoff import retry_forever
 from streams.cli._common import fail
 from streams.settings import get_settings
 from streams.worker.gc_tuning import time_collections, tune_gc
+from streams.worker.loop_busy import install as install_timed_loops
 
 
 def register(sub: Any) -> None:
@@ -56,6 +57,9 @@ async def _prepare(create_topics: bool, migrate: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = get_settings()
+    # before the app is imported (it makes its loop then): how busy the loop is shares
+    # the query slots between tenants
+    install_timed_loops()
     try:
         asyncio.run(_prepare(not args.no_create_topics, not args.no_migrate))
     except (TopicLayoutError, SchemaNotCurrentError) as exc:

@@ -56,10 +56,11 @@ from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.wire.envelope import SourceRecord
 from streams.worker.gc_tuning import time_collections, tune_gc
 from streams.worker.kafka_monitor import LagSampler
+from streams.worker.loop_busy import install as install_timed_loops
 from streams.worker.loop_lag import LoopLagWatch
 from streams.worker.quotas import process_quotas
 from streams.worker.runtime import Runtime
-from streams.worker.wiring import Wiring, query_consumer_config
+from streams.worker.wiring import Wiring, query_consumer, query_consumer_config
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -184,7 +185,7 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
         await search_log.start()
         lookup = wiring.reply_lookup()
         _closing(stack, lookup.close, "the reply lookup")
-        queries = QueryConsumer(query_consumer_config(s))
+        queries = query_consumer(s)
         _closing(stack, queries.stop, "the query consumer")
         answering = wiring.query_answering(search_log, maybe_seen=queries.maybe_seen,
                                            replies=replies, sent_replies=lookup)
@@ -245,6 +246,7 @@ def main() -> None:
     ready_fd = option("--ready-fd")
     tune_gc()  # as the worker does: full collections, which stop every query, kept rare
     time_collections()
+    install_timed_loops()  # how busy its loop is shares the query slots between tenants
     port = settings.query.process_port
     if port is not None:
         from prometheus_client import start_http_server

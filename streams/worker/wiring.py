@@ -42,6 +42,7 @@ from streams.adapters.db.summaries import SummaryRows
 from streams.adapters.db.unavailable import UnavailableCubeLocks
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
+from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
@@ -94,6 +95,7 @@ from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
 from streams.worker.foreground import Foreground
+from streams.worker.loop_busy import LoopBusy
 from streams.worker.quotas import Quotas, delays_events, process_quotas
 
 
@@ -491,5 +493,11 @@ def query_consumer_config(s: Settings) -> QueryConsumerConfig:
         session_timeout_s=q.session_timeout_s, heartbeat_interval_s=q.heartbeat_interval_s,
         instance_id=q.instance_id, concurrency=q.concurrency, read_ahead=q.read_ahead,
         read_ahead_bytes=q.read_ahead_bytes, drain_timeout_s=q.drain_timeout_s,
-        security=kafka_security(s.kafka),
+        contended_slots=q.contended_slots, security=kafka_security(s.kafka),
     )
+
+
+def query_consumer(s: Settings) -> QueryConsumer:
+    """The query consumer of this process, its slots shared as contended while this
+    process's event loop is busy (``query.contended_busy``)."""
+    return QueryConsumer(query_consumer_config(s), busy=LoopBusy(s.query.contended_busy))

@@ -38,11 +38,15 @@ def feed(kafka: FakeKafka, tp: TopicPartition, key: bytes, *offsets: int) -> Non
 
 
 async def started(kafka: FakeKafka, gates: Gates, shed: Shed,
-                  read_ahead_bytes: int = 0) -> QueryConsumer:
+                  read_ahead_bytes: int = 0, busy: list[bool] | None = None) -> QueryConsumer:
+    """Started, and calm's first request answered; ``busy``: whether the process is
+    busy (its first item, changed by the test; none: never)."""
     config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
                                  concurrency=SLOTS, read_ahead=READ_AHEAD,
-                                 read_ahead_bytes=read_ahead_bytes, drain_timeout_s=0.3)
-    q = QueryConsumer(config, connect=lambda c: kafka)
+                                 read_ahead_bytes=read_ahead_bytes, drain_timeout_s=0.3,
+                                 contended_slots=1)
+    q = QueryConsumer(config, connect=lambda c: kafka,
+                      busy=None if busy is None else (lambda: busy[0]))
     q.start(gates, shed=shed)
     await eventually(lambda: kafka.listener is not None, 5, "the subscription")
     await kafka.rebalance({P0, P1})
@@ -221,4 +225,31 @@ async def test_the_read_ahead_is_bounded_in_bytes_too() -> None:
     assert q.queued() == 2
     gates.release(0, *range(101))
     await eventually(lambda: last_commit(kafka, P0) == 101, 5, "all committed")
+    await q.stop()
+
+
+async def test_a_busy_process_gives_each_active_tenant_one_slot() -> None:
+    """Busy, with calm asking lately: loud's backlog takes one slot at a time (the rest
+    queued, its overflow refused), calm's next request starts at once; once the process
+    is not busy, loud borrows the free slots but the last again."""
+    kafka, gates, shed = FakeKafka(), Gates(), Shed()
+    busy = [True]
+    q = await started(kafka, gates, shed, busy=busy)
+    feed(kafka, P0, LOUD, *range(50))
+    await eventually(lambda: len(shed.offsets) == 50 - 1 - LOUD_QUEUED, 5, "loud refused")
+    await asyncio.sleep(0.1)
+    assert gates.started == [(0, 0)] and q.queued() == LOUD_QUEUED
+    feed(kafka, P1, CALM, 1)
+    await eventually(lambda: (1, 1) in gates.started, 5, "calm's request started")
+    assert gates.most_in_flight == 2
+    gates.release(1, 1)
+    gates.release(0, 0)  # loud's next, one at a time
+    await eventually(lambda: (0, 1) in gates.started, 5, "loud's next started")
+    await asyncio.sleep(0.1)
+    assert gates.in_flight == 1
+    busy[0] = False
+    gates.release(0, 1)  # its slot freed: the queue borrows all slots but one
+    await eventually(lambda: gates.in_flight == LOUD_SLOTS, 5, "loud borrowing")
+    gates.release(0, *range(50))
+    await eventually(lambda: last_commit(kafka, P0) == 50, 5, "all committed")
     await q.stop()

@@ -21,7 +21,9 @@ Delivery rules:
 * a free slot goes to the tenants' queues in turn, a tenant holding at most half
   the slots while another tenant waits, and never the last free slot while none
   does (:mod:`streams.query.rules.fair_dispatch`): one tenant's backlog on a
-  shared partition does not hold up another tenant's requests;
+  shared partition does not hold up another tenant's requests; while ``busy`` (the
+  process's CPU) says so and another tenant asked lately, a tenant holds at most
+  ``contended_slots``;
 * a request whose tenant's queue holds its share of the read-ahead (in records,
   or bytes) is refused at
   once, without the engine (``shed``: an ``over_quota`` reply), in a task of its
@@ -107,9 +109,11 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 class QueryConsumer:
     def __init__(self, config: QueryConsumerConfig, *,
                  connect: Callable[[QueryConsumerConfig], Any] = kafka_consumer,
+                 busy: Callable[[], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.clock = clock
+        self._busy = busy
         self.tracker = ProgressTracker(started_at=clock(), stage_of={config.topic: STAGE})
         self.positions = CommitPositions()
         self._connect = connect
@@ -144,7 +148,9 @@ class QueryConsumer:
             self._shed = shed
             read_ahead = self.config.read_ahead if shed is not None else 0
             self._queues = TenantQueues(read_ahead, self.config.concurrency,
-                                        self.config.read_ahead_bytes)
+                                        self.config.read_ahead_bytes,
+                                        contended_slots=self.config.contended_slots,
+                                        busy=self._busy)
             self._loop_task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait_assigned(self, timeout_s: float) -> bool:

@@ -27,6 +27,7 @@ class QueryConsumerConfig:
     read_ahead_bytes: int = 0  # and at most these bytes of one tenant's share (0: no bound)
     drain_timeout_s: float = 3.0
     settling_max: int = 256  # answered requests finishing outside the slots, room aside
+    contended_slots: int = 0  # slots of one tenant while the process is busy (0: no bound)
     security: KafkaSecurity = PLAINTEXT
 
 

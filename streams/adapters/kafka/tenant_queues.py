@@ -13,8 +13,10 @@ through no fault of their tenant's). A tenant alone is never shed: its requests
 are queued past its share, and the consumer's bound on what it reads holds them.
 :meth:`TenantQueues.next` hands out the next request to start, the tenants taken
 in turn — the tenant served goes to the back of the turn — one tenant holding at
-most half the slots while another waits. Requests of partitions let go are
-dropped (:meth:`TenantQueues.drop`), never started here.
+most half the slots while another waits — and at most ``contended_slots``, none
+borrowed, while the process is ``busy`` and another tenant asked within ``ACTIVE_S``
+or holds or waits for a slot. Requests of partitions let go are dropped
+(:meth:`TenantQueues.drop`), never started here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from streams.query.rules.fair_dispatch import pick, queue_share, slot_share, ten
 from streams.wire.envelope import TPKey
 
 OTHERS_SEEN_S = 5.0  # a tenant seen this recently counts as another one waiting
+ACTIVE_S = 1.0  # a tenant seen this recently is active: it shares a contended process
 SEEN_MAX = 10_000  # tenants whose last request is remembered (the oldest go first)
 
 
@@ -37,9 +40,13 @@ def tp_of(r: Any) -> TPKey:
 
 class TenantQueues:
     def __init__(self, read_ahead: int, slots: int, read_ahead_bytes: int = 0, *,
+                 contended_slots: int = 0, busy: Callable[[], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``contended_slots`` 0 (or no ``busy``): slots are never shared as contended."""
         self.read_ahead = read_ahead
         self.clock = clock
+        self.contended_slots = contended_slots
+        self.busy = busy
         self._seen: OrderedDict[str, float] = OrderedDict()  # tenant -> last request read
         self.read_ahead_bytes = read_ahead_bytes  # 0: no bound in bytes
         self._bytes: dict[str, int] = {}  # queued, by tenant
@@ -92,7 +99,10 @@ class TenantQueues:
         """The tenant and record to start in a free slot (``running``: slots held by
         tenant), or None when none may start now."""
         tenants = list(self._queues)
-        i = pick(tenants, running, self.slots, self.share)
+        if self._contended(running):
+            i = pick(tenants, running, self.slots, self.contended_slots, borrow=False)
+        else:
+            i = pick(tenants, running, self.slots, self.share)
         if i is None:
             return None
         tenant = tenants[i]
@@ -106,6 +116,22 @@ class TenantQueues:
             del self._queues[tenant]
             del self._bytes[tenant]
         return tenant, r
+
+    def _contended(self, running: Mapping[str, int]) -> bool:
+        """Whether the process is busy and another tenant active besides."""
+        if not self.contended_slots or self.busy is None or not self.busy():
+            return False
+        return self._active(running, self.clock() - ACTIVE_S) > 1
+
+    def _active(self, running: Mapping[str, int], since: float) -> int:
+        """How many tenants are active (up to two: whether another is): holding or
+        waiting for a slot, or seen since ``since``."""
+        active = set(running) | set(self._queues)
+        for tenant, at in reversed(self._seen.items()):
+            if len(active) > 1 or at < since:
+                break
+            active.add(tenant)
+        return len(active)
 
     def drop(self, tps: Iterable[TPKey] | None = None) -> int:
         """Drop the queued requests of ``tps`` (or all); how many were dropped."""

@@ -10,6 +10,16 @@ one: one slot stays free for a request of another tenant, which then starts at
 once. So one busy tenant uses all slots but one, and another tenant's request
 never waits behind the busy tenant's backlog.
 
+While the process answering is *contended* — its CPU busy, and more than one tenant
+asking lately (the consumer's queues tell) — a tenant holds at most
+``contended_slots`` (one by default) and borrows none. On a busy event loop more
+requests in flight answer a tenant no sooner (they take turns on the same CPU);
+they only put that many more steps ahead of every other tenant's on the loop, so
+another tenant's query would wait behind all of them at each of its awaits. With
+one each, the tenants share the CPU evenly. While the process is not busy
+(requests waiting on a remote provider, say), slots are shared as above and many
+requests in flight overlap their waits.
+
 A tenant's queue holds at most :func:`queue_share` requests: the read-ahead split
 between the tenants with requests queued and one more (a tenant not seen yet),
 so one tenant never fills the read-ahead and a request of another is always read.
@@ -54,11 +64,11 @@ def queue_share(read_ahead: int, tenants: int) -> int:
 
 
 def pick(waiting: Sequence[str], running: Mapping[str, int], slots: int,
-         share: int) -> int | None:
+         share: int, *, borrow: bool = True) -> int | None:
     """The index in ``waiting`` (the tenants with queued requests, in turn order) of the
     tenant whose next request takes a slot; None when no slot is free, or every waiting
     tenant holds its ``share`` of the slots already (``running``: slots held by tenant)
-    and only one slot is free (kept for another tenant)."""
+    and only one slot is free (kept for another tenant), or ``borrow`` is False."""
     free = slots - sum(running.values())
     if free <= 0:
         return None
@@ -68,4 +78,4 @@ def pick(waiting: Sequence[str], running: Mapping[str, int], slots: int,
             return i
         if borrower is None:
             borrower = i
-    return borrower if free > 1 else None
+    return borrower if borrow and free > 1 else None

@@ -83,3 +83,19 @@ def test_slot_share_needs_a_slot() -> None:
 def test_pick(waiting: list[str], running: dict[str, int], slots: int,
               picked: int | None) -> None:
     assert pick(waiting, running, slots, slot_share(slots)) == picked
+
+
+@pytest.mark.parametrize(("waiting", "running", "slots", "share", "picked"), [
+    # contended: one slot each, nothing borrowed, however many are free
+    (["loud"], {"loud": 1}, 16, 1, None),
+    (["loud", "calm"], {"loud": 1}, 16, 1, 1),
+    (["loud", "calm"], {}, 16, 1, 0),
+    (["loud", "calm"], {"loud": 1, "calm": 1}, 16, 1, None),
+    (["calm", "loud"], {"loud": 2}, 16, 2, 0),
+    (["loud"], {"loud": 1}, 16, 2, 0),
+    # still no slot when none is free
+    (["calm"], {"loud": 1}, 1, 1, None),
+])
+def test_pick_without_borrowing(waiting: list[str], running: dict[str, int], slots: int,
+                                share: int, picked: int | None) -> None:
+    assert pick(waiting, running, slots, share, borrow=False) == picked
