@@ -4,6 +4,7 @@ leaves none behind."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -84,3 +85,32 @@ async def test_a_worker_killed_outright_leaves_no_query_process(stack: Stack) ->
         await eventually(lambda: not running(pid), 10, "the query process to end")
     finally:
         worker.kill()
+
+
+@pytest.mark.parametrize("process", ["own", "worker"])
+async def test_the_loop_answering_queries_measures_how_busy_it_is(stack: Stack,
+                                                                   process: str) -> None:
+    """The worker's loop and the query process's are timed loops: the busy share that
+    shares the query slots between tenants under load is measured (an untimed loop
+    would leave it at 0, never busy)."""
+    port = free_port()
+    worker = stack.worker(MEMSTREAM_QUERY__PROCESS=process,
+                          MEMSTREAM_QUERY__PROCESS_PORT=str(port)).start()
+    page_port = port if process == "own" else int(worker.env["MEMSTREAM_WEB__PORT"])
+    try:
+        if process == "own":
+            await eventually(lambda: assigned(worker), 30, "the query process's partitions")
+
+        async def busy_share() -> float:
+            async with httpx.AsyncClient() as http:
+                page = (await http.get(f"http://127.0.0.1:{page_port}/metrics")).text
+            found = re.search(r"^memstream_event_loop_busy_share (\S+)$", page, re.M)
+            assert found is not None, page[:2000]
+            return float(found.group(1))
+
+        for _ in range(3):  # measured at a dispatch a quarter second after the last
+            await answered(stack)
+            await asyncio.sleep(0.3)
+        assert 0 < await busy_share() <= 1
+    finally:
+        worker.stop()
