@@ -21,9 +21,9 @@ Delivery rules:
 * a free slot goes to the tenants' queues in turn, a tenant holding at most half
   the slots while another tenant waits, and never the last free slot while none
   does (:mod:`streams.query.rules.fair_dispatch`): one tenant's backlog on a
-  shared partition does not hold up another tenant's requests; while ``busy`` (the
-  process's CPU) says so and another tenant asked lately, a tenant holds at most
-  ``contended_slots``;
+  shared partition does not hold up another tenant's requests; while ``busy`` (how
+  busy the event loop was lately) says so and another tenant asked lately, a tenant
+  holds at most ``contended_slots``;
 * a request whose tenant's queue holds its share of the read-ahead (in records,
   or bytes) is refused at
   once, without the engine (``shed``: an ``over_quota`` reply), in a task of its

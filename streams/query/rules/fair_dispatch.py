@@ -10,8 +10,8 @@ one: one slot stays free for a request of another tenant, which then starts at
 once. So one busy tenant uses all slots but one, and another tenant's request
 never waits behind the busy tenant's backlog.
 
-While the process answering is *contended* — its CPU busy, and more than one tenant
-asking lately (the consumer's queues tell) — a tenant holds at most
+While the process answering is *contended* — its event loop busy, and more than one
+tenant asking lately (the consumer's queues tell) — a tenant holds at most
 ``contended_slots`` (one by default) and borrows none. On a busy event loop more
 requests in flight answer a tenant no sooner (they take turns on the same CPU);
 they only put that many more steps ahead of every other tenant's on the loop, so
