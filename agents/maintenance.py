@@ -49,5 +49,6 @@ async def watch_event_loop() -> None:
     lag, line = _lag.tick(now)
     EVENT_LOOP_LAG.observe(lag)
     worker.quotas.load.note_lag(lag, now)
+    worker.loop_busy.measure()
     if line is not None:
         log.warning("%s", line)

@@ -558,19 +558,20 @@ class QuerySettings(BaseModel):
     )
     contended_slots: int = Field(
         1, ge=0, le=256, description=(
-            "While the event loop answering queries is busy (at least `contended_busy` of "
-            "the last quarter second spent running, not waiting for I/O) and more than one tenant "
-            "asks (one asked within the last second, or holds or waits for a slot), a "
-            "tenant holds at most this many slots and borrows none: on a busy event loop "
-            "more requests in flight answer a tenant no sooner, they only queue more steps "
-            "ahead of every other tenant's. Needs `read_ahead`. 0: slots are shared as "
-            "when not busy."),
+            "In the query process (`process` `own`): while its event loop is busy (at "
+            "least `contended_busy` of the last quarter second or more spent running, not "
+            "waiting for I/O) and another tenant was seen within 5 s (or holds or waits "
+            "for a slot), a tenant holds at most this many slots (never more than half) "
+            "and borrows none: on a busy loop more requests in flight answer a tenant no "
+            "sooner, they only queue more steps ahead of every other tenant's. Needs "
+            "`read_ahead`. Not on the worker's loop (`process` `worker`), whose ingest and "
+            "consolidation fewer query slots would not relieve. 0: off."),
     )
     contended_busy: float = Field(
         0.75, ge=0, le=1, description=(
-            "The share of a quarter second the event loop answering queries spends running "
-            "(or waiting for the CPU), not waiting for I/O, from which it counts as busy "
-            "for `contended_slots`. 0: never busy."),
+            "The share of the time (over a quarter second or more) the query process's "
+            "event loop spends running, not waiting for I/O, from which it counts as busy "
+            "for `contended_slots` (`memstream_event_loop_busy_share`). 0: never busy."),
     )
     read_ahead_bytes: int = Field(
         8 * 1024 * 1024, ge=0, description=(

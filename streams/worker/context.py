@@ -56,6 +56,7 @@ from streams.worker.faust_glue import (
 )
 from streams.worker.faust_wait_empty import install_wait_empty
 from streams.worker.foreground import Foreground
+from streams.worker.loop_busy import LoopBusy
 from streams.worker.query_process import rescuer
 from streams.worker.query_supervisor import QuerySupervisor
 from streams.worker.quotas import events_may_delay, process_quotas
@@ -81,7 +82,10 @@ class WorkerContext:
         # before Faust started: this runtime never migrates
         self.runtime = Runtime(settings, migrate=False)
         # memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
+        # on this loop with ingest and consolidation, whose work fewer query slots do
+        # not relieve: slots are not shared as contended here (the query process's are)
         self.queries = query_consumer(settings)
+        self.loop_busy = LoopBusy(settings.query.contended_busy)  # measured for the gauge
         # ... and every worker reads all of it outside that group, for the requests
         # whose owner does not begin them in time (streams/query/rescue.py)
         self.standby = QueryStandby(query_consumer_config(settings), lambda: partitions(

@@ -1,27 +1,32 @@
 """Whether this process's event loop is busy: the share of the last window it spent
-running callbacks (or waiting for the CPU to run them), not waiting for I/O.
+running callbacks, not waiting for I/O.
 
-The query consumer shares its slots between tenants more strictly while the loop
-answering is busy (:mod:`streams.query.rules.fair_dispatch`): then a request more in
-flight is only more steps ahead of every other tenant's on the loop. While it is
-not (requests waiting on a remote provider, say), more in flight overlap their waits
+The query process shares its slots between tenants more strictly while its loop is
+busy (:mod:`streams.query.rules.fair_dispatch`): then a request more in flight is
+only more steps ahead of every other tenant's on the loop. While it is not
+(requests waiting on a remote provider, say), more in flight overlap their waits
 and cost the others nothing. The loop's own idle time is the measure, not the
-process's CPU time: a process starved of CPU on a shared machine uses little of it,
-yet its loop is the bottleneck all the same.
+process's CPU time: a process sharing a node's cores with others uses less CPU
+than its loop has work for, and its loop is the bottleneck all the same.
 
-:class:`TimedLoop` counts the time its selector waits; :func:`install` makes it the
-loop of every ``asyncio`` entry point of the process (the worker's Faust app and the
-query process install it before their loop is made). :class:`LoopBusy` measures
-when asked: each call at least ``window_s`` after the last measurement measures
-again, over the time since; calls in between get the last answer; a first call
-measures nothing yet. A loop that is not timed (an embedded runtime, a test's) is
-never busy, and neither is any with ``threshold`` 0. Time and the loop's busy time
-are passed in, so the rule is tested without a loop.
+:class:`TimedLoop` counts the time its selector waits (a poll that cannot wait,
+with ready callbacks queued, is not counted); :func:`install` makes it the loop of
+every ``asyncio`` entry point of the process (the worker's Faust app and the query
+process install it before their loop is made). :class:`LoopBusy` measures when
+asked — by the loop-lag timer every 100 ms, and by the query consumer as it starts
+requests: each call at least ``window_s`` after the last measurement measures
+again, over the time since (so after an idle gap the first window spans the gap);
+calls in between get the last answer; a first call measures nothing yet. The share
+is the gauge ``memstream_event_loop_busy_share``. A loop that is not timed (an
+embedded runtime, a test's, uvloop) is never busy (logged once), and with
+``threshold`` 0 no loop is. Time and the loop's busy time are passed in, so the
+rule is tested without a loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import selectors
 import time
 from collections.abc import Callable
@@ -33,6 +38,8 @@ from streams.metrics import EVENT_LOOP_BUSY
 
 WINDOW_S = 0.25
 
+log = logging.getLogger(__name__)
+
 
 class TimedSelector(selectors.DefaultSelector):
     """The platform's selector, counting the seconds spent waiting in ``select``."""
@@ -42,6 +49,8 @@ class TimedSelector(selectors.DefaultSelector):
         self.idle_s = 0.0
 
     def select(self, timeout: float | None = None) -> Any:
+        if timeout is not None and timeout <= 0:
+            return super().select(timeout)  # a poll: callbacks are waiting to run
         start = time.monotonic()
         try:
             return super().select(timeout)
@@ -98,20 +107,27 @@ class LoopBusy:
         self._clock = clock
         self._gauge = gauge
         self._since: tuple[float, float] | None = None  # (clock, busy time) last measured
+        self._untimed = False
         self.share = 0.0
 
     def __call__(self) -> bool:
-        if not self.threshold:
-            return False
+        return bool(self.threshold) and self.measure() >= self.threshold
+
+    def measure(self) -> float:
+        """The busy share of the last window, measured again when one has passed."""
         now = self._clock()
         if self._since is not None and now - self._since[0] < self.window_s:
-            return self.share >= self.threshold
+            return self.share
         used = self._used()
         if used is None:
-            return False
+            if not self._untimed:
+                self._untimed = True
+                log.warning("this event loop does not time its waits: it never counts "
+                            "as busy (query.contended_slots has no effect)")
+            return self.share
         if self._since is not None:
             self.share = busy_share(used - self._since[1], now - self._since[0])
             if self._gauge is not None:
                 self._gauge.set(self.share)
         self._since = (now, used)
-        return self.share >= self.threshold
+        return self.share

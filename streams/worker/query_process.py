@@ -56,6 +56,7 @@ from streams.stats.search_log import SearchLog, SearchLogWriter
 from streams.wire.envelope import SourceRecord
 from streams.worker.gc_tuning import time_collections, tune_gc
 from streams.worker.kafka_monitor import LagSampler
+from streams.worker.loop_busy import LoopBusy
 from streams.worker.loop_busy import install as install_timed_loops
 from streams.worker.loop_lag import LoopLagWatch
 from streams.worker.quotas import process_quotas
@@ -110,7 +111,7 @@ async def _every(interval_s: float, tick: Callable[[], Awaitable[Any]], what: st
             log.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
 
 
-async def _watch_loop(load: LoadShare) -> None:
+async def _watch_loop(load: LoadShare, busy: LoopBusy) -> None:
     watch = LoopLagWatch()
     while True:
         await asyncio.sleep(watch.interval_s)
@@ -118,6 +119,7 @@ async def _watch_loop(load: LoadShare) -> None:
         lag, line = watch.tick(now)
         EVENT_LOOP_LAG.observe(lag)
         load.note_lag(lag, now)
+        busy.measure()
         if line is not None:
             log.warning("%s", line)
 
@@ -185,7 +187,9 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
         await search_log.start()
         lookup = wiring.reply_lookup()
         _closing(stack, lookup.close, "the reply lookup")
-        queries = query_consumer(s)
+        # its loop answers queries alone: how busy it is shares the slots between tenants
+        busy = LoopBusy(s.query.contended_busy)
+        queries = query_consumer(s, busy)
         _closing(stack, queries.stop, "the query consumer")
         answering = wiring.query_answering(search_log, maybe_seen=queries.maybe_seen,
                                            replies=replies, sent_replies=lookup)
@@ -197,7 +201,7 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
                 task.cancel()
             await asyncio.gather(*chores, return_exceptions=True)
         _closing(stack, end_chores, "the timers")
-        chores += [loop.create_task(_watch_loop(quotas.load)),
+        chores += [loop.create_task(_watch_loop(quotas.load, busy)),
                    loop.create_task(_every(s.erasure.sync_interval_s, runtime.erasures.refresh,
                                            "reading the erasure log"))]
         if runtime.cache.enabled:

@@ -497,7 +497,7 @@ def query_consumer_config(s: Settings) -> QueryConsumerConfig:
     )
 
 
-def query_consumer(s: Settings) -> QueryConsumer:
-    """The query consumer of this process, its slots shared as contended while this
-    process's event loop is busy (``query.contended_busy``)."""
-    return QueryConsumer(query_consumer_config(s), busy=LoopBusy(s.query.contended_busy))
+def query_consumer(s: Settings, busy: LoopBusy | None = None) -> QueryConsumer:
+    """The query consumer of this process; with ``busy`` (the query process's loop),
+    its slots shared as contended while that says so (``query.contended_slots``)."""
+    return QueryConsumer(query_consumer_config(s), busy=busy)

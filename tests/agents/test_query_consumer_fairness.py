@@ -231,7 +231,8 @@ async def test_the_read_ahead_is_bounded_in_bytes_too() -> None:
 async def test_a_busy_process_gives_each_active_tenant_one_slot() -> None:
     """Busy, with calm asking lately: loud's backlog takes one slot at a time (the rest
     queued, its overflow refused), calm's next request starts at once; once the process
-    is not busy, loud borrows the free slots but the last again."""
+    is not busy, loud borrows the free slots but the last again, without waiting for
+    one of its requests to end."""
     kafka, gates, shed = FakeKafka(), Gates(), Shed()
     busy = [True]
     q = await started(kafka, gates, shed, busy=busy)
@@ -247,9 +248,36 @@ async def test_a_busy_process_gives_each_active_tenant_one_slot() -> None:
     await eventually(lambda: (0, 1) in gates.started, 5, "loud's next started")
     await asyncio.sleep(0.1)
     assert gates.in_flight == 1
-    busy[0] = False
-    gates.release(0, 1)  # its slot freed: the queue borrows all slots but one
+    busy[0] = False  # nothing answered meanwhile: the queue borrows all slots but one
     await eventually(lambda: gates.in_flight == LOUD_SLOTS, 5, "loud borrowing")
     gates.release(0, *range(50))
     await eventually(lambda: last_commit(kafka, P0) == 50, 5, "all committed")
+    await q.stop()
+
+
+async def test_a_backlog_held_to_one_slot_borrows_once_the_loop_is_idle() -> None:
+    """A backlog the partition came with fills what the consumer reads (none of it is
+    shed), so nothing more is fetched; held to one slot while the loop is busy, it
+    takes the free slots once the loop is idle, before its request in flight ends."""
+    kafka, gates, shed = FakeKafka(), Gates(), Shed()
+    busy = [True]
+    config = QueryConsumerConfig(broker="kafka://x", topic=TOPIC, group_id="g", client_id="c",
+                                 concurrency=SLOTS, read_ahead=READ_AHEAD, drain_timeout_s=0.3,
+                                 contended_slots=1)
+    q = QueryConsumer(config, connect=lambda c: kafka, busy=lambda: busy[0])
+    q.start(gates, shed=shed)
+    await eventually(lambda: kafka.listener is not None, 5, "the subscription")
+    feed(kafka, P1, CALM, 0)
+    feed(kafka, P0, LOUD, *range(100))  # on the partition before it is assigned
+    await kafka.rebalance({P0, P1})
+    assert await q.wait_assigned(1.0)
+    await eventually(lambda: (1, 0) in gates.started, 5, "calm's request started")
+    gates.release(1, 0)
+    await eventually(lambda: (1, 0) in gates.answered, 5, "calm answered")
+    await asyncio.sleep(0.3)
+    assert gates.in_flight == 1 and shed.offsets == []  # loud's one slot, the rest read
+    busy[0] = False
+    await eventually(lambda: gates.in_flight == LOUD_SLOTS, 5, "loud borrowing")
+    gates.release(0, *range(100))
+    await eventually(lambda: last_commit(kafka, P0) == 100, 5, "all committed")
     await q.stop()

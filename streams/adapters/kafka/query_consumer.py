@@ -210,6 +210,8 @@ class QueryConsumer:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_MS / 1000)
+            if not self._rebalancing:
+                self._dispatch()  # the slots' sharing may have changed (the loop idle now)
             return
         try:
             await self._turns.fill(consumer, room)

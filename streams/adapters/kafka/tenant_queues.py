@@ -13,10 +13,10 @@ through no fault of their tenant's). A tenant alone is never shed: its requests
 are queued past its share, and the consumer's bound on what it reads holds them.
 :meth:`TenantQueues.next` hands out the next request to start, the tenants taken
 in turn — the tenant served goes to the back of the turn — one tenant holding at
-most half the slots while another waits — and at most ``contended_slots``, none
-borrowed, while the process is ``busy`` and another tenant asked within ``ACTIVE_S``
-or holds or waits for a slot. Requests of partitions let go are dropped
-(:meth:`TenantQueues.drop`), never started here.
+most half the slots while another waits — and at most ``contended_slots`` (never more
+than that half), none borrowed, while ``busy`` says the loop is and another tenant
+was seen within ``OTHERS_SEEN_S`` or holds or waits for a slot. Requests of
+partitions let go are dropped (:meth:`TenantQueues.drop`), never started here.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from streams.query.rules.fair_dispatch import pick, queue_share, slot_share, ten
 from streams.wire.envelope import TPKey
 
 OTHERS_SEEN_S = 5.0  # a tenant seen this recently counts as another one waiting
-ACTIVE_S = 1.0  # a tenant seen this recently is active: it shares a contended process
 SEEN_MAX = 10_000  # tenants whose last request is remembered (the oldest go first)
 
 
@@ -45,13 +44,13 @@ class TenantQueues:
         """``contended_slots`` 0 (or no ``busy``): slots are never shared as contended."""
         self.read_ahead = read_ahead
         self.clock = clock
-        self.contended_slots = contended_slots
         self.busy = busy
         self._seen: OrderedDict[str, float] = OrderedDict()  # tenant -> last request read
         self.read_ahead_bytes = read_ahead_bytes  # 0: no bound in bytes
         self._bytes: dict[str, int] = {}  # queued, by tenant
         self.slots = slots
         self.share = slot_share(slots)
+        self.contended_share = min(contended_slots, self.share)
         self._queues: OrderedDict[str, deque[Any]] = OrderedDict()  # in turn order
         self._count = 0
 
@@ -100,7 +99,7 @@ class TenantQueues:
         tenant), or None when none may start now."""
         tenants = list(self._queues)
         if self._contended(running):
-            i = pick(tenants, running, self.slots, self.contended_slots, borrow=False)
+            i = pick(tenants, running, self.slots, self.contended_share, borrow=False)
         else:
             i = pick(tenants, running, self.slots, self.share)
         if i is None:
@@ -118,10 +117,16 @@ class TenantQueues:
         return tenant, r
 
     def _contended(self, running: Mapping[str, int]) -> bool:
-        """Whether the process is busy and another tenant active besides."""
-        if not self.contended_slots or self.busy is None or not self.busy():
+        """Whether the loop is busy and another tenant active besides (a ``busy`` that
+        fails says no: the consumer's loop must go on)."""
+        if not self.contended_share or self.busy is None:
             return False
-        return self._active(running, self.clock() - ACTIVE_S) > 1
+        try:
+            if not self.busy():
+                return False
+        except Exception:
+            return False
+        return self._active(running, self.clock() - OTHERS_SEEN_S) > 1
 
     def _active(self, running: Mapping[str, int], since: float) -> int:
         """How many tenants are active (up to two: whether another is): holding or

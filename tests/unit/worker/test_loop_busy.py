@@ -61,13 +61,29 @@ def test_busy_over_the_last_window(steps: list[tuple[float, float, bool]],
     assert busy.share == pytest.approx(share)
 
 
-def test_an_untimed_loop_or_a_threshold_of_zero_is_never_busy() -> None:
+def test_an_untimed_loop_or_a_threshold_of_zero_is_never_busy(
+        caplog: pytest.LogCaptureFixture) -> None:
     clocks = Clocks()
     untimed = LoopBusy(0.5, used=lambda: None, clock=lambda: clocks.now, gauge=None)
     off = LoopBusy(0, used=lambda: clocks.busy, clock=lambda: clocks.now, gauge=None)
+    off.measure()
     for _ in range(3):
         clocks.run(1.0, 1.0)
         assert untimed() is False and off() is False
+    assert off.measure() == 1.0  # measured all the same (the gauge)
+    told = [r for r in caplog.records if "does not time its waits" in r.message]
+    assert len(told) == 1  # once
+
+
+def test_the_gauge_shows_each_share_measured() -> None:
+    from prometheus_client import CollectorRegistry, Gauge
+    gauge = Gauge("busy_share", "test", registry=CollectorRegistry())
+    clocks = Clocks()
+    busy = LoopBusy(0.75, used=lambda: clocks.busy, clock=lambda: clocks.now, gauge=gauge)
+    busy.measure()
+    clocks.run(0.5, 0.2)
+    busy.measure()
+    assert gauge._value.get() == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize(("threshold", "window_s"), [(-0.1, 1.0), (1.5, 1.0), (0.5, 0.0)])
@@ -77,21 +93,36 @@ def test_nonsense_is_refused(threshold: float, window_s: float) -> None:
 
 
 def test_a_timed_loop_counts_its_callbacks_not_its_waits() -> None:
-    """A timed loop that sleeps 0.2 s is busy for little of it; one that spins 0.2 s
-    in a callback is busy for all of it; an untimed loop tells nothing."""
-    async def measure(spin: bool) -> tuple[float | None, float | None]:
+    """Over a 0.4 s sleep, a callback spinning 0.2 s is busy time, the rest of the
+    sleep is not; an untimed loop tells nothing."""
+    def spin() -> None:
+        end = time.monotonic() + 0.2
+        while time.monotonic() < end:
+            pass
+
+    async def measure() -> tuple[float | None, float | None]:
         before = running_loop_busy_s()
-        if spin:
-            end = time.monotonic() + 0.2
-            while time.monotonic() < end:
-                pass
-        else:
-            await asyncio.sleep(0.2)
+        asyncio.get_running_loop().call_later(0.05, spin)
+        await asyncio.sleep(0.4)
         return before, running_loop_busy_s()
 
-    for spin, low, high in [(False, 0.0, 0.1), (True, 0.2, 0.3)]:
-        with asyncio.Runner(loop_factory=TimedLoop) as runner:
-            before, after = runner.run(measure(spin))
-        assert before is not None and after is not None
-        assert low <= after - before < high
-    assert asyncio.run(measure(False)) == (None, None)
+    with asyncio.Runner(loop_factory=TimedLoop) as runner:
+        before, after = runner.run(measure())
+    assert before is not None and after is not None
+    assert 0.2 <= after - before < 0.3
+    assert asyncio.run(measure()) == (None, None)
+
+
+def test_a_loop_busy_in_small_steps_is_busy_throughout() -> None:
+    """Callbacks always ready (polls of the selector that cannot wait): all busy."""
+    async def steps() -> tuple[float | None, float | None]:
+        before = running_loop_busy_s()
+        end = time.monotonic() + 0.2
+        while time.monotonic() < end:  # noqa: ASYNC110
+            await asyncio.sleep(0)  # a poll of the selector between steps
+        return before, running_loop_busy_s()
+
+    with asyncio.Runner(loop_factory=TimedLoop) as runner:
+        before, after = runner.run(steps())
+    assert before is not None and after is not None
+    assert after - before >= 0.19

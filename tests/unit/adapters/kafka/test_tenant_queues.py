@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from streams.adapters.kafka.tenant_queues import ACTIVE_S, TenantQueues
+from streams.adapters.kafka.tenant_queues import OTHERS_SEEN_S, TenantQueues
 
 SLOTS = 16
 
@@ -34,6 +34,10 @@ def queues(busy: bool, clock: Clock, contended_slots: int = 1) -> TenantQueues:
                         busy=lambda: busy, clock=clock)
 
 
+def failing() -> bool:
+    raise RuntimeError("no running event loop")
+
+
 def started(q: TenantQueues, running: dict[str, int]) -> list[str]:
     """Start queued requests while one may start: the tenants, in order."""
     out = []
@@ -48,7 +52,9 @@ def started(q: TenantQueues, running: dict[str, int]) -> list[str]:
 @pytest.mark.parametrize(("busy", "calm_ago", "contended_slots", "loud_started"), [
     (True, 0.1, 1, 1),  # busy, calm active: one slot for loud
     (True, 0.1, 3, 3),
-    (True, ACTIVE_S + 0.1, 1, 10),  # calm not active lately: loud alone borrows
+    (True, OTHERS_SEEN_S - 0.1, 1, 1),  # a tenant asking every few seconds is active
+    (True, 0.1, 12, 8),  # never more than half the slots (16)
+    (True, OTHERS_SEEN_S + 0.1, 1, 10),  # calm not active lately: loud alone borrows
     (False, 0.1, 1, 10),  # not busy: loud borrows (calm waits for nothing)
     (True, 0.1, 0, 10),  # off
     (True, None, 1, 10),  # loud alone
@@ -77,7 +83,7 @@ def test_a_tenant_holding_a_slot_is_active_however_long_ago_it_asked() -> None:
         assert q.push(Rec(b"loud/u", o), may_shed=False)
     assert started(q, running) == ["loud"]
     running.pop("calm")
-    clock.now += ACTIVE_S + 1  # calm gone: loud borrows again
+    clock.now += OTHERS_SEEN_S + 1  # calm gone: loud borrows again
     assert started(q, running) == ["loud"] * 4
 
 
@@ -91,3 +97,12 @@ def test_contended_tenants_take_turns_one_slot_each() -> None:
     assert sorted(started(q, running)) == ["calm", "loud"]
     running["loud"] -= 1  # loud's answered: its next one, not a second of calm's
     assert started(q, running) == ["loud"]
+
+
+def test_a_busy_that_fails_is_not_busy() -> None:
+    clock = Clock()
+    q = TenantQueues(64, SLOTS, contended_slots=1, busy=failing, clock=clock)
+    q.push(Rec(b"calm/u", 0), may_shed=False)
+    for o in range(5):
+        q.push(Rec(b"loud/u", o), may_shed=False)
+    assert sorted(started(q, {})) == ["calm"] + ["loud"] * 5
