@@ -249,10 +249,10 @@ GC_PAUSES = Histogram(
 
 EVENT_LOOP_BUSY = Gauge(
     "memstream_event_loop_busy_share",
-    "The share of its last measured window (a quarter second or more) this process's event loop "
-    "spent running (or waiting for the CPU), not waiting for I/O. While it is at least "
-    "query.contended_busy and another tenant asks, the query consumer gives each tenant "
-    "query.contended_slots.",
+    "The share of its last measured window (about 0.3 s) this process's event loop spent "
+    "running, not waiting for I/O (0 when the loop does not time its waits). In the query "
+    "process, while it is at least query.contended_busy and another tenant asks, each "
+    "tenant gets query.contended_slots.",
 )
 
 EVENT_LOOP_LAG = Histogram(

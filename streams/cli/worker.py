@@ -57,8 +57,8 @@ async def _prepare(create_topics: bool, migrate: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = get_settings()
-    # before the app is imported (it makes its loop then): how busy the loop is shares
-    # the query slots between tenants
+    # before the app is imported (it makes its loop then): its loop's busy share is
+    # measured (memstream_event_loop_busy_share)
     install_timed_loops()
     try:
         asyncio.run(_prepare(not args.no_create_topics, not args.no_migrate))

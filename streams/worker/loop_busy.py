@@ -15,8 +15,8 @@ every ``asyncio`` entry point of the process (the worker's Faust app and the que
 process install it before their loop is made). :class:`LoopBusy` measures when
 asked — by the loop-lag timer every 100 ms, and by the query consumer as it starts
 requests: each call at least ``window_s`` after the last measurement measures
-again, over the time since (so after an idle gap the first window spans the gap);
-calls in between get the last answer; a first call measures nothing yet. The share
+again, over the time since (about 0.3 s with the timer's calls); calls in between
+get the last answer; a first call measures nothing yet. The share
 is the gauge ``memstream_event_loop_busy_share``. A loop that is not timed (an
 embedded runtime, a test's, uvloop) is never busy (logged once), and with
 ``threshold`` 0 no loop is. Time and the loop's busy time are passed in, so the
@@ -122,8 +122,8 @@ class LoopBusy:
         if used is None:
             if not self._untimed:
                 self._untimed = True
-                log.warning("this event loop does not time its waits: it never counts "
-                            "as busy (query.contended_slots has no effect)")
+                log.warning("this event loop does not time its waits: its busy share is "
+                            "not measured and it never counts as busy")
             return self.share
         if self._since is not None:
             self.share = busy_share(used - self._since[1], now - self._since[0])
