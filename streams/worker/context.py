@@ -23,6 +23,7 @@ from streams.adapters.db.dead_letter_ledger import DeadLetterLedger
 from streams.adapters.kafka.clients import end_offsets_or_unavailable, partitions
 from streams.adapters.kafka.dead_letters import DeadLetterFinder, ExactlyOnceDeadLetters
 from streams.adapters.kafka.publish import ProducerPublisher
+from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.query_standby import QueryStandby
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
@@ -63,7 +64,7 @@ from streams.worker.quotas import events_may_delay, process_quotas
 from streams.worker.runtime import Runtime
 from streams.worker.tables import agent_configs, sessions
 from streams.worker.web import install as install_web
-from streams.worker.wiring import Consolidation, Wiring, query_consumer, query_consumer_config
+from streams.worker.wiring import Consolidation, Wiring, query_consumer_config
 
 T = TypeVar("T")
 
@@ -84,7 +85,7 @@ class WorkerContext:
         # memory.queries has a consumer group of its own, outside Faust's (agents/query.py)
         # on this loop with ingest and consolidation, whose work fewer query slots do
         # not relieve: slots are not shared as contended here (the query process's are)
-        self.queries = query_consumer(settings)
+        self.queries = QueryConsumer(query_consumer_config(settings))
         self.loop_busy = LoopBusy(settings.query.contended_busy)  # measured for the gauge
         # ... and every worker reads all of it outside that group, for the requests
         # whose owner does not begin them in time (streams/query/rescue.py)

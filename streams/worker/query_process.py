@@ -61,7 +61,7 @@ from streams.worker.loop_busy import install as install_timed_loops
 from streams.worker.loop_lag import LoopLagWatch
 from streams.worker.quotas import process_quotas
 from streams.worker.runtime import Runtime
-from streams.worker.wiring import Wiring, query_consumer, query_consumer_config
+from streams.worker.wiring import Wiring, query_consumer_config
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -189,7 +189,7 @@ async def serve(settings: Settings, stop: asyncio.Event, ready_fd: int | None = 
         _closing(stack, lookup.close, "the reply lookup")
         # its loop answers queries alone: how busy it is shares the slots between tenants
         busy = LoopBusy(s.query.contended_busy)
-        queries = query_consumer(s, busy)
+        queries = QueryConsumer(query_consumer_config(s), busy=busy)
         _closing(stack, queries.stop, "the query consumer")
         answering = wiring.query_answering(search_log, maybe_seen=queries.maybe_seen,
                                            replies=replies, sent_replies=lookup)

@@ -42,7 +42,6 @@ from streams.adapters.db.summaries import SummaryRows
 from streams.adapters.db.unavailable import UnavailableCubeLocks
 from streams.adapters.kafka.clients import kafka_security
 from streams.adapters.kafka.partitioning import home_partitions
-from streams.adapters.kafka.query_consumer import QueryConsumer
 from streams.adapters.kafka.query_consumer_config import QueryConsumerConfig
 from streams.adapters.kafka.replies import ReplyPublisher
 from streams.adapters.kafka.reply_lookup import ReplyLookup
@@ -95,7 +94,6 @@ from streams.wire.envelope import Publisher
 from streams.wire.erasure import ErasureFence
 from streams.wire.signing import Signing
 from streams.worker.foreground import Foreground
-from streams.worker.loop_busy import LoopBusy
 from streams.worker.quotas import Quotas, delays_events, process_quotas
 
 
@@ -496,8 +494,3 @@ def query_consumer_config(s: Settings) -> QueryConsumerConfig:
         contended_slots=q.contended_slots, security=kafka_security(s.kafka),
     )
 
-
-def query_consumer(s: Settings, busy: LoopBusy | None = None) -> QueryConsumer:
-    """The query consumer of this process; with ``busy`` (the query process's loop),
-    its slots shared as contended while that says so (``query.contended_slots``)."""
-    return QueryConsumer(query_consumer_config(s), busy=busy)
