@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import event, func, select
+from sqlalchemy import event, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from streams.adapters.db.migrate import upgrade
-from streams.adapters.db.schema.memory import memory_scope_stats, memory_term
+from streams.adapters.db.schema.memory import memory, memory_scope_stats, memory_term
 from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
 from streams.memory.provider import (
     ModelCaller,
@@ -29,6 +29,7 @@ from streams.memory.provider import (
 )
 from streams.memory.providers.builtin import scope_cache
 from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.memory.providers.builtin.row_features import decode, derive
 from streams.query.line_counts import BudgetLineCounts
 from streams.query.rules.budget import filter_and_trim, memory_line, pack_budget
 from streams.tokens import TokenCounter
@@ -325,6 +326,40 @@ async def test_episodes_of_one_call_form_a_session_with_neighbours(engine: Async
     assert order[0] == ids[0]
     assert order.index(ids[1]) < order.index(ids[3])  # the answer rides on its question
     assert [m.metadata["seq"] for m in await p.get(ALICE, ids)] == [0, 1, 2, 3]
+
+
+async def test_what_holding_a_memory_needs_is_stored_with_it_and_read_as_derived(
+        engine: AsyncEngine) -> None:
+    """Each memory's features are stored when it is written (0022), as its text gives
+    them; a scope held from them answers as one held from the text (rows stored without
+    them, as before 0022)."""
+    p = BuiltinProvider(engine)
+    long_answer = ("Sure, here is the loader:\n```python\ndef load(path):\n"
+                   "    return open(path).read()\n```\n" + "It reads the file once. " * 60)
+    await p.add(ALICE, USER_CUBE, [
+        MemoryCandidate(content=c, source_event_ids=(f"f{i}",), event_time=T0, kind="episode",
+                        role=role)
+        for i, (c, role) in enumerate([
+            ("Alice: From now on, answer in Spanish.", "user"),
+            ("Alice: We switched the deadline to 14 May, latency is now 250 ms.", "user"),
+            (long_answer, "assistant"),
+            ("我喜欢在周末去爬山，咖啡很好喝。", "user"),
+        ])])
+    await p.add(ALICE, USER_CUBE, [fact("Alice's deadline is 14 May", "f9",
+                                        subjects=("§deadline",))])
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(memory))).all()
+    assert len(rows) == 5
+    for r in rows:
+        assert decode(r.features) == derive(r.content, r.role)
+    asks = ["deadline latency", "loader file python", "周末爬山", "Spanish answers", "250 ms"]
+    stored = [[(m.id, round(m.score, 9)) for m in await BuiltinProvider(engine).search(
+        ALICE, request(q, top_k=5))] for q in asks]
+    async with engine.begin() as conn:
+        await conn.execute(update(memory).values(features=None))
+    derived = [[(m.id, round(m.score, 9)) for m in await BuiltinProvider(engine).search(
+        ALICE, request(q, top_k=5))] for q in asks]
+    assert stored == derived and all(stored)
 
 
 async def test_database_errors_are_classified(engine: AsyncEngine) -> None:

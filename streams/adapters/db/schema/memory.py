@@ -86,12 +86,16 @@ memory = Table(
     Column("span_start", Integer),  # a passage's offsets in its message's content
     Column("span_end", Integer),
     Column("masked", String(MASKED_MAX_CHARS)),  # kinds masked in it, comma-separated (0020)
+    Column("features", LongText),  # what holding it derives from its text (0022, row_features)
     UniqueConstraint("scope_id", "content_hash"),
     Index(None, "scope_id", "session_key", "seq"),
     Index(None, "tenant_id", "user_id", "cube"),  # an erasure of a user's memories (0014)
     Index(None, "scope_id", "kind", "valid_to"),  # a search of some kinds, not held (0021)
     mysql_charset="utf8mb4",
 )
+
+# a memory's columns as a reader is shown it: all but what only holding it needs
+SHOWN_COLUMNS = tuple(c for c in memory.c if c.key != "features")
 
 memory_term = Table(
     "memory_term",

@@ -34,7 +34,7 @@ from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from streams.adapters.db.schema.memory import memory, memory_scope_stats
+from streams.adapters.db.schema.memory import SHOWN_COLUMNS, memory, memory_scope_stats
 from streams.adapters.embeddings.embedders import Embedder, EmbedderError
 from streams.clock import naive_utc_now
 from streams.memory.model import (
@@ -300,7 +300,7 @@ class BuiltinProvider:
                 return []
             m, s = memory.c, memory_scope_stats.c
             readable = [(USER_CUBE, scope.user_id), (agent_cube(scope.agent_id), "")]
-            q = (select(memory).join(memory_scope_stats, s.id == m.scope_id).where(
+            q = (select(*SHOWN_COLUMNS).join(memory_scope_stats, s.id == m.scope_id).where(
                 s.tenant_id == scope.tenant_id, m.id.in_(wanted),
                 or_(*(and_(s.cube == c, s.owner_id == o) for c, o in readable))).order_by(m.id))
             return await self._fetch(q)
@@ -310,7 +310,7 @@ class BuiltinProvider:
         async with self._call("history"):
             owner = self._owner_or_fail(scope, cube, "history")
             m, s = memory.c, memory_scope_stats.c
-            q = (select(memory).join(memory_scope_stats, s.id == m.scope_id).where(
+            q = (select(*SHOWN_COLUMNS).join(memory_scope_stats, s.id == m.scope_id).where(
                 s.tenant_id == scope.tenant_id, s.cube == cube, s.owner_id == owner)
                  .order_by(m.id))
             return await self._fetch(q)

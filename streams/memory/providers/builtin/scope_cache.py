@@ -492,11 +492,11 @@ def _key(stats: DbRow) -> tuple[str, str, str]:
 def off_loop(rows: Sequence[DbRow]) -> bool:
     """Whether indexing ``rows`` is work for a thread rather than the event loop:
     ``BUILD_OFF_LOOP`` memories, or memories whose text is as long as that many short
-    ones' (``SHORT_MEMORY_CHARS`` each). Indexing costs per character (a memory's words,
-    word set and budget line are read from its text): a user's 1,000 memories of an
-    agent conversation (passages of ~500 characters) take as long as ~4,000 short chat
-    turns, and indexed on the loop they held up every other request of the worker for a
-    third of a second."""
+    ones' (``SHORT_MEMORY_CHARS`` each). Indexing costs per word (a memory's terms and
+    word set, stored with it or, for a row stored without them, analysed from its text)
+    and per character (its budget line is counted from its text): a user's memories of
+    an agent conversation (passages of ~500 characters) cost several times as many
+    short chat turns."""
     if len(rows) >= BUILD_OFF_LOOP:
         return True
     budget, chars = BUILD_OFF_LOOP * SHORT_MEMORY_CHARS, 0

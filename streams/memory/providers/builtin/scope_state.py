@@ -22,22 +22,18 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from streams.adapters.db.schema.memory import TERM_MAX_CHARS
 from streams.clock import aware_utc
 from streams.memory.providers.builtin.ann import VectorIndex
 from streams.memory.providers.builtin.held_places import HeldPlaces
+from streams.memory.providers.builtin.row_features import features_of
 from streams.memory.providers.builtin.rows import DbRow, Vector
-from streams.memory.rules.fusion import speaker_of
-from streams.memory.rules.instructions import standing_instruction
-from streams.memory.rules.lexical import KeptParts, PostingArrays, term_counts, tokenize
-from streams.memory.rules.mmr import token_set, word_ids
-from streams.memory.rules.recency import announces_change, value_signature
+from streams.memory.rules.lexical import KeptParts, PostingArrays
+from streams.memory.rules.mmr import word_ids
 
 Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 _EMPTY_IDS: Ids = np.zeros(0, dtype=np.int64)
 _EMPTY: Floats = np.zeros(0, dtype=np.float64)
-HEAD_CHARS = 80  # enough of a memory's text to find its speaker
 SUBJECT = "§"  # subject terms (streams/consolidation/rules/subjects.py) start so; no word does
 COMPACT_AFTER = 256  # expired memories whose postings are masked before the index is rebuilt
 
@@ -111,7 +107,8 @@ class ScopeState:
         words, counts = array("q"), array("q")  # int64, without an object per word
         for r in rows:
             k, i = str(r.id), int(r.id)
-            p = (r.session_key, int(r.seq), speaker_of(r.content[:HEAD_CHARS]))
+            f = features_of(r)
+            p = (r.session_key, int(r.seq), f.speaker)
             self.positions[k] = p
             ids.append(i)
             places.append(p)
@@ -119,28 +116,27 @@ class ScopeState:
             # an episode's source events, as stored: the passages of one message share them
             sources.append(r.source_event_ids if r.kind == "episode" else None)
             assistant.append(r.role == "assistant")
-            instruction.append(r.role != "assistant" and standing_instruction(r.content))
+            instruction.append(f.instruction)
             times.append(aware_utc(r.event_time).timestamp() if r.event_time else math.nan)
-            changed.append(announces_change(r.content))
-            values.append(value_signature(r.content))
+            changed.append(f.changed)
+            values.append(f.value)
             if r.kind == "episode":
                 self.episodes.add(k)
                 self._episode_ids = None
             if p[0] is not None:
                 self.slots[(p[0], p[1])] = k
-            mine = word_ids(token_set(r.content))
+            mine = word_ids(f.words)
             words.extend(mine)
             counts.append(len(mine))
-            dl = float(r.doc_len)
-            counted = (term_counts(t[:TERM_MAX_CHARS] for t in tokenize(r.content)) if index
-                       else {})
-            for term, tf in counted.items():
-                entry = grown.get(term)
-                if entry is None:
-                    entry = grown[term] = ([], [], [])
-                entry[0].append(i)
-                entry[1].append(float(tf))
-                entry[2].append(dl)
+            if index:
+                dl = float(r.doc_len)
+                for term, tf in f.terms.items():
+                    entry = grown.get(term)
+                    if entry is None:
+                        entry = grown[term] = ([], [], [])
+                    entry[0].append(i)
+                    entry[1].append(float(tf))
+                    entry[2].append(dl)
             self.last_id = max(self.last_id, i)
         for term, (held, tfs, dls) in grown.items():
             self._append(term, np.array(held, np.int64), np.array(tfs), np.array(dls))

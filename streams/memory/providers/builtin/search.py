@@ -27,6 +27,7 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.memory import (
+    SHOWN_COLUMNS,
     TERM_MAX_CHARS,
     memory,
     memory_scope_stats,
@@ -429,7 +430,7 @@ class Search:
                     room = request.top_k - len(mine)
                     if room <= 0 or (request.kinds is not None and kind not in request.kinds):
                         continue
-                    q = (select(memory).where(
+                    q = (select(*SHOWN_COLUMNS).where(
                         m.tenant_id == scope.tenant_id, m.scope_id == sid, m.valid_to.is_(None),
                         (m.kind == "episode") if kind == "episode" else (m.kind != "episode"))
                         .order_by(m.importance.desc(), m.event_time.desc(), m.id.desc())
@@ -459,8 +460,9 @@ class Search:
         m = memory.c
 
         async def load(ids: list[int]) -> Sequence[DbRow]:
-            q = select(memory).where(m.tenant_id == scope.tenant_id, m.scope_id.in_(scope_ids),
-                                     m.id.in_(sorted(ids)), m.valid_to.is_(None))
+            q = select(*SHOWN_COLUMNS).where(
+                m.tenant_id == scope.tenant_id, m.scope_id.in_(scope_ids),
+                m.id.in_(sorted(ids)), m.valid_to.is_(None))
             if conn is not None:
                 return list((await conn.execute(q)).all())
             async with self.engine.connect() as own:

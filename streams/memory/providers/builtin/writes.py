@@ -38,8 +38,8 @@ from streams.adapters.db.schema.memory import (
 from streams.clock import naive_utc
 from streams.memory.model import MemoryCandidate
 from streams.memory.provider import PermanentProviderError, Scope
+from streams.memory.providers.builtin.row_features import derive, encode
 from streams.memory.providers.builtin.rows import content_hash
-from streams.memory.rules.lexical import term_counts, tokenize
 
 
 def retired_hash(content_hash: str, memory_id: int) -> str:
@@ -53,8 +53,9 @@ class Prepared:
 
     candidate: MemoryCandidate
     hash: str
-    terms: dict[str, int]
+    terms: dict[str, int]  # of the text and the subjects
     doc_len: int
+    features: str  # the ``features`` column (:mod:`.row_features`)
     session: str | None = None
     seq: int = 0
 
@@ -73,9 +74,14 @@ def prepare(memories: Sequence[MemoryCandidate], session_key: str | None, provid
         if not m.content.strip():
             raise PermanentProviderError("empty memory content", provider=provider,
                                          operation="add")
-        terms = [t[:TERM_MAX_CHARS] for t in [*tokenize(m.content), *m.subjects]]
+        features = derive(m.content, m.role)
+        terms = dict(features.terms)
+        for t in m.subjects:
+            terms[t[:TERM_MAX_CHARS]] = terms.get(t[:TERM_MAX_CHARS], 0) + 1
         session = batch_key if (m.kind == "episode" or session_key) else None
-        out.append(Prepared(m, content_hash(m), term_counts(terms), len(terms), session))
+        out.append(Prepared(m, content_hash(m), terms,
+                            sum(features.terms.values()) + len(m.subjects), encode(features),
+                            session))
     return out
 
 
@@ -160,7 +166,8 @@ class Writes:
             "importance": float(p.candidate.importance), "content": p.candidate.content,
             "source_event_ids": json.dumps(list(p.candidate.source_event_ids)),
             "session_key": p.session, "seq": p.seq, "doc_len": p.doc_len,
-            "content_hash": p.hash, "event_time": naive_utc(p.candidate.event_time),
+            "content_hash": p.hash, "features": p.features,
+            "event_time": naive_utc(p.candidate.event_time),
             "valid_from": naive_utc(p.candidate.event_time) or now, "valid_to": None,
             "superseded_by": None, "created_at": now, "updated_at": now,
             **role_and_span(p.candidate), **masked_column(p.candidate),
