@@ -27,7 +27,7 @@ def drop_oldest(items: dict[K, V], n: int) -> None:
     """Delete the ``n`` entries first in ``items``' order (its oldest, when every use
     re-inserts a key at the end): one walk from the front, not one per entry."""
     for key in list(islice(items, n)):
-        del items[key]
+        items.pop(key, None)  # (gone already if another thread dropped it meanwhile)
 
 
 class Memo(Generic[K, V]):

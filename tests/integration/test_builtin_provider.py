@@ -27,9 +27,9 @@ from streams.memory.provider import (
     Scope,
     SearchRequest,
 )
-from streams.memory.providers.builtin import scope_cache
+from streams.memory.providers.builtin import scope_cache, writes
 from streams.memory.providers.builtin.provider import BuiltinProvider
-from streams.memory.providers.builtin.row_features import decode, derive
+from streams.memory.providers.builtin.row_features import RowFeatures, decode, derive
 from streams.query.line_counts import BudgetLineCounts
 from streams.query.rules.budget import filter_and_trim, memory_line, pack_budget
 from streams.tokens import TokenCounter
@@ -360,6 +360,31 @@ async def test_what_holding_a_memory_needs_is_stored_with_it_and_read_as_derived
     derived = [[(m.id, round(m.score, 9)) for m in await BuiltinProvider(engine).search(
         ALICE, request(q, top_k=5))] for q in asks]
     assert stored == derived and all(stored)
+
+
+async def test_a_long_add_is_analysed_off_the_event_loop(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An add of short memories is analysed on the loop; one of long answers (as a
+    consolidation's chunk of an agent conversation is) in a thread, so the queries the
+    loop answers meanwhile are not held up by it."""
+    analysed: list[int] = []
+
+    def derive_noting(content: str, role: str | None) -> RowFeatures:
+        analysed.append(threading.get_ident())
+        return derive(content, role)
+
+    monkeypatch.setattr(writes, "derive", derive_noting)
+    p = BuiltinProvider(engine)
+    loop = threading.get_ident()
+    await p.add(ALICE, USER_CUBE, [fact(f"Alice likes tea number {i}", f"t{i}")
+                                   for i in range(5)])
+    assert analysed and set(analysed) == {loop}
+    analysed.clear()
+    long = [fact(f"Answer {i}: " + "the loader reads each part of the file once. " * 40,
+                 f"l{i}") for i in range(10)]
+    ids = (await p.add(ALICE, USER_CUBE, long)).ids
+    assert len(analysed) == 10 and loop not in analysed
+    assert [m.id for m in await p.search(ALICE, request("Answer 7 loader", top_k=1))] == [ids[7]]
 
 
 async def test_database_errors_are_classified(engine: AsyncEngine) -> None:

@@ -11,8 +11,11 @@ stored with it (``memory.features``, 0022); a reader decodes them instead.
 A stored value carries :data:`FEATURES_VERSION`. A row with none (written before
 0022), with another version, or with one that does not decode is derived from its
 text as before, so a reader never depends on what a writer of another release
-stored. Change any rule this module calls and bump the version
-(``tests/unit/memory/providers/builtin/test_row_features.py`` pins the two together).
+stored. Change what any rule this module calls derives and bump the version:
+``tests/unit/memory/providers/builtin/test_row_features.py`` pins the version to
+the source of every function, pattern and word list :func:`derive` reaches, and
+fails at any change of them until one decides (bump, or re-pin a change that
+derives the same).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from streams.memory.rules.recency import announces_change, value_signature
 
 FEATURES_VERSION = 1
 HEAD_CHARS = 80  # enough of a memory's text to find its speaker
+SUBJECT = "§"  # subject terms start so (streams/consolidation/rules/subjects.py); never a word
+_VALUE_MAX = 2**32  # value_signature: a CRC-32 and one
 
 
 @dataclass(frozen=True)
@@ -64,21 +69,30 @@ def encode(f: RowFeatures) -> str:
 
 
 def decode(stored: object) -> RowFeatures | None:
-    """The features stored, or None when there are none this release can read."""
+    """The features stored, or None when there are none this release can read: any
+    value not exactly as :func:`encode` writes it (types, ranges, terms) is not read."""
     if not isinstance(stored, str) or not stored:
         return None
     try:
         d: Any = json.loads(stored)
         if not isinstance(d, dict) or d.get("v") != FEATURES_VERSION:
             return None
-        speaker, words, terms = d["s"], d["w"], d["t"]
-        if not (speaker is None or isinstance(speaker, str)) or not isinstance(words, str) \
-                or not isinstance(terms, dict):
+        speaker, flags, value, words, terms = d["s"], (d["i"], d["c"]), d["g"], d["w"], d["t"]
+        if not (speaker is None or type(speaker) is str) or type(words) is not str \
+                or any(f not in (0, 1) or type(f) is not int for f in flags) \
+                or type(value) is not int or not 0 <= value <= _VALUE_MAX \
+                or type(terms) is not dict or not all(_term(t, n) for t, n in terms.items()):
             return None
-        return RowFeatures(speaker=speaker, instruction=bool(d["i"]), changed=bool(d["c"]),
-                           value=int(d["g"]), words=frozenset(words.split()), terms=terms)
-    except (ValueError, KeyError, TypeError):
+        return RowFeatures(speaker=speaker, instruction=bool(flags[0]),
+                           changed=bool(flags[1]), value=value,
+                           words=frozenset(words.split()), terms=terms)
+    except Exception:  # whatever is stored, the text is there to derive from
         return None
+
+
+def _term(term: object, count: object) -> bool:
+    return (type(count) is int and count >= 1 and type(term) is str
+            and 0 < len(term) <= TERM_MAX_CHARS and not term.startswith(SUBJECT))
 
 
 def features_of(row: Any) -> RowFeatures:

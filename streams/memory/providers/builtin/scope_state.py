@@ -25,7 +25,7 @@ import numpy.typing as npt
 from streams.clock import aware_utc
 from streams.memory.providers.builtin.ann import VectorIndex
 from streams.memory.providers.builtin.held_places import HeldPlaces
-from streams.memory.providers.builtin.row_features import features_of
+from streams.memory.providers.builtin.row_features import SUBJECT, features_of
 from streams.memory.providers.builtin.rows import DbRow, Vector
 from streams.memory.rules.lexical import KeptParts, PostingArrays
 from streams.memory.rules.mmr import word_ids
@@ -34,7 +34,6 @@ Ids = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 _EMPTY_IDS: Ids = np.zeros(0, dtype=np.int64)
 _EMPTY: Floats = np.zeros(0, dtype=np.float64)
-SUBJECT = "§"  # subject terms (streams/consolidation/rules/subjects.py) start so; no word does
 COMPACT_AFTER = 256  # expired memories whose postings are masked before the index is rebuilt
 
 

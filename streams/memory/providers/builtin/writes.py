@@ -60,6 +60,22 @@ class Prepared:
     seq: int = 0
 
 
+PREPARE_OFF_LOOP_CHARS = 16_000  # text of one add analysed in a thread, not on the loop
+
+
+def off_loop(memories: Sequence[MemoryCandidate]) -> bool:
+    """Whether :func:`prepare` of ``memories`` is work for a thread: it analyses each
+    text whole (several passes of regular expressions, about half a microsecond a
+    character), which for a chunk of long answers would hold the event loop, and every
+    query it answers, for a tenth of a second."""
+    chars = 0
+    for m in memories:
+        chars += len(m.content)
+        if chars >= PREPARE_OFF_LOOP_CHARS:
+            return True
+    return False
+
+
 def prepare(memories: Sequence[MemoryCandidate], session_key: str | None, provider: str,
             ) -> list[Prepared]:
     """Episodes of one call form one session unless ``session_key`` names it; facts join

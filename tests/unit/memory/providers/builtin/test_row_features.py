@@ -4,7 +4,9 @@ derived again from the text whenever what is stored cannot be read by this relea
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import re
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -68,15 +70,25 @@ def test_what_is_stored_reads_back_as_derived(text: str, role: str | None) -> No
     assert decode(encode(f)) == f
 
 
+GOOD: dict[str, Any] = {"s": None, "i": 0, "c": 1, "g": 2**32, "w": "a b", "t": {"a": 2}}
+
+
+def test_a_value_as_encode_writes_it_is_read() -> None:
+    assert decode(json.dumps({"v": FEATURES_VERSION, **GOOD})) == RowFeatures(
+        None, False, True, 2**32, frozenset({"a", "b"}), {"a": 2})
+
+
 @pytest.mark.parametrize("stored", [
     None, "", "not json", "[1, 2]", '{"v": 0}', "{}",
     encode(derive("Alice: hi", None)).replace(f'"v":{FEATURES_VERSION}', '"v":999'),
-    *(json.dumps({"v": FEATURES_VERSION, **fields}) for fields in [
-        {"s": 5, "i": 0, "c": 0, "g": 0, "w": "", "t": {}},
-        {"s": None, "i": 0, "c": 0, "g": "x", "w": "", "t": {}},
-        {"s": None, "i": 0, "c": 0, "g": 0, "w": ["a"], "t": {}},
-        {"s": None, "i": 0, "c": 0, "g": 0, "w": ""},
+    *(json.dumps({"v": FEATURES_VERSION, **GOOD, **fields}) for fields in [
+        {"s": 5}, {"g": "x"}, {"g": "123"}, {"g": 3.7}, {"g": True}, {"g": -1}, {"g": 2**70},
+        {"g": float("inf")}, {"i": "0"}, {"i": 2}, {"c": True}, {"w": ["a"]}, {"t": []},
+        {"t": {"a": "x"}}, {"t": {"a": [1]}}, {"t": {"a": -5}}, {"t": {"a": 0}},
+        {"t": {"a": 1.0}}, {"t": {"§x": 1}}, {"t": {"": 1}}, {"t": {"x" * 65: 1}},
     ]),
+    json.dumps({"v": FEATURES_VERSION, **{k: v for k, v in GOOD.items() if k != "t"}}),
+    json.dumps({"v": FEATURES_VERSION, "g": 10**400}),
 ])
 def test_what_cannot_be_read_is_derived_from_the_text(stored: object) -> None:
     assert decode(stored) is None
@@ -95,16 +107,50 @@ def test_stored_features_are_used_as_stored() -> None:
     assert features_of(row) == told
 
 
+def _reached(obj: object, seen: set[int], out: list[str]) -> None:
+    """The source of ``obj`` and of everything of this project it reaches by name: the
+    functions it calls (through memos), the patterns and word lists it reads."""
+    obj = getattr(obj, "compute", obj)  # a Memo: its function
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, re.Pattern):
+        out.append(f"pattern {obj.pattern!r} {obj.flags}")
+    elif isinstance(obj, (frozenset, set)):
+        out.append(f"set {sorted(map(repr, obj))}")
+    elif isinstance(obj, (str, int, float, tuple, dict)):
+        out.append(f"value {obj!r}")
+    elif inspect.isfunction(obj) and obj.__module__.startswith("streams."):
+        out.append(inspect.getsource(obj))
+        names: set[str] = set()
+        codes = [obj.__code__]
+        while codes:
+            code = codes.pop()
+            names.update(code.co_names)
+            codes += [c for c in code.co_consts if inspect.iscode(c)]
+        for name in sorted(names):
+            if name in obj.__globals__:
+                _reached(obj.__globals__[name], seen, out)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def test_the_version_changes_with_the_rules() -> None:
-    """What the rules derive from a fixed corpus, pinned with the version it is stored
-    under. A change of any rule changes the digest: bump ``FEATURES_VERSION`` (rows
-    stored under the old one are then derived again) and pin the new digest here."""
-    digest = hashlib.sha256("\n".join(
-        encode(derive(t, r)) for t in CORPUS for r in (None, "user", "assistant")).encode())
-    assert (FEATURES_VERSION, digest.hexdigest()[:16]) == (1, PINNED)
+    """The version stored with the features, pinned to the source of every function,
+    pattern and word list :func:`derive` reaches, and to what it derives from a corpus.
+    Either changes with any rule: if the change alters what is derived, bump
+    ``FEATURES_VERSION`` (rows stored under the old one are then derived again from
+    their text); if it does not (a comment, a rename), re-pin without a bump."""
+    reached: list[str] = []
+    _reached(derive, set(), reached)
+    assert len(reached) > 20 and any("def value_signature" in r for r in reached)
+    corpus = "\n".join(encode(derive(t, r)) for t in CORPUS for r in (None, "user", "assistant"))
+    assert (FEATURES_VERSION, _digest("\n".join(reached)), _digest(corpus)) == PINNED
 
 
-PINNED = "26c7d76662fb9e67"
+PINNED = (1, "635ece1ac31eaaad", "26c7d76662fb9e67")
 
 
 def _rows(features: bool) -> list[SimpleNamespace]:
