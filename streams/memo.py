@@ -16,7 +16,6 @@ strings and numbers costs the collector nothing, however large.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from itertools import islice
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -26,8 +25,10 @@ V = TypeVar("V")
 def drop_oldest(items: dict[K, V], n: int) -> None:
     """Delete the ``n`` entries first in ``items``' order (its oldest, when every use
     re-inserts a key at the end): one walk from the front, not one per entry."""
-    for key in list(islice(items, n)):
-        items.pop(key, None)  # (gone already if another thread dropped it meanwhile)
+    # the keys listed in one step (the GIL held throughout), not through an iterator a
+    # thread using the memo meanwhile could invalidate; each perhaps gone since
+    for key in list(items)[:n]:
+        items.pop(key, None)
 
 
 class Memo(Generic[K, V]):

@@ -8,19 +8,22 @@ code about a millisecond, paid again by every worker that loads the scope and by
 every delta it applies. So they are derived when the memory is written and
 stored with it (``memory.features``, 0022); a reader decodes them instead.
 
-A stored value carries :data:`FEATURES_VERSION`. A row with none (written before
-0022), with another version, or with one that does not decode is derived from its
-text as before, so a reader never depends on what a writer of another release
-stored. Change what any rule this module calls derives and bump the version:
-``tests/unit/memory/providers/builtin/test_row_features.py`` pins the version to
-the source of every function, pattern and word list :func:`derive` reaches, and
-fails at any change of them until one decides (bump, or re-pin a change that
-derives the same).
+A stored value carries :data:`FEATURES_VERSION` and the Unicode version of the
+writer's Python (the patterns' word classes and case folding follow it). A row with
+none (written before 0022), with another version, or with one that does not decode
+as the writer writes it is derived from its text as before, so a reader never
+depends on what a writer of another release stored. Change what any rule this
+module calls derives and bump the version:
+``tests/unit/memory/providers/builtin/test_row_features.py`` pins the version to the
+source of every function, pattern and word list :func:`derive` reaches, and fails at
+any change of them until one decides (bump, or re-pin a change that derives the
+same).
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,9 @@ FEATURES_VERSION = 1
 HEAD_CHARS = 80  # enough of a memory's text to find its speaker
 SUBJECT = "§"  # subject terms start so (streams/consolidation/rules/subjects.py); never a word
 _VALUE_MAX = 2**32  # value_signature: a CRC-32 and one
+_COUNT_MAX = 2**31  # a term's count in one memory (its text is far shorter)
+# the rules' version and the Unicode version their patterns' classes follow (\w, casefold)
+_VERSION = (FEATURES_VERSION, unicodedata.unidata_version)
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,10 @@ def derive(content: str, role: str | None) -> RowFeatures:
 
 def encode(f: RowFeatures) -> str:
     """The stored form: compact JSON, words space-separated (no word holds a space)."""
-    return json.dumps({"v": FEATURES_VERSION, "s": f.speaker, "i": int(f.instruction),
-                       "c": int(f.changed), "g": f.value, "w": " ".join(sorted(f.words)),
-                       "t": f.terms}, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps({"v": _VERSION[0], "u": _VERSION[1], "s": f.speaker,
+                       "i": int(f.instruction), "c": int(f.changed), "g": f.value,
+                       "w": " ".join(sorted(f.words)), "t": f.terms},
+                      ensure_ascii=False, separators=(",", ":"))
 
 
 def decode(stored: object) -> RowFeatures | None:
@@ -75,10 +82,12 @@ def decode(stored: object) -> RowFeatures | None:
         return None
     try:
         d: Any = json.loads(stored)
-        if not isinstance(d, dict) or d.get("v") != FEATURES_VERSION:
+        if type(d) is not dict or type(d.get("v")) is not int \
+                or (d["v"], d.get("u")) != _VERSION:
             return None
         speaker, flags, value, words, terms = d["s"], (d["i"], d["c"]), d["g"], d["w"], d["t"]
-        if not (speaker is None or type(speaker) is str) or type(words) is not str \
+        if not (speaker is None or (type(speaker) is str and 0 < len(speaker) <= HEAD_CHARS)) \
+                or type(words) is not str \
                 or any(f not in (0, 1) or type(f) is not int for f in flags) \
                 or type(value) is not int or not 0 <= value <= _VALUE_MAX \
                 or type(terms) is not dict or not all(_term(t, n) for t, n in terms.items()):
@@ -91,7 +100,7 @@ def decode(stored: object) -> RowFeatures | None:
 
 
 def _term(term: object, count: object) -> bool:
-    return (type(count) is int and count >= 1 and type(term) is str
+    return (type(count) is int and 1 <= count <= _COUNT_MAX and type(term) is str
             and 0 < len(term) <= TERM_MAX_CHARS and not term.startswith(SUBJECT))
 
 
