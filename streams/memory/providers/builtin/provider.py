@@ -64,7 +64,7 @@ from streams.memory.providers.builtin.rows import (
 from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.memory.providers.builtin.search import Search
 from streams.memory.providers.builtin.unheld import UnheldLimits, UnheldReads
-from streams.memory.providers.builtin.writes import Writes, off_loop, prepare
+from streams.memory.providers.builtin.writes import Writes, prepare, prepare_off_loop
 from streams.memory.rules.fusion import FusionWeights, Ramp
 from streams.memory.rules.recency import Recency
 from streams.metrics import PROVIDER_CALLS, PROVIDER_FAILURES, PROVIDER_LATENCY
@@ -182,7 +182,8 @@ class BuiltinProvider:
         async with self._call("add"):
             owner = self._owner_or_fail(scope, cube, "add")
             prepared = (await asyncio.to_thread(prepare, memories, session_key, self.name)
-                        if off_loop(memories) else prepare(memories, session_key, self.name))
+                        if prepare_off_loop(memories)
+                        else prepare(memories, session_key, self.name))
             if not prepared:
                 return WriteResult([])
             unique = list({p.hash: p for p in prepared}.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -25,6 +26,17 @@ from streams.memory.rules.shown_score import shown_score
 Vector = npt.NDArray[np.float32]
 DbRow = Row[*tuple[Any, ...]]  # a result row of any shape
 _RETRYABLE_MYSQL = {1040, 1205, 1213, 2002, 2003, 2006, 2013, 2055}
+
+
+def texts_reach(texts: Iterable[str], chars: int) -> bool:
+    """Whether ``texts`` hold ``chars`` characters or more together (read only as far
+    as that): the measure of work that is done in a thread rather than on the loop."""
+    total = 0
+    for text in texts:
+        total += len(text)
+        if total >= chars:
+            return True
+    return False
 
 
 def content_hash(c: MemoryCandidate) -> str:

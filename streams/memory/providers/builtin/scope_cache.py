@@ -46,7 +46,7 @@ from streams.memory.model import HeldScopes
 from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
 from streams.memory.providers.builtin.drops import Drops
 from streams.memory.providers.builtin.row_cache import Cached, MemoryCache, RowsRead
-from streams.memory.providers.builtin.rows import DbRow
+from streams.memory.providers.builtin.rows import DbRow, texts_reach
 from streams.memory.providers.builtin.scope_state import Postings, ScopeState
 from streams.metrics import SCOPE_MEMORIES, VECTOR_GRAPHS_BUILDING
 
@@ -497,14 +497,8 @@ def off_loop(rows: Sequence[DbRow]) -> bool:
     and per character (its budget line is counted from its text): a user's memories of
     an agent conversation (passages of ~500 characters) cost several times as many
     short chat turns."""
-    if len(rows) >= BUILD_OFF_LOOP:
-        return True
-    budget, chars = BUILD_OFF_LOOP * SHORT_MEMORY_CHARS, 0
-    for r in rows:
-        chars += len(r.content)
-        if chars >= budget:
-            return True
-    return False
+    return len(rows) >= BUILD_OFF_LOOP or texts_reach(
+        (r.content for r in rows), BUILD_OFF_LOOP * SHORT_MEMORY_CHARS)
 
 
 def _nothing() -> None:

@@ -39,7 +39,7 @@ from streams.clock import naive_utc
 from streams.memory.model import MemoryCandidate
 from streams.memory.provider import PermanentProviderError, Scope
 from streams.memory.providers.builtin.row_features import derive, encode
-from streams.memory.providers.builtin.rows import content_hash
+from streams.memory.providers.builtin.rows import content_hash, texts_reach
 
 
 def retired_hash(content_hash: str, memory_id: int) -> str:
@@ -63,17 +63,12 @@ class Prepared:
 PREPARE_OFF_LOOP_CHARS = 16_000  # text of one add analysed in a thread, not on the loop
 
 
-def off_loop(memories: Sequence[MemoryCandidate]) -> bool:
+def prepare_off_loop(memories: Sequence[MemoryCandidate]) -> bool:
     """Whether :func:`prepare` of ``memories`` is work for a thread: it analyses each
     text whole (several passes of regular expressions, about half a microsecond a
     character), which for a chunk of long answers would hold the event loop, and every
     query it answers, for a tenth of a second."""
-    chars = 0
-    for m in memories:
-        chars += len(m.content)
-        if chars >= PREPARE_OFF_LOOP_CHARS:
-            return True
-    return False
+    return texts_reach((m.content for m in memories), PREPARE_OFF_LOOP_CHARS)
 
 
 def prepare(memories: Sequence[MemoryCandidate], session_key: str | None, provider: str,
