@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from sqlalchemy import event
 
 from streams.erasure.executor import ErasureExecutor
 from streams.memory.agent_configs import StaticAgentConfigs
 from streams.memory.model import USER_CUBE, MemoryCandidate, agent_cube
 from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.gone_ids import READ_AT_MOST
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.providers.builtin.row_cache import Cached
 from streams.settings import DatabaseSettings, Settings
@@ -166,3 +169,42 @@ async def test_a_search_before_the_erasure_is_heard_of_brings_the_cube_forward(
     state = cache._states[next(sid for sid, key in cache._keys.items()
                                if key == ("loud", USER_CUBE, "u1"))]
     assert state.doc_count == 40 and str(loud[7]) not in state.positions
+
+
+async def test_memories_erased_before_the_notice_are_found_by_counting_not_by_reading(
+        workers: tuple[Runtime, Runtime]) -> None:
+    """A held cube of thousands whose memories were erased before worker 2 heard of it:
+    brought forward by counting ranges of the held ids (a few queries of one row, a few
+    ids read), not by reading every valid id of the cube on worker 2's event loop."""
+    one, two = workers
+    writer = builtin(one)
+    loud = (await writer.add(LOUD, USER_CUBE, [MemoryCandidate(f"loud note {i} about dogs")
+                                               for i in range(3_000)])).ids
+    executor = eraser(one)
+    await two.erasures.refresh()
+    cache = builtin(two).cache
+    assert len(await search(two, LOUD, "dogs")) == 50
+    for n, memory_id in enumerate((loud[5], loud[2_222])):
+        receipt = await executor.erase(ErasureRequest(
+            erasure_id=f"m-{n}", tenant_id="loud", target="memory", memory_id=memory_id))
+        assert receipt.status == "done"
+    await writer.add(LOUD, USER_CUBE, [MemoryCandidate("a new loud note about dogs")])
+    ids_read: list[int] = []
+
+    def counted(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT MEMORY.ID"):
+            ids_read.append(cursor.rowcount)
+
+    event.listen(cache.engine.sync_engine, "after_cursor_execute", counted)
+    try:
+        found = await search(two, LOUD, "note 5 2222 new")  # before the erasure log is read
+    finally:
+        event.remove(cache.engine.sync_engine, "after_cursor_execute", counted)
+    assert "loud note 5 about dogs" not in found and "loud note 2222 about dogs" not in found
+    assert "a new loud note about dogs" in found
+    assert cache.full_loads == 1 and cache.refreshes == 1
+    state = cache._states[next(sid for sid, key in cache._keys.items()
+                               if key == ("loud", USER_CUBE, "u1"))]
+    assert state.doc_count == 2_999 and len(state.positions) == 2_999
+    assert {str(loud[5]), str(loud[2_222])}.isdisjoint(state.positions)
+    assert 0 < sum(ids_read) <= 2 * READ_AT_MOST, ids_read  # every valid id: 2,999

@@ -10,9 +10,10 @@ brought forward by reading only what changed:
 - memories with an id above the highest one the state knows, still valid:
   their rows (indexed as they come), vectors and subject postings
   (primary-key or scope-bounded ranges);
-- memories the state holds that were expired since. Their number is exact —
+- memories the state holds that were expired or erased since. Their number is exact —
   ``doc_count`` then + valid new memories − ``doc_count`` now — so they are
-  looked up only when it is not zero (expiries are rare). They leave every
+  looked up only when it is not zero (expiries are rare), by counting ranges of
+  the held ids rather than reading them all (:mod:`.gone_ids`). They leave every
   structure at once, but their postings lazily: they are masked out of each
   term as a search reads it (:meth:`ScopeState.postings_of`), and the index is
   rebuilt without them when enough have gathered.
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from streams.adapters.db.schema.memory import (
@@ -45,6 +46,7 @@ from streams.adapters.db.schema.memory import (
 from streams.memory.model import HeldScopes
 from streams.memory.providers.builtin.ann import AnnParams, VectorIndex
 from streams.memory.providers.builtin.drops import Drops
+from streams.memory.providers.builtin.gone_ids import Bounds, CountIn, IdsIn, gone_ids
 from streams.memory.providers.builtin.row_cache import Cached, MemoryCache, RowsRead
 from streams.memory.providers.builtin.rows import DbRow, texts_reach
 from streams.memory.providers.builtin.scope_state import Postings, ScopeState
@@ -323,17 +325,12 @@ class ScopeCache:
                         t.term.in_(sorted(subjects))))).all())
         gone: set[str] = set()
         if expired:
-            q = select(m.id).where(m.scope_id == sid, m.id <= st.last_id, m.valid_to.is_not(None))
-            gone = {k for r in await conn.execute(q) if (k := str(r.id)) in st.positions}
-            if len(gone) != expired:
-                # some were erased (their rows deleted) before this process heard of the
-                # erasure: what is held and no longer valid, from the ids alone
-                valid = select(m.id).where(m.scope_id == sid, m.id <= st.last_id,
-                                           m.valid_to.is_(None))
-                present = {str(r.id) for r in await conn.execute(valid)}
-                gone = set(st.positions) - present
-                if len(gone) != expired:
-                    return None
+            # expired, or erased (their rows deleted) before this process heard of the
+            # erasure: found by counting ranges of the held ids, not by reading them all
+            found = await gone_ids(st.places.ids, _count_in(conn, sid), _ids_in(conn, sid))
+            if found is None or len(found) != expired:
+                return None
+            gone = {str(i) for i in found}
         return _Delta(stats, list(rows), vectors, postings, subjects, gone)
 
     def _apply(self, st: ScopeState, d: _Delta) -> None:
@@ -503,3 +500,30 @@ def off_loop(rows: Sequence[DbRow]) -> bool:
 
 def _nothing() -> None:
     return None
+
+
+def _count_in(conn: AsyncConnection, sid: int) -> CountIn:
+    """The valid memories of scope ``sid`` within each range, in one query."""
+    m = memory.c
+
+    async def count(bounds: Sequence[Bounds]) -> list[int]:
+        row = (await conn.execute(
+            select(*[func.count(case((m.id.between(a, b), 1))) for a, b in bounds])
+            .where(m.scope_id == sid, m.valid_to.is_(None),
+                   m.id.between(bounds[0][0], bounds[-1][1])))).one()
+        return [int(n) for n in row]
+
+    return count
+
+
+def _ids_in(conn: AsyncConnection, sid: int) -> IdsIn:
+    """The ids of the valid memories of scope ``sid`` within the ranges."""
+    m = memory.c
+
+    async def ids(bounds: Sequence[Bounds]) -> set[int]:
+        return {int(r.id) for r in await conn.execute(select(m.id).where(
+            m.scope_id == sid, m.valid_to.is_(None),
+            or_(*[m.id.between(a, b) for a, b in bounds])))}
+
+    return ids
+
