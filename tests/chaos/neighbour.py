@@ -28,6 +28,7 @@ from tests.chaos.faults import Cluster
 from tests.chaos.neighbour_figures import PhaseFigures, read_figures
 from tests.chaos.observe import Observer
 from tests.chaos.phases import PARTITIONS, WORKER_ENV
+from tests.chaos.stolen import StolenTime
 from tests.chaos.tenants import (
     AGENT,
     CALM,
@@ -156,6 +157,7 @@ async def run_phase(name: str, cfg: NeighbourConfig, tmp: Path) -> PhaseFigures:
         t["queries"], f"{ns}.calm-replies", f"{ns}-query", [DeadlineClass("1 s", cfg.deadline_s)],
         cfg.query_rate)
     erasures = Erasures()
+    stolen = StolenTime()
     stop, background = asyncio.Event(), []
     loud_sent = flood_sent = 0
     try:
@@ -169,6 +171,7 @@ async def run_phase(name: str, cfg: NeighbourConfig, tmp: Path) -> PhaseFigures:
             await _warm(client)
             timeline.started = time.monotonic()
             background.append(asyncio.create_task(watchdog.run()))
+            background.append(asyncio.create_task(stolen.run()))
             chatting = asyncio.create_task(calm.run(stop))
             asking = asyncio.create_task(callers.run())
             loud: list[asyncio.Task[int]] = []
@@ -196,7 +199,7 @@ async def run_phase(name: str, cfg: NeighbourConfig, tmp: Path) -> PhaseFigures:
             settled = await settle(waits, calm, loud_sent, flood_sent, cfg, timeline)
             await erasures.wait(max(10.0, cfg.stall_s))
         figures = await read_figures(name, observer, calm, callers.classes[0], loud_sent,
-                                     flood_sent, erasures, watchdog, timeline.started)
+                                     flood_sent, erasures, watchdog, timeline.started, stolen)
         figures.settled = settled
     finally:
         stop.set()

@@ -19,6 +19,7 @@ from streams.adapters.db.schema.consolidation import consolidation_run
 from streams.adapters.db.schema.conversation import conversation_message
 from streams.adapters.db.schema.memory import memory
 from tests.chaos.observe import Observer
+from tests.chaos.stolen import StolenTime
 from tests.chaos.tenants import CALM, LOUD, CalmChat, Erasures
 from tests.chaos.traffic import DeadlineClass
 from tests.chaos.watchdog import RssWatchdog
@@ -44,8 +45,14 @@ class PhaseFigures:
     # calm's replies by kind (tests.chaos.traffic.reply_kind): "ok", an error's code,
     # "degraded: …" — a refusal or a failed part is no answer, however quick
     calm_replies: dict[str, int] = field(default_factory=dict)
-    # the slowest calm queries: "asked at s (from the phase's traffic start): ms"
+    # the slowest calm queries: "asked at s (from the phase's traffic start): ms", and the
+    # CPU time the host stole from the machine meanwhile (tests.chaos.stolen)
     calm_slowest_queries: list[str] = field(default_factory=list)
+    # CPU seconds the host stole from the machine in the phase; calm's query p99 over
+    # the queries answered while none was stolen, and how many overlapped a theft
+    stolen_s: float = 0.0
+    calm_p99_unstolen_ms: float = math.nan
+    calm_queries_stolen: int = 0
     # calm's chat
     calm_sent: int = 0
     calm_stored: int = 0
@@ -161,7 +168,8 @@ async def _topics(f: PhaseFigures, observer: Observer) -> None:
 
 async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: DeadlineClass,
                        loud_sent: int, flood_sent: int, erasures: Erasures,
-                       watchdog: RssWatchdog, started: float) -> PhaseFigures:
+                       watchdog: RssWatchdog, started: float,
+                       stolen: StolenTime) -> PhaseFigures:
     f = PhaseFigures(name, calm_sent=len(calm.sent), loud_sent=loud_sent,
                      flood_sent=flood_sent, erasures_asked=erasures.asked,
                      erasure_receipts=dict(erasures.receipts),
@@ -175,7 +183,14 @@ async def read_figures(name: str, observer: Observer, calm: CalmChat, calls: Dea
                      else -math.inf)[:5]
     f.calm_slowest_queries = [
         f"at {at - started:.1f} s: " + (f"{o.latency_s * 1000:.0f} ms" if o.answered
-                                        else "not answered in time") for at, o in slowest]
+                                        else "not answered in time")
+        + f" ({stolen.during(at, at + o.latency_s) * 1000:.0f} ms stolen)"
+        for at, o in slowest]
+    f.stolen_s = stolen.total(started)
+    clear = [o.latency_s * 1000 for at, o in calls.outcomes
+             if o.answered and not stolen.during(at, at + o.latency_s)]
+    f.calm_queries_stolen = len(latencies) - len(clear) - f.calm_late
+    f.calm_p99_unstolen_ms = percentile(clear, 99)
     await _sql(f, observer, calm)
     await _topics(f, observer)
     return f
