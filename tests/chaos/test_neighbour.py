@@ -88,8 +88,7 @@ def service_checks(cfg: NeighbourConfig, a: PhaseFigures, b: PhaseFigures,
         (within(b.calm_p99_ms, a.calm_p99_ms, cfg.margin, cfg.p99_floor_ms),
          f"calm query p99 {a.calm_p99_ms:.0f} ms alone, {b.calm_p99_ms:.0f} ms beside loud "
          f"(the host stole {a.stolen_s:.1f} and {b.stolen_s:.1f} CPU s from the machine; "
-         f"{b.calm_queries_stolen} of calm's queries beside loud overlapped a theft, the "
-         f"others' p99 {b.calm_p99_unstolen_ms:.0f} ms)"),
+         f"{b.calm_queries_stolen} of calm's queries beside loud overlapped a theft)"),
         (within(b.calm_delay_p50_s, a.calm_delay_p50_s, cfg.margin, cfg.delay_floor_s),
          f"calm consolidation delay p50 {a.calm_delay_p50_s:.2f} s alone, "
          f"{b.calm_delay_p50_s:.2f} s beside loud"),

@@ -4,8 +4,8 @@ A held state knows its memories' ids; the database knows which are still
 valid. When some left (expired, or erased before this process heard of the
 erasure), reading every valid id of the scope to find them costs the scope's
 size in rows parsed on the event loop. :func:`gone_ids` instead counts the
-valid memories in ranges of the held ids, ``FANOUT`` ranges a query, and
-narrows in on the ranges whose count fell short; only ranges of at most
+valid memories in ranges of the held ids (and sums their ids), ``FANOUT``
+ranges a query, and narrows in on the ranges whose figures fell short; only ranges of at most
 ``READ_AT_MOST`` held ids are read id by id. ``k`` gone memories of ``n``
 held cost at most ``k`` queries of one row per level, ``log(n / READ_AT_MOST)
 / log(FANOUT)`` levels, and about ``k × READ_AT_MOST`` ids read; when so
@@ -26,8 +26,9 @@ import numpy.typing as npt
 Ids = npt.NDArray[np.int64]
 Bounds = tuple[int, int]  # an inclusive range of ids
 
-# the number of valid memories within each range (disjoint, ascending)
-CountIn = Callable[[Sequence[Bounds]], Awaitable[Sequence[int]]]
+# the number of valid memories within each range (disjoint, ascending), and the sum of
+# their ids
+CountIn = Callable[[Sequence[Bounds]], Awaitable[Sequence[tuple[int, int]]]]
 # the ids of the valid memories within the ranges (disjoint, ascending)
 IdsIn = Callable[[Sequence[Bounds]], Awaitable[set[int]]]
 
@@ -39,8 +40,11 @@ BOUNDS_PER_READ = 64  # ranges read by one query
 
 async def gone_ids(held: Ids, count_in: CountIn, ids_in: IdsIn) -> set[int] | None:
     """The ids of ``held`` (ascending, unique) that the store no longer counts as
-    valid; None when a range holds valid memories that are not held (the held
-    state missed some: it cannot be brought forward from the counts)."""
+    valid; None when a range is seen to hold valid memories that are not held
+    (the held state missed some: it cannot be brought forward from the counts).
+    A range counts as whole only when both its count and the sum of its ids are
+    those of the held ids in it, so a valid id not held does not hide a gone one
+    in its range unless other such ids make up both figures exactly."""
     short: list[tuple[int, int]] = [(0, len(held))] if len(held) else []
     gone: set[int] = set()
     while short:
@@ -60,10 +64,10 @@ async def gone_ids(held: Ids, count_in: CountIn, ids_in: IdsIn) -> set[int] | No
         for r in large:
             parts = _split(r, FANOUT)
             counts = await count_in([_bounds(held, p) for p in parts])
-            for (lo, hi), n in zip(parts, counts, strict=True):
+            for (lo, hi), (n, total) in zip(parts, counts, strict=True):
                 if n > hi - lo:
                     return None
-                if n < hi - lo:
+                if n < hi - lo or total != int(held[lo:hi].sum()):
                     short.append((lo, hi))
     return gone
 

@@ -503,15 +503,18 @@ def _nothing() -> None:
 
 
 def _count_in(conn: AsyncConnection, sid: int) -> CountIn:
-    """The valid memories of scope ``sid`` within each range, in one query."""
+    """The valid memories of scope ``sid`` within each range and the sum of their ids,
+    in one query."""
     m = memory.c
 
-    async def count(bounds: Sequence[Bounds]) -> list[int]:
+    async def count(bounds: Sequence[Bounds]) -> list[tuple[int, int]]:
+        within = [m.id.between(a, b) for a, b in bounds]
         row = (await conn.execute(
-            select(*[func.count(case((m.id.between(a, b), 1))) for a, b in bounds])
+            select(*[func.count(case((w, 1))) for w in within],
+                   *[func.sum(case((w, m.id))) for w in within])
             .where(m.scope_id == sid, m.valid_to.is_(None),
                    m.id.between(bounds[0][0], bounds[-1][1])))).one()
-        return [int(n) for n in row]
+        return [(int(row[i]), int(row[i + len(bounds)] or 0)) for i in range(len(bounds))]
 
     return count
 
