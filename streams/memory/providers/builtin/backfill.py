@@ -1,0 +1,121 @@
+"""Storing what holding a memory needs for memories written before it was stored.
+
+Memories written before migration 0022, or by a release of an older
+:data:`~.row_features.FEATURES_VERSION`, have no features this release can
+read: every worker that loads their scope derives them from the text again
+(:func:`~.row_features.features_of`), at every load. :func:`backfill_features`
+derives and stores them once, for every valid memory, in batches by id:
+
+- safe beside running workers: a memory's text never changes once written, so
+  what is stored equals what a reader derives; the update of a row is
+  conditional on the value it read (a concurrent writer's value is kept), an
+  erased row is simply not there, and no scope's version moves (a held state
+  is already what the stored value decodes to);
+- a value of a newer release (a higher version) is left as it is;
+- resumable: each batch is committed, and ``after`` starts past an id (the
+  progress reports the last one done);
+- bounded: one batch of rows in memory at a time; the derivation runs in a
+  thread so the caller's loop is not held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import and_, bindparam, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from streams.adapters.db.schema.memory import memory
+from streams.memory.providers.builtin.row_features import (
+    FEATURES_VERSION,
+    decode,
+    derive,
+    encode,
+)
+from streams.memory.providers.builtin.rows import DbRow
+
+BATCH = 500
+
+
+@dataclass
+class BackfillProgress:
+    """Where a backfill is: valid memories checked, values stored, values of a newer
+    release left, the last id done and the highest id when it began."""
+
+    checked: int = 0
+    stored: int = 0
+    newer: int = 0
+    last_id: int = 0
+    max_id: int = 0
+
+    def share(self) -> float:
+        """The share of the ids up to ``max_id`` done, 0–1."""
+        return 1.0 if self.max_id <= 0 else min(1.0, self.last_id / self.max_id)
+
+
+async def backfill_features(engine: AsyncEngine, *, batch: int = BATCH, after: int = 0,
+                            progress: Callable[[BackfillProgress], None] | None = None,
+                            ) -> BackfillProgress:
+    """Store the features of every valid memory with an id above ``after`` that has
+    none this release reads; the totals. ``progress`` is called after each batch."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    m = memory.c
+    async with engine.connect() as conn:
+        top = (await conn.execute(select(func.max(m.id)))).scalar_one_or_none()
+    done = BackfillProgress(last_id=after, max_id=int(top or 0))
+    while done.last_id < done.max_id:
+        async with engine.begin() as conn:
+            rows = (await conn.execute(
+                select(m.id, m.content, m.role, m.features)
+                .where(m.id > done.last_id, m.id <= done.max_id, m.valid_to.is_(None))
+                .order_by(m.id).limit(batch))).all()
+            if not rows:
+                done.last_id = done.max_id
+                break
+            values, newer = await asyncio.to_thread(_values, rows)
+            if values:
+                await conn.execute(
+                    update(memory).where(m.id == bindparam("b_id"), or_(
+                        and_(bindparam("b_old", type_=m.features.type).is_(None),
+                             m.features.is_(None)),
+                        m.features == bindparam("b_old", type_=m.features.type)))
+                    .values(features=bindparam("b_new", type_=m.features.type)),
+                    values)
+        done.checked += len(rows)
+        done.stored += len(values)
+        done.newer += newer
+        done.last_id = int(rows[-1].id)
+        if progress is not None:
+            progress(done)
+    return done
+
+
+def _values(rows: Sequence[DbRow]) -> tuple[list[dict[str, object]], int]:
+    """The updates for ``rows`` (``b_id``, ``b_old``, ``b_new``) and how many hold a
+    newer release's value."""
+    out: list[dict[str, object]] = []
+    newer = 0
+    for r in rows:
+        if decode(r.features) is not None:
+            continue
+        if _newer(r.features):
+            newer += 1
+            continue
+        out.append({"b_id": int(r.id), "b_old": r.features,
+                    "b_new": encode(derive(r.content, r.role))})
+    return out, newer
+
+
+def _newer(stored: object) -> bool:
+    """Whether ``stored`` is a value of a release with a higher features version."""
+    if not isinstance(stored, str) or not stored:
+        return False
+    try:
+        version = json.loads(stored).get("v")
+    except (ValueError, AttributeError):
+        return False
+    return type(version) is int and version > FEATURES_VERSION

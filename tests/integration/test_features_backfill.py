@@ -1,0 +1,150 @@
+"""``memstream db backfill``: memories written before their features were stored get
+them, once, on MariaDB and SQLite; a newer release's value, an expired memory and a
+value already right are left; a resumed or repeated run changes nothing more; a scope
+searched before and after answers the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from streams.adapters.db.migrate import upgrade
+from streams.adapters.db.schema.memory import memory
+from streams.memory.model import USER_CUBE, MemoryCandidate
+from streams.memory.provider import Scope, SearchRequest
+from streams.memory.providers.builtin.backfill import BackfillProgress, backfill_features
+from streams.memory.providers.builtin.provider import BuiltinProvider
+from streams.memory.providers.builtin.row_features import FEATURES_VERSION, decode, derive
+from tests.support.services import create_database, drop_database, unique
+
+ALICE = Scope("acme", "alice", "helper")
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = [
+    ("Alice: From now on, answer in Spanish.", "user"),
+    ("Alice: We switched the deadline to 14 May, latency is now 250 ms.", "user"),
+    ("Sure, here is the loader:\n```python\ndef load(path):\n    return open(path).read()\n"
+     "```\n" + "It reads the file once. " * 40, "assistant"),
+    ("我喜欢在周末去爬山，咖啡很好喝。", "user"),
+    ("Alice keeps her bike in locker 12.", "user"),
+    ("Alice moved the bike to locker 14.", "user"),
+    ("Alice's favourite tea is genmaicha.", "user"),
+]
+
+
+@pytest.fixture(params=["mariadb", "sqlite"])
+async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    database = None
+    if request.param == "sqlite":
+        address = f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}"
+    else:
+        database = unique("ms_backfill_")
+        address = create_database(database)
+    eng = create_async_engine(address)
+    try:
+        await upgrade(eng)
+    finally:
+        await eng.dispose()
+    try:
+        yield address
+    finally:
+        if database:
+            drop_database(database)
+
+
+async def written_before(engine: AsyncEngine) -> dict[int, object]:
+    """Seven memories, then their stored features as older releases left them: none,
+    a corrupt value, an older version, a newer version, two right ones; one memory
+    expired. The features column by id."""
+    ids = [int(i) for i in (await BuiltinProvider(engine).add(ALICE, USER_CUBE, [
+        MemoryCandidate(content=c, source_event_ids=(f"e{n}",), event_time=T0, kind="episode",
+                        role=role) for n, (c, role) in enumerate(TEXTS)])).ids]
+    newer = json.dumps({"v": FEATURES_VERSION + 1, "anything": "a later release's"})
+    older = json.dumps({"v": FEATURES_VERSION - 1, "s": None})
+    left = {ids[0]: None, ids[1]: "{not json", ids[2]: older, ids[3]: newer, ids[4]: None}
+    m = memory.c
+    async with engine.begin() as conn:
+        for i, value in left.items():
+            await conn.execute(update(memory).where(m.id == i).values(features=value))
+        await conn.execute(update(memory).where(m.id == ids[4]).values(valid_to=T0))
+    return await features(engine)
+
+
+async def features(engine: AsyncEngine) -> dict[int, object]:
+    m = memory.c
+    async with engine.connect() as conn:
+        return {int(r.id): r.features for r in await conn.execute(
+            select(m.id, m.features).order_by(m.id))}
+
+
+async def answers(engine: AsyncEngine) -> list[list[tuple[str, float]]]:
+    return [[(m.id, round(m.score, 9)) for m in await BuiltinProvider(engine).search(
+        ALICE, SearchRequest(q, [USER_CUBE], top_k=5))]
+        for q in ("deadline latency", "loader file python", "周末爬山", "Spanish", "tea")]
+
+
+async def test_memories_without_readable_features_get_them_once(url: str) -> None:
+    engine = create_async_engine(url)
+    try:
+        before = await written_before(engine)
+        ids = sorted(before)
+        searched = await answers(engine)
+        seen: list[tuple[int, int, int]] = []
+
+        def progress(p: BackfillProgress) -> None:
+            seen.append((p.checked, p.stored, p.last_id))
+
+        done = await backfill_features(engine, batch=2, progress=progress)
+        after = await features(engine)
+        m = memory.c
+        async with engine.connect() as conn:
+            rows = {int(r.id): r for r in await conn.execute(select(memory))}
+        for i in (ids[0], ids[1], ids[2]):  # none, corrupt, older: stored as derived
+            assert decode(after[i]) == derive(rows[i].content, rows[i].role)
+        assert after[ids[3]] == before[ids[3]]  # a newer release's: left
+        assert after[ids[4]] is None  # expired: never loaded, left
+        assert after[ids[5]] == before[ids[5]] and after[ids[6]] == before[ids[6]]
+        assert (done.checked, done.stored, done.newer) == (6, 3, 1)
+        assert done.last_id == done.max_id == ids[-1]
+        assert [s[0] for s in seen] == [2, 4, 6] and seen[-1][2] == ids[-1]
+        assert await answers(engine) == searched  # the same answers from stored values
+        again = await backfill_features(engine)
+        assert (again.checked, again.stored) == (6, 0) and await features(engine) == after
+        resumed = await backfill_features(engine, after=ids[2])
+        assert resumed.checked == 3 and resumed.stored == 0
+        async with engine.connect() as conn:
+            assert (await conn.execute(select(m.id).where(m.id > ids[-1]))).first() is None
+    finally:
+        await engine.dispose()
+
+
+async def test_the_command_stores_them_and_says_what_it_did(url: str) -> None:
+    engine = create_async_engine(url)
+    try:
+        before = await written_before(engine)
+    finally:
+        await engine.dispose()
+    env = {**os.environ, "MEMSTREAM_DATABASE__URL": url}
+    run = subprocess.run([sys.executable, "-m", "streams.cli", "db", "backfill", "--batch", "3"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "6 valid memories checked" in run.stdout and "stored for 3, 1 left" in run.stdout
+    assert "features [" in run.stderr
+    engine = create_async_engine(url)
+    try:
+        after = await features(engine)
+    finally:
+        await engine.dispose()
+    assert sum(after[i] != before[i] for i in before) == 3
+    bad = subprocess.run([sys.executable, "-m", "streams.cli", "db", "backfill", "--batch", "0"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--batch must be at least 1" in bad.stderr
