@@ -51,10 +51,6 @@ class BackfillProgress:
     last_id: int = 0
     max_id: int = 0
 
-    def share(self) -> float:
-        """The share of the ids up to ``max_id`` done, 0–1."""
-        return 1.0 if self.max_id <= 0 else min(1.0, self.last_id / self.max_id)
-
 
 async def backfill_features(engine: AsyncEngine, *, batch: int = BATCH, after: int = 0,
                             progress: Callable[[BackfillProgress], None] | None = None,
