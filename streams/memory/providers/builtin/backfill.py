@@ -11,7 +11,10 @@ derives and stores them once, for every valid memory, in batches by id:
   conditional on the value it read (a concurrent writer's value is kept), an
   erased row is simply not there, and no scope's version moves (a held state
   is already what the stored value decodes to);
-- a value of a newer release (a higher version) is left as it is;
+- a value of a newer release (a higher version), or of this version written by
+  a Python of another Unicode version (the workers' own, when the backfill runs
+  under another Python), is left as it is: only missing, unreadable and older
+  values are replaced;
 - resumable: each batch is committed, and ``after`` starts past an id (the
   progress reports the last one done);
 - bounded: one batch of rows in memory at a time; the derivation runs in a
@@ -25,12 +28,13 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, func, or_, select, update
+from sqlalchemy import Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from streams.adapters.db.schema.memory import memory
 from streams.memory.providers.builtin.row_features import (
     FEATURES_VERSION,
+    UNICODE,
     decode,
     derive,
     encode,
@@ -42,12 +46,13 @@ BATCH = 500
 
 @dataclass
 class BackfillProgress:
-    """Where a backfill is: valid memories checked, values stored, values of a newer
-    release left, the last id done and the highest id when it began."""
+    """Where a backfill is: valid memories checked, values stored, values left (a
+    newer release's or another Python's), the last id done and the highest id when it
+    began."""
 
     checked: int = 0
     stored: int = 0
-    newer: int = 0
+    left: int = 0
     last_id: int = 0
     max_id: int = 0
 
@@ -72,46 +77,59 @@ async def backfill_features(engine: AsyncEngine, *, batch: int = BATCH, after: i
             if not rows:
                 done.last_id = done.max_id
                 break
-            values, newer = await asyncio.to_thread(_values, rows)
+            values, left = await asyncio.to_thread(_values, rows)
+            stored = 0
             if values:
-                await conn.execute(
-                    update(memory).where(m.id == bindparam("b_id"), or_(
-                        and_(bindparam("b_old", type_=m.features.type).is_(None),
-                             m.features.is_(None)),
-                        m.features == bindparam("b_old", type_=m.features.type)))
-                    .values(features=bindparam("b_new", type_=m.features.type)),
-                    values)
+                stored = (await conn.execute(_store(engine), values)).rowcount
         done.checked += len(rows)
-        done.stored += len(values)
-        done.newer += newer
+        done.stored += max(stored, 0)
+        done.left += left
         done.last_id = int(rows[-1].id)
         if progress is not None:
             progress(done)
     return done
 
 
+def _store(engine: AsyncEngine) -> Update:
+    """Each row's new value, where the value read is still there (compared byte for
+    byte: MySQL's default collation would take a value differing in case or trailing
+    spaces for the one read)."""
+    m = memory.c
+    stored = m.features.collate("utf8mb4_bin") if engine.dialect.name == "mysql" \
+        else m.features
+    old = bindparam("b_old", type_=m.features.type)
+    return (update(memory)
+            .where(m.id == bindparam("b_id"),
+                   or_(and_(old.is_(None), m.features.is_(None)), stored == old))
+            .values(features=bindparam("b_new", type_=m.features.type)))
+
+
 def _values(rows: Sequence[DbRow]) -> tuple[list[dict[str, object]], int]:
     """The updates for ``rows`` (``b_id``, ``b_old``, ``b_new``) and how many hold a
-    newer release's value."""
+    value left as it is."""
     out: list[dict[str, object]] = []
-    newer = 0
+    left = 0
     for r in rows:
         if decode(r.features) is not None:
             continue
-        if _newer(r.features):
-            newer += 1
+        if _left(r.features):
+            left += 1
             continue
         out.append({"b_id": int(r.id), "b_old": r.features,
                     "b_new": encode(derive(r.content, r.role))})
-    return out, newer
+    return out, left
 
 
-def _newer(stored: object) -> bool:
-    """Whether ``stored`` is a value of a release with a higher features version."""
+def _left(stored: object) -> bool:
+    """Whether ``stored`` is a value of a release with a higher features version, or of
+    this version under another Unicode version."""
     if not isinstance(stored, str) or not stored:
         return False
     try:
-        version = json.loads(stored).get("v")
-    except (ValueError, AttributeError):
+        d = json.loads(stored)
+        version = d.get("v")
+        unicode = d.get("u")
+    except Exception:  # anything stored: unreadable, replaced
         return False
-    return type(version) is int and version > FEATURES_VERSION
+    return type(version) is int and (version > FEATURES_VERSION or (
+        version == FEATURES_VERSION and isinstance(unicode, str) and unicode != UNICODE))

@@ -39,8 +39,8 @@ HEAD_CHARS = 80  # enough of a memory's text to find its speaker
 SUBJECT = "§"  # subject terms start so (streams/consolidation/rules/subjects.py); never a word
 _VALUE_MAX = 2**32  # value_signature: a CRC-32 and one
 _COUNT_MAX = 2**31  # a term's count in one memory (its text is far shorter)
-# the rules' version and the Unicode version their patterns' classes follow (\w, casefold)
-_VERSION = (FEATURES_VERSION, unicodedata.unidata_version)
+UNICODE = unicodedata.unidata_version  # the one the patterns' classes follow (\w, casefold)
+_VERSION = (FEATURES_VERSION, UNICODE)
 
 
 @dataclass(frozen=True)

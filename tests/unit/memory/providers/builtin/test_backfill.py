@@ -1,5 +1,5 @@
 """Which stored features a backfill replaces: none, unreadable or older ones; never a
-newer release's or one this release reads."""
+newer release's, one of another Python's Unicode version, or one this release reads."""
 
 from __future__ import annotations
 
@@ -8,26 +8,34 @@ from types import SimpleNamespace
 
 import pytest
 
-from streams.memory.providers.builtin.backfill import _newer, _values
-from streams.memory.providers.builtin.row_features import FEATURES_VERSION, derive, encode
+from streams.memory.providers.builtin.backfill import _left, _values
+from streams.memory.providers.builtin.row_features import (
+    FEATURES_VERSION,
+    UNICODE,
+    derive,
+    encode,
+)
 
 TEXT = "Alice: we switched the deadline to 14 May."
 RIGHT = encode(derive(TEXT, "user"))
 
 
-@pytest.mark.parametrize(("stored", "newer"), [
+@pytest.mark.parametrize(("stored", "left"), [
     (None, False),
     ("", False),
     ("{not json", False),
     ("[1, 2]", False),
     (json.dumps({"v": "9"}), False),  # not an int: unreadable, replaced
     (json.dumps({"v": FEATURES_VERSION - 1}), False),
-    (json.dumps({"v": FEATURES_VERSION, "u": "0.0.0"}), False),  # another Unicode: replaced
+    (json.dumps({"v": FEATURES_VERSION, "u": "0.0.0"}), True),  # the workers' Python's
+    (json.dumps({"v": FEATURES_VERSION, "u": UNICODE}), False),  # this one's, unreadable
+    (json.dumps({"v": FEATURES_VERSION}), False),
     (json.dumps({"v": FEATURES_VERSION + 1}), True),
     (json.dumps({"v": True}), False),  # a bool is not a version
+    ("[" * 100_000 + "]" * 100_000, False),  # too deep to parse: replaced, no crash
 ])
-def test_what_counts_as_a_newer_release_s_value(stored: object, newer: bool) -> None:
-    assert _newer(stored) is newer
+def test_which_values_are_left_as_they_are(stored: object, left: bool) -> None:
+    assert _left(stored) is left
 
 
 def test_the_updates_for_a_batch() -> None:
