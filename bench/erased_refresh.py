@@ -26,11 +26,10 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from streams.adapters.db.schema.memory import memory_scope_stats
-from streams.memory.model import USER_CUBE, MemoryCandidate
 from streams.settings import DatabaseSettings, Settings
 from streams.wire.erasure import ErasureRequest
 from streams.worker.runtime import Runtime
-from tests.integration.test_erasure_held_scopes import LOUD, builtin, eraser, search
+from tests.integration.test_erasure_held_scopes import hold_loud
 from tests.support.services import create_database, drop_database, unique
 from tests.support.wiring import settings_for_tests
 
@@ -42,15 +41,7 @@ async def main(memories: int, erasures: int) -> None:
     one = await Runtime(settings, migrate=True).start()
     two = await Runtime(Settings(database=settings.database), migrate=False).start()
     try:
-        writer, ids = builtin(one), []
-        for at in range(0, memories, 2_000):
-            ids += (await writer.add(LOUD, USER_CUBE, [
-                MemoryCandidate(f"loud note {i} about dogs and cats")
-                for i in range(at, min(at + 2_000, memories))])).ids
-        executor = eraser(one)
-        await two.erasures.refresh()
-        cache = builtin(two).cache
-        await search(two, LOUD, "dogs")
+        ids, executor, cache = await hold_loud(one, two, memories)
         (sid, state), = cache._states.items()
         wall, cpu = [], []
         for k in range(erasures):

@@ -27,6 +27,7 @@ from streams.memory.provider import Scope, SearchRequest
 from streams.memory.providers.builtin.gone_ids import READ_AT_MOST
 from streams.memory.providers.builtin.provider import BuiltinProvider
 from streams.memory.providers.builtin.row_cache import Cached
+from streams.memory.providers.builtin.scope_cache import ScopeCache
 from streams.settings import DatabaseSettings, Settings
 from streams.testing.erasure import FencePassingPublisher
 from streams.wire.erasure import ErasureRequest
@@ -89,6 +90,23 @@ def eraser(rt: Runtime) -> ErasureExecutor:
     return wiring.erasure_processor(offsets, 1).executor
 
 
+async def hold_loud(one: Runtime, two: Runtime, count: int,
+                    ) -> tuple[list[str], ErasureExecutor, ScopeCache]:
+    """Loud's cube of ``count`` notes written by worker 1 and held by worker 2 (searched
+    once); their ids, worker 1's erasure executor and worker 2's scope cache."""
+    writer, ids = builtin(one), []
+    for at in range(0, count, 2_000):
+        ids += (await writer.add(LOUD, USER_CUBE, [
+            MemoryCandidate(f"loud note {i} about dogs")
+            for i in range(at, min(at + 2_000, count))])).ids
+    executor = eraser(one)
+    await two.erasures.refresh()
+    cache = builtin(two).cache
+    assert len(await search(two, LOUD, "dogs")) == min(count, 50)
+    assert cache.full_loads == 1
+    return ids, executor, cache
+
+
 async def test_an_erasure_drops_only_what_it_names(workers: tuple[Runtime, Runtime]) -> None:
     one, two = workers
     writer = builtin(one)
@@ -148,13 +166,7 @@ async def test_a_search_before_the_erasure_is_heard_of_brings_the_cube_forward(
     memory is not found; told of the erasure after, worker 2 changes nothing more."""
     one, two = workers
     writer = builtin(one)
-    loud = (await writer.add(LOUD, USER_CUBE, [MemoryCandidate(f"loud note {i} about dogs")
-                                               for i in range(40)])).ids
-    executor = eraser(one)
-    await two.erasures.refresh()
-    cache = builtin(two).cache
-    assert len(await search(two, LOUD, "dogs")) == 40
-    assert cache.full_loads == 1
+    loud, executor, cache = await hold_loud(one, two, 40)
     receipt = await executor.erase(ErasureRequest(
         erasure_id="m-2", tenant_id="loud", target="memory", memory_id=loud[7]))
     assert receipt.status == "done"
@@ -178,12 +190,7 @@ async def test_memories_erased_before_the_notice_are_found_by_counting_not_by_re
     ids read), not by reading every valid id of the cube on worker 2's event loop."""
     one, two = workers
     writer = builtin(one)
-    loud = (await writer.add(LOUD, USER_CUBE, [MemoryCandidate(f"loud note {i} about dogs")
-                                               for i in range(3_000)])).ids
-    executor = eraser(one)
-    await two.erasures.refresh()
-    cache = builtin(two).cache
-    assert len(await search(two, LOUD, "dogs")) == 50
+    loud, executor, cache = await hold_loud(one, two, 3_000)
     for n, memory_id in enumerate((loud[5], loud[2_222])):
         receipt = await executor.erase(ErasureRequest(
             erasure_id=f"m-{n}", tenant_id="loud", target="memory", memory_id=memory_id))
