@@ -5,12 +5,12 @@ valid. When some left (expired, or erased before this process heard of the
 erasure), reading every valid id of the scope to find them costs the scope's
 size in rows parsed on the event loop. :func:`gone_ids` instead counts the
 valid memories in ranges of the held ids (and sums their ids), ``FANOUT``
-ranges a query, and narrows in on the ranges whose figures fell short; only ranges of at most
-``READ_AT_MOST`` held ids are read id by id. ``k`` gone memories of ``n``
-held cost at most ``k`` queries of one row per level, ``log(n / READ_AT_MOST)
-/ log(FANOUT)`` levels, and about ``k × READ_AT_MOST`` ids read; when so
-many are gone that the ranges to narrow on exceed ``NARROW_AT_MOST``, those
-ranges are read whole instead.
+ranges a query, and narrows in on the ranges whose figures fell short; only
+ranges of at most ``READ_AT_MOST`` held ids are read id by id. ``k`` gone
+memories of ``n`` held cost at most ``k`` queries of one row per level,
+``log(n / READ_AT_MOST) / log(FANOUT)`` levels, and about ``k × READ_AT_MOST``
+ids read; when so many are gone that the ranges to narrow on exceed
+``NARROW_AT_MOST``, those ranges are read whole instead.
 
 The reads are the caller's (:data:`CountIn`, :data:`IdsIn`), so the search
 is the same over any store and is tested without one.
