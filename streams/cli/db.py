@@ -94,5 +94,5 @@ def _backfill(batch: int, after: int) -> int:
     sys.stderr.write("\n")
     print(f"{done.checked} valid memories checked up to id {done.last_id}: features stored "
           f"for {done.stored}, {done.left} left as they were (a newer release's, or "
-          f"written under another Python's Unicode version)")
+          f"written under a newer Python's Unicode version)")
     return 0

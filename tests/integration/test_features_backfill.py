@@ -67,14 +67,14 @@ async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[s
 
 async def written_before(engine: AsyncEngine) -> dict[int, object]:
     """Eight memories, then their stored features as older releases left them: none,
-    a corrupt value, an older version, a newer version, two right ones, one of another
+    a corrupt value, an older version, a newer version, two right ones, one of a newer
     Python's Unicode version; one memory expired. The features column by id."""
     ids = [int(i) for i in (await BuiltinProvider(engine).add(ALICE, USER_CUBE, [
         MemoryCandidate(content=c, source_event_ids=(f"e{n}",), event_time=T0, kind="episode",
                         role=role) for n, (c, role) in enumerate(TEXTS)])).ids]
     newer = json.dumps({"v": FEATURES_VERSION + 1, "anything": "a later release's"})
     older = json.dumps({"v": FEATURES_VERSION - 1, "s": None})
-    other = json.dumps({"v": FEATURES_VERSION, "u": "0.1.0", "s": None})
+    other = json.dumps({"v": FEATURES_VERSION, "u": "99.0.0", "s": None})  # a newer Python's
     left = {ids[0]: None, ids[1]: "{not json", ids[2]: older, ids[3]: newer, ids[4]: None,
             ids[7]: other}
     m = memory.c
@@ -117,7 +117,7 @@ async def test_memories_without_readable_features_get_them_once(url: str) -> Non
         for i in (ids[0], ids[1], ids[2]):  # none, corrupt, older: stored as derived
             assert decode(after[i]) == derive(rows[i].content, rows[i].role)
         assert after[ids[3]] == before[ids[3]]  # a newer release's: left
-        assert after[ids[7]] == before[ids[7]]  # another Python's: left
+        assert after[ids[7]] == before[ids[7]]  # a newer Python's: left
         assert after[ids[4]] is None  # expired: never loaded, left
         assert after[ids[5]] == before[ids[5]] and after[ids[6]] == before[ids[6]]
         assert (done.checked, done.stored, done.left) == (7, 3, 2)
@@ -125,7 +125,8 @@ async def test_memories_without_readable_features_get_them_once(url: str) -> Non
         assert [s[0] for s in seen] == [2, 4, 6, 7] and seen[-1][2] == ids[-1]
         assert await answers(engine) == searched  # the same answers from stored values
         again = await backfill_features(engine)
-        assert (again.checked, again.stored) == (7, 0) and await features(engine) == after
+        assert (again.checked, again.stored, again.left) == (7, 0, 2)
+        assert await features(engine) == after
         resumed = await backfill_features(engine, after=ids[2])
         assert resumed.checked == 4 and resumed.stored == 0
         async with engine.connect() as conn:
@@ -145,16 +146,20 @@ async def test_the_command_stores_them_and_says_what_it_did(url: str) -> None:
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "7 valid memories checked" in run.stdout and "stored for 3, 2 left" in run.stdout
-    assert "features [" in run.stderr
+    last = run.stderr.rstrip("\n").split("\r")[-1]  # the line as it was left
+    top = max(before)
+    assert f"] {top}/{top} ids; 7 memories checked, 3 stored" in last, run.stderr
     engine = create_async_engine(url)
     try:
         after = await features(engine)
     finally:
         await engine.dispose()
     assert sum(after[i] != before[i] for i in before) == 3
-    bad = subprocess.run([sys.executable, "-m", "streams.cli", "db", "backfill", "--batch", "0"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert bad.returncode != 0 and "--batch must be 1 to" in bad.stderr
+    for batch in ("0", "10001"):
+        bad = subprocess.run([sys.executable, "-m", "streams.cli", "db", "backfill", "--batch",
+                              batch], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode != 0 and "--batch must be 1 to 10000" in bad.stderr
 
 
 async def test_a_value_changed_since_it_was_read_is_kept(

@@ -12,9 +12,9 @@ derives and stores them once, for every valid memory, in batches by id:
   erased row is simply not there, and no scope's version moves (a held state
   is already what the stored value decodes to);
 - a value of a newer release (a higher version), or of this version written by
-  a Python of another Unicode version (the workers' own, when the backfill runs
-  under another Python), is left as it is: only missing, unreadable and older
-  values are replaced;
+  a Python of a newer Unicode version (the workers' own, when the backfill runs
+  under an older Python), is left as it is: missing, unreadable and older values
+  (an older release's, an older Python's) are replaced;
 - resumable: each batch is committed, and ``after`` starts past an id (the
   progress reports the last one done);
 - bounded: one batch of rows in memory at a time; the derivation runs in a
@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from streams.adapters.db.schema.conversation import exact_collation
 from streams.adapters.db.schema.memory import memory
 from streams.memory.providers.builtin.row_features import (
     FEATURES_VERSION,
@@ -47,7 +50,7 @@ BATCH = 500
 @dataclass
 class BackfillProgress:
     """Where a backfill is: valid memories checked, values stored, values left (a
-    newer release's or another Python's), the last id done and the highest id when it
+    newer release's or a newer Python's), the last id done and the highest id when it
     began."""
 
     checked: int = 0
@@ -93,10 +96,11 @@ async def backfill_features(engine: AsyncEngine, *, batch: int = BATCH, after: i
 def _store(engine: AsyncEngine) -> Update:
     """Each row's new value, where the value read is still there (compared byte for
     byte: MySQL's default collation would take a value differing in case or trailing
-    spaces for the one read)."""
+    spaces for the one read). The engine has connected (its server is known)."""
     m = memory.c
-    stored = m.features.collate("utf8mb4_bin") if engine.dialect.name == "mysql" \
-        else m.features
+    stored: ColumnElement[Any] = m.features
+    if engine.dialect.name in ("mysql", "mariadb"):
+        stored = m.features.collate(exact_collation(engine.dialect))
     old = bindparam("b_old", type_=m.features.type)
     return (update(memory)
             .where(m.id == bindparam("b_id"),
@@ -122,14 +126,21 @@ def _values(rows: Sequence[DbRow]) -> tuple[list[dict[str, object]], int]:
 
 def _left(stored: object) -> bool:
     """Whether ``stored`` is a value of a release with a higher features version, or of
-    this version under another Unicode version."""
+    this version under a newer Unicode version (a newer Python's)."""
     if not isinstance(stored, str) or not stored:
         return False
     try:
         d = json.loads(stored)
         version = d.get("v")
-        unicode = d.get("u")
+        newer_unicode = _unicode(d.get("u")) > _unicode(UNICODE)
     except Exception:  # anything stored: unreadable, replaced
         return False
     return type(version) is int and (version > FEATURES_VERSION or (
-        version == FEATURES_VERSION and isinstance(unicode, str) and unicode != UNICODE))
+        version == FEATURES_VERSION and newer_unicode))
+
+
+def _unicode(version: object) -> tuple[int, ...]:
+    """``"15.0.0"`` as ``(15, 0, 0)``; ``()`` (older than any) when it is not one."""
+    if not isinstance(version, str) or not re.fullmatch(r"\d{1,4}(\.\d{1,4}){0,3}", version):
+        return ()
+    return tuple(int(p) for p in version.split("."))

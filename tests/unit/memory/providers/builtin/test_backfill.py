@@ -1,5 +1,5 @@
 """Which stored features a backfill replaces: none, unreadable or older ones; never a
-newer release's, one of another Python's Unicode version, or one this release reads."""
+newer release's, one of a newer Python's Unicode version, or one this release reads."""
 
 from __future__ import annotations
 
@@ -27,7 +27,11 @@ RIGHT = encode(derive(TEXT, "user"))
     ("[1, 2]", False),
     (json.dumps({"v": "9"}), False),  # not an int: unreadable, replaced
     (json.dumps({"v": FEATURES_VERSION - 1}), False),
-    (json.dumps({"v": FEATURES_VERSION, "u": "0.0.0"}), True),  # the workers' Python's
+    (json.dumps({"v": FEATURES_VERSION, "u": "99.0.0"}), True),  # a newer Python's
+    (json.dumps({"v": FEATURES_VERSION, "u": UNICODE + ".1"}), True),
+    (json.dumps({"v": FEATURES_VERSION, "u": "0.0.0"}), False),  # an older Python's
+    (json.dumps({"v": FEATURES_VERSION, "u": "14.0"}), False),
+    (json.dumps({"v": FEATURES_VERSION, "u": "fifteen"}), False),
     (json.dumps({"v": FEATURES_VERSION, "u": UNICODE}), False),  # this one's, unreadable
     (json.dumps({"v": FEATURES_VERSION}), False),
     (json.dumps({"v": FEATURES_VERSION + 1}), True),
