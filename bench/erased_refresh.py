@@ -22,25 +22,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pydantic import SecretStr
 from sqlalchemy import select
 
 from streams.adapters.db.schema.memory import memory_scope_stats
-from streams.settings import DatabaseSettings, Settings
 from streams.wire.erasure import ErasureRequest
-from streams.worker.runtime import Runtime
-from tests.integration.test_erasure_held_scopes import hold_loud
-from tests.support.services import create_database, drop_database, unique
-from tests.support.wiring import settings_for_tests
+from tests.integration.test_erasure_held_scopes import hold_loud, two_runtimes
 
 
 async def main(memories: int, erasures: int) -> None:
-    database = unique("ms_erased_")
-    url = create_database(database)
-    settings = settings_for_tests(database=DatabaseSettings(url=SecretStr(url)))
-    one = await Runtime(settings, migrate=True).start()
-    two = await Runtime(Settings(database=settings.database), migrate=False).start()
-    try:
+    async with two_runtimes("ms_erased_") as (one, two):
         ids, executor, cache = await hold_loud(one, two, memories)
         (sid, state), = cache._states.items()
         wall, cpu = [], []
@@ -61,10 +51,6 @@ async def main(memories: int, erasures: int) -> None:
         print(f"{memories} memories held, {erasures} erasures: delta wall ms "
               f"median {statistics.median(wall):.1f} max {max(wall):.1f}; loop CPU ms "
               f"median {statistics.median(cpu):.1f} max {max(cpu):.1f}")
-    finally:
-        await one.stop()
-        await two.stop()
-        drop_database(database)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ longer held there.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,9 +40,10 @@ from tests.support.wiring import settings_for_tests
 CALM, LOUD, LOUD_2 = Scope("calm", "u1", "a1"), Scope("loud", "u1", "a1"), Scope("loud", "u2", "a1")
 
 
-@pytest.fixture
-async def workers() -> AsyncIterator[tuple[Runtime, Runtime]]:
-    database = unique("ms_held_")
+@asynccontextmanager
+async def two_runtimes(prefix: str = "ms_held_") -> AsyncIterator[tuple[Runtime, Runtime]]:
+    """Two workers' runtimes on one fresh MariaDB database (the first migrates it)."""
+    database = unique(prefix)
     url = create_database(database)
     settings = settings_for_tests(database=DatabaseSettings(url=SecretStr(url)))
     one = await Runtime(settings, migrate=True).start()
@@ -52,6 +54,12 @@ async def workers() -> AsyncIterator[tuple[Runtime, Runtime]]:
         await one.stop()
         await two.stop()
         drop_database(database)
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[tuple[Runtime, Runtime]]:
+    async with two_runtimes() as both:
+        yield both
 
 
 def builtin(rt: Runtime) -> BuiltinProvider:

@@ -529,4 +529,3 @@ def _ids_in(conn: AsyncConnection, sid: int) -> IdsIn:
             or_(*[m.id.between(a, b) for a, b in bounds])))}
 
     return ids
-
