@@ -7,6 +7,13 @@ STAMP  := $(VENV)/.installed
 # Debian installs daemons (mariadbd) in /usr/sbin, off an ordinary user's PATH
 export PATH := $(PATH):/usr/sbin:/sbin
 
+# The suite's tests on TEST_WORKERS processes (pytest-xdist, a test file each at a
+# time), then the tests marked `alone` one at a time (tests/conftest.py); both
+# parts run, and the recipe fails when either did. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+pytest_then_alone = s=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(1) || s=1; \
+	$(PY) -m pytest -m alone $(1) || s=1; exit $$s
+
 .DEFAULT_GOAL := help
 .PHONY: help setup venv services services-down services-status test test-unit test-agents \
         test-integration test-chaos lint typecheck demo bench-ingest bench-consolidation \
@@ -45,9 +52,9 @@ services-status:  ## show which services are running
 # test, test-integration and test-chaos run setup, then the services, one
 # after the other in their recipe: under -j or -k as well, nothing is started
 # when setup fails
-test:  ## the whole suite against the real services, the chaos test last
+test:  ## the whole suite against the real services: on TEST_WORKERS processes, then the `alone` tests and the chaos test by themselves
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
-	$(PY) -m pytest
+	$(call pytest_then_alone,tests)
 
 test-unit: $(STAMP)  ## pure logic only (no services)
 	$(PY) -m pytest tests/unit
@@ -55,9 +62,9 @@ test-unit: $(STAMP)  ## pure logic only (no services)
 test-agents: $(STAMP)  ## processors against in-memory fakes (no services)
 	$(PY) -m pytest tests/agents
 
-test-integration:  ## against real Kafka, Redis and MariaDB
+test-integration:  ## against real Kafka, Redis and MariaDB (TEST_WORKERS processes, then the `alone` tests)
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services
-	$(PY) -m pytest tests/integration
+	$(call pytest_then_alone,tests/integration)
 
 test-chaos:  ## faults under load vs an undisturbed run (CHAOS_* settings); a calm tenant beside a loud one (NEIGHBOUR_*)
 	@$(MAKE) --no-print-directory setup && $(MAKE) --no-print-directory services

@@ -27,11 +27,16 @@ found. A later failure -- a program that exits non-zero (Maven offline, pip), a
 directory that cannot be made or written (the cache) -- is one ``[services]``
 message on stderr too, with the failing command and the tail of its output,
 and the exit status 1; no traceback. Usage errors go to stderr (status 2).
+
+``up`` and ``down`` take a lock on ``.services/lock`` for their whole run, so
+two of them at once (tests of a parallel run starting the MemOS server each)
+start a service once: the second waits, then finds it running.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import pwd
@@ -537,6 +542,15 @@ def main(argv: list[str]) -> int:
         return 1
 
 
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """An exclusive lock on ``STATE/lock`` while services are started or stopped."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 def run(cmd: str, names: list[str], given: list[str]) -> int:
     if cmd == "jars":
         print(fetch_jars())
@@ -544,11 +558,13 @@ def run(cmd: str, names: list[str], given: list[str]) -> int:
         print(ps.memos_venv(providers()))
         print(ps.mem0_venv(providers()))
     elif cmd == "up":
-        for n in names:
-            UP[n]()
+        with one_at_a_time():
+            for n in names:
+                UP[n]()
     elif cmd == "down":
-        for n in reversed(names if given else ALL + OPTIONAL):
-            down(n)
+        with one_at_a_time():
+            for n in reversed(names if given else ALL + OPTIONAL):
+                down(n)
     else:
         for n in ALL + OPTIONAL:
             pid = pid_of(n)

@@ -1,7 +1,12 @@
 """Test tiers by folder: unit (pure, no event loop), agents (processors with
 in-memory fakes), integration (real Kafka, Redis and MariaDB from
 ``make services``), chaos (the whole system under faults; it runs after the
-rest of the suite, so a plain ``pytest`` ends with it)."""
+rest of the suite, so a plain ``pytest`` ends with it).
+
+Chaos tests, and the integration tests marked ``alone`` (they time replies
+against a deadline, or stop a service other tests use), must not share the
+machine with other tests: ``make test`` runs every other test on two processes
+(``pytest -n 2 -m "not alone"``), then these one at a time (``-m alone``)."""
 
 from __future__ import annotations
 
@@ -35,4 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = _tier(item)
         if tier in {"unit", "agents", "integration", "chaos"}:
             item.add_marker(getattr(pytest.mark, tier))
+        if tier == "chaos":
+            item.add_marker(pytest.mark.alone)
     items.sort(key=lambda item: _tier(item) == "chaos")  # stable: the rest keeps its order

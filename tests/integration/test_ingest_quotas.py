@@ -19,12 +19,15 @@ from collections import Counter
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 from streams.adapters.kafka.partitioning import java_partition
 from streams.stats.access import new_token, token_hash
 from streams.wire.headers import header
 from tests.integration.conftest import Stack, chat_event
 from tests.support.worker import eventually
+
+pytestmark = pytest.mark.alone  # its quotas are rates, which the machine's pace moves
 
 TOKEN = new_token()
 RATE, BURST = 5, 20

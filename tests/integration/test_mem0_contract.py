@@ -25,6 +25,8 @@ from tests.fakes.mem0 import FakeMem0
 from tests.support.services import MEM0_PORT, provider_database
 from tests.support.worker import ROOT, eventually
 
+pytestmark = pytest.mark.alone  # it stops the PostgreSQL other tests' MemOS and Mem0 use
+
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 

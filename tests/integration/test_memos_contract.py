@@ -27,6 +27,8 @@ from tests.fakes.server import FakeControl
 from tests.support.services import FAKE_OPENAI_PORT, MEMOS_PORT, provider_database
 from tests.support.worker import ROOT
 
+pytestmark = pytest.mark.alone  # it stops the PostgreSQL other tests' MemOS and Mem0 use
+
 T0 = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.integration.conftest import Stack
 from tests.integration.query_support import QUERY_ENV, QueryTraffic, query_partitions, two_workers
 from tests.support.worker import eventually
+
+pytestmark = pytest.mark.alone  # it times the survivor's replies
 
 QUERY_SESSION_S = 10.0
 FAUST_SESSION_S = 30.0

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from streams.client import MemoryClient, QueryOutcome, QueryTimeoutError
 from tests.integration.conftest import Stack
 from tests.integration.query_support import QUERY_ENV, query_partitions, two_workers
 from tests.support.services import KAFKA_BOOTSTRAP
+
+pytestmark = pytest.mark.alone  # it times replies against a 1 s deadline
 
 # the dead worker holds its partitions this long: every query below falls inside
 QUERY_SESSION_S = 30.0

@@ -12,6 +12,7 @@ import os
 import signal
 import time
 
+import pytest
 from aiokafka import AIOKafkaConsumer
 
 from tests.integration.conftest import Stack
@@ -25,6 +26,8 @@ from tests.integration.query_support import (
 )
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually
+
+pytestmark = pytest.mark.alone  # it times replies against a 1 s deadline
 
 # the frozen worker holds its partitions this long: every request below falls inside
 SESSION_S = 20.0

@@ -25,6 +25,8 @@ from tests.integration.consolidation_support import FAST, run_status, set_agent
 from tests.support.services import MEM0_PORT, MEMOS_PORT, provider_database
 from tests.support.worker import ROOT, eventually
 
+pytestmark = pytest.mark.alone  # it stops the PostgreSQL other tests' MemOS and Mem0 use
+
 URLS = {"memos": f"http://127.0.0.1:{MEMOS_PORT}", "mem0": f"http://127.0.0.1:{MEM0_PORT}"}
 SETTING = {"memos": "MEMSTREAM_MEMOS__BASE_URL", "mem0": "MEMSTREAM_MEM0__BASE_URL"}
 

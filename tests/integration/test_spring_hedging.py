@@ -8,10 +8,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 
+import pytest
+
 from tests.integration.conftest import Stack
 from tests.integration.query_support import QUERY_ENV, query_partitions, two_workers
 from tests.integration.spring_support import JAVA, client_classpath
 from tests.support.services import KAFKA_BOOTSTRAP
+
+pytestmark = pytest.mark.alone  # it times replies against the caller's deadline
 
 __all__ = ["client_classpath"]
 
