@@ -28,9 +28,11 @@ directory that cannot be made or written (the cache) -- is one ``[services]``
 message on stderr too, with the failing command and the tail of its output,
 and the exit status 1; no traceback. Usage errors go to stderr (status 2).
 
-``up`` and ``down`` take a lock on ``.services/lock`` for their whole run, so
-two of them at once (tests of a parallel run starting the MemOS server each)
-start a service once: the second waits, then finds it running.
+``up`` and ``down`` hold a lock of each service while they start or stop it
+(``.services/<name>.lock``, and those of the services it starts first), so two
+of them at once (tests of a parallel run starting the MemOS server each) start
+a service once: the second waits, then finds it running. Other services are
+not held up meanwhile (Jaeger waiting for its build does not hold up MemOS).
 """
 
 from __future__ import annotations
@@ -543,11 +545,14 @@ def main(argv: list[str]) -> int:
 
 
 @contextlib.contextmanager
-def one_at_a_time() -> Iterator[None]:
-    """An exclusive lock on ``STATE/lock`` while services are started or stopped."""
+def one_at_a_time(name: str) -> Iterator[None]:
+    """Exclusive locks on ``STATE/<name>.lock`` and on those of the services ``name``
+    starts first, taken in name order (two callers never wait for each other's)."""
     STATE.mkdir(parents=True, exist_ok=True)
-    with open(STATE / "lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+    with contextlib.ExitStack() as held:
+        for n in sorted({name, *STARTS_FIRST.get(name, [])}):
+            f = held.enter_context(open(STATE / f"{n}.lock", "a"))
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
         yield
 
 
@@ -558,12 +563,12 @@ def run(cmd: str, names: list[str], given: list[str]) -> int:
         print(ps.memos_venv(providers()))
         print(ps.mem0_venv(providers()))
     elif cmd == "up":
-        with one_at_a_time():
-            for n in names:
+        for n in names:
+            with one_at_a_time(n):
                 UP[n]()
     elif cmd == "down":
-        with one_at_a_time():
-            for n in reversed(names if given else ALL + OPTIONAL):
+        for n in reversed(names if given else ALL + OPTIONAL):
+            with one_at_a_time(n):
                 down(n)
     else:
         for n in ALL + OPTIONAL:

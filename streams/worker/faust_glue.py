@@ -40,7 +40,12 @@
   its tombstone compacted away, the partition coming back brings the stale
   value back with it — the changelog no longer says otherwise. The table
   remembers the partition of every key it writes, and at every rebalance drops
-  each key of the partitions revoked from this worker.
+  each key of the partitions revoked from this worker. A write checks, as Faust's
+  does, that the source topic and the changelog have as many partitions, but only
+  once the group's metadata knows both: a changelog just created (a worker's first
+  start on a cluster) reads 0 partitions there for a moment, which is no mismatch
+  (Faust's check failed the write, and with it the ingest writer). A real mismatch
+  (4 against 2) still fails the write.
 * ``topic_global_table``: a global table over an existing topic. Faust's
   assignor looks a global table's changelog up by its *default* name
   (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and
@@ -119,6 +124,14 @@ class _PartitionedTable(faust.Table[Any, Any]):
     def on_key_del(self, key: Any) -> None:
         super().on_key_del(key)
         self._partitions().pop(key, None)
+
+    def _verify_source_topic_partitions(self, source_topic: str) -> None:
+        consumer = self.app.consumer
+        counts = (consumer.topic_partitions(source_topic),
+                  consumer.topic_partitions(self._changelog_topic_name()))
+        if 0 in counts:  # a topic just created, not yet in the group's metadata
+            return  # checked at a later write
+        super()._verify_source_topic_partitions(source_topic)
 
     async def on_rebalance(self, assigned: set[TP], revoked: set[TP],
                            newly_assigned: set[TP], generation_id: int = 0) -> None:

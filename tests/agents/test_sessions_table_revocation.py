@@ -94,3 +94,31 @@ async def test_recovered_and_written_keys_both_go_and_the_rest_stays(table: Any)
     # a rebalance that takes nothing away keeps everything
     await rebalance(table, {3}, {3})
     assert dict(table.items()) == {"t1/kept": {"session_seq": 2}}
+
+
+@pytest.mark.parametrize(("source_n", "changelog_n", "fails"), [
+    (4, 0, False),  # the changelog just created: not in the group's metadata yet
+    (0, 4, False),
+    (4, None, False),  # not subscribed: Faust's own rule, nothing to compare
+    (4, 4, False),
+    (4, 2, True),  # a real mismatch
+])
+def test_a_write_fails_only_on_a_known_partition_mismatch(
+        source_n: int, changelog_n: int | None, fails: bool) -> None:
+    app = faust.App("mismatch-test", broker="kafka://127.0.0.1:1", store="memory://")
+    t = partitioned_table(app, "sessions", key_type=str, help="test")
+    t.send_changelog = lambda partition, key, value, *a, **kw: SimpleNamespace(
+        message=SimpleNamespace(partition=partition))
+    counts = {SOURCE: source_n, t._changelog_topic_name(): changelog_n}
+    app.consumer = SimpleNamespace(topic_partitions=counts.get)
+    if fails:
+        with pytest.raises(faust.exceptions.PartitionsMismatch):
+            write(t, 1, "t1/c1", {"session_seq": 1})
+        assert "t1/c1" not in t
+    else:
+        write(t, 1, "t1/c1", {"session_seq": 1})
+        assert t["t1/c1"] == {"session_seq": 1}
+    # once the metadata knows both topics (4 and 4), a write is checked and passes
+    counts[t._changelog_topic_name()] = counts[SOURCE] = 4
+    write(t, 2, "t1/c2", {"session_seq": 1})
+    assert t["t1/c2"] == {"session_seq": 1}

@@ -53,6 +53,7 @@ from streams import metrics as metric_catalog
 from streams.cli.env_check import setting_variables, unknown_variables
 from streams.settings import HealthSettings, KafkaSettings, WebSettings
 from tests.support.services import free_port
+from tests.support.tree import files_under
 
 pytestmark = pytest.mark.integration
 
@@ -570,9 +571,9 @@ def in_build_context(rel: str) -> bool:
 
 def build_context_files() -> list[str]:
     out = []
-    for p in ROOT.rglob("*"):
+    for p in files_under(ROOT, {".git", ".venv"}):
         rel = p.relative_to(ROOT).as_posix()
-        if rel.startswith((".git/", ".venv/")) or not p.is_file():
+        if not p.is_file():
             continue
         if in_build_context(rel):
             out.append(rel)

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pymysql
+import pytest
 
 from tests.fakes.memos import FakeMemOS
 from tests.integration.conftest import Stack, chat_event
@@ -28,6 +29,8 @@ from tests.integration.query_support import (
 )
 from tests.support.services import MYSQL_PASSWORD, MYSQL_PORT, MYSQL_USER
 from tests.support.worker import eventually
+
+pytestmark = pytest.mark.alone  # a flowing stage must progress within its 3 s stall timeout
 
 STALL_TIMEOUT_S = 3.0
 HEALTH_ENV = {

@@ -182,8 +182,8 @@ async def test_a_search_finding_the_held_connection_busy_reads_on_the_pool(
     held = HeldReads(own)
     p = await hiker(pooled, held)
     await p.search(ALICE, QUESTION)
-    slow = await in_flight(held, "SELECT SLEEP(1) AS s")
-    got = await asyncio.wait_for(p.search(ALICE, QUESTION), 0.5)  # no wait for the held one
+    slow = await in_flight(held, "SELECT SLEEP(4) AS s")
+    got = await asyncio.wait_for(p.search(ALICE, QUESTION), 2.0)  # no wait for the held one
     assert [m.content for m in got] == ["Alice goes hiking in the Alps"]
     await slow
     await p.close()
@@ -217,9 +217,9 @@ async def test_closing_during_a_read_waits_for_it_and_closes_the_connection(
     assert mine not in await open_connections(pooled)
     held = HeldReads(own)
     mine = await connection_id(held)
-    reading = await in_flight(held, "SELECT SLEEP(2) AS s")
+    reading = await in_flight(held, "SELECT SLEEP(4) AS s")
     await held.close(wait_s=0.2)
-    assert await asyncio.wait_for(reading, 1.0) is None  # failed under the close
+    assert await asyncio.wait_for(reading, 2.5) is None  # failed under the close
     for _ in range(100):  # the server lets go once its statement ends
         if mine not in await open_connections(pooled):
             break

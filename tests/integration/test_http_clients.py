@@ -36,6 +36,8 @@ from tests.fakes.openai import NO_CHOICES, FakeOpenAI, embed_text
 from tests.fakes.server import FakeControl
 from tests.support.services import free_port
 
+pytestmark = pytest.mark.alone  # 0.3 s client timeouts against servers in its own threads
+
 FAST = RetryPolicy(attempts=3, initial_s=0.01, max_s=0.05, jitter=False)
 A = Scope("tenant-a", "u1", "a1")
 B = Scope("tenant-b", "u1", "a1")

@@ -12,6 +12,7 @@ import re
 import time
 
 import httpx
+import pytest
 
 from streams.client import MemoryClient
 from streams.stats.access import new_token, token_hash
@@ -19,6 +20,8 @@ from streams.wire.query import MemoryReply
 from tests.integration.conftest import Stack
 from tests.support.services import KAFKA_BOOTSTRAP
 from tests.support.worker import eventually
+
+pytestmark = pytest.mark.alone  # its quotas are rates, which the machine's pace moves
 
 TOKEN = new_token()
 LOUD_RATE, LOUD_BURST, FLOOD = 5, 5, 200

@@ -18,6 +18,7 @@ from streams.cli.env_check import (
     setting_variables,
     unknown_variables,
 )
+from tests.support.tree import files_under
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = setting_variables()
@@ -109,9 +110,8 @@ SKIP_FILES = {Path(__file__).resolve(),
 
 
 def _project_files() -> list[Path]:
-    return [p for p in sorted(ROOT.rglob("*"))
-            if p.is_file() and not SKIP_DIRS & set(p.relative_to(ROOT).parts)
-            and p.resolve() not in SKIP_FILES]
+    return [p for p in sorted(files_under(ROOT, SKIP_DIRS))
+            if p.is_file() and p.resolve() not in SKIP_FILES]
 
 
 def test_every_variable_the_project_sets_or_reads_is_accepted() -> None:
