@@ -9,12 +9,13 @@ export PATH := $(PATH):/usr/sbin:/sbin
 
 # The suite's tests on TEST_WORKERS processes (pytest-xdist, a test file each at a
 # time), then the tests marked `alone` one at a time (tests/conftest.py); both
-# parts run, and the recipe fails when either did (a part that selects no test,
-# pytest's status 5 under PYTEST_ADDOPTS=-k ..., is no failure). TEST_WORKERS=0:
-# one process.
+# parts run (not after an interrupted first part, pytest's status 2), and the
+# recipe fails when either failed (a part that selects no test, pytest's status 5
+# under PYTEST_ADDOPTS=-k ..., is no failure). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 pytest_then_alone = s=0; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(1) || { r=$$?; [ $$r -eq 5 ] || s=$$r; }; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(1) || { r=$$?; \
+	  [ $$r -ne 2 ] || exit 2; [ $$r -eq 5 ] || s=$$r; }; \
 	$(PY) -m pytest -m alone $(1) || { r=$$?; [ $$r -eq 5 ] || s=$$r; }; exit $$s
 
 .DEFAULT_GOAL := help

@@ -31,8 +31,9 @@ and the exit status 1; no traceback. Usage errors go to stderr (status 2).
 ``up`` and ``down`` hold a lock of each service while they start or stop it
 (``.services/<name>.lock``, and those of the services it starts first), so two
 of them at once (tests of a parallel run starting the MemOS server each) start
-a service once: the second waits, then finds it running. Other services are
-not held up meanwhile (Jaeger waiting for its build does not hold up MemOS).
+a service once: the second waits, then finds it running. A service that
+shares none of those locks is not held up (Jaeger waiting for its build does
+not hold up MemOS; Mem0 waits while MemOS starts the PostgreSQL both use).
 """
 
 from __future__ import annotations

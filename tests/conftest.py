@@ -5,8 +5,9 @@ rest of the suite, so a plain ``pytest`` ends with it).
 
 Chaos tests, and the integration tests marked ``alone`` (they time replies
 against a deadline, or stop a service other tests use), must not share the
-machine with other tests: ``make test`` runs every other test on two processes
-(``pytest -n 2 -m "not alone"``), then these one at a time (``-m alone``)."""
+machine with other tests: ``make test`` runs every other test on ``TEST_WORKERS``
+processes (``pytest -n 2 -m "not alone"``), then these one at a time (``-m alone``).
+A plain ``pytest -n N`` would run them beside others: select them apart as it does."""
 
 from __future__ import annotations
 

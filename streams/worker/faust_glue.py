@@ -44,8 +44,11 @@
   does, that the source topic and the changelog have as many partitions, but only
   once the group's metadata knows both: a changelog just created (a worker's first
   start on a cluster) reads 0 partitions there for a moment, which is no mismatch
-  (Faust's check failed the write, and with it the ingest writer). A real mismatch
-  (4 against 2) still fails the write.
+  (Faust's check failed the write, and with it the ingest writer). The changelog
+  is then being created by Faust with ``kafka.partitions``, which the source
+  topics were checked against at start (``ensure_topics``); the changelog record
+  goes to the event's partition through the producer's own metadata. A changelog
+  the metadata knows with another count (4 against 2) still fails the write.
 * ``topic_global_table``: a global table over an existing topic. Faust's
   assignor looks a global table's changelog up by its *default* name
   (``{app_id}-{table}-changelog``), not by the ``changelog_topic`` given, and

@@ -221,7 +221,8 @@ def deadline_queries_in_time(s: Snapshot) -> Finding:
     hedging and take-over the requests asked in a rebalance or after a SIGKILL come
     late, far more than that share."""
     late = [f"{d.name}: {d.late} of {d.asked - d.outage_asked} "
-            f"(allowed {d.late_allowed:.0%}), asked at {d.late_at} s"
+            f"(allowed {d.late_allowed:.0%}), asked at {d.late_at} s "
+            f"({'; '.join(d.late_where)})"
             for d in s.deadline if d.too_late]
     return _finding("deadline callers answered within their deadline, once, while a worker "
                     "was live (1 s: all; 300 ms: 90 %)", {

@@ -231,7 +231,9 @@ def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
         len(moving), sum(1 for at in c.late() if at in moving), max(answered, default=0.0),
         c.stats.hedges_sent, c.stats.hedges_won, c.stats.duplicates_dropped,
         sorted(((o.latency_s, round(at - started, 1)) for at, o in c.outcomes if o.answered),
-               reverse=True)[:3])
+               reverse=True)[:3],
+        [f"{at - started:.1f} s: partition {o.partition}, {'hedged' if o.hedged else 'not hedged'}"
+         for at, o in c.outcomes if not o.answered and at not in out])
 
 
 LATE_AT_300_MS = 0.10

@@ -67,6 +67,8 @@ class DeadlineTally:
     duplicates_dropped: int  # second replies the client did not pass on
     slowest: list[tuple[float, float]] = field(default_factory=list)
     """the three slowest answered: (latency s, asked at s into the phase)"""
+    late_where: list[str] = field(default_factory=list)
+    """each late one: when, the query partition its first copy went to, hedged or not"""
 
     @property
     def too_late(self) -> bool:

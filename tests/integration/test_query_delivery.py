@@ -26,10 +26,10 @@ async def test_a_request_older_than_its_timeout_is_not_answered_and_is_counted(
     worker = await asyncio.to_thread(stack.worker(**QUERY_ENV).start)
     await eventually(lambda: bool(query_partitions(worker)), 60, "the query consumer")
     async with QueryTraffic(stack) as traffic:
-        produced = int(time.time() * 1000) - 5000  # five seconds ago
-        late = await traffic.send(0, body=query_body(1000), timestamp_ms=produced)
-        patient = await traffic.send(0, body=query_body(10_000), timestamp_ms=produced)
-        # a budget shorter than the others' age, with room for a machine running other tests
+        produced = int(time.time() * 1000) - 10_000  # ten seconds ago
+        # the late and the fresh one differ in age only; 3 s leaves room for a busy machine
+        late = await traffic.send(0, body=query_body(3000), timestamp_ms=produced)
+        patient = await traffic.send(0, body=query_body(20_000), timestamp_ms=produced)
         fresh = await traffic.send(0, body=query_body(3000))
         # same partition, in order: once the fresh one is answered, all three were seen
         await eventually(lambda: bool(traffic.sent[fresh].replies), 30, "the fresh reply")

@@ -247,6 +247,10 @@ def test_a_query_asked_during_a_rebalance_counts_and_one_during_an_outage_does_n
     t = tally(c, 0.0, outages=[(10.5, 20.0)], rebalances=[(30.0, 40.0)])
     assert (t.asked, t.late, t.late_at) == (4, 2, [30.0, 50.0])
     assert (t.outage_asked, t.outage_late, t.rebalance_asked, t.rebalance_late) == (1, 1, 1, 1)
+    # where each late one went, in the check's message
+    assert t.late_where == ["30.0 s: partition 0, hedged", "50.0 s: partition 0, hedged"]
+    message = deadline_queries_in_time(Snapshot(deadline=[t])).render("B")
+    assert "50.0 s: partition 0, hedged" in message
 
 
 # ------------------------------------------------------------------ erasures
