@@ -223,7 +223,8 @@ def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
     answered = [o.latency_s for _, o in c.outcomes if o.answered]
     out = [at for at, _ in c.outcomes if within(at, outages)]
     moving = [at for at, _ in c.outcomes if not within(at, outages) and within(at, rebalances)]
-    late = [at for at in c.late() if at not in out]
+    late_ones = [(at, o) for at, o in c.outcomes if not o.answered and at not in out]
+    late = [at for at, _ in late_ones]
     return DeadlineTally(
         c.name, c.deadline_s, c.late_allowed, len(c.outcomes), len(late),
         [round(at - started, 1) for at in late],
@@ -233,7 +234,7 @@ def tally(c: DeadlineClass, started: float, outages: list[tuple[float, float]],
         sorted(((o.latency_s, round(at - started, 1)) for at, o in c.outcomes if o.answered),
                reverse=True)[:3],
         [f"{at - started:.1f} s: partition {o.partition}, {'hedged' if o.hedged else 'not hedged'}"
-         for at, o in c.outcomes if not o.answered and at not in out])
+         for at, o in late_ones])
 
 
 LATE_AT_300_MS = 0.10
